@@ -1,0 +1,36 @@
+# forensics: the two commands of the README are `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
+DEV_STAMP := $(VENV)/.installed-dev-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: demo test bench install dev clean screenshot
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): | $(PY)
+	$(PIP) install -q -e .
+	touch $@
+
+$(DEV_STAMP): | $(PY)
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+install: $(STAMP)
+dev: $(DEV_STAMP)
+
+demo: $(STAMP)
+	$(PY) -m forensics.demo
+
+test: $(DEV_STAMP)
+	$(PY) -m pytest -q
+
+bench: $(DEV_STAMP)
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache forensics-demo

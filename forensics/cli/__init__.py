@@ -1,0 +1,67 @@
+"""The ``forensics`` command line: a thin click layer over the core.
+
+Each subcommand lives in its own module of this package and is imported only
+when it runs (``--help`` stays instant, and the snapshot never imports torch).
+Exit codes (DESIGN section 12): 0 ok / no regression, 1 regression found,
+2 bad input or usage, 3 inconclusive, 4 internal error (a bug: please report),
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from forensics import __version__
+
+# command name -> "module:attribute"; a module not present yet simply isn't listed.
+COMMANDS: dict[str, str] = {
+    "snapshot": "forensics.cli.snapshot:snapshot",
+    "show": "forensics.cli.snapshot:show",
+    "probes": "forensics.cli.snapshot:probes",
+    "env": "forensics.cli.env:env",
+    "diff": "forensics.cli.diff:diff",
+    "bench": "forensics.cli.bench:bench",
+    "bisect": "forensics.cli.bisect:bisect",
+    "bisect-step": "forensics.cli.bisect:bisect_step",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if self._load(name) is not None]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name)
+
+    @staticmethod
+    def _load(name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                return None
+            raise
+        return getattr(module, attr, None)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="forensics")
+def main() -> None:
+    """Find out why a GPU/ML step got slower.
+
+    Take a snapshot before and after a change, benchmark the step, and diff:
+    the report ranks the causes (GPU clocks and throttling, PCIe link, driver,
+    CUDA, NCCL, PyTorch, NCCL variables the workers never saw, a git pull) and
+    says what was ruled out and how.
+
+    Exit codes: 0 ok, 1 regression found, 2 bad input, 3 inconclusive,
+    4 internal error, 130 interrupted.
+    """

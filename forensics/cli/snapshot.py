@@ -1,0 +1,114 @@
+"""``forensics snapshot``, ``forensics show`` and ``forensics probes``."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import click
+
+from forensics.cli.common import console, error_boundary
+
+
+def _default_name(label: str | None) -> str:
+    if label:
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.") or "snapshot"
+        return f"forensics-{safe}.json"
+    return time.strftime("forensics-%Y%m%d-%H%M%S.json")
+
+
+@click.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Output file (.json, or .yaml/.yml). Default: forensics-<label or timestamp>.json here.")
+@click.option("--label", help="Free text stored in the snapshot, e.g. 'before' or 'after-pull'.")
+@click.option("--probe", "only", multiple=True, metavar="NAME", help="Run only this probe (repeatable).")
+@click.option("--skip", multiple=True, metavar="NAME", help="Do not run this probe (repeatable).")
+@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True,
+              help="Per-probe timeout in seconds; a probe that takes longer is recorded as failed.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
+              help="Git repository of the code under test (default: the current folder if it is in one).")
+@click.option("--sample", "sample_s", type=float, default=None, metavar="SECONDS",
+              help="GPU probe: sample clocks, power and clocks-event reasons at ~10 Hz for this long.")
+@click.option("--deep", is_flag=True, help="Import torch to confirm the CUDA/NCCL/cuDNN versions it loads (slower).")
+@click.option("--nccl-init", is_flag=True, help="NCCL env probe: start workers that initialise a real NCCL "
+              "communicator (NCCL_DEBUG=INFO) and report what NCCL read.")
+@click.option("--launcher", metavar="CMD", help="NCCL env probe: start the workers under this launcher prefix, "
+              "e.g. 'torchrun --nproc-per-node 2'.")
+@click.option("--bench", "with_bench", is_flag=True, help="Run the built-in verify-step canary and embed it.")
+@click.option("--no-redact", is_flag=True, help="Keep secrets (tokens, keys, URL credentials) in the snapshot.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the output path.")
+@error_boundary
+def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_init, launcher, with_bench,
+             no_redact, quiet):
+    """Record this machine's state: GPU, drivers and libraries, NCCL variables, git, host.
+
+    Writes a JSON (or YAML) snapshot and prints a summary. Probes run
+    concurrently, each under --timeout; one that fails or hangs is recorded as
+    such and never loses the others' data.
+    """
+    from forensics.collect import take_snapshot
+    from forensics.errors import BadInputError
+    from forensics import snapshot as snap
+
+    if sample_s is not None and not 0 < sample_s <= 600:
+        raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
+    out = output or Path(_default_name(label))
+    if out.suffix.lower() not in (".json", ".yaml", ".yml"):
+        raise BadInputError(f"{out}: output name must end in .json, .yaml or .yml")
+    if repo is not None and not repo.is_dir():
+        raise BadInputError(f"--repo {repo}: no such folder")
+    options = {"repo": str(repo) if repo else None, "sample_s": sample_s, "deep": deep,
+               "nccl_init": nccl_init, "launcher": launcher}
+    bench = None
+    if with_bench:
+        from forensics.bench import run_for_snapshot
+
+        bench = run_for_snapshot({})
+    doc = take_snapshot(label=label, only=only, skip=skip, options=options, timeout_s=timeout_s,
+                        redact=not no_redact, bench=bench)
+    snap.save(doc, out)
+    if quiet:
+        click.echo(str(out))
+        return
+    from forensics.render.terminal import print_snapshot_summary
+
+    print_snapshot_summary(console(), doc)
+    c = console()
+    c.print(f"wrote [bold]{out}[/bold]")
+
+
+@click.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@error_boundary
+def show(file):
+    """Print a readable summary of a snapshot FILE."""
+    from forensics import snapshot as snap
+    from forensics.render.terminal import print_snapshot_summary
+
+    doc = snap.load(file)
+    print_snapshot_summary(console(), doc, detail=True)
+
+
+@click.command()
+@error_boundary
+def probes():
+    """List the installed probes, what each records, and whether it applies here."""
+    from rich.table import Table
+
+    from forensics.probe import ProbeContext
+    from forensics.registry import load_probes
+
+    loaded, failures = load_probes()
+    table = Table(show_header=True, header_style="bold")
+    for col in ("probe", "from", "applies here", "what it records"):
+        table.add_column(col)
+    for lp in loaded:
+        try:
+            reason = lp.probe.available(ProbeContext({}))
+        except Exception as exc:  # an applicability check that crashes is reported, not raised
+            reason = f"check failed: {type(exc).__name__}: {exc}"
+        table.add_row(lp.name, lp.distribution, "yes" if not reason else f"no: {reason}", lp.probe.description)
+    for f in failures:
+        table.add_row(f.name, f.distribution, f"failed to load: {f.error}", "")
+    console().print(table)

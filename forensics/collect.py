@@ -1,0 +1,64 @@
+"""Taking a snapshot: choose probes, run them, build the document.
+
+This is the core function behind ``forensics snapshot``; it returns data and
+never prints (the CLI renders it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from forensics.errors import BadInputError
+from forensics.model import ProbeStatus
+from forensics.probe import ProbeResult
+from forensics.redact import Redactor
+from forensics.registry import load_probes
+from forensics.runner import DEFAULT_TIMEOUT_S, run_probes
+from forensics import snapshot as snap
+
+
+def take_snapshot(
+    *,
+    label: str | None = None,
+    only: Iterable[str] = (),
+    skip: Iterable[str] = (),
+    options: dict[str, Any] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    redact: bool = True,
+    on_done: Callable[[str, ProbeResult], None] | None = None,
+    bench: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run the installed probes and return a snapshot document.
+
+    Args:
+        label: free text stored in the snapshot ("before", "after-pull").
+        only: run only these probes (names as in ``forensics probes``).
+        skip: do not run these probes.
+        options: passed to every probe (``repo``, ``sample_s``, ``deep``...).
+        timeout_s: per-probe timeout, seconds.
+        redact: replace secrets (default); ``False`` is ``--no-redact``.
+        on_done: progress callback, called as each probe finishes.
+        bench: a benchmark result to embed (``forensics snapshot --bench``).
+
+    Raises:
+        BadInputError: ``only``/``skip`` names a probe that is not installed,
+            or the timeout is not positive.
+    """
+    only, skip = list(only), list(skip)
+    if timeout_s <= 0:
+        raise BadInputError(f"--timeout must be positive, got {timeout_s:g}")
+    loaded, failures = load_probes()
+    known = {p.name for p in loaded} | {f.name for f in failures}
+    for name in only + skip:
+        if name not in known:
+            raise BadInputError(f"no probe named {name!r}; installed: {', '.join(sorted(known)) or 'none'} "
+                                "(see 'forensics probes')")
+    chosen = [p.probe for p in loaded if (not only or p.name in only) and p.name not in skip]
+    redactor = Redactor(enabled=redact)
+    results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done)
+    for f in failures:
+        if (not only or f.name in only) and f.name not in skip:
+            results[f.name] = ProbeResult(ProbeStatus.FAILED, reason=f"could not load probe from {f.distribution}: {f.error}")
+    opts = dict(options or {})
+    opts.update({"timeout_s": timeout_s, "probes": only or None, "skip": skip or None})
+    return snap.build(results, label=label, options=opts, redactor=redactor, bench=bench)

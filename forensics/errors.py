@@ -1,0 +1,54 @@
+"""Domain errors and the process exit codes they map to (DESIGN section 12).
+
+Core functions raise these; only the CLI layer turns them into one line on
+stderr and an exit code. No core function prints or exits.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+"""No regression (or the command simply succeeded)."""
+EXIT_REGRESSION = 1
+"""A regression was found (``forensics diff --fail-on``, ``bench compare``)."""
+EXIT_BAD_INPUT = 2
+"""Bad input or usage: unreadable, truncated, foreign or newer-schema file; bad option."""
+EXIT_INCONCLUSIVE = 3
+"""Too noisy or not enough data to decide."""
+
+
+class ForensicsError(Exception):
+    """Base class of every error the CLI reports as one line.
+
+    Attributes:
+        exit_code: the process exit code the CLI uses for it.
+    """
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class BadInputError(ForensicsError):
+    """A file or an argument the user gave cannot be used (exit code 2).
+
+    The message names the thing (file path, option) and, where possible, the fix.
+    """
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class InconclusiveError(ForensicsError):
+    """The data cannot support a verdict (exit code 3)."""
+
+    exit_code = EXIT_INCONCLUSIVE
+
+
+class ProbeUnavailable(Exception):
+    """Raised by a probe whose subject does not exist here (no GPU, no driver, not a repo).
+
+    The runner records the probe as ``unavailable`` with ``str(exc)`` as the reason.
+    It is not an error: a laptop has no NVIDIA driver.
+    """

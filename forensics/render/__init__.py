@@ -1,0 +1,1 @@
+"""Rendering: terminal (rich), HTML and Markdown (Jinja2), JSON. Reads core objects only."""

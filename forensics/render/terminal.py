@@ -1,0 +1,68 @@
+"""Terminal rendering of snapshots with rich."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_STATUS_STYLE = {"ok": "green", "partial": "yellow", "unavailable": "dim", "failed": "red"}
+
+
+def _headline(name: str, data: dict[str, Any]) -> str:
+    from forensics.registry import find_probe_class
+
+    probe = find_probe_class(name)
+    if probe is None:
+        return ""
+    try:
+        return probe.headline(data) or ""
+    except Exception as exc:  # a headline that breaks must not break the summary
+        return f"(headline failed: {type(exc).__name__})"
+
+
+def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -> None:
+    """Print a snapshot's header and one row per probe (status, duration, headline).
+
+    Args:
+        console: a ``rich.console.Console``.
+        doc: a validated snapshot dict.
+        detail: also list each probe's field errors.
+    """
+    from rich.markup import escape
+    from rich.table import Table
+
+    machine = doc.get("machine") or {}
+    label = doc.get("label") or "-"
+    console.print(f"[bold]snapshot[/bold] {escape(str(label))}  {escape(str(doc.get('created', '')))}  "
+                  f"host {escape(str(machine.get('hostname', '?')))}  forensics {escape(str((doc.get('tool') or {}).get('version', '?')))}")
+    table = Table(show_header=True, header_style="bold", expand=False)
+    table.add_column("probe")
+    table.add_column("status")
+    table.add_column("time", justify="right")
+    table.add_column("facts", overflow="fold")
+    for name, section in (doc.get("probes") or {}).items():
+        status = section.get("status", "?")
+        style = _STATUS_STYLE.get(status, "")
+        if status in ("ok", "partial"):
+            facts = _headline(name, section.get("data") or {})
+            if status == "partial":
+                facts = (facts + "  " if facts else "") + f"({len(section.get('errors') or [])} fields failed)"
+        else:
+            facts = section.get("reason", "")
+        table.add_row(escape(name), f"[{style}]{escape(status)}[/{style}]" if style else escape(status),
+                      f"{float(section.get('duration_s', 0)):.2f}s", escape(facts))
+    console.print(table)
+    if detail:
+        for name, section in (doc.get("probes") or {}).items():
+            for err in section.get("errors") or []:
+                console.print(f"  [yellow]{escape(name)}[/yellow] {escape(str(err.get('field', '')))}: "
+                              f"{escape(str(err.get('error', '')))}")
+    red = doc.get("redactions") or []
+    if red:
+        where = ", ".join(sorted({r.get("where", "?") for r in red})[:5])
+        more = "" if len(red) <= 5 else f" and {len(red) - 5} more"
+        console.print(f"[yellow]redacted {len(red)} secret value(s)[/yellow]: {escape(where)}{more}")
+    elif doc.get("redaction", "on") != "on":
+        console.print("[red]redaction is off[/red]: this file may hold secrets")
+    bench = doc.get("bench")
+    if isinstance(bench, dict) and bench.get("summary"):
+        console.print(f"bench: {escape(str(bench['summary']))}")

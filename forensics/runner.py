@@ -1,0 +1,106 @@
+"""Runs probes concurrently, each under its own timeout (DESIGN section 4).
+
+Each probe runs in its own daemon thread. The runner waits for each one until
+its deadline; a probe still running then is recorded as ``failed`` with
+"timed out after N s" and its thread is abandoned (a thread blocked in a hung
+NVML or driver call cannot be stopped; being a daemon it cannot keep the
+process alive either). Every other probe's data is kept. Probes that shell out
+must put their own, shorter timeouts on subprocesses.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from forensics.errors import ProbeUnavailable
+from forensics.model import ProbeStatus
+from forensics.probe import Probe, ProbeContext, ProbeResult
+from forensics.redact import Redactor
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass
+class _Slot:
+    probe: Probe
+    ctx: ProbeContext
+    thread: threading.Thread
+    started: float
+    result: ProbeResult | None = None
+
+
+def _run_one(slot: _Slot) -> None:
+    probe, ctx = slot.probe, slot.ctx
+    t0 = time.perf_counter()
+    try:
+        reason = probe.available(ctx)
+        if reason:
+            raise ProbeUnavailable(reason)
+        data = probe.collect(ctx)
+        if not isinstance(data, dict):
+            raise TypeError(f"collect() returned {type(data).__name__}, not dict")
+        status = ProbeStatus.PARTIAL if ctx.errors else ProbeStatus.OK
+        slot.result = ProbeResult(status, time.perf_counter() - t0, data, list(ctx.errors))
+    except ProbeUnavailable as exc:
+        slot.result = ProbeResult(ProbeStatus.UNAVAILABLE, time.perf_counter() - t0, reason=str(exc) or "not available here")
+    except BaseException as exc:  # noqa: BLE001 - a probe's crash is data, not the snapshot's crash
+        slot.result = ProbeResult(ProbeStatus.FAILED, time.perf_counter() - t0,
+                                  errors=list(ctx.errors), reason=f"{type(exc).__name__}: {exc}")
+
+
+def run_probes(
+    probes: list[Probe],
+    options: dict[str, Any] | None = None,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    redactor: Redactor | None = None,
+    on_done: Callable[[str, ProbeResult], None] | None = None,
+) -> dict[str, ProbeResult]:
+    """Run ``probes`` concurrently and return ``{name: ProbeResult}`` in input order.
+
+    Args:
+        probes: probe instances (names must be unique).
+        options: passed to every probe as ``ctx.options``.
+        timeout_s: per-probe wall-clock budget, seconds. A probe may ask for
+            more with an ``extra_timeout_s(options)`` method (e.g. a sampling
+            window it was told to take).
+        redactor: shared redactor (one per snapshot).
+        on_done: called as each probe finishes (for progress display).
+
+    Never raises for a probe's failure: it becomes that probe's ``failed`` result.
+    """
+    redactor = redactor or Redactor()
+    slots: list[_Slot] = []
+    for probe in probes:
+        extra = 0.0
+        if hasattr(probe, "extra_timeout_s"):
+            try:
+                extra = float(probe.extra_timeout_s(options or {}))
+            except Exception:
+                extra = 0.0
+        ctx = ProbeContext(options, redactor, timeout_s + extra)
+        slot = _Slot(probe, ctx, threading.Thread(target=lambda: None), 0.0)
+        slot.thread = threading.Thread(target=_run_one, args=(slot,), name=f"probe-{probe.name}", daemon=True)
+        slots.append(slot)
+    for slot in slots:
+        slot.started = time.perf_counter()
+        slot.thread.start()
+    results: dict[str, ProbeResult] = {}
+    pending = list(slots)
+    while pending:
+        # Wait on whichever probe has the nearest deadline.
+        pending.sort(key=lambda s: s.started + s.ctx.timeout_s)
+        slot = pending.pop(0)
+        remaining = slot.started + slot.ctx.timeout_s - time.perf_counter()
+        slot.thread.join(max(0.0, remaining))
+        if slot.thread.is_alive() or slot.result is None:
+            slot.result = ProbeResult(ProbeStatus.FAILED, time.perf_counter() - slot.started,
+                                      errors=list(slot.ctx.errors),
+                                      reason=f"timed out after {slot.ctx.timeout_s:g} s")
+        results[slot.probe.name] = slot.result
+        if on_done:
+            on_done(slot.probe.name, slot.result)
+    return {s.probe.name: results[s.probe.name] for s in slots}

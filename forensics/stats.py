@@ -1,0 +1,235 @@
+"""Benchmark statistics: one module, every test named (DESIGN section 7).
+
+The unit of evidence is the **per-process median** (blocks inside one process
+are correlated; fresh processes are the independent samples). Given the
+per-process medians of side A (before/good) and side B (after/candidate):
+
+- effect: ratio of medians expressed as a *time ratio* ``B/A`` (for
+  higher-is-better metrics such as tok/s, ``A/B``), so > 1 always means slower;
+- 95% confidence interval of that ratio: percentile bootstrap, resampling
+  processes within each side (``n_boot`` resamples, fixed seed: reproducible);
+- significance: two-sided Mann-Whitney U on the process medians
+  (``scipy.stats.mannwhitneyu``, exact method for small samples), alpha 0.01;
+- practical threshold (default 5%): a change smaller than that is ``same``;
+- noise: IQR/median of each side's process medians, and the number of
+  processes the observed spread needs to resolve half the threshold
+  (``ceil(4 * 1.96^2 * cv^2 / W^2)``, pyperf's rule).
+
+Verdicts: ``slower`` / ``faster`` only when p <= alpha, the CI excludes 1 and
+the point effect is beyond the threshold (and beyond twice the A/A noise floor
+when one is given); ``same`` when the whole CI lies inside +-threshold;
+anything else is ``inconclusive`` with a reason. Too few processes (< 3 a side)
+is always ``inconclusive``, never "significant".
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+MIN_PROCESSES = 3
+DEFAULT_ALPHA = 0.01
+DEFAULT_THRESHOLD = 0.05
+
+
+class Verdict(str, enum.Enum):
+    """Outcome of comparing two sides."""
+
+    SLOWER = "slower"
+    FASTER = "faster"
+    SAME = "same"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass
+class Summary:
+    """Robust summary of one side's per-process medians (same unit as the input)."""
+
+    n: int
+    median: float
+    q1: float
+    q3: float
+    minimum: float
+    maximum: float
+    iqr_over_median: float  # the noise figure, as a fraction
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare`; ``time_ratio`` > 1 means B is slower than A."""
+
+    verdict: Verdict
+    time_ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    threshold: float
+    alpha: float
+    a: Summary
+    b: Summary
+    higher_is_better: bool = False
+    reasons: list[str] = field(default_factory=list)
+    processes_needed: int = 0
+
+    @property
+    def change_pct(self) -> float:
+        """Signed change of step time in percent (+ = slower)."""
+        return (self.time_ratio - 1.0) * 100.0
+
+    def sentence(self) -> str:
+        """One line: "1.12x slower (95% CI 1.09-1.15, p=0.0002, Mann-Whitney U)"."""
+        ci = f"95% CI {self.ci_low:.3f}-{self.ci_high:.3f}"
+        p = f"p={self.p_value:.2g}"
+        if self.verdict is Verdict.SLOWER:
+            head = f"{self.time_ratio:.3f}x slower"
+        elif self.verdict is Verdict.FASTER:
+            head = f"{1 / self.time_ratio:.3f}x faster"
+        elif self.verdict is Verdict.SAME:
+            head = f"no significant change (ratio {self.time_ratio:.3f}, within +-{self.threshold:.0%})"
+        else:
+            head = f"inconclusive (ratio {self.time_ratio:.3f})"
+        tail = f" - {'; '.join(self.reasons)}" if self.reasons and self.verdict is Verdict.INCONCLUSIVE else ""
+        return f"{head} ({ci}, {p}, Mann-Whitney U, n={self.a.n}+{self.b.n}){tail}"
+
+    def to_json(self) -> dict:
+        return {
+            "verdict": self.verdict.value,
+            "time_ratio": self.time_ratio,
+            "change_pct": self.change_pct,
+            "ci95": [self.ci_low, self.ci_high],
+            "p_value": self.p_value,
+            "test": "Mann-Whitney U (two-sided) on per-process medians; bootstrap CI of the ratio of medians",
+            "threshold": self.threshold,
+            "alpha": self.alpha,
+            "higher_is_better": self.higher_is_better,
+            "a": self.a.to_json(),
+            "b": self.b.to_json(),
+            "reasons": list(self.reasons),
+            "processes_needed": self.processes_needed,
+            "sentence": self.sentence(),
+        }
+
+
+def _quantile(sorted_x: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of already sorted data (numpy's default method)."""
+    if not sorted_x:
+        return math.nan
+    pos = (len(sorted_x) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_x[lo] + (sorted_x[hi] - sorted_x[lo]) * (pos - lo)
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """Median, quartiles, range and IQR/median of ``values``.
+
+    Raises:
+        ValueError: ``values`` is empty.
+    """
+    xs = sorted(float(v) for v in values)
+    if not xs:
+        raise ValueError("no values to summarise")
+    med = _quantile(xs, 0.5)
+    q1, q3 = _quantile(xs, 0.25), _quantile(xs, 0.75)
+    return Summary(len(xs), med, q1, q3, xs[0], xs[-1], (q3 - q1) / med if med else math.inf)
+
+
+def cv_robust(values: Sequence[float]) -> float:
+    """Robust coefficient of variation: IQR / 1.349 / median (equals sd/mean for normal data)."""
+    s = summarize(values)
+    return (s.q3 - s.q1) / 1.349 / s.median if s.median else math.inf
+
+
+def processes_needed(values_a: Sequence[float], values_b: Sequence[float], threshold: float) -> int:
+    """Processes per side needed to resolve half the threshold at 95% (pyperf's rule)."""
+    cv = max(cv_robust(values_a), cv_robust(values_b)) if len(values_a) > 1 and len(values_b) > 1 else math.inf
+    if not math.isfinite(cv):
+        return 0
+    w = threshold / 2
+    return max(MIN_PROCESSES, math.ceil(4 * 1.96**2 * cv**2 / w**2))
+
+
+def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], *, n_boot: int = 4000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of ``median(b) / median(a)``, resampling each side.
+
+    Uses numpy with a fixed seed, so the same input gives the same interval.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ia = rng.integers(0, len(xa), size=(n_boot, len(xa)))
+    ib = rng.integers(0, len(xb), size=(n_boot, len(xb)))
+    ratios = np.median(xb[ib], axis=1) / np.median(xa[ia], axis=1)
+    lo, hi = np.quantile(ratios, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAULT_THRESHOLD,
+            alpha: float = DEFAULT_ALPHA, higher_is_better: bool = False,
+            noise_floor: float | None = None, n_boot: int = 4000, seed: int = 0) -> Comparison:
+    """Compare per-process medians of side A (before) and side B (after).
+
+    Args:
+        a, b: one value per fresh process (ms, or tok/s when ``higher_is_better``).
+        threshold: practical threshold as a fraction (0.05 = 5%).
+        alpha: significance level of the Mann-Whitney U test.
+        higher_is_better: the metric is a throughput; ratios are inverted so
+            ``time_ratio`` > 1 still means slower.
+        noise_floor: |ratio - 1| measured in an A/A check of the same session;
+            an effect must exceed twice it.
+
+    Returns:
+        a :class:`Comparison`. Never raises for noisy or small data: that is
+        an ``inconclusive`` verdict with reasons.
+
+    Raises:
+        ValueError: a side is empty or holds a non-positive or non-finite value.
+    """
+    for side, xs in (("before", a), ("after", b)):
+        if len(xs) == 0:
+            raise ValueError(f"no measurements on the {side} side")
+        if any((not math.isfinite(x)) or x <= 0 for x in xs):
+            raise ValueError(f"the {side} side holds a non-positive or non-finite value")
+    from scipy.stats import mannwhitneyu
+
+    sa, sb = summarize(a), summarize(b)
+    ratio = sb.median / sa.median
+    lo, hi = bootstrap_ratio_ci(a, b, n_boot=n_boot, seed=seed)
+    if len(a) > 1 or len(b) > 1:
+        p = float(mannwhitneyu(list(a), list(b), alternative="two-sided").pvalue)
+    else:
+        p = 1.0
+    if higher_is_better:
+        ratio, lo, hi = 1 / ratio, 1 / hi, 1 / lo
+    reasons: list[str] = []
+    needed = processes_needed(a, b, threshold)
+    verdict = Verdict.INCONCLUSIVE
+    if len(a) < MIN_PROCESSES or len(b) < MIN_PROCESSES:
+        reasons.append(f"too few processes ({len(a)} and {len(b)}; at least {MIN_PROCESSES} a side)")
+    else:
+        beyond = abs(ratio - 1) >= threshold
+        if noise_floor is not None and abs(ratio - 1) <= 2 * noise_floor:
+            beyond = False
+            reasons.append(f"effect {abs(ratio - 1):.1%} within twice the A/A noise floor ({noise_floor:.1%})")
+        significant = p <= alpha and (lo > 1 or hi < 1)
+        if significant and beyond:
+            verdict = Verdict.SLOWER if ratio > 1 else Verdict.FASTER
+        elif lo >= 1 / (1 + threshold) and hi <= 1 + threshold:
+            verdict = Verdict.SAME
+        else:
+            if not significant:
+                reasons.append(f"not significant (p={p:.2g} > {alpha:g}) and the CI reaches beyond +-{threshold:.0%}")
+            elif not beyond:
+                reasons.append(f"significant but the effect ({ratio - 1:+.1%}) is inside the {threshold:.0%} threshold")
+            noisy = max(sa.iqr_over_median, sb.iqr_over_median)
+            if noisy > 0.10:
+                reasons.append(f"noisy: IQR/median {noisy:.0%} across processes")
+            if needed > min(len(a), len(b)):
+                reasons.append(f"need about {needed} processes a side ({needed - min(len(a), len(b))} more)")
+    return Comparison(verdict, ratio, lo, hi, p, threshold, alpha, sa, sb, higher_is_better, reasons, needed)

@@ -1,0 +1,144 @@
+"""Running the user's own step and reading its measurements.
+
+The step is a shell command that prints one JSON line per measurement::
+
+    {"metric": "verify_ms", "value": 19.3}
+
+(any other output is ignored), or, with ``metric_regex``, lines matched by a
+regular expression whose first group (or group ``value``) is the number.
+Each call of :func:`run_command` is one fresh process: one independent sample
+set for the statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+
+from forensics.errors import BadInputError
+
+
+@dataclass
+class StepRun:
+    """Measurements from one process of the user's step.
+
+    Attributes:
+        values: the metric's values in the order printed (the user's unit).
+        metric: the metric name read (first one seen when none was asked for).
+        returncode: the command's exit status.
+        stderr_tail: last lines of stderr (for error messages).
+    """
+
+    values: list[float] = field(default_factory=list)
+    metric: str = ""
+    returncode: int = 0
+    stderr_tail: str = ""
+
+
+def parse_output(text: str, metric: str | None = None, metric_regex: str | None = None) -> tuple[str, list[float]]:
+    """Extract measurements from a step's stdout.
+
+    Args:
+        text: the command's standard output.
+        metric: keep only JSON lines with this ``metric`` (default: the first metric seen).
+        metric_regex: instead of JSON lines, a regex; group ``value`` or group 1 is the number.
+
+    Returns:
+        (metric name, values). Values may be empty: the caller decides that is an error.
+
+    Raises:
+        BadInputError: ``metric_regex`` does not compile or has no group.
+    """
+    values: list[float] = []
+    if metric_regex:
+        try:
+            rx = re.compile(metric_regex)
+        except re.error as exc:
+            raise BadInputError(f"--metric-regex {metric_regex!r} is not a valid regular expression ({exc})") from None
+        if rx.groups < 1:
+            raise BadInputError(f"--metric-regex {metric_regex!r} needs a group around the number, e.g. 'step (\\d+\\.?\\d*) ms'")
+        for m in rx.finditer(text):
+            raw = m.group("value") if "value" in rx.groupindex else m.group(1)
+            try:
+                values.append(float(raw))
+            except (TypeError, ValueError):
+                continue
+        return metric or "value", values
+    chosen = metric
+    for line in text.splitlines():
+        line = line.strip()
+        if not (line.startswith("{") and line.endswith("}")):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict) or "value" not in obj:
+            continue
+        name = str(obj.get("metric", "value"))
+        if chosen is None:
+            chosen = name
+        if name != chosen:
+            continue
+        try:
+            v = float(obj["value"])
+        except (TypeError, ValueError):
+            continue
+        values.append(v)
+    return chosen or (metric or "value"), values
+
+
+def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None,
+                timeout_s: float = 600.0, metric: str | None = None,
+                metric_regex: str | None = None) -> StepRun:
+    """Run the user's step once (one fresh process) and parse its measurements.
+
+    Args:
+        cmd: shell command line (run with ``/bin/sh -c``; no shell injection
+            concern: it is the user's own command).
+        cwd, env: working folder and full environment (default: inherit).
+        timeout_s: wall-clock limit for the command.
+
+    Returns:
+        a :class:`StepRun`.
+
+    Raises:
+        BadInputError: the command could not start, timed out, failed, or
+            printed no measurement; the message says which and shows stderr's tail.
+    """
+    try:
+        proc = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=timeout_s, errors="replace")
+    except subprocess.TimeoutExpired:
+        raise BadInputError(f"step command timed out after {timeout_s:g} s: {cmd}") from None
+    except OSError as exc:
+        raise BadInputError(f"step command could not start ({exc.strerror}): {cmd}") from None
+    tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+    if proc.returncode != 0:
+        hint = f"; stderr: {tail.splitlines()[-1]}" if tail else ""
+        raise BadInputError(f"step command exited with status {proc.returncode}: {cmd}{hint}")
+    name, values = parse_output(proc.stdout, metric, metric_regex)
+    if not values:
+        how = f"no line matched --metric-regex {metric_regex!r}" if metric_regex else \
+            'no JSON line like {"metric": "step_ms", "value": 19.3}' + (f" with metric {metric!r}" if metric else "")
+        raise BadInputError(f"step command printed {how}: {cmd}")
+    return StepRun(values, name, proc.returncode, tail)
+
+
+def split_command(cmd: str) -> list[str]:
+    """``shlex.split`` with a one-line error for unbalanced quotes."""
+    try:
+        return shlex.split(cmd)
+    except ValueError as exc:
+        raise BadInputError(f"cannot parse command {cmd!r}: {exc}") from None
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of this process's environment with ``extra`` applied."""
+    env = dict(os.environ)
+    env.update(extra or {})
+    return env

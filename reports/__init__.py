@@ -1,0 +1,1 @@
+"""Report templates (Jinja2, autoescape on), installed as the package ``forensics_reports``."""
