@@ -1,0 +1,181 @@
+"""``forensics bench compare``: two bench files -> a verdict per result, telemetry differences.
+
+Each result present in both files is compared with
+:func:`forensics.stats.compare` on its per-process medians (ratio of
+medians, bootstrap 95% CI over processes, Mann-Whitney U, threshold). The
+A/A noise floor of the session is the larger |ratio - 1| of each side split
+into its odd and even processes (run order), so an effect must exceed twice
+what the same configuration shows against itself. The **headline** is the
+first result (``canary.verify_step_ms`` or the user's metric); components
+that moved the same way are named as pointing at the cause.
+
+Telemetry: a side throttled by SW power cap, HW slowdown or a thermal
+reason (> 5% of samples) while the other was not is reported; it turns a
+``same`` into ``inconclusive`` (the throttle may hide a change) and is given
+as the explanation next to ``slower``/``faster``. Foreign processes on a GPU
+(not the bench's own ranks) are listed as contention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from forensics.bench.config import CanaryConfig
+from forensics.errors import BadInputError, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from forensics.stats import Comparison, Verdict, compare
+
+THROTTLE_KEYS = ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown",
+                 "hw_power_brake_slowdown", "thermal")
+THROTTLE_FRACTION = 0.05
+
+
+@dataclass
+class BenchComparison:
+    """Result of :func:`compare_docs`.
+
+    Attributes:
+        headline: name of the result that decides the verdict.
+        verdict: the headline's verdict, after the telemetry rule.
+        results: name -> :class:`forensics.stats.Comparison` for results in both files.
+        pointing: components whose change has the headline's direction and is significant.
+        notes: telemetry and method notes, one line each.
+        noise_floor: A/A |ratio - 1| used for the headline.
+    """
+
+    headline: str
+    verdict: Verdict
+    results: dict[str, Comparison]
+    pointing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    noise_floor: float | None = None
+    telemetry: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """1 slower, 3 inconclusive, 0 same or faster (DESIGN section 12)."""
+        return {Verdict.SLOWER: EXIT_REGRESSION, Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE}.get(self.verdict, EXIT_OK)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"headline": self.headline, "verdict": self.verdict.value, "noise_floor": self.noise_floor,
+                "pointing": self.pointing, "notes": self.notes, "telemetry": self.telemetry,
+                "results": {k: v.to_json() for k, v in self.results.items()}}
+
+
+def aa_noise(values: list[float]) -> float | None:
+    """|median(odd) / median(even) - 1| of one side's processes in run order; None below 4 processes."""
+    if len(values) < 4:
+        return None
+    import statistics
+
+    return abs(statistics.median(values[1::2]) / statistics.median(values[0::2]) - 1)
+
+
+def _check_comparable(a: dict, b: dict) -> None:
+    ca, cb = a.get("config", {}), b.get("config", {})
+    if ca.get("kind", "canary") != cb.get("kind", "canary"):
+        raise BadInputError(f"cannot compare a {ca.get('kind')} run with a {cb.get('kind')} run")
+    if ca.get("kind", "canary") == "canary":
+        diff = [k for k in CanaryConfig.SHAPE_FIELDS if ca.get(k) != cb.get(k)]
+        if diff:
+            raise BadInputError("the two canary runs used different settings (" + ", ".join(
+                f"{k}: {ca.get(k)} vs {cb.get(k)}" for k in diff) + "); rerun one with the other's options")
+
+
+def throttled(telemetry: Any) -> dict[str, float]:
+    """``{"GPU 0 sw_power_cap": 0.93, ...}`` for throttle reasons active > 5% of samples."""
+    out: dict[str, float] = {}
+    if not isinstance(telemetry, dict) or not isinstance(telemetry.get("gpus"), dict):
+        return out
+    for uuid, g in telemetry["gpus"].items():
+        rf = g.get("reason_fraction") if isinstance(g, dict) else None
+        if not isinstance(rf, dict):
+            continue
+        for key, frac in rf.items():
+            if any(t in key for t in THROTTLE_KEYS) and isinstance(frac, (int, float)) and frac > THROTTLE_FRACTION:
+                out[f"GPU {g.get('index', uuid)} {key}"] = float(frac)
+    return out
+
+
+def foreign_processes(doc: dict) -> dict[str, list[str]]:
+    """GPU -> processes seen on it during the run that were not the bench's own ranks."""
+    tel = doc.get("telemetry")
+    own = {pid for p in doc.get("processes", []) for pid in p.get("pids", [])}
+    own |= set(tel.get("bench_pids", [])) if isinstance(tel, dict) else set()
+    out: dict[str, list[str]] = {}
+    if not isinstance(tel, dict) or not isinstance(tel.get("gpus"), dict):
+        return out
+    for uuid, g in tel["gpus"].items():
+        for proc in (g.get("processes") or []) if isinstance(g, dict) else []:
+            pid = proc.get("pid") if isinstance(proc, dict) else proc
+            if pid in own:
+                continue
+            name = proc.get("name", "") if isinstance(proc, dict) else ""
+            out.setdefault(f"GPU {g.get('index', uuid)}", []).append(f"pid {pid}{' ' + name if name else ''}")
+    return out
+
+
+def _gpu_line(tel: Any) -> dict[str, str]:
+    out = {}
+    if isinstance(tel, dict) and isinstance(tel.get("gpus"), dict):
+        for uuid, g in tel["gpus"].items():
+            if not isinstance(g, dict):
+                continue
+            bits = []
+            for key, unit, scale in (("clock_sm_mhz", "MHz SM", 1), ("power_mw", "W", 1e-3),
+                                     ("util_gpu_pct", "% busy", 1)):
+                v = g.get(key)
+                if isinstance(v, dict) and isinstance(v.get("median"), (int, float)):
+                    bits.append(f"{v['median'] * scale:.0f} {unit}")
+            out[f"GPU {g.get('index', uuid)}"] = ", ".join(bits) or "no readings"
+    return out
+
+
+def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchComparison:
+    """Compare bench documents A (before) and B (after).
+
+    Raises:
+        BadInputError: the runs are not comparable (different canary sizes,
+            canary vs user step) or share no result name.
+    """
+    _check_comparable(a, b)
+    ra = {r["name"]: r for r in a["results"]}
+    rb = {r["name"]: r for r in b["results"]}
+    names = [r["name"] for r in a["results"] if r["name"] in rb]
+    if not names:
+        raise BadInputError("the two bench files share no result name; nothing to compare")
+    headline = names[0]
+    out: dict[str, Comparison] = {}
+    floors: dict[str, float | None] = {}
+    for name in names:
+        va, vb = ra[name]["process_medians"], rb[name]["process_medians"]
+        hib = bool(ra[name].get("higher_is_better", False))
+        fa, fb = aa_noise(va), aa_noise(vb)
+        floor = max(f for f in (fa, fb) if f is not None) if fa is not None or fb is not None else None
+        floors[name] = floor
+        out[name] = compare(va, vb, threshold=threshold, higher_is_better=hib, noise_floor=floor)
+    head = out[headline]
+    verdict = head.verdict
+    notes: list[str] = []
+    ta, tb = throttled(a.get("telemetry")), throttled(b.get("telemetry"))
+    for side, mine, other in (("A", ta, tb), ("B", tb, ta)):
+        only = {k: v for k, v in mine.items() if k not in other}
+        if only:
+            notes.append(f"throttled on {side} only: " + ", ".join(f"{k} {v:.0%} of samples" for k, v in only.items()))
+    if (set(ta) ^ set(tb)) and verdict is Verdict.SAME:
+        verdict = head.verdict = Verdict.INCONCLUSIVE
+        head.reasons.append("throttled during one side's run only (see the notes); the throttle may hide a change")
+    fp_a, fp_b = foreign_processes(a), foreign_processes(b)
+    for side, fp in (("A", fp_a), ("B", fp_b)):
+        for gpu, procs in fp.items():
+            notes.append(f"contention on {side}: {gpu} also ran {', '.join(procs[:5])}")
+    for side, doc in (("A", a), ("B", b)):
+        tel = doc.get("telemetry")
+        if isinstance(tel, dict) and "missing" in tel:
+            notes.append(f"no GPU telemetry on {side}: {tel.get('detail') or tel.get('missing')}")
+    pointing = []
+    if verdict in (Verdict.SLOWER, Verdict.FASTER):
+        pointing = [n for n in names if n != headline and ra[n].get("kind") == "component"
+                    and out[n].verdict is verdict]
+    tel = {"A": _gpu_line(a.get("telemetry")), "B": _gpu_line(b.get("telemetry"))}
+    return BenchComparison(headline, verdict, out, pointing, notes, floors[headline], tel)

@@ -1,0 +1,189 @@
+"""The bench file (``forensics.bench/1``): build results, save, load and validate.
+
+Layout (docs/bench.md documents every field)::
+
+    {"schema": "forensics.bench/1", "created": "...Z", "tool": {...},
+     "config": {"kind": "canary"|"user", ...},
+     "results": [{"name": "canary.verify_step_ms", "kind": "canary", "unit": "ms",
+                  "higher_is_better": false, "process_medians": [...],
+                  "median": ..., "noise_iqr_over_median": ..., ...}],
+     "processes": [{"wall_s", "pids", "warmup_converged"}],
+     "telemetry": <gpusample Sampler summary or {"missing": ...}>,
+     "summary": "one line"}
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Callable
+
+from forensics import __version__
+from forensics import snapshot as snap
+from forensics.bench.config import CanaryConfig
+from forensics.bench.harness import slowest_rank_ms
+from forensics.errors import BadInputError
+from forensics.stats import summarize
+
+SCHEMA_NAME = "forensics.bench"
+SCHEMA_VERSION = 1
+SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
+
+
+class ResultKind:
+    """Values of a result's ``kind``: the headline canary figure, a component, the user's step."""
+
+    CANARY = "canary"
+    COMPONENT = "component"
+    USER = "user"
+
+
+def make_result(name: str, kind: str, unit: str, values: list[float], *, higher_is_better: bool = False,
+                within: list[float] | None = None, description: str = "", **extra: Any) -> dict[str, Any]:
+    """One entry of ``results``: per-process medians plus their summary and noise figure."""
+    s = summarize(values)
+    out: dict[str, Any] = {
+        "name": name, "kind": kind, "unit": unit, "higher_is_better": higher_is_better,
+        "process_medians": [float(v) for v in values], "median": s.median, "min": s.minimum, "max": s.maximum,
+        "noise_iqr_over_median": s.iqr_over_median,
+    }
+    if within:
+        out["within_process_iqr_over_median"] = statistics.median(within)
+    if description:
+        out["description"] = description
+    out.update(extra)
+    return out
+
+
+def canary_results(cfg: CanaryConfig, processes: list[dict]) -> list[dict[str, Any]]:
+    """Turn per-process rank results into the canary's result entries.
+
+    Per process: the slowest rank's median per metric (see
+    :func:`forensics.bench.harness.slowest_rank_ms`); rates are computed from
+    that time, so they are the slowest rank's rate.
+    """
+    per: dict[str, list[tuple[float, float]]] = {}
+    for p in processes:
+        for metric in ("step", "compute", "allreduce", "allreduce_busbw", "matmul", "h2d", "d2h"):
+            got = slowest_rank_ms(p["ranks"], metric)
+            if got is not None:
+                per.setdefault(metric, []).append(got)
+
+    def vals(metric: str, f: Callable[[float], float] = lambda x: x) -> tuple[list[float], list[float]]:
+        return [f(v) for v, _ in per[metric]], [w for _, w in per[metric]]
+
+    n_ar = cfg.allreduces_per_step
+    results = []
+    if "compute" in per and "allreduce" in per:
+        comp, w = vals("compute")
+        ar = [v for v, _ in per["allreduce"]]
+        step = [c + n_ar * a for c, a in zip(comp, ar)]
+        how = f"composed: compute (CUDA graph replay) + {n_ar} x all-reduce of {cfg.message_bytes} B"
+        if cfg.device != "cuda":
+            how = f"composed: compute (eager, CPU) + {n_ar} x all-reduce of {cfg.message_bytes} B (gloo)"
+    else:
+        step, w = vals("step")
+        how = {"graph": "whole step incl. all-reduces replayed from one CUDA graph",
+               "eager": "whole step launched eagerly"}.get(cfg.variant, "compute of the step")
+        if cfg.device == "cuda" and cfg.tp == 1 and cfg.variant != "eager":
+            how = "whole step replayed from a CUDA graph (tp=1: no all-reduce)"
+    toks = cfg.batch * cfg.tokens
+    results.append(make_result("canary.verify_step_ms", ResultKind.CANARY, "ms", step, within=w,
+                               description=f"ms per verify step, slowest rank; {how}", method=cfg.variant))
+    results.append(make_result("canary.verified_tokens_per_s", ResultKind.CANARY, "tok/s",
+                               [toks * 1e3 / s for s in step], higher_is_better=True, within=w,
+                               description=f"batch x (k+1) = {toks} positions verified per step / step time"))
+    if "compute" in per:
+        v, w = vals("compute")
+        results.append(make_result("canary.compute_ms", ResultKind.COMPONENT, "ms", v, within=w,
+                                   description="compute of one step, all layers, no collectives"))
+    if "allreduce" in per:
+        v, w = vals("allreduce", lambda ms: ms * 1e3)
+        results.append(make_result("canary.allreduce_us", ResultKind.COMPONENT, "us", v, within=w,
+                                   description=f"one all-reduce of the step's message ({cfg.message_bytes} B), "
+                                               "back-to-back, GPU time"))
+    if "matmul" in per:
+        flop = 2.0 * cfg.matmul_n ** 3
+        v, w = vals("matmul", lambda ms: flop / (ms * 1e-3) / 1e12)
+        results.append(make_result("component.matmul_tflops", ResultKind.COMPONENT, "TFLOP/s", v,
+                                   higher_is_better=True, within=w,
+                                   description=f"{cfg.dtype} {cfg.matmul_n}^3 matmul, slowest rank"))
+    if "allreduce_busbw" in per:
+        n = cfg.tp
+        v, w = vals("allreduce_busbw", lambda ms: cfg.busbw_bytes / (ms * 1e-3) * 2 * (n - 1) / n / 1e9)
+        results.append(make_result("component.allreduce_busbw_gbps", ResultKind.COMPONENT, "GB/s", v,
+                                   higher_is_better=True, within=w,
+                                   description=f"all-reduce busbw = algbw x 2(n-1)/n at {cfg.busbw_bytes} B float32"))
+    for metric, label in (("h2d", "host-to-device"), ("d2h", "device-to-host")):
+        if metric in per:
+            v, w = vals(metric, lambda ms: cfg.copy_bytes / (ms * 1e-3) / 1e9)
+            results.append(make_result(f"component.{metric}_gbps", ResultKind.COMPONENT, "GB/s", v,
+                                       higher_is_better=True, within=w,
+                                       description=f"pinned {label} copy of {cfg.copy_bytes} B, slowest rank"))
+    return results
+
+
+def process_records(processes: list[dict]) -> list[dict[str, Any]]:
+    """Per fresh process: wall time, rank pids, warm-up convergence, host-bound blocks."""
+    out = []
+    for p in processes:
+        ranks = p.get("ranks", [])
+        metrics = [m for r in ranks for m in r.get("metrics", {}).values()]
+        out.append({"wall_s": p.get("wall_s"), "pids": p.get("pids", []),
+                    "warmup_converged": all(m["warmup"]["converged"] for m in metrics),
+                    "host_bound_blocks": sum(m.get("host_bound_blocks", 0) for m in metrics),
+                    "device_names": sorted({r["device_name"] for r in ranks if r.get("device_name")}),
+                    "torch": ranks[0].get("torch") if ranks else None,
+                    "nccl": ranks[0].get("nccl") if ranks else None})
+    return out
+
+
+def build(config: dict[str, Any], results: list[dict[str, Any]], *, telemetry: dict[str, Any],
+          processes: list[dict[str, Any]] | None = None, label: str = "") -> dict[str, Any]:
+    """Assemble a bench document (see the module docstring)."""
+    head = results[0]
+    summary = (f"{head['name']} {head['median']:.4g} {head['unit']} (median of {len(head['process_medians'])} "
+               f"processes, noise IQR/median {head['noise_iqr_over_median']:.1%})")
+    return {"schema": SCHEMA, "created": snap.utc_now(), "label": label,
+            "tool": {"name": "forensics", "version": __version__}, "config": config, "results": results,
+            "processes": processes or [], "telemetry": telemetry, "summary": summary}
+
+
+def save(doc: dict[str, Any], path: Path) -> Path:
+    """Write a bench document atomically (``forensics.snapshot.save``)."""
+    return snap.save(doc, path)
+
+
+def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Check a loaded bench document; returns it.
+
+    Raises:
+        BadInputError: wrong/newer schema, or a malformed ``results`` entry
+            (one line naming the file and the entry).
+    """
+    snap.check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
+    results = doc.get("results")
+    if not isinstance(results, list) or not results:
+        raise BadInputError(f"{path}: 'results' must be a non-empty list; the bench run recorded nothing")
+    for i, r in enumerate(results):
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            raise BadInputError(f"{path}: results[{i}] must be a mapping with a 'name'")
+        vals = r.get("process_medians")
+        if not isinstance(vals, list) or not vals or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in vals):
+            raise BadInputError(f"{path}: result {r['name']!r} needs 'process_medians', a list of positive numbers")
+        if not isinstance(r.get("higher_is_better", False), bool):
+            raise BadInputError(f"{path}: result {r['name']!r} 'higher_is_better' must be true or false")
+    if not isinstance(doc.get("config", {}), dict):
+        raise BadInputError(f"{path}: 'config' must be a mapping")
+    return doc
+
+
+def load(path: Path | str) -> dict[str, Any]:
+    """Read and validate a bench file (JSON or YAML).
+
+    Raises:
+        BadInputError: one line naming the file and the problem (exit code 2).
+    """
+    path = Path(path)
+    return validate(snap.read_document(path, what="bench file"), path)

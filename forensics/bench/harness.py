@@ -1,0 +1,179 @@
+"""Fresh processes for the canary: launch the ranks, collect, reduce to per-process values.
+
+One *process* in the statistics is one fresh launch of all ``tp`` ranks (new
+CUDA contexts, new NCCL communicator). Its value for a metric is the median
+over timed blocks of the **slowest rank** (per block, the max time over
+ranks). Several sides can be run **interleaved** (A B A B ...) so slow drift
+(thermal, clocks, neighbours) hits every side alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from forensics.bench.config import CanaryConfig
+from forensics.errors import BadInputError
+
+PROCESS_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Side:
+    """One side of a run: a configuration and the environment overrides its processes get.
+
+    Attributes:
+        name: label used in progress and results ("A", "B", "canary").
+        cfg: the canary configuration.
+        env: variables added to the workers' environment (e.g. ``NCCL_P2P_DISABLE=1``).
+        processes: per-process results, filled by :func:`run_sides`.
+    """
+
+    name: str
+    cfg: CanaryConfig
+    env: dict[str, str] = field(default_factory=dict)
+    processes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def visible_gpus() -> int:
+    """Number of GPUs this process may use, without importing torch.
+
+    Source: NVML ``nvmlDeviceGetCount`` (nvidia-ml-py), narrowed by
+    ``CUDA_VISIBLE_DEVICES`` when set. 0 when NVML is unavailable.
+    """
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return 0
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        entries = [e for e in cvd.split(",") if e.strip() and e.strip() != "-1"]
+        count = min(count, len(entries))
+    return count
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: float = PROCESS_TIMEOUT_S) -> dict:
+    """Launch one fresh canary process (``cfg.tp`` ranks) and wait for it.
+
+    Returns:
+        ``{"ranks": [per-rank result], "wall_s": float, "pids": [...]}``.
+
+    Raises:
+        BadInputError: a rank failed or the process timed out; the message
+            carries the last stderr line of the first failing rank.
+    """
+    with tempfile.TemporaryDirectory(prefix="forensics-bench-") as tmp:
+        cfg_path = os.path.join(tmp, "config.json")
+        with open(cfg_path, "w", encoding="utf-8") as fh:
+            json.dump(cfg.to_json(), fh)
+        base = dict(os.environ)
+        base.update(env or {})
+        base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(cfg.tp),
+                     "PYTHONUNBUFFERED": "1"})
+        base.setdefault("NCCL_NVLS_ENABLE", "0")
+        procs = []
+        t0 = time.perf_counter()
+        for rank in range(cfg.tp):
+            renv = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
+            out = os.path.join(tmp, f"rank{rank}.json")
+            err = open(os.path.join(tmp, f"rank{rank}.err"), "w+", encoding="utf-8")
+            p = subprocess.Popen([sys.executable, "-m", "forensics.bench.worker", cfg_path, out], env=renv,
+                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+            procs.append((p, out, err))
+        deadline = t0 + timeout_s
+        failed = None
+        for p, _, err in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.perf_counter()))
+            except subprocess.TimeoutExpired:
+                failed = failed or f"timed out after {timeout_s:g} s"
+                break
+            if p.returncode != 0 and failed is None:
+                failed = _why(p.returncode, err)
+                break
+        if failed:
+            for p, _, _ in procs:
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    p.wait()
+            for p, _, err in procs:
+                if p.returncode not in (0, None, -signal.SIGKILL):
+                    failed = _why(p.returncode, err)
+                    break
+            raise BadInputError(f"canary process failed ({failed}); rerun with FORENSICS_DEBUG=1 or smaller sizes")
+        ranks = []
+        for _, out, err in procs:
+            err.close()
+            with open(out, encoding="utf-8") as fh:
+                ranks.append(json.load(fh))
+        return {"ranks": ranks, "wall_s": round(time.perf_counter() - t0, 3), "pids": [p.pid for p, _, _ in procs]}
+
+
+def _why(returncode: int, err) -> str:
+    err.flush()
+    err.seek(0)
+    lines = [ln for ln in err.read().splitlines() if ln.strip()]
+    last = lines[-1].strip() if lines else "no output on stderr"
+    return f"rank exited with status {returncode}: {last[:300]}"
+
+
+def slowest_rank_ms(ranks: list[dict], metric: str) -> tuple[float, float] | None:
+    """(median over blocks of the slowest rank's ms per call, within-process IQR/median) or None."""
+    series = [r["metrics"][metric]["per_call_ms"] for r in ranks if metric in r.get("metrics", {})]
+    if not series:
+        return None
+    per_block = sorted(max(vals) for vals in zip(*series))
+    med = statistics.median(per_block)
+    q = statistics.quantiles(per_block, n=4, method="inclusive") if len(per_block) > 1 else [med, med, med]
+    return med, (q[2] - q[0]) / med if med else float("inf")
+
+
+def run_sides(sides: list[Side], *, processes: int, budget_s: float,
+              on_process: Callable[[Side, int, dict | None], None] | None = None,
+              timeout_s: float = PROCESS_TIMEOUT_S) -> None:
+    """Run fresh processes for every side, interleaved, until ``processes`` each or the budget is spent.
+
+    The budget is wall seconds **per side** (about its GPU time); at least 3
+    processes per side always run (fewer cannot support any verdict). A
+    failing process stops the run (its error is raised).
+
+    Raises:
+        BadInputError: a process failed (see :func:`launch`).
+    """
+    t0 = time.perf_counter()
+    minimum = min(3, processes)
+    for i in range(processes):
+        spent = time.perf_counter() - t0
+        if i >= minimum and i > 0:
+            per_round = spent / i
+            if spent + per_round > budget_s * len(sides):
+                break
+        for side in sides:
+            result = launch(side.cfg, side.env, timeout_s)
+            side.processes.append(result)
+            if on_process:
+                on_process(side, i, result)

@@ -1,0 +1,116 @@
+"""A whole bench run: choose the canary's settings, sample GPU telemetry, run, build documents.
+
+Telemetry comes from ``forensics.gpusample.Sampler`` (NVML at ~10 Hz) when
+that module is installed; otherwise the document records
+``{"missing": "not_found", ...}``. The sampler runs for the whole session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Callable, Iterator
+
+from forensics.bench.config import CanaryConfig, Variant
+from forensics.bench.document import build, canary_results, process_records
+from forensics.bench.harness import Side, run_sides, visible_gpus
+from forensics.errors import BadInputError
+from forensics.model import MissingReason, missing
+
+try:  # built in parallel (issue 3); absent until merged
+    from forensics.gpusample import Sampler
+except ImportError:  # pragma: no cover - depends on the merge order
+    Sampler = None
+
+CANARY_FIELDS = ("tp", "layers", "hidden", "heads", "ffn", "draft_tokens", "batch", "kv_len", "blocks",
+                 "block_ms", "warmup_s", "matmul_n", "busbw_bytes", "copy_bytes", "graph_timeout_s")
+
+
+def _missing_json(reason: MissingReason, detail: str) -> dict[str, Any]:
+    return missing(reason, detail)
+
+
+@contextlib.contextmanager
+def telemetry(enabled: bool = True) -> Iterator[dict[str, Any]]:
+    """Sample GPU telemetry while the block runs; the yielded dict is filled on exit."""
+    box: dict[str, Any] = {}
+    sampler = None
+    if not enabled:
+        box.update(_missing_json(MissingReason.NOT_APPLICABLE, "CPU run: no GPU to sample"))
+    elif Sampler is None:
+        box.update(_missing_json(MissingReason.NOT_FOUND, "forensics.gpusample is not installed"))
+    else:
+        try:
+            sampler = Sampler(interval_s=0.1)
+            sampler.start()
+        except Exception as exc:  # NVML trouble must not stop a benchmark
+            sampler = None
+            box.update(_missing_json(MissingReason.ERROR, f"sampler did not start: {exc}"))
+    try:
+        yield box
+    finally:
+        if sampler is not None:
+            try:
+                box.update(sampler.stop())
+            except Exception as exc:
+                box.update(_missing_json(MissingReason.ERROR, f"sampler failed: {exc}"))
+
+
+def canary_config(options: dict[str, Any]) -> CanaryConfig:
+    """The canary's settings: defaults for this machine, then ``options`` (None values ignored).
+
+    ``device`` defaults to ``cuda`` when NVML sees a GPU, else ``cpu``; ``tp``
+    to the number of visible GPUs (2 on CPU, so the gloo all-reduce is present).
+    ``cuda_graph=True`` selects the ``graph`` variant.
+
+    Raises:
+        BadInputError: invalid sizes, or more ranks than visible GPUs.
+    """
+    gpus = visible_gpus()
+    device = options.get("device") or ("cuda" if gpus else "cpu")
+    tp = options.get("tp") or (gpus if device == "cuda" else 2)
+    if device == "cuda" and gpus and tp > gpus:
+        raise BadInputError(f"--tp {tp} needs {tp} GPUs, {gpus} visible; lower --tp")
+    cfg = CanaryConfig.defaults(device, tp)
+    for name in CANARY_FIELDS:
+        if options.get(name) is not None:
+            setattr(cfg, name, type(getattr(cfg, name))(options[name]))
+    if options.get("cuda_graph"):
+        cfg.variant = Variant.GRAPH.value
+    elif options.get("variant"):
+        cfg.variant = str(options["variant"])
+    return cfg.validate()
+
+
+def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[str, str] | None = None,
+               b_env: dict[str, str] | None = None, label: str = "",
+               on_process: Callable[[Side, int, dict | None], None] | None = None) -> list[dict[str, Any]]:
+    """Run the canary; returns one bench document, or two (A, B) when ``b_env`` is given.
+
+    With ``b_env`` the A processes (``env``) and the B processes (``env`` +
+    ``b_env``) run interleaved, A B A B ..., in the same session.
+
+    Raises:
+        BadInputError: a canary process failed or timed out.
+    """
+    if processes < 1:
+        raise BadInputError(f"--processes must be at least 1, got {processes}")
+    if budget_s <= 0:
+        raise BadInputError(f"--budget must be positive, got {budget_s:g}")
+    sides = [Side("A" if b_env is not None else "canary", cfg, dict(env or {}))]
+    if b_env is not None:
+        sides.append(Side("B", cfg, {**(env or {}), **b_env}))
+    t0 = time.time()
+    with telemetry(cfg.device == "cuda") as tel:
+        run_sides(sides, processes=processes, budget_s=budget_s, on_process=on_process)
+    pids = [pid for s in sides for p in s.processes for pid in p["pids"]]
+    if "gpus" in tel:
+        tel["bench_pids"] = pids
+        tel["scope"] = "whole session" + (" (A and B interleaved)" if b_env is not None else "")
+    docs = []
+    for side in sides:
+        config = {"kind": "canary", **cfg.to_json(), "env": side.env, "processes_asked": processes,
+                  "budget_s": budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))}
+        docs.append(build(config, canary_results(cfg, side.processes), telemetry=tel,
+                          processes=process_records(side.processes), label=label or side.name))
+    return docs

@@ -1,0 +1,107 @@
+"""The user's own step: a command (JSON metric lines or a regex) or a Python callable.
+
+Both run as several fresh processes; each process gives one value to the
+statistics, the median of its measurements.
+
+- ``--cmd``: :func:`forensics.userstep.run_command` runs the command once per
+  process and parses its output. When a process prints 3 or more values the
+  first is dropped as warm-up (recorded as ``warmup_dropped``).
+- ``--callable package.module:function``: a child process
+  (``python -m forensics.bench.callable_worker``) imports the function and
+  times it in-process in blocks of >= 1 ms with ``time.perf_counter``; if the
+  function has initialised CUDA through torch, each block is bracketed by
+  ``torch.cuda.synchronize()``. Warm-up is checked like the canary's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+from typing import Callable
+
+from forensics.bench.document import ResultKind, make_result
+from forensics.errors import BadInputError
+from forensics.userstep import child_env, run_command
+
+CALLABLE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def run_cmd_process(cmd: str, *, metric: str | None, metric_regex: str | None, timeout_s: float,
+                    env: dict[str, str] | None = None) -> dict:
+    """One fresh process of the user's command; returns ``{"value", "values", "metric", "warmup_dropped"}``.
+
+    Raises:
+        BadInputError: the command failed, timed out, or printed no measurement.
+    """
+    run = run_command(cmd, env=child_env(env), timeout_s=timeout_s, metric=metric, metric_regex=metric_regex)
+    values = list(run.values)
+    dropped = len(values) >= 3
+    kept = values[1:] if dropped else values
+    if any(v <= 0 for v in kept):
+        raise BadInputError(f"step command printed a non-positive value for {run.metric!r}: {cmd}")
+    return {"value": statistics.median(kept), "values": values, "metric": run.metric, "warmup_dropped": dropped}
+
+
+def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s: float, timeout_s: float,
+                         env: dict[str, str] | None = None) -> dict:
+    """One fresh process timing ``package.module:function`` in-process; returns ms per call and block data.
+
+    Raises:
+        BadInputError: bad target, import failure, the function raised, or timeout.
+    """
+    if not CALLABLE_RE.match(target):
+        raise BadInputError(f"--callable {target!r}: expected package.module:function")
+    args = [sys.executable, "-m", "forensics.bench.callable_worker", target, str(blocks), str(block_ms), str(warmup_s)]
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, env=child_env(env),
+                              errors="replace")
+    except subprocess.TimeoutExpired:
+        raise BadInputError(f"--callable {target}: timed out after {timeout_s:g} s") from None
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    if proc.returncode != 0:
+        last = lines[-1] if lines else f"exit status {proc.returncode}"
+        raise BadInputError(f"--callable {target}: {last}")
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise BadInputError(f"--callable {target}: the timing process printed no result") from None
+    data["value"] = statistics.median(data["per_call_ms"])
+    return data
+
+
+def user_result(name: str, processes: list[dict], *, unit: str, higher_is_better: bool) -> dict:
+    """The result entry of the user's step from its per-process records."""
+    vals = [p["value"] for p in processes]
+    within = []
+    for p in processes:
+        xs = p.get("per_call_ms") or (p["values"][1:] if p.get("warmup_dropped") else p["values"])
+        if len(xs) >= 2:
+            q = statistics.quantiles(xs, n=4, method="inclusive")
+            within.append((q[2] - q[0]) / statistics.median(xs))
+    return make_result(name, ResultKind.USER, unit, vals, higher_is_better=higher_is_better, within=within or None)
+
+
+def run_user(kind: str, target: str, *, processes: int, budget_s: float, timeout_s: float,
+             metric: str | None = None, metric_regex: str | None = None, blocks: int = 30, block_ms: float = 5.0,
+             warmup_s: float = 0.5, on_process: Callable[[int, dict], None] | None = None) -> list[dict]:
+    """Run ``processes`` fresh processes of the user's step (``kind`` "cmd" or "callable") within the budget."""
+    import time
+
+    t0 = time.perf_counter()
+    out: list[dict] = []
+    for i in range(processes):
+        spent = time.perf_counter() - t0
+        if i >= 3 and spent + spent / i > budget_s:
+            break
+        if kind == "cmd":
+            rec = run_cmd_process(target, metric=metric, metric_regex=metric_regex, timeout_s=timeout_s)
+        else:
+            rec = run_callable_process(target, blocks=blocks, block_ms=block_ms, warmup_s=warmup_s,
+                                       timeout_s=timeout_s)
+        out.append(rec)
+        if on_process:
+            on_process(i, rec)
+    return out

@@ -1,0 +1,247 @@
+"""One rank of one fresh canary process: build, warm up, time blocks, write JSON.
+
+Run by the harness as ``python -m forensics.bench.worker CONFIG.json OUT.json``
+with ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set (one
+process per GPU; gloo processes on CPU). Imports torch: never imported by
+the CLI or the snapshot.
+
+Timing: a *block* is ``n`` back-to-back calls between two CUDA events
+(``torch.cuda.Event(enable_timing=True)``; ``time.perf_counter`` on CPU),
+sized to ``block_ms`` (>= 1 ms). Before each block the ranks meet at a
+barrier. For the all-reduce and copy loops on GPU the stream first runs a
+``torch.cuda._sleep`` spin, so the host has queued the whole block before the
+start event fires: the block measures GPU execution, not launch rate
+(``host_bound_blocks`` counts blocks whose start fired before queueing ended).
+Warm-up is checked: at least ``warmup_s``, then windows of 5 blocks until the
+medians of the last two windows differ by < 2% (``converged``), at most
+``10 x warmup_s + 1 s``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import threading
+import time
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from forensics.bench.config import CanaryConfig, Variant
+
+WINDOW = 5
+
+
+class Rank:
+    """This process's rank, device and timer."""
+
+    def __init__(self, cfg: CanaryConfig):
+        self.cfg = cfg
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.cuda = cfg.device == "cuda"
+        if self.cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", self.rank)))
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            self.device = torch.device("cpu")
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, self.world)))
+        if self.world > 1:
+            kw = {"device_id": self.device} if self.cuda else {}
+            dist.init_process_group("nccl" if self.cuda else "gloo", rank=self.rank, world_size=self.world, **kw)
+        self.sleep_cycles = self._calibrate_sleep() if self.cuda else 0
+
+    def _calibrate_sleep(self) -> float:
+        """GPU clock cycles per ms of ``torch.cuda._sleep`` (measured with CUDA events)."""
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1_000_000)
+        s.record()
+        torch.cuda._sleep(2_000_000)
+        e.record()
+        e.synchronize()
+        return 2_000_000 / max(s.elapsed_time(e), 1e-3)
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def block(self, fn: Callable[[], object], n: int, queue_ahead_ms: float = 0.0) -> tuple[float, bool]:
+        """Time ``n`` calls of ``fn``; returns (ms per call, host_bound)."""
+        if not self.cuda:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            return (time.perf_counter() - t0) * 1e3 / n, False
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if queue_ahead_ms > 0:
+            torch.cuda._sleep(int(queue_ahead_ms * self.sleep_cycles))
+        start.record()
+        for _ in range(n):
+            fn()
+        host_bound = queue_ahead_ms > 0 and start.query()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / n, bool(host_bound)
+
+    def measure(self, fn: Callable[[], object], *, queue_ahead: bool = False) -> dict:
+        """Calibrate, warm up (checked) and time ``cfg.blocks`` blocks of ``fn``."""
+        cfg = self.cfg
+        fn()
+        self.barrier()
+        t0 = time.perf_counter()
+        fn()
+        self.barrier()
+        est = max((time.perf_counter() - t0) * 1e3, 1e-3)
+        one, _ = self.block(fn, 1)
+        est = min(est, max(one, 1e-3))
+        n = max(1, math.ceil(cfg.block_ms / est))
+        n = self._agree(n)
+        ahead = 0.0
+        if queue_ahead and self.cuda:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            torch.cuda.synchronize()
+            ahead = min(50.0, 1.0 + 3 * (time.perf_counter() - t0) * 1e3)
+            ahead = float(self._agree(math.ceil(ahead)))
+        warm: list[float] = []
+        t_start = time.perf_counter()
+        converged = False
+        limit = 10 * cfg.warmup_s + 1.0
+        while True:
+            self.barrier()
+            warm.append(self.block(fn, n, ahead)[0])
+            elapsed = time.perf_counter() - t_start
+            done = False
+            if elapsed >= cfg.warmup_s and len(warm) >= 2 * WINDOW:
+                a = statistics.median(warm[-2 * WINDOW:-WINDOW])
+                b = statistics.median(warm[-WINDOW:])
+                converged = abs(b / a - 1) < 0.02
+                done = converged or elapsed >= limit
+            if self._agree(int(done), op="min"):
+                break
+        per_call, host_bound = [], 0
+        for _ in range(cfg.blocks):
+            self.barrier()
+            ms, hb = self.block(fn, n, ahead)
+            per_call.append(ms)
+            host_bound += hb
+        return {"per_call_ms": per_call, "calls_per_block": n, "queue_ahead_ms": ahead,
+                "host_bound_blocks": host_bound,
+                "warmup": {"blocks": len(warm), "converged": converged,
+                           "seconds": round(time.perf_counter() - t_start, 3)}}
+
+    def _agree(self, value: int, op: str = "max") -> int:
+        """The max (or min) of ``value`` over ranks, so every rank runs the same loop."""
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.int64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.MIN)
+        return int(t.item())
+
+
+def _allreduce(t: torch.Tensor) -> None:
+    dist.all_reduce(t)
+
+
+def run(cfg: CanaryConfig) -> dict:
+    """Build the canary on this rank and time every metric; returns the rank's result."""
+    t0 = time.perf_counter()
+    r = Rank(cfg)
+    info = {"rank": r.rank, "world": r.world, "torch": torch.__version__, "metrics": {}}
+    if r.cuda:
+        info["device_name"] = torch.cuda.get_device_name(r.device)
+        info["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if r.world > 1 else None
+    info["init_s"] = round(time.perf_counter() - t0, 3)
+    m = info["metrics"]
+    variant = cfg.variant
+    with torch.inference_mode():
+        full = variant != Variant.SPLIT.value and r.world > 1
+        model = __import__("forensics.bench.model", fromlist=["VerifyModel"]).VerifyModel(
+            cfg, r.device, _allreduce if full else (lambda t: None))
+        if r.cuda and variant in (Variant.SPLIT.value, Variant.GRAPH.value):
+            step = _graph(model.step, guard_s=cfg.graph_timeout_s if full else None)
+        else:
+            step = model.step
+        split = variant == Variant.SPLIT.value and r.world > 1
+        m["compute" if split else "step"] = r.measure(step)
+        if r.world > 1:
+            msg = torch.randn(cfg.batch, cfg.tokens, cfg.hidden, device=r.device).to(model.dtype)
+            m["allreduce"] = r.measure(lambda: dist.all_reduce(msg), queue_ahead=True)
+            big = torch.ones(cfg.busbw_bytes // 4, device=r.device, dtype=torch.float32)
+            m["allreduce_busbw"] = r.measure(lambda: dist.all_reduce(big), queue_ahead=True)
+            del big
+        a = torch.randn(cfg.matmul_n, cfg.matmul_n, device=r.device).to(model.dtype)
+        bm = torch.randn(cfg.matmul_n, cfg.matmul_n, device=r.device).to(model.dtype)
+        m["matmul"] = r.measure(lambda: a @ bm)
+        del a, bm
+        if r.cuda and cfg.copy_bytes > 0:
+            host = torch.empty(cfg.copy_bytes, dtype=torch.uint8, pin_memory=True)
+            dev = torch.empty(cfg.copy_bytes, dtype=torch.uint8, device=r.device)
+            m["h2d"] = r.measure(lambda: dev.copy_(host, non_blocking=True), queue_ahead=True)
+            m["d2h"] = r.measure(lambda: host.copy_(dev, non_blocking=True), queue_ahead=True)
+    info["total_s"] = round(time.perf_counter() - t0, 3)
+    if r.world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    return info
+
+
+def _graph(fn: Callable[[], torch.Tensor], guard_s: float | None) -> Callable[[], object]:
+    """Capture ``fn`` in a CUDA graph (after 3 warm-up calls on a side stream); returns replay.
+
+    With ``guard_s`` (collectives inside the graph), a watchdog ends the
+    process with exit status 124 if capture plus a first replay take longer.
+    """
+    timer = None
+    if guard_s:
+        def expire() -> None:
+            sys.stderr.write(f"forensics-bench: capturing/replaying a CUDA graph with all-reduces did not finish "
+                             f"within {guard_s:g} s (known hang with torch.distributed collectives); "
+                             "use the default split variant\n")
+            sys.stderr.flush()
+            os._exit(124)
+
+        timer = threading.Timer(guard_s, expire)
+        timer.daemon = True
+        timer.start()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    g.replay()
+    torch.cuda.synchronize()
+    if timer is not None:
+        timer.cancel()
+    return g.replay
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: ``worker CONFIG.json OUT.json``; writes this rank's result to OUT.json."""
+    if len(argv) != 3:
+        sys.stderr.write("usage: python -m forensics.bench.worker CONFIG.json OUT.json\n")
+        return 2
+    with open(argv[1], encoding="utf-8") as fh:
+        cfg = CanaryConfig.from_json(json.load(fh))
+    info = run(cfg)
+    tmp = argv[2] + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(info, fh)
+    os.replace(tmp, argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

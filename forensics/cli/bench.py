@@ -1,0 +1,266 @@
+"""``forensics bench`` (run the canary or the user's step) and ``forensics bench compare``.
+
+``bench`` is a click group whose own callback is the run (so ``forensics
+bench -o a.json`` runs the canary) with one subcommand, ``compare``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from forensics.cli.common import console, error_boundary
+
+
+def _parse_env(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    from forensics.errors import BadInputError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise BadInputError(f"{option} {pair!r}: expected NAME=VALUE, e.g. NCCL_P2P_DISABLE=1")
+        out[key] = value
+    return out
+
+
+def parse_threshold(text: str) -> float:
+    """'5%', '5' or '0.05' -> 0.05.
+
+    Raises:
+        BadInputError: not a number, or outside 0-100%.
+    """
+    from forensics.errors import BadInputError
+
+    raw = text.strip().rstrip("%")
+    try:
+        v = float(raw)
+    except ValueError:
+        raise BadInputError(f"--threshold {text!r}: expected a percentage such as 5%") from None
+    if text.strip().endswith("%") or v >= 1:
+        v /= 100
+    if not 0 < v < 1:
+        raise BadInputError(f"--threshold {text!r}: must be between 0% and 100%")
+    return v
+
+
+def _progress(total: int, what: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console(stderr=True),
+                    transient=True)
+    task = prog.add_task(what, total=total, last="")
+    return prog, task
+
+
+def _print_results(c, doc: dict) -> None:
+    from rich.table import Table
+
+    t = Table(show_header=True, header_style="bold", title=doc.get("label") or None)
+    for col in ("result", "median", "unit", "processes", "noise (IQR/median)", "within process"):
+        t.add_column(col, justify="left" if col == "result" else "right", no_wrap=col == "result")
+    for r in doc["results"]:
+        within = r.get("within_process_iqr_over_median")
+        t.add_row(r["name"], f"{r['median']:.4g}", r["unit"], str(len(r["process_medians"])),
+                  f"{r['noise_iqr_over_median']:.1%}", f"{within:.1%}" if within is not None else "-")
+    c.print(t)
+    c.print(doc["summary"])
+
+
+@click.group(invoke_without_command=True)
+@click.option("--cmd", metavar="COMMAND", help="Benchmark your step: a command printing JSON lines "
+              "{\"metric\": \"verify_ms\", \"value\": 19.3} (or use --metric-regex).")
+@click.option("--callable", "target", metavar="PKG.MODULE:FUNC", help="Benchmark a Python function, timed in-process.")
+@click.option("--metric", help="With --cmd: the metric name to read (default: the first seen).")
+@click.option("--metric-regex", help="With --cmd: a regex whose group 1 (or group 'value') is the number.")
+@click.option("--unit", default=None, help="Unit of your metric (default ms, or 'per s' with --higher-is-better).")
+@click.option("--higher-is-better", is_flag=True, help="Your metric is a throughput (tok/s), not a time.")
+@click.option("--processes", type=int, default=8, show_default=True, help="Fresh processes per side.")
+@click.option("--budget", "budget_s", type=float, default=60.0, show_default=True,
+              help="Wall seconds per side; no new process starts past it (at least 3 always run).")
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True, help="Per-process timeout, s.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Canary device (default: cuda if a GPU is seen).")
+@click.option("--tp", type=int, help="Tensor-parallel ranks, one per GPU (default: all visible GPUs; 2 on CPU).")
+@click.option("--layers", type=int, help="Decoder layers (GPU default 32).")
+@click.option("--hidden", type=int, help="Hidden size (GPU default 4096).")
+@click.option("--heads", type=int, help="Attention heads (GPU default 32).")
+@click.option("--ffn", type=int, help="MLP width (GPU default 14336).")
+@click.option("--draft-tokens", type=int, help="k draft tokens; the step verifies k+1 positions (default 4).")
+@click.option("--batch", type=int, help="Sequences per verify step (GPU default 4).")
+@click.option("--kv-len", type=int, help="Cached positions attended over (GPU default 2048).")
+@click.option("--blocks", type=int, help="Timed blocks per metric per process (GPU default 30).")
+@click.option("--block-ms", type=float, help="Target length of a timed block, >= 1 ms (GPU default 5).")
+@click.option("--cuda-graph", is_flag=True, help="Capture the whole step, all-reduces included, in one CUDA graph "
+              "(guarded by a timeout: this hangs on some torch/NCCL versions).")
+@click.option("--eager", is_flag=True, help="Launch the whole step eagerly (includes launch jitter; noisy).")
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set for the canary's processes.")
+@click.option("--b-env", "b_env_pairs", multiple=True, metavar="NAME=VALUE",
+              help="Run a second side B with these variables too, interleaved A B A B, and compare.")
+@click.option("--b-output", type=click.Path(dir_okay=False, path_type=Path), help="Where side B is written.")
+@click.option("--threshold", default="5%", show_default=True, help="With --b-env: practical threshold.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the bench file here.")
+@click.option("--label", default="", help="Free text stored in the bench file.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar or table; only the summary line.")
+@click.pass_context
+@error_boundary
+def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s, timeout_s, device,
+          tp, layers, hidden, heads, ffn, draft_tokens, batch, kv_len, blocks, block_ms, cuda_graph, eager,
+          env_pairs, b_env_pairs, b_output, threshold, output, label, quiet):
+    """Measure the verify step: the built-in canary (default), or your own step.
+
+    Runs several fresh processes (median of per-process medians, IQR/median
+    as the noise figure) while sampling GPU telemetry, and writes a
+    forensics.bench/1 file with -o. Compare two files with
+    'forensics bench compare A.json B.json'.
+
+    Exit codes: 0 ok; with --b-env as 'compare': 1 slower, 3 inconclusive; 2 bad input.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from forensics.bench import document
+    from forensics.errors import BadInputError
+
+    if cmd and target:
+        raise BadInputError("give either --cmd or --callable, not both")
+    env, b_env = _parse_env(env_pairs, "--env"), _parse_env(b_env_pairs, "--b-env")
+    if b_env and not b_output:
+        raise BadInputError("--b-env needs --b-output PATH for side B's bench file")
+    if b_env and (cmd or target):
+        raise BadInputError("--b-env applies to the canary only; run your step twice and use 'bench compare'")
+    if cuda_graph and eager:
+        raise BadInputError("--cuda-graph and --eager exclude each other")
+    thr = parse_threshold(threshold)
+    for path in (output, b_output):
+        if path is not None and path.suffix.lower() not in (".json", ".yaml", ".yml"):
+            raise BadInputError(f"{path}: output name must end in .json, .yaml or .yml")
+    c = console(stderr=False)
+    if cmd or target:
+        docs = [_run_user(cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s,
+                          timeout_s, blocks, block_ms, label, quiet)]
+    else:
+        from forensics.bench.session import canary_config, run_canary
+
+        cfg = canary_config({"device": device, "tp": tp, "layers": layers, "hidden": hidden, "heads": heads,
+                             "ffn": ffn, "draft_tokens": draft_tokens, "batch": batch, "kv_len": kv_len,
+                             "blocks": blocks, "block_ms": block_ms, "cuda_graph": cuda_graph,
+                             "variant": "eager" if eager else None})
+        sides = 2 if b_env else 1
+        prog, task = (None, None) if quiet else _progress(processes * sides, f"canary {cfg.device} tp={cfg.tp}")
+
+        def on_process(side, i, result):
+            if prog is not None:
+                prog.update(task, advance=1, last=f"{side.name} #{i + 1}: {result['wall_s']:.1f} s")
+
+        if prog is not None:
+            prog.start()
+        try:
+            docs = run_canary(cfg, processes=processes, budget_s=budget_s, env=env, b_env=b_env or None,
+                              label=label, on_process=on_process)
+        finally:
+            if prog is not None:
+                prog.stop()
+    for doc, path in zip(docs, (output, b_output)):
+        if not quiet:
+            _print_results(c, doc)
+        else:
+            click.echo(doc["summary"])
+        if path is not None:
+            document.save(doc, path)
+            if not quiet:
+                c.print(f"wrote [bold]{path}[/bold]")
+    if len(docs) == 2:
+        from forensics.bench.compare import compare_docs
+
+        result = compare_docs(docs[0], docs[1], threshold=thr)
+        _print_comparison(c, result)
+        ctx.exit(result.exit_code)
+
+
+def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s, timeout_s,
+              blocks, block_ms, label, quiet):
+    from forensics.bench import document
+    from forensics.bench.session import telemetry
+    from forensics.bench.harness import visible_gpus
+    from forensics.bench.user import run_user, user_result
+
+    kind = "cmd" if cmd else "callable"
+    prog, task = (None, None) if quiet else _progress(processes, "your step")
+
+    def on_process(i, rec):
+        if prog is not None:
+            prog.update(task, advance=1, last=f"#{i + 1}: {rec['value']:.4g}")
+
+    if prog is not None:
+        prog.start()
+    try:
+        with telemetry(visible_gpus() > 0) as tel:
+            recs = run_user(kind, cmd or target, processes=processes, budget_s=budget_s, timeout_s=timeout_s,
+                            metric=metric, metric_regex=metric_regex, blocks=blocks or 30,
+                            block_ms=block_ms or 5.0, on_process=on_process)
+    finally:
+        if prog is not None:
+            prog.stop()
+    if kind == "cmd":
+        name, the_unit = f"user.{recs[0]['metric']}", unit or ("per s" if higher_is_better else "ms")
+    else:
+        name, the_unit, higher_is_better = f"user.{target}", "ms", False
+    result = user_result(name, recs, unit=the_unit, higher_is_better=higher_is_better)
+    config = {"kind": "user", "step": kind, "command" if kind == "cmd" else "callable": cmd or target,
+              "metric": metric, "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
+    return document.build(config, [result], telemetry=tel, label=label)
+
+
+def _print_comparison(c, result) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(show_header=True, header_style="bold")
+    for col in ("result", "A", "B", "change", "95% CI of ratio", "p", "verdict"):
+        t.add_column(col, justify="left" if col in ("result", "verdict") else "right", no_wrap=col == "result")
+    for name, cmp in result.results.items():
+        mark = {"slower": "+ slower", "faster": "- faster", "same": "same", "inconclusive": "~ inconclusive"}
+        t.add_row(name, f"{cmp.a.median:.4g}", f"{cmp.b.median:.4g}", f"{cmp.change_pct:+.1f}%",
+                  f"{cmp.ci_low:.3f}-{cmp.ci_high:.3f}", f"{cmp.p_value:.2g}", mark[cmp.verdict.value])
+    c.print(t)
+    head = result.results[result.headline]
+    c.print(f"[bold]{escape(result.headline)}: {result.verdict.value}[/bold] - {escape(head.sentence())}")
+    if result.noise_floor is not None:
+        c.print(f"A/A noise floor (odd vs even processes): {result.noise_floor:.1%}")
+    if result.pointing:
+        c.print("components that moved the same way: " + ", ".join(result.pointing))
+    for side in ("A", "B"):
+        for gpu, line in result.telemetry.get(side, {}).items():
+            c.print(f"telemetry {side}: {gpu}: {line}")
+    for note in result.notes:
+        c.print(escape(note))
+
+
+@bench.command("compare")
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@click.option("--threshold", default="5%", show_default=True, help="Practical threshold: smaller changes are 'same'.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.pass_context
+@error_boundary
+def compare(ctx, a, b, threshold, as_json):
+    """Compare bench files A (before) and B (after).
+
+    Per result: ratio of medians with a bootstrap 95% CI over processes,
+    Mann-Whitney U, the threshold, and an A/A noise check; GPU throttling or
+    contention seen on one side is reported. Exit codes: 0 same or faster,
+    1 slower, 3 inconclusive, 2 bad input.
+    """
+    import json
+
+    from forensics.bench import document
+    from forensics.bench.compare import compare_docs
+
+    thr = parse_threshold(threshold)
+    result = compare_docs(document.load(a), document.load(b), threshold=thr)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=1))
+    else:
+        _print_comparison(console(), result)
+    ctx.exit(result.exit_code)
