@@ -133,6 +133,10 @@ def process_records(processes: list[dict]) -> list[dict[str, Any]]:
                     "warmup_converged": all(m["warmup"]["converged"] for m in metrics),
                     "host_bound_blocks": sum(m.get("host_bound_blocks", 0) for m in metrics),
                     "device_names": sorted({r["device_name"] for r in ranks if r.get("device_name")}),
+                    "metrics": {name: {"calls_per_block": m["calls_per_block"], "queue_ahead_ms": m["queue_ahead_ms"],
+                                       "warmup_blocks": m["warmup"]["blocks"], "converged": m["warmup"]["converged"]}
+                                for name, m in (ranks[0].get("metrics", {}) if ranks else {}).items()},
+                    "init_s": [r.get("init_s") for r in ranks], "total_s": [r.get("total_s") for r in ranks],
                     "torch": ranks[0].get("torch") if ranks else None,
                     "nccl": ranks[0].get("nccl") if ranks else None})
     return out
