@@ -9,6 +9,9 @@ what the same configuration shows against itself. The **headline** is the
 first result (``canary.verify_step_ms`` or the user's metric); components
 that moved the same way are named as pointing at the cause.
 
+Noise gate: a side whose per-process medians have IQR/median > 10% never
+gets ``slower``/``faster`` (DESIGN section 7: noisy runs are inconclusive).
+
 Telemetry: a side throttled by SW power cap, HW slowdown or a thermal
 reason (> 5% of samples) while the other was not is reported; it turns a
 ``same`` into ``inconclusive`` (the throttle may hide a change) and is given
@@ -28,6 +31,7 @@ from forensics.stats import Comparison, Verdict, compare
 THROTTLE_KEYS = ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown",
                  "hw_power_brake_slowdown", "thermal")
 THROTTLE_FRACTION = 0.05
+NOISY = 0.10  # IQR/median across processes above which no change is called (torch.utils.benchmark's warning level)
 
 
 @dataclass
@@ -153,7 +157,18 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
         fa, fb = aa_noise(va), aa_noise(vb)
         floor = max(f for f in (fa, fb) if f is not None) if fa is not None or fb is not None else None
         floors[name] = floor
-        out[name] = compare(va, vb, threshold=threshold, higher_is_better=hib, noise_floor=floor)
+        try:
+            cmp = compare(va, vb, threshold=threshold, higher_is_better=hib, noise_floor=floor)
+        except ValueError as exc:
+            raise BadInputError(f"result {name!r}: {exc}") from None
+        noise = max(cmp.a.iqr_over_median, cmp.b.iqr_over_median)
+        if cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) and noise > NOISY:
+            cmp.verdict = Verdict.INCONCLUSIVE
+            cmp.reasons.append(f"noisy: IQR/median {noise:.0%} across processes (> {NOISY:.0%}); a change is not "
+                               f"called on noisy data")
+            if cmp.processes_needed > min(len(va), len(vb)):
+                cmp.reasons.append(f"need about {cmp.processes_needed} processes a side")
+        out[name] = cmp
     head = out[headline]
     verdict = head.verdict
     notes: list[str] = []

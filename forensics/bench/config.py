@@ -6,8 +6,8 @@ forward pass over ``draft_tokens + 1`` positions for ``batch`` sequences, as
 ``kv_len`` positions, SwiGLU MLP), tensor parallel over ``tp`` ranks
 (Megatron column/row split: two all-reduces per layer).
 
-The GPU defaults are a Llama-3-8B-shaped target (32 layers, hidden 4096,
-32 heads, MLP 14336), batch 4, 4 draft tokens, 2048 cached positions: one
+The GPU defaults are half the layers of a Llama-3-8B-shaped target (16 layers,
+hidden 4096, 32 heads, MLP 14336), batch 4, 4 draft tokens, 2048 cached positions: one
 step takes a few ms on one H200. The CPU defaults are tiny, so a CPU run
 (gloo) finishes in seconds.
 """
@@ -64,7 +64,7 @@ class CanaryConfig:
 
     device: str = "cuda"
     tp: int = 1
-    layers: int = 32
+    layers: int = 16
     hidden: int = 4096
     heads: int = 32
     ffn: int = 14336

@@ -94,22 +94,20 @@ class Rank:
         cfg = self.cfg
         fn()
         self.barrier()
-        t0 = time.perf_counter()
-        fn()
-        self.barrier()
-        est = max((time.perf_counter() - t0) * 1e3, 1e-3)
         one, _ = self.block(fn, 1)
-        est = min(est, max(one, 1e-3))
-        n = max(1, math.ceil(cfg.block_ms / est))
-        n = self._agree(n)
         ahead = 0.0
         if queue_ahead and self.cuda:
+            # host time to enqueue 10 calls (no sync inside): the spin must outlast enqueueing a block
+            self.barrier()
             t0 = time.perf_counter()
-            for _ in range(n):
+            for _ in range(10):
                 fn()
-            torch.cuda.synchronize()
-            ahead = min(50.0, 1.0 + 3 * (time.perf_counter() - t0) * 1e3)
-            ahead = float(self._agree(math.ceil(ahead)))
+            enqueue_ms = (time.perf_counter() - t0) * 1e3 / 10
+            self.barrier()
+            one, _ = self.block(fn, 10, min(50.0, 1.0 + 30 * enqueue_ms))
+        n = self._agree(max(1, math.ceil(cfg.block_ms / max(one, 1e-4))))
+        if queue_ahead and self.cuda:
+            ahead = float(self._agree(math.ceil(min(50.0, 1.0 + 2 * n * enqueue_ms))))
         warm: list[float] = []
         t_start = time.perf_counter()
         converged = False
@@ -165,12 +163,15 @@ def run(cfg: CanaryConfig) -> dict:
         full = variant != Variant.SPLIT.value and r.world > 1
         model = __import__("forensics.bench.model", fromlist=["VerifyModel"]).VerifyModel(
             cfg, r.device, _allreduce if full else (lambda t: None))
+        guard = _guard(cfg.graph_timeout_s) if full and variant == Variant.GRAPH.value else None
         if r.cuda and variant in (Variant.SPLIT.value, Variant.GRAPH.value):
-            step = _graph(model.step, guard_s=cfg.graph_timeout_s if full else None)
+            step = _graph(model.step)
         else:
             step = model.step
         split = variant == Variant.SPLIT.value and r.world > 1
         m["compute" if split else "step"] = r.measure(step)
+        if guard is not None:
+            guard.cancel()
         if r.world > 1:
             msg = torch.randn(cfg.batch, cfg.tokens, cfg.hidden, device=r.device).to(model.dtype)
             m["allreduce"] = r.measure(lambda: dist.all_reduce(msg), queue_ahead=True)
@@ -193,24 +194,27 @@ def run(cfg: CanaryConfig) -> dict:
     return info
 
 
-def _graph(fn: Callable[[], torch.Tensor], guard_s: float | None) -> Callable[[], object]:
-    """Capture ``fn`` in a CUDA graph (after 3 warm-up calls on a side stream); returns replay.
+def _guard(seconds: float) -> threading.Timer:
+    """A watchdog that ends this process with status 124 after ``seconds`` (cancel it when done).
 
-    With ``guard_s`` (collectives inside the graph), a watchdog ends the
-    process with exit status 124 if capture plus a first replay take longer.
+    Guards capturing and replaying a CUDA graph that holds torch.distributed
+    all-reduces, which hung on torch 2.11 / NCCL 2.28.9.
     """
-    timer = None
-    if guard_s:
-        def expire() -> None:
-            sys.stderr.write(f"forensics-bench: capturing/replaying a CUDA graph with all-reduces did not finish "
-                             f"within {guard_s:g} s (known hang with torch.distributed collectives); "
-                             "use the default split variant\n")
-            sys.stderr.flush()
-            os._exit(124)
+    def expire() -> None:
+        sys.stderr.write(f"forensics-bench: the CUDA graph holding all-reduces did not capture and replay within "
+                         f"{seconds:g} s (known hang with torch.distributed collectives on some torch/NCCL "
+                         "versions); use the default split variant\n")
+        sys.stderr.flush()
+        os._exit(124)
 
-        timer = threading.Timer(guard_s, expire)
-        timer.daemon = True
-        timer.start()
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _graph(fn: Callable[[], torch.Tensor]) -> Callable[[], object]:
+    """Capture ``fn`` in a CUDA graph after 3 warm-up calls on a side stream; returns its replay."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -223,8 +227,6 @@ def _graph(fn: Callable[[], torch.Tensor], guard_s: float | None) -> Callable[[]
         fn()
     g.replay()
     torch.cuda.synchronize()
-    if timer is not None:
-        timer.cancel()
     return g.replay
 
 
