@@ -92,6 +92,8 @@ def _print_results(c, doc: dict) -> None:
 @click.option("--kv-len", type=int, help="Cached positions attended over (GPU default 2048).")
 @click.option("--blocks", type=int, help="Timed blocks per metric per process (GPU default 30).")
 @click.option("--block-ms", type=float, help="Target length of a timed block, >= 1 ms (GPU default 5).")
+@click.option("--warmup", "warmup_s", type=float, help="Minimum warm-up per metric, s, before the convergence "
+              "check (GPU default 0.2).")
 @click.option("--cuda-graph", is_flag=True, help="Capture the whole step, all-reduces included, in one CUDA graph "
               "(guarded by a timeout: this hangs on some torch/NCCL versions).")
 @click.option("--graph-timeout", "graph_timeout_s", type=float, default=None,
@@ -108,7 +110,7 @@ def _print_results(c, doc: dict) -> None:
 @click.pass_context
 @error_boundary
 def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s, timeout_s, device,
-          tp, layers, hidden, heads, ffn, draft_tokens, batch, kv_len, blocks, block_ms, cuda_graph, graph_timeout_s, eager,
+          tp, layers, hidden, heads, ffn, draft_tokens, batch, kv_len, blocks, block_ms, warmup_s, cuda_graph, graph_timeout_s, eager,
           env_pairs, b_env_pairs, b_output, threshold, output, label, quiet):
     """Measure the verify step: the built-in canary (default), or your own step.
 
@@ -146,7 +148,7 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
 
         cfg = canary_config({"device": device, "tp": tp, "layers": layers, "hidden": hidden, "heads": heads,
                              "ffn": ffn, "draft_tokens": draft_tokens, "batch": batch, "kv_len": kv_len,
-                             "blocks": blocks, "block_ms": block_ms, "cuda_graph": cuda_graph, "graph_timeout_s": graph_timeout_s,
+                             "blocks": blocks, "block_ms": block_ms, "warmup_s": warmup_s, "cuda_graph": cuda_graph, "graph_timeout_s": graph_timeout_s,
                              "variant": "eager" if eager else None})
         sides = 2 if b_env else 1
         prog, task = (None, None) if quiet else _progress(processes * sides, f"canary {cfg.device} tp={cfg.tp}")

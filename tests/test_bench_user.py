@@ -1,0 +1,102 @@
+"""The user's step: ``--cmd`` (JSON lines, --metric-regex) and ``--callable``, and their errors."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+from click.testing import CliRunner
+
+from forensics.bench import document
+from forensics.cli import main
+
+
+def py(code: str) -> str:
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
+def bench(*args, env=None):
+    return CliRunner().invoke(main, ["bench", "-q", "--processes", "3", *args], env=env)
+
+
+def test_cmd_json_lines_make_a_bench_file(tmp_path):
+    step = py('import json\nfor v in (30.0, 19.3, 19.5, 19.4): print(json.dumps({"metric": "verify_ms", "value": v}))')
+    out = tmp_path / "user.json"
+    r = bench("--cmd", step, "-o", str(out))
+    assert r.exit_code == 0, r.output
+    doc = document.load(out)
+    res = doc["results"][0]
+    assert res["name"] == "user.verify_ms" and res["kind"] == "user" and res["unit"] == "ms"
+    assert res["process_medians"] == [19.4, 19.4, 19.4]  # the first value of each process is warm-up
+    assert doc["config"]["kind"] == "user"
+
+
+def test_cmd_metric_regex_and_higher_is_better(tmp_path):
+    step = py('print("step 1: 510.0 tok/s"); print("step 2: 500.5 tok/s"); print("step 3: 499.5 tok/s")')
+    out = tmp_path / "tps.json"
+    r = bench("--cmd", step, "--metric-regex", r"(\d+\.\d+) tok/s", "--metric", "tok_s", "--higher-is-better",
+              "--unit", "tok/s", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    res = document.load(out)["results"][0]
+    assert res["higher_is_better"] is True and res["unit"] == "tok/s" and res["median"] == 500.0
+
+
+def test_failing_command_is_one_line_exit_2():
+    r = bench("--cmd", py('import sys; sys.stderr.write("CUDA out of memory\\n"); sys.exit(3)'))
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1
+    assert "step command exited with status 3" in lines[0] and "CUDA out of memory" in lines[0]
+
+
+def test_command_without_metric_is_one_line_exit_2():
+    r = bench("--cmd", py('print("done in 19 ms")'))
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1
+    assert 'printed no JSON line like {"metric": "step_ms", "value": 19.3}' in r.output
+
+
+def test_regex_without_group_is_rejected():
+    r = bench("--cmd", py('print("19 ms")'), "--metric-regex", r"\d+ ms")
+    assert r.exit_code == 2 and "needs a group around the number" in r.output
+
+
+def test_callable_timed_in_process(tmp_path, monkeypatch):
+    (tmp_path / "mystep.py").write_text("def step():\n    return sum(range(2000))\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    out = tmp_path / "call.json"
+    r = bench("--callable", "mystep:step", "--blocks", "5", "--block-ms", "1", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    res = document.load(out)["results"][0]
+    assert res["name"] == "user.mystep:step" and len(res["process_medians"]) == 3
+
+
+def test_callable_errors_are_one_line(tmp_path, monkeypatch):
+    (tmp_path / "badstep.py").write_text("def step():\n    raise RuntimeError('NCCL error: unhandled')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    r = bench("--callable", "badstep:step")
+    assert r.exit_code == 2 and "the function raised RuntimeError: NCCL error: unhandled" in r.output
+    r = bench("--callable", "nosuchmodule_xyz:step")
+    assert r.exit_code == 2 and "cannot import nosuchmodule_xyz" in r.output
+    r = bench("--callable", "not a target")
+    assert r.exit_code == 2 and "expected package.module:function" in r.output
+
+
+def test_cmd_and_callable_exclude_each_other():
+    r = bench("--cmd", "true", "--callable", "a:b")
+    assert r.exit_code == 2 and "either --cmd or --callable" in r.output
+
+
+def test_b_env_needs_b_output():
+    r = bench("--b-env", "NCCL_P2P_DISABLE=1", "--device", "cpu")
+    assert r.exit_code == 2 and "--b-output" in r.output
+    r = bench("--env", "NOEQUALS", "--device", "cpu")
+    assert r.exit_code == 2 and "expected NAME=VALUE" in r.output
+
+
+def test_bench_file_is_json(tmp_path):
+    step = py('print(\'{"metric": "ms", "value": 2.0}\')')
+    out = tmp_path / "x.json"
+    assert bench("--cmd", step, "-o", str(out)).exit_code == 0
+    assert json.loads(out.read_text())["schema"] == "forensics.bench/1"
