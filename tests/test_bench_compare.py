@@ -81,6 +81,13 @@ def test_noise_gate_blocks_a_lucky_separation():
     assert any("noisy" in r for r in res.results["canary.verify_step_ms"].reasons)
 
 
+def test_sample_size_where_mann_whitney_cannot_reach_alpha_is_named():
+    res = compare_docs(side(H200_STEP_MS), side([v * 1.5 for v in H200_STEP_MS[:4]]))
+    assert res.verdict is Verdict.INCONCLUSIVE
+    assert res.results["canary.verify_step_ms"].reasons[0].startswith(
+        "with 5+4 processes Mann-Whitney U cannot reach p <= 0.01 (smallest possible p 0.016)")
+
+
 def test_too_few_processes_is_inconclusive():
     res = compare_docs(side(H200_STEP_MS[:2]), side([v * 1.2 for v in H200_STEP_MS[:2]]))
     assert res.verdict is Verdict.INCONCLUSIVE
@@ -118,9 +125,16 @@ def telemetry(sw_power_cap, pids=()):
 def test_throttle_on_one_side_turns_same_into_inconclusive():
     a = noisy(7.85, 0.003, 6, 11)
     b = noisy(7.85, 0.003, 6, 12)
-    res = compare_docs(side(a, telemetry=telemetry(0.0)), side(b, telemetry=telemetry(0.93)))
+    res = compare_docs(side(a, telemetry=telemetry(0.19)), side(b, telemetry=telemetry(0.93)))
     assert res.verdict is Verdict.INCONCLUSIVE
-    assert any("throttled on B only" in n and "sw_power_cap 93%" in n for n in res.notes)
+    assert "throttle changed: GPU 0 sw_power_cap 19% -> 93% of busy samples (A -> B)" in res.notes
+
+
+def test_same_throttle_share_on_both_sides_is_not_a_change():
+    a = noisy(7.85, 0.003, 6, 11)
+    b = noisy(7.85, 0.003, 6, 12)
+    res = compare_docs(side(a, telemetry=telemetry(0.19)), side(b, telemetry=telemetry(0.20)))
+    assert res.verdict is Verdict.SAME and not any("throttle" in n for n in res.notes)
 
 
 def test_throttle_explains_a_slowdown_and_contention_is_listed():

@@ -12,15 +12,17 @@ that moved the same way are named as pointing at the cause.
 Noise gate: a side whose per-process medians have IQR/median > 10% never
 gets ``slower``/``faster`` (DESIGN section 7: noisy runs are inconclusive).
 
-Telemetry: a side throttled by SW power cap, HW slowdown or a thermal
-reason (> 5% of samples) while the other was not is reported; it turns a
-``same`` into ``inconclusive`` (the throttle may hide a change) and is given
-as the explanation next to ``slower``/``faster``. Foreign processes on a GPU
+Telemetry: a throttle reason (SW power cap, HW slowdown, thermal) whose
+share of busy samples differs between the sides (> 5% on one side, > 10
+points apart) is reported; it turns a ``same`` into ``inconclusive`` (the
+throttle may hide a change) and is given as an explanation next to
+``slower``/``faster``. Foreign processes on a GPU
 (not the bench's own ranks) are listed as contention.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,7 @@ from forensics.stats import Comparison, Verdict, compare
 THROTTLE_KEYS = ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown",
                  "hw_power_brake_slowdown", "thermal")
 THROTTLE_FRACTION = 0.05
+THROTTLE_CHANGE = 0.10
 NOISY = 0.10  # IQR/median across processes above which no change is called (torch.utils.benchmark's warning level)
 
 
@@ -87,7 +90,7 @@ def _check_comparable(a: dict, b: dict) -> None:
 
 
 def throttled(telemetry: Any) -> dict[str, float]:
-    """``{"GPU 0 sw_power_cap": 0.93, ...}`` for throttle reasons active > 5% of samples."""
+    """``{"GPU 0 sw_power_cap": 0.93, ...}``: fraction of busy samples with each throttle reason set."""
     out: dict[str, float] = {}
     if not isinstance(telemetry, dict) or not isinstance(telemetry.get("gpus"), dict):
         return out
@@ -96,9 +99,31 @@ def throttled(telemetry: Any) -> dict[str, float]:
         if not isinstance(rf, dict):
             continue
         for key, frac in rf.items():
-            if any(t in key for t in THROTTLE_KEYS) and isinstance(frac, (int, float)) and frac > THROTTLE_FRACTION:
+            if any(t in key for t in THROTTLE_KEYS) and isinstance(frac, (int, float)):
                 out[f"GPU {g.get('index', uuid)} {key}"] = float(frac)
     return out
+
+
+def throttle_changes(tel_a: Any, tel_b: Any) -> list[str]:
+    """Throttle reasons whose share of busy samples differs between the sides.
+
+    A reason counts when one side has it in more than 5% of busy samples and
+    the two shares differ by more than 10 points (the canary's own matmul
+    probe briefly reaches the SW power cap: ~19% of busy samples on an idle
+    2 x H200, on both sides alike).
+    """
+    ta, tb = throttled(tel_a), throttled(tel_b)
+    out = []
+    for key in sorted(set(ta) | set(tb)):
+        fa, fb = ta.get(key, 0.0), tb.get(key, 0.0)
+        if max(fa, fb) > THROTTLE_FRACTION and abs(fa - fb) > THROTTLE_CHANGE:
+            out.append(f"{key} {fa:.0%} -> {fb:.0%} of busy samples (A -> B)")
+    return out
+
+
+def min_mwu_p(n1: int, n2: int) -> float:
+    """Smallest two-sided exact Mann-Whitney U p-value possible with n1 + n2 samples (complete separation)."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
 
 
 def foreign_processes(doc: dict) -> dict[str, list[str]]:
@@ -161,6 +186,10 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
             cmp = compare(va, vb, threshold=threshold, higher_is_better=hib, noise_floor=floor)
         except ValueError as exc:
             raise BadInputError(f"result {name!r}: {exc}") from None
+        floor_p = min_mwu_p(len(va), len(vb))
+        if cmp.verdict is Verdict.INCONCLUSIVE and floor_p > cmp.alpha and min(len(va), len(vb)) >= 3:
+            cmp.reasons.insert(0, f"with {len(va)}+{len(vb)} processes Mann-Whitney U cannot reach p <= "
+                                  f"{cmp.alpha:g} (smallest possible p {floor_p:.3f}); run at least 5 a side")
         noise = max(cmp.a.iqr_over_median, cmp.b.iqr_over_median)
         if cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) and noise > NOISY:
             cmp.verdict = Verdict.INCONCLUSIVE
@@ -172,14 +201,11 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
     head = out[headline]
     verdict = head.verdict
     notes: list[str] = []
-    ta, tb = throttled(a.get("telemetry")), throttled(b.get("telemetry"))
-    for side, mine, other in (("A", ta, tb), ("B", tb, ta)):
-        only = {k: v for k, v in mine.items() if k not in other}
-        if only:
-            notes.append(f"throttled on {side} only: " + ", ".join(f"{k} {v:.0%} of samples" for k, v in only.items()))
-    if (set(ta) ^ set(tb)) and verdict is Verdict.SAME:
+    changes = throttle_changes(a.get("telemetry"), b.get("telemetry"))
+    notes.extend(f"throttle changed: {c}" for c in changes)
+    if changes and verdict is Verdict.SAME:
         verdict = head.verdict = Verdict.INCONCLUSIVE
-        head.reasons.append("throttled during one side's run only (see the notes); the throttle may hide a change")
+        head.reasons.append("GPU throttling differed between the runs (see the notes); it may hide a change")
     fp_a, fp_b = foreign_processes(a), foreign_processes(b)
     for side, fp in (("A", fp_a), ("B", fp_b)):
         for gpu, procs in fp.items():

@@ -23,6 +23,7 @@ import sys
 from typing import Callable
 
 from forensics.bench.document import ResultKind, make_result
+from forensics.bench.harness import MIN_PROCESSES
 from forensics.errors import BadInputError
 from forensics.userstep import child_env, run_command
 
@@ -94,7 +95,7 @@ def run_user(kind: str, target: str, *, processes: int, budget_s: float, timeout
     out: list[dict] = []
     for i in range(processes):
         spent = time.perf_counter() - t0
-        if i >= 3 and spent + spent / i > budget_s:
+        if i >= MIN_PROCESSES and spent + spent / i > budget_s:
             break
         if kind == "cmd":
             rec = run_cmd_process(target, metric=metric, metric_regex=metric_regex, timeout_s=timeout_s)

@@ -78,8 +78,8 @@ def _print_results(c, doc: dict) -> None:
 @click.option("--unit", default=None, help="Unit of your metric (default ms, or 'per s' with --higher-is-better).")
 @click.option("--higher-is-better", is_flag=True, help="Your metric is a throughput (tok/s), not a time.")
 @click.option("--processes", type=int, default=6, show_default=True, help="Fresh processes per side.")
-@click.option("--budget", "budget_s", type=float, default=60.0, show_default=True,
-              help="Wall seconds per side; no new process starts past it (at least 3 always run).")
+@click.option("--budget", "budget_s", type=float, default=75.0, show_default=True,
+              help="Wall seconds per side; no new process starts past it (at least 5 always run).")
 @click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True, help="Per-process timeout, s.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Canary device (default: cuda if a GPU is seen).")
 @click.option("--tp", type=int, help="Tensor-parallel ranks, one per GPU (default: all visible GPUs; 2 on CPU).")
