@@ -157,3 +157,13 @@ def test_different_canary_settings_are_refused():
 def test_aa_noise_needs_four_processes():
     assert aa_noise([1.0, 1.0, 1.0]) is None
     assert aa_noise([1.0, 1.1, 1.0, 1.1]) == pytest.approx(0.1)
+
+
+def test_detection_power_on_the_recorded_h200_baseline():
+    from forensics.bench.power import aa_splits, simulate
+
+    pool = H200_STEP_MS + [3.9082 / 3.906 * 7.85]
+    assert simulate(pool, n=6, shift=0.0, trials=30)[Verdict.SAME] == 30
+    assert simulate(pool, n=6, shift=0.10, trials=30)[Verdict.SLOWER] == 30
+    aa = aa_splits(pool, n_a=3)
+    assert aa[Verdict.SLOWER] == aa[Verdict.FASTER] == 0 and sum(aa.values()) == 20

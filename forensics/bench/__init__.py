@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-SNAPSHOT_PROCESSES = 4
-SNAPSHOT_BUDGET_S = 25.0
+SNAPSHOT_PROCESSES = 5   # the fewest with which Mann-Whitney U can reach p <= 0.01 (2 / C(10, 5) = 0.008)
+SNAPSHOT_BUDGET_S = 45.0
+SNAPSHOT_BLOCKS = 15
+SNAPSHOT_WARMUP_S = 0.1
 
 
 def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
@@ -22,16 +24,17 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
 
     Used by ``forensics snapshot --bench``. ``options`` may override any
     canary setting (``tp``, ``layers``, ``device``...; see
-    :func:`forensics.bench.session.canary_config`) and ``processes``
-    (default 4) and ``budget_s`` (default 25 s of wall time). On one H200
-    pair a process takes ~5-8 s, so this stays well under a minute.
+    :func:`forensics.bench.session.canary_config`), ``processes`` (default
+    5) and ``budget_s`` (default 45 s of wall time). Blocks per metric drop
+    to 15 and the minimum warm-up to 0.1 s. On 2 x H200 a fresh TP=2
+    process takes ~7-9 s, so a side takes ~40 s.
 
     Raises:
         forensics.errors.BadInputError: bad options, or a canary process failed.
     """
     from forensics.bench.session import canary_config, run_canary
 
-    opts = dict(options or {})
+    opts = {"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **dict(options or {})}
     cfg = canary_config(opts)
     processes = int(opts.get("processes") or SNAPSHOT_PROCESSES)
     budget = float(opts.get("budget_s") or SNAPSHOT_BUDGET_S)

@@ -160,6 +160,39 @@ def _gpu_line(tel: Any) -> dict[str, str]:
     return out
 
 
+def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05, higher_is_better: bool = False,
+                   name: str = "result") -> tuple[float | None, Comparison]:
+    """One result's comparison: :func:`forensics.stats.compare` plus this module's rules.
+
+    Adds the A/A noise floor (odd/even split of each side), the note when
+    Mann-Whitney U cannot reach alpha with these sample sizes, and the noise
+    gate. Returns (noise floor or None, comparison).
+
+    Raises:
+        BadInputError: a side is empty or holds a non-positive value.
+    """
+    fa, fb = aa_noise(list(va)), aa_noise(list(vb))
+    known = [f for f in (fa, fb) if f is not None]
+    floor = max(known) if known else None
+    try:
+        cmp = compare(va, vb, threshold=threshold, higher_is_better=higher_is_better, noise_floor=floor)
+    except ValueError as exc:
+        raise BadInputError(f"result {name!r}: {exc}") from None
+    floor_p = min_mwu_p(len(va), len(vb))
+    if cmp.verdict is Verdict.INCONCLUSIVE and floor_p > cmp.alpha and min(len(va), len(vb)) >= 3:
+        cmp.reasons = [r for r in cmp.reasons if not r.startswith("need about")]
+        cmp.reasons.insert(0, f"with {len(va)}+{len(vb)} processes Mann-Whitney U cannot reach p <= "
+                              f"{cmp.alpha:g} (smallest possible p {floor_p:.3f}); run at least 5 a side")
+    noise = max(cmp.a.iqr_over_median, cmp.b.iqr_over_median)
+    if cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) and noise > NOISY:
+        cmp.verdict = Verdict.INCONCLUSIVE
+        cmp.reasons.append(f"noisy: IQR/median {noise:.0%} across processes (> {NOISY:.0%}); a change is not "
+                           "called on noisy data")
+        if cmp.processes_needed > min(len(va), len(vb)):
+            cmp.reasons.append(f"need about {cmp.processes_needed} processes a side")
+    return floor, cmp
+
+
 def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchComparison:
     """Compare bench documents A (before) and B (after).
 
@@ -178,26 +211,9 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
     floors: dict[str, float | None] = {}
     for name in names:
         va, vb = ra[name]["process_medians"], rb[name]["process_medians"]
-        hib = bool(ra[name].get("higher_is_better", False))
-        fa, fb = aa_noise(va), aa_noise(vb)
-        floor = max(f for f in (fa, fb) if f is not None) if fa is not None or fb is not None else None
-        floors[name] = floor
-        try:
-            cmp = compare(va, vb, threshold=threshold, higher_is_better=hib, noise_floor=floor)
-        except ValueError as exc:
-            raise BadInputError(f"result {name!r}: {exc}") from None
-        floor_p = min_mwu_p(len(va), len(vb))
-        if cmp.verdict is Verdict.INCONCLUSIVE and floor_p > cmp.alpha and min(len(va), len(vb)) >= 3:
-            cmp.reasons.insert(0, f"with {len(va)}+{len(vb)} processes Mann-Whitney U cannot reach p <= "
-                                  f"{cmp.alpha:g} (smallest possible p {floor_p:.3f}); run at least 5 a side")
-        noise = max(cmp.a.iqr_over_median, cmp.b.iqr_over_median)
-        if cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) and noise > NOISY:
-            cmp.verdict = Verdict.INCONCLUSIVE
-            cmp.reasons.append(f"noisy: IQR/median {noise:.0%} across processes (> {NOISY:.0%}); a change is not "
-                               f"called on noisy data")
-            if cmp.processes_needed > min(len(va), len(vb)):
-                cmp.reasons.append(f"need about {cmp.processes_needed} processes a side")
-        out[name] = cmp
+        floors[name], out[name] = compare_values(va, vb, threshold=threshold,
+                                                 higher_is_better=bool(ra[name].get("higher_is_better", False)),
+                                                 name=name)
     head = out[headline]
     verdict = head.verdict
     notes: list[str] = []
