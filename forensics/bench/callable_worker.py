@@ -57,6 +57,7 @@ def time_callable(fn: Callable[[], object], blocks: int, block_ms: float, warmup
 
 
 def main(argv: list[str]) -> int:
+    """Entry point; returns the exit status (0 ok, 1 the target failed, 2 usage)."""
     try:
         target, blocks, block_ms, warmup_s = argv[1], int(argv[2]), float(argv[3]), float(argv[4])
     except (IndexError, ValueError):

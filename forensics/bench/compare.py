@@ -64,6 +64,7 @@ class BenchComparison:
         return {Verdict.SLOWER: EXIT_REGRESSION, Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE}.get(self.verdict, EXIT_OK)
 
     def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (``forensics bench compare --json``)."""
         return {"headline": self.headline, "verdict": self.verdict.value, "noise_floor": self.noise_floor,
                 "pointing": self.pointing, "notes": self.notes, "telemetry": self.telemetry,
                 "results": {k: v.to_json() for k, v in self.results.items()}}

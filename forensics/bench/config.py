@@ -101,6 +101,7 @@ class CanaryConfig:
 
     @property
     def dtype_bytes(self) -> int:
+        """Bytes per element: 2 (bf16) on GPU, 4 (fp32) on CPU."""
         return 2 if self.device == "cuda" else 4
 
     @property
@@ -140,6 +141,7 @@ class CanaryConfig:
         return self
 
     def to_json(self) -> dict[str, Any]:
+        """Every field plus the derived shapes (tokens, dtype, message bytes, all-reduces per step)."""
         d = asdict(self)
         d.update({"tokens_per_sequence": self.tokens, "dtype": self.dtype, "message_bytes": self.message_bytes,
                   "allreduces_per_step": self.allreduces_per_step})
@@ -147,6 +149,7 @@ class CanaryConfig:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "CanaryConfig":
+        """Rebuild from :meth:`to_json` output (derived keys are ignored)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

@@ -86,6 +86,7 @@ def table(pool: Sequence[float], *, n: int, trials: int, inflate: float = 1.0) -
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the A/A splits and the power table for baseline bench files (markdown)."""
     from forensics.bench import document
 
     ap = argparse.ArgumentParser(prog="python -m forensics.bench.power", description=__doc__.splitlines()[0])

@@ -66,6 +66,7 @@ class Rank:
         return 2_000_000 / max(s.elapsed_time(e), 1e-3)
 
     def barrier(self) -> None:
+        """Meet the other ranks (``dist.barrier``) and drain this GPU (``torch.cuda.synchronize``)."""
         if self.world > 1:
             dist.barrier()
         if self.cuda:
