@@ -74,3 +74,15 @@ def test_gpu_defaults_and_message_size():
 def test_cli_refuses_graph_on_cpu():
     r = CliRunner().invoke(main, ["bench", "--device", "cpu", "--cuda-graph"])
     assert r.exit_code == 2 and r.output.strip() == "forensics: error: --cuda-graph needs a GPU (device cuda)"
+
+
+def test_a_failing_rank_is_one_clear_error():
+    # a GPU canary on this CPU-only torch: every rank fails in torch.cuda; no hang, one line
+    from forensics.bench.harness import launch
+
+    cfg = CanaryConfig.defaults("cuda", 2)
+    with pytest.raises(BadInputError) as exc:
+        launch(cfg, timeout_s=120)
+    msg = str(exc.value)
+    assert msg.startswith("canary process failed (rank exited with status 1: ")
+    assert "\n" not in msg and "CUDA is not available to torch" in msg and "use --device cpu" in msg

@@ -104,15 +104,17 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
             procs.append((p, out, err))
         deadline = t0 + timeout_s
         failed = None
-        for p, _, err in procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.perf_counter()))
-            except subprocess.TimeoutExpired:
-                failed = failed or f"timed out after {timeout_s:g} s"
-                break
-            if p.returncode != 0 and failed is None:
-                failed = _why(p.returncode, err)
-                break
+        while failed is None and any(p.poll() is None for p, _, _ in procs):
+            bad = next(((p, err) for p, _, err in procs if p.returncode not in (None, 0)), None)
+            if bad is not None:
+                failed = _why(bad[0].returncode, bad[1])
+            elif time.perf_counter() > deadline:
+                failed = f"timed out after {timeout_s:g} s"
+            else:
+                time.sleep(0.05)
+        if failed is None:
+            bad = next(((p, err) for p, _, err in procs if p.returncode != 0), None)
+            failed = _why(bad[0].returncode, bad[1]) if bad is not None else None
         if failed:
             for p, _, _ in procs:
                 if p.poll() is None:
@@ -121,11 +123,9 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
                     except OSError:
                         pass
                     p.wait()
-            for p, _, err in procs:
-                if p.returncode not in (0, None, -signal.SIGKILL):
-                    failed = _why(p.returncode, err)
-                    break
-            raise BadInputError(f"canary process failed ({failed}); rerun with FORENSICS_DEBUG=1 or smaller sizes")
+            for _, _, err in procs:
+                err.close()
+            raise BadInputError(f"canary process failed ({failed})")
         ranks = []
         for _, out, err in procs:
             err.close()

@@ -44,6 +44,9 @@ class Rank:
         self.rank = int(os.environ.get("RANK", "0"))
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.cuda = cfg.device == "cuda"
+        if self.cuda and not torch.cuda.is_available():
+            raise SystemExit(f"CUDA is not available to torch {torch.__version__} in this process (no GPU, a "
+                             "CPU-only build, or CUDA_VISIBLE_DEVICES hides it); use --device cpu")
         if self.cuda:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", self.rank)))
             self.device = torch.device("cuda", torch.cuda.current_device())
