@@ -167,3 +167,11 @@ def test_detection_power_on_the_recorded_h200_baseline():
     assert simulate(pool, n=6, shift=0.10, trials=30)[Verdict.SLOWER] == 30
     aa = aa_splits(pool, n_a=3)
     assert aa[Verdict.SLOWER] == aa[Verdict.FASTER] == 0 and sum(aa.values()) == 20
+
+
+def test_throttle_on_one_side_only_is_reported_even_when_small():
+    a = noisy(7.85, 0.003, 6, 15)
+    b = noisy(7.85, 0.003, 6, 16)
+    res = compare_docs(side(a, telemetry=telemetry(0.0)), side(b, telemetry=telemetry(0.08)))
+    assert "throttle changed: GPU 0 sw_power_cap 0% -> 8% of busy samples (A -> B)" in res.notes
+    assert res.verdict is Verdict.INCONCLUSIVE

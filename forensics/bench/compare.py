@@ -12,9 +12,9 @@ that moved the same way are named as pointing at the cause.
 Noise gate: a side whose per-process medians have IQR/median > 10% never
 gets ``slower``/``faster`` (DESIGN section 7: noisy runs are inconclusive).
 
-Telemetry: a throttle reason (SW power cap, HW slowdown, thermal) whose
-share of busy samples differs between the sides (> 5% on one side, > 10
-points apart) is reported; it turns a ``same`` into ``inconclusive`` (the
+Telemetry: a throttle reason (SW power cap, HW slowdown, thermal) active in
+> 5% of busy samples on one side only, or whose share differs by > 10 points,
+is reported; it turns a ``same`` into ``inconclusive`` (the
 throttle may hide a change) and is given as an explanation next to
 ``slower``/``faster``. Foreign processes on a GPU
 (not the bench's own ranks) are listed as contention.
@@ -108,16 +108,17 @@ def throttled(telemetry: Any) -> dict[str, float]:
 def throttle_changes(tel_a: Any, tel_b: Any) -> list[str]:
     """Throttle reasons whose share of busy samples differs between the sides.
 
-    A reason counts when one side has it in more than 5% of busy samples and
-    the two shares differ by more than 10 points (the canary's own matmul
-    probe briefly reaches the SW power cap: ~19% of busy samples on an idle
-    2 x H200, on both sides alike).
+    A reason counts when it is above 5% of busy samples on one side only, or
+    above 5% somewhere and the two shares differ by more than 10 points (the
+    canary's own matmul probe briefly reaches the SW power cap: ~19% of busy
+    samples on an idle 2 x H200, on both sides alike, which is no change).
     """
     ta, tb = throttled(tel_a), throttled(tel_b)
     out = []
     for key in sorted(set(ta) | set(tb)):
         fa, fb = ta.get(key, 0.0), tb.get(key, 0.0)
-        if max(fa, fb) > THROTTLE_FRACTION and abs(fa - fb) > THROTTLE_CHANGE:
+        one_side = (fa > THROTTLE_FRACTION) != (fb > THROTTLE_FRACTION)
+        if one_side or (max(fa, fb) > THROTTLE_FRACTION and abs(fa - fb) > THROTTLE_CHANGE):
             out.append(f"{key} {fa:.0%} -> {fb:.0%} of busy samples (A -> B)")
     return out
 

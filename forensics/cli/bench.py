@@ -97,7 +97,7 @@ def _print_results(c, doc: dict) -> None:
 @click.option("--cuda-graph", is_flag=True, help="Capture the whole step, all-reduces included, in one CUDA graph "
               "(guarded by a timeout: this hangs on some torch/NCCL versions).")
 @click.option("--graph-timeout", "graph_timeout_s", type=float, default=None,
-              help="With --cuda-graph: seconds allowed for capture and first replay (default 60).")
+              help="With --cuda-graph: seconds allowed for capture and all replays (default 60).")
 @click.option("--eager", is_flag=True, help="Launch the whole step eagerly (includes launch jitter; noisy).")
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set for the canary's processes.")
 @click.option("--b-env", "b_env_pairs", multiple=True, metavar="NAME=VALUE",
