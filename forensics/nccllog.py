@@ -32,7 +32,7 @@ _SET_BY_ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set by environment to (?P<
 _INIT_RANK = re.compile(r"^ncclCommInitRank\w* comm \S+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)")
 _COLL_CHANNELS = re.compile(r"^(?P<n>\d+) coll channels")
 _RING_CHANNEL = re.compile(r"^Channel \d+/(?P<n>\d+) :")
-_CONNECT = re.compile(r"^Channel \d+/\d+ : \S+ -> \S+ via (?P<via>\S+)")
+_CONNECT = re.compile(r"^Channel \d+/\d+ : \S+ -> \S+ (?:\[\w+\] )?via (?P<via>\S+)")
 _NETWORK = re.compile(r"^Using network (?P<net>\S+)")
 
 
