@@ -231,9 +231,10 @@ def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> li
     if findings:
         return findings
     n = len(set((after.get("parent") or {}).get("env") or {}) | set((before.get("parent") or {}).get("env") or {}))
-    sel = ", ".join(after.get("select") or [])
-    return [ruled_out(H_ENV, f"launching process's variables unchanged: {n} set, selected by {sel}; "
-                             "NCCL config files unchanged")]
+    sel = after.get("select") or []
+    shown = ", ".join(sel[:4]) + (", ..." if len(sel) > 4 else "")
+    return [ruled_out(H_ENV, f"launching process's variables unchanged: {n} set, of {len(sel)} names and "
+                             f"prefixes checked ({shown}); NCCL config files unchanged")]
 
 
 def judge(before, after) -> list[Finding]:
