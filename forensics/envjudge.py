@@ -145,13 +145,22 @@ def _evidence_line(var: str, channel: str, source: str, p: dict[str, Any], entry
     return f"{channel}: {var}={fmt(p['worker'])} vs launching process {fmt(p['parent'])}" + (f"; {where}" if where else "")
 
 
-def _hook_note(data: dict[str, Any], channels: set[str]) -> list[str]:
+def _context_notes(data: dict[str, Any], items) -> list[str]:
+    """Corroboration from the same workers: the sitecustomize that ran where a start-up hook changed a
+    variable, and NCCL's own report where a variable never reached a rank."""
+    entries = dict(_channels(data))
     notes = []
-    for channel, entry in _channels(data):
-        if channel in channels:
-            sc = (entry.get("hooks") or {}).get("sitecustomize")
-            if isinstance(sc, str):
-                notes.append(f"{channel} imported sitecustomize from {sc}")
+    for (var, channel, source), p in items:
+        entry = entries.get(channel) or {}
+        sc = (entry.get("hooks") or {}).get("sitecustomize")
+        if source == "env" and p.get("where") == "startup_hooks" and isinstance(sc, str):
+            notes.append(f"{channel} imported sitecustomize from {sc}")
+        nccl = entry.get("nccl")
+        if source == "env" and is_missing(p.get("worker")) and isinstance(nccl, dict) and nccl.get("backend") == "nccl":
+            sbe = nccl.get("set_by_environment") or {}
+            if var not in sbe:
+                seen = ", ".join(f"{k}={v}" for k, v in sbe.items()) or "none"
+                notes.append(f"{channel}: NCCL did not report {var} as set by environment (it reported: {seen})")
     return sorted(set(notes))
 
 
@@ -177,7 +186,7 @@ def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | Non
                 continue
             channels = sorted({k[1] for k, _ in items})
             ev = [_evidence_line(var, k[1], k[2], p) for k, p in sorted(items, key=lambda kp: (kp[0][1], kp[0][2]))]
-            ev += _hook_note(after if kind != "gone" else before, set(channels))
+            ev += _context_notes(after if kind != "gone" else before, items)
             ev.append(f"{var}: {what}")
             first = items[0][1]
             where = ", ".join(channels)

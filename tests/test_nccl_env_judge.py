@@ -139,3 +139,33 @@ def test_headline():
                                         ({"nccl_init": True, "launcher": "x"}, 150.0), ({"deep": True}, 20.0)])
 def test_extra_timeout(opts, extra):
     assert find_probe_class("nccl_env").extra_timeout_s(opts) == extra
+
+
+EXAMPLES = Path(__file__).parent.parent / "examples" / "h200x2"
+
+
+def test_real_h200_snapshots_nccl_facts():
+    """Captured on 2 x H200 with NCCL_ALGO=Ring NCCL_PROTO=Simple; the second under a launcher that drops both."""
+    set_ = section(EXAMPLES / "nccl-env-set.json").data
+    dropped = section(EXAMPLES / "nccl-env-dropped.json").data
+    assert set_["nccl_init"]["backend"] == "nccl" and set_["nccl_init"]["version"] == "2.28.9+cuda13.0"
+    for rank in set_["nccl_init"]["ranks"]:
+        assert rank["nccl"]["set_by_environment"] == {"NCCL_NVLS_ENABLE": "0", "NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring"}
+        assert rank["nccl"]["channels"] == 24 and rank["nccl"]["transports"] == {"P2P/CUMEM": 24}
+        assert rank["nccl"]["allreduce_ok"] is True
+    assert dropped["nccl_init"]["under"] == "launcher"
+    for rank in dropped["launcher"]["ranks"]:
+        assert rank["nccl"]["set_by_environment"] == {"NCCL_NVLS_ENABLE": "0"}
+    assert judge_propagation(None, set_)[0].status is HypothesisStatus.RULED_OUT
+
+
+def test_real_h200_dropped_launcher_is_judged_propagation():
+    findings = judge(section(EXAMPLES / "nccl-env-set.json"), section(EXAMPLES / "nccl-env-dropped.json"))
+    top = ranked(findings)
+    assert {f.summary.split()[0] for f in top} == {"NCCL_ALGO", "NCCL_PROTO"}
+    assert all(f.hypothesis == "nccl.env-propagation" and f.severity is Severity.HIGH for f in top)
+    algo = next(f for f in top if f.summary.startswith("NCCL_ALGO"))
+    assert "launching process ('Ring')" in algo.summary and "launcher rank 0, launcher rank 1: unset" in algo.summary
+    assert ("launcher rank 1: NCCL did not report NCCL_ALGO as set by environment (it reported: NCCL_NVLS_ENABLE=0)"
+            in algo.evidence)
+    assert [f.status for f in findings if f.hypothesis == "nccl.env"] == [HypothesisStatus.RULED_OUT]
