@@ -57,8 +57,16 @@ def unset() -> dict[str, str]:
 
 
 def selection(options: dict[str, Any], environ=os.environ) -> tuple[str, ...]:
-    """The variables to record: ``env_select`` (replaces the default), plus ``env_select_extra`` and
-    ``$FORENSICS_ENV_SELECT_EXTRA`` (comma-separated; names, or prefixes ending in ``_``)."""
+    """The variables to record.
+
+    Args:
+        options: probe options; ``env_select`` (list) replaces the default
+            :data:`forensics.workers.envdump.DEFAULT_SELECT`, ``env_select_extra`` adds.
+        environ: read for ``$FORENSICS_ENV_SELECT_EXTRA`` (comma-separated, adds).
+
+    Returns:
+        names and prefixes (a prefix ends in ``_``), de-duplicated, in order.
+    """
     base = list(options.get("env_select") or envdump.DEFAULT_SELECT)
     extra = list(options.get("env_select_extra") or [])
     extra += [s.strip() for s in environ.get(EXTRA_VAR, "").split(",") if s.strip()]
@@ -107,7 +115,18 @@ def config_files(environ, system_path: str = SYSTEM_CONF) -> list[dict[str, Any]
 
 
 def conf_effective(files: list[dict[str, Any]], env: dict[str, str]) -> dict[str, dict[str, str]]:
-    """Variables NCCL takes from its config files: not set in ``env``, first file wins."""
+    """Variables NCCL takes from its config files.
+
+    NCCL applies each file with ``setenv(name, value, 0)``: the environment
+    wins, then the first file that names the variable.
+
+    Args:
+        files: :func:`config_files` output.
+        env: the environment NCCL starts with.
+
+    Returns:
+        ``{name: {"value": str, "from": path}}``.
+    """
     out: dict[str, dict[str, str]] = {}
     for f in files:
         if isinstance(f["vars"], dict) and "missing" not in f["vars"]:
@@ -219,10 +238,20 @@ def worker_argv(extra: list[str]) -> list[str]:
 
 
 def run_start_methods(select, tmpdir: str, timeout_s: float, with_torch: bool) -> dict[str, Any]:
-    """Start one worker per start method, all at once; returns ``{method: {"record"|"failure", "duration_s"}}``.
+    """Start one worker per start method, all at once (one thread each).
 
     ``torch_spawn`` is a plain subprocess that imports torch and starts one
     worker with ``torch.multiprocessing.spawn``; it runs only if ``with_torch``.
+
+    Args:
+        select: names and prefixes the workers record.
+        tmpdir: private folder the workers write ``<method>.json`` in.
+        timeout_s: per worker, seconds; a worker still running is killed.
+        with_torch: also run ``torch_spawn``.
+
+    Returns:
+        ``{method: {"record": dict} | {"failure": missing value}, "duration_s": float}``
+        (round trip of that worker, seconds). Never raises for a worker's failure.
     """
     sel = ",".join(select)
     jobs: dict[str, Callable[[], dict[str, Any]]] = {}
@@ -272,10 +301,16 @@ def launcher_argv(launcher: str, extra: list[str]) -> list[str]:
 
 
 def gather(out_dir: str, stdout: str) -> list[dict[str, Any]]:
-    """Every record written in ``out_dir`` plus marked lines on ``stdout`` (ranks on other hosts), one per (host, pid).
+    """Collect the records of a launcher run.
 
-    NCCL logs still in ``out_dir`` replace the lines a rank read of its own
-    log (NCCL may not have flushed it before the rank read it).
+    Reads every ``envdump-*.json`` in ``out_dir`` and every line of
+    ``stdout`` that starts with the ``FORENSICS_ENVDUMP_V1`` marker (ranks on
+    hosts that do not share ``out_dir``); a file wins over a line for the same
+    (host, pid). NCCL logs still in ``out_dir`` replace the lines a rank read
+    of its own log (NCCL may not have flushed it then). Unreadable records are skipped.
+
+    Returns:
+        records sorted by rank (ranks without one last), then host and pid.
     """
     records: dict[tuple[str, int], dict[str, Any]] = {}
     for path in sorted(glob.glob(os.path.join(out_dir, "envdump-*.json"))):

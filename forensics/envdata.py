@@ -67,7 +67,21 @@ def hooks_entry(hooks: dict[str, Any]) -> dict[str, Any]:
 
 def worker_entry(rec: dict[str, Any], parent_raw: dict[str, str], red: _Redact, where: str,
                  ignore=frozenset(), conf: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
-    """One worker's record, compared with the launching process and redacted."""
+    """Turn one worker record (:func:`forensics.workers.envdump.snapshot`) into its data entry.
+
+    Args:
+        rec: the raw record the worker wrote.
+        parent_raw: the launching process's selected variables, unredacted.
+        red: redaction helper (records each redaction under ``where``).
+        where: dotted place for redaction records.
+        ignore: names never counted as differences (launcher bookkeeping).
+        conf: :func:`forensics.envcollect.conf_effective`, to explain NCCL's report.
+
+    Returns:
+        the entry described in docs/nccl-env-probe.md (``env``, ``differs``,
+        ``hooks``...; ``nccl`` when the worker ran ``--nccl-init``); rank fields
+        the launcher did not set are missing values.
+    """
     env = rec.get("env") or {}
     at_exec = rec.get("env_at_exec")
     startup = [] if at_exec is None else sorted(k for k in set(env) | set(at_exec) if env.get(k) != at_exec.get(k))
@@ -92,7 +106,21 @@ def worker_entry(rec: dict[str, Any], parent_raw: dict[str, str], red: _Redact, 
 
 def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, where: str,
                conf: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
-    """One rank's NCCL facts (parsed from its log) and where NCCL's report disagrees with the parent."""
+    """One rank's NCCL facts, parsed from its own NCCL_DEBUG=INFO log.
+
+    Args:
+        info: the rank's ``nccl_init`` record (backend, all-reduce result, ``log_lines``).
+        parent_raw: the launching process's selected variables, unredacted.
+        red: redaction helper; ``where``: its place label.
+        conf: variables NCCL's config files supply (``explained_by``).
+
+    Returns:
+        ``version``, ``set_by_environment``, ``channels``, ``transports``,
+        ``network``, ``warnings`` (missing values when NCCL wrote no log, e.g.
+        gloo) and ``nccl_differs``: each variable NCCL reported "set by
+        environment" with a value the launching process does not have
+        (``NCCL_DEBUG*`` set by the rank itself are left out).
+    """
     parsed = nccllog.parse(info.get("log_lines") or [])
     mine = next(iter(list(parsed["ranks"].values()) + list(parsed["unranked"].values())), None)
     no_log = missing(MissingReason.NOT_APPLICABLE, info.get("reason") or "NCCL wrote no log") if mine is None else None

@@ -165,7 +165,16 @@ def _context_notes(data: dict[str, Any], items) -> list[str]:
 
 
 def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
-    """Findings for ``nccl.env-propagation`` (see the module docstring for the rules)."""
+    """Findings for ``nccl.env-propagation`` (rules in the module docstring).
+
+    Args:
+        before, after: ``nccl_env`` data sections; ``before`` ``None`` judges
+            ``after`` alone (``forensics env``), both ``None`` is inconclusive.
+
+    Returns:
+        one implicated finding per variable and kind (new, gone, standing),
+        else one ruled-out or inconclusive finding.
+    """
     if before is None and after is None:
         return [inconclusive(H_PROP, "no nccl_env data on either side: workers' environment not checked")]
     pb = problems(before) if before is not None else {}
@@ -220,7 +229,16 @@ def _conf_vars(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
-    """Findings for ``nccl.env``: the launching process's variables and nccl.conf entries between snapshots."""
+    """Findings for ``nccl.env``: the launching process's variables and nccl.conf entries between snapshots.
+
+    Args:
+        before, after: ``nccl_env`` data sections (``None`` when absent or unusable).
+
+    Returns:
+        one implicated finding per added/removed/changed variable (severity and
+        description from :data:`VARIABLES`), else one ruled-out finding;
+        inconclusive when a side is missing.
+    """
     if before is None or after is None:
         return [inconclusive(H_ENV, "nccl_env data on one side only: cannot compare the launching process")]
     findings: list[Finding] = []

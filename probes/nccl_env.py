@@ -41,6 +41,10 @@ class NcclEnvProbe(Probe):
         "start_methods.*.duration_s": FieldSpec(unit="s", label="worker round trip", volatile=True),
         "launcher.duration_s": FieldSpec(unit="s", label="launcher run time", volatile=True),
         "nccl_init.duration_s": FieldSpec(unit="s", label="nccl-init run time", volatile=True),
+        "start_methods.*.pid": FieldSpec(label="worker pid", volatile=True),
+        "launcher.ranks.*.pid": FieldSpec(label="rank pid", volatile=True),
+        "nccl_init.ranks.*.pid": FieldSpec(label="rank pid", volatile=True),
+        "launcher.ranks.*.rank_vars.*": FieldSpec(label="launcher bookkeeping", volatile=True),
     }
     map_fields = (
         "parent.env", "config_files.effective", "start_methods.*.env", "launcher.ranks.*.env",

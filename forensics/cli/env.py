@@ -33,6 +33,7 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
     rank). Values that differ from this process are shown in red and judged as
     nccl.env-propagation. Exit code 0 (2 for a bad option).
     """
+    from forensics import __version__
     from forensics.envdata import collect_nccl_env
     from forensics.envjudge import judge_propagation
     from forensics.errors import BadInputError
@@ -61,7 +62,7 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
     findings = judge_propagation(None, data)
     print_env_output(data, findings, errors)
     if output is not None:
-        doc = {"schema": "forensics.env/1", "created": snap.utc_now(), "tool": {"name": "forensics"},
+        doc = {"schema": "forensics.env/1", "created": snap.utc_now(), "tool": {"name": "forensics", "version": __version__},
                "machine": snap.machine_identity(),
                "options": {k: v for k, v in options.items() if v not in (None, False, [], ())},
                "data": redactor.sweep(data, "data"), "errors": errors,

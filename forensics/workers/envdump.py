@@ -60,7 +60,13 @@ def filter_env(environ, select) -> dict[str, str]:
 
 
 def read_exec_env() -> dict[str, str] | None:
-    """This process's environment at exec time, from ``/proc/self/environ`` (Linux); ``None`` if unreadable."""
+    """This process's environment at exec time.
+
+    Returns:
+        ``{name: value}`` from ``/proc/self/environ`` (Linux; what the parent or
+        launcher passed, before start-up hooks changed ``os.environ``), or
+        ``None`` when it cannot be read.
+    """
     try:
         with open("/proc/self/environ", "rb") as fh:
             raw = fh.read()
@@ -125,7 +131,17 @@ def _int_or_none(value):
 
 
 def snapshot(select=DEFAULT_SELECT, method: str = "", rank=None) -> dict:
-    """Build this process's record (see the module docstring); reads only ``os.environ``, /proc and ``sys``."""
+    """Build this process's record.
+
+    Args:
+        select: names and prefixes (ending in ``_``) to record.
+        method: label of how this process was started (``spawn``, ``launcher``...).
+        rank: the rank when the caller knows it; else ``int($RANK)`` or ``None``.
+
+    Returns:
+        the record of the module docstring. Sources: ``os.environ``,
+        ``/proc/self/environ``, ``sys``/``site`` (hooks), ``socket.gethostname()``.
+    """
     select = tuple(select)
     at_exec = read_exec_env()
     env = dict(os.environ)
