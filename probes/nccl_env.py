@@ -88,9 +88,16 @@ class NcclEnvProbe(Probe):
 
         n = len((data.get("parent") or {}).get("env") or {})
         probs = problems(data)
+        nccl = data.get("nccl_init")
+        tail = ""
+        if isinstance(nccl, dict) and "backend" in nccl:
+            tail = (f"; NCCL {nccl['version']} all-reduce {'ok' if nccl.get('allreduce_ok') else 'FAILED'}"
+                    if nccl.get("nccl_available") and isinstance(nccl.get("version"), str)
+                    else f"; {nccl.get('backend')} (NCCL not available)")
         if not probs:
             ok = [m for m, e in (data.get("start_methods") or {}).items() if isinstance(e, dict) and e.get("status") == "ok"]
-            return f"{n} vars; workers agree ({', '.join(ok) or 'none ran'})"
+            return f"{n} vars; workers agree ({', '.join(ok) or 'none ran'}){tail}"
         names = sorted({k[0] for k in probs})
         chans = sorted({k[1] for k in probs})
-        return f"{n} vars; differ in workers: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''} ({', '.join(chans[:3])})"
+        return (f"{n} vars; differ in workers: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''} "
+                f"({', '.join(chans[:3])}){tail}")

@@ -130,9 +130,9 @@ def test_every_failed_start_method_is_inconclusive():
 def test_headline():
     probe = find_probe_class("nccl_env")
     assert probe.headline(section(CASE / "after.json").data) == \
-        "4 vars; differ in workers: NCCL_SOCKET_IFNAME (launcher rank 0, launcher rank 1)"
+        "4 vars; differ in workers: NCCL_SOCKET_IFNAME (launcher rank 0, launcher rank 1); NCCL 2.28.9+cuda13.0 all-reduce ok"
     assert probe.headline(section(CASE / "before.json").data) == \
-        "4 vars; workers agree (spawn, forkserver, subprocess, torch_spawn)"
+        "4 vars; workers agree (spawn, forkserver, subprocess, torch_spawn); NCCL 2.28.9+cuda13.0 all-reduce ok"
 
 
 @pytest.mark.parametrize("opts,extra", [({}, 0.0), ({"nccl_init": True}, 90.0), ({"launcher": "x"}, 60.0),
