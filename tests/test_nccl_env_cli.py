@@ -16,13 +16,15 @@ def forensics_cmd():
     return [str(script)] if script.exists() else [sys.executable, "-m", "forensics.cli"]
 
 
-def test_env_command_table_and_json(tmp_path, monkeypatch):
-    monkeypatch.setenv("NCCL_ALGO", "Ring")
+def test_env_command_table_and_json(tmp_path):
+    # A fresh process, as a user runs it: a forkserver started earlier in this test process
+    # would (correctly) keep the environment it was started with.
     out = tmp_path / "env.json"
-    res = CliRunner().invoke(main, ["env", "-o", str(out)])
-    assert res.exit_code == 0, res.output
-    assert "launching process" in res.output and "NCCL_ALGO" in res.output
-    assert "nccl.env-propagation ruled-out" in res.output
+    res = subprocess.run(forensics_cmd() + ["env", "-o", str(out)], capture_output=True, text=True,
+                         env=dict(os.environ, NCCL_ALGO="Ring", COLUMNS="200"), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "launching process" in res.stdout and "NCCL_ALGO" in res.stdout
+    assert "nccl.env-propagation ruled-out" in res.stdout
     doc = json.loads(out.read_text())
     assert doc["schema"] == "forensics.env/1"
     assert doc["data"]["start_methods"]["subprocess"]["env"]["NCCL_ALGO"] == "Ring"
