@@ -417,6 +417,7 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
     """
     if repo is not None and not Path(repo).is_dir():
         raise BadInputError(f"--repo {repo}: no such folder")
+    load_hot_paths(None, config)  # a bad --config is an error even when no repository moved
     b_repos = {r["path"]: r for r in _repos(before)}
     out: list[RepoChanges] = []
     pairs = [(b_repos[r["path"]], r) for r in _repos(after) if r["path"] in b_repos]

@@ -87,13 +87,19 @@ class Change:
         return out
 
 
-def _list_key(items: list[Any]) -> str | None:
-    """The identity field that is present and unique in every element, or None."""
+def _list_key(*sides: list[Any]) -> str | None:
+    """The identity field present in every element and unique within each side, or None."""
+    items = [i for side in sides for i in side]
     if not items or not all(isinstance(i, dict) for i in items):
         return None
     for key in LIST_KEYS:
-        values = [i.get(key) for i in items]
-        if all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in values) and len(set(values)) == len(values):
+        ok = True
+        for side in sides:
+            values = [i.get(key) for i in side]
+            if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in values) or len(set(values)) != len(values):
+                ok = False
+                break
+        if ok:
             return key
     return None
 
@@ -152,7 +158,7 @@ class _Walker:
         self.emit(parts, display, ChangeKind.CHANGED, before, after)
 
     def walk_list(self, before: list, after: list, parts: tuple[str, ...], display: str) -> None:
-        key = _list_key(before + after) if (before or after) else None
+        key = _list_key(before, after)
         if key is not None:
             b = {i[key]: i for i in before}
             a = {i[key]: i for i in after}
