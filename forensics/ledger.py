@@ -197,7 +197,7 @@ def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
             f.probe = f.probe or name
         usable = [s for s in (sb, sa) if s is not None and s.usable]
         if len(usable) == 1:
-            found.extend(_one_sided(name, probe, usable[0], sb, sa, found, jctx))
+            found = _one_sided(name, probe, usable[0], sb, sa, found, jctx) + found  # the plainer reason first
         out.extend(found)
     return out
 
@@ -228,7 +228,7 @@ def _code_findings(repos: list[commits_mod.RepoChanges]) -> list[Finding]:
     for rc in repos:
         if not rc.changed:
             continue
-        evidence = [f"{rc.path} ({rc.role}): {rc.move.sentence}"]
+        evidence = [f"repository {rc.path} ({rc.role})"]
         hot = [c for c in rc.commits if c.hot_lines]
         if rc.commits or rc.dropped:
             evidence.append(f"{len(rc.commits)} new commit(s), {len(rc.dropped)} dropped; {len(hot)} touch "
@@ -253,6 +253,24 @@ def _code_findings(repos: list[commits_mod.RepoChanges]) -> list[Finding]:
         f.probe = "git"
         out.append(f)
     return out
+
+
+def _merge_code(findings: list[Finding], mine: list[Finding]) -> list[Finding]:
+    """Dedupe ``code.change``: the git judge's "HEAD moved" finding of a repository is folded
+    into the commits finding of the same repository (which says how HEAD moved, with the
+    commits); the higher severity and relevance of the two are kept."""
+    out = list(findings)
+    for f in mine:
+        name = f.summary.split(":", 1)[0]
+        dups = [g for g in out if g.hypothesis == CODE and g.status is HypothesisStatus.IMPLICATED
+                and g.summary.startswith(name) and "HEAD moved" in g.summary]
+        for g in dups:
+            if g.severity.weight > f.severity.weight:
+                f.severity = g.severity
+            f.relevance = max(f.relevance, g.relevance)
+            f.evidence.extend(line for line in g.evidence if line not in f.evidence and "reflog" not in line)
+            out.remove(g)
+    return mine + out
 
 
 def _build(hyp: str, findings: list[Finding], multiplier: float) -> Hypothesis:
@@ -310,7 +328,7 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     notes: list[str] = []
     findings = _judge_all(before, after, probes, notes)
     repos = commits_mod.analyse(before, after, repo=repo, config=config)
-    findings.extend(_code_findings(repos))
+    findings = _merge_code(findings, _code_findings(repos))
     bench = compare_bench(before, after)
     by_hyp: dict[str, list[Finding]] = {h: [] for h in HYPOTHESES}
     for f in findings:
