@@ -76,7 +76,7 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}" if math.isfinite(x) else str(x)
 
 
-def strip_chart(before: list[float], after: list[float], width: int = 360, row_h: int = 26) -> dict[str, Any]:
+def strip_chart(before: list[float], after: list[float], width: int = 280, row_h: int = 24) -> dict[str, Any]:
     """Geometry of a two-row strip + box plot of per-process medians (numbers only; the template draws it).
 
     Returns:
@@ -89,7 +89,7 @@ def strip_chart(before: list[float], after: list[float], width: int = 360, row_h
     lo, hi = min(values), max(values)
     pad = (hi - lo) * 0.08 or abs(hi) * 0.05 or 1.0
     lo, hi = lo - pad, hi + pad
-    left, right = 56, width - 12
+    left, right = 50, width - 14
 
     def x(v: float) -> float:
         return round(left + (v - lo) / (hi - lo) * (right - left), 1)
@@ -134,7 +134,8 @@ def context(analysis) -> dict[str, Any]:
         "implicated": by_status["implicated"], "ruled_out": by_status["ruled-out"],
         "inconclusive": by_status["inconclusive"], "changes": groups,
         "n_changes": len(analysis.changes), "n_volatile": sum(c.volatile for c in analysis.changes),
-        "repos": doc["commits"], "bench": bench, "notes": doc["notes"], "snapshots": doc["snapshots"],
+        "repos": [r for r, rc in zip(doc["commits"], analysis.repos) if rc.changed],
+        "n_repos_unchanged": sum(not rc.changed for rc in analysis.repos), "bench": bench, "notes": doc["notes"], "snapshots": doc["snapshots"],
         "version": __version__, "generated": utc_now(),
     }
 
