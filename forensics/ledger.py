@@ -273,7 +273,7 @@ def _merge_code(findings: list[Finding], mine: list[Finding]) -> list[Finding]:
     return mine + out
 
 
-def _build(hyp: str, findings: list[Finding], multiplier: float) -> Hypothesis:
+def _build(hyp: str, findings: list[Finding], multiplier: float, present: str = "") -> Hypothesis:
     strong = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
     ruled = [f for f in findings if f.status is HypothesisStatus.RULED_OUT]
     weak = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight == 0]
@@ -291,7 +291,8 @@ def _build(hyp: str, findings: list[Finding], multiplier: float) -> Hypothesis:
         status, lead, ordered = HypothesisStatus.INCONCLUSIVE, undecided[0], undecided
     else:
         return Hypothesis(hyp, HypothesisStatus.INCONCLUSIVE, 0.0, Severity.INFO,
-                          "not checked: no installed probe reported on it for these snapshots", [], [])
+                          f"not checked: none of the probes in these snapshots ({present or 'none'}) reported on it",
+                          [], [])
     evidence: list[str] = []
     for f in ordered:
         head = f.summary
@@ -345,7 +346,8 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
                            "did not change: the cause is in the code", [bench.sentence], relevance=0.8)
             f.probe = "bench"
             by_hyp[CODE].append(f)
-    hyps = [_build(h, fs, _multiplier(h, bench)) for h, fs in by_hyp.items()]
+    present = ", ".join(names_all)
+    hyps = [_build(h, fs, _multiplier(h, bench), present) for h, fs in by_hyp.items()]
     order = {HypothesisStatus.IMPLICATED: 0, HypothesisStatus.INCONCLUSIVE: 1, HypothesisStatus.RULED_OUT: 2}
     hyps.sort(key=lambda h: (order[h.status], -h.score))
     result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)

@@ -72,6 +72,11 @@ def md_escape(value: Any) -> str:
     return text
 
 
+def md_code(value: Any) -> str:
+    """Text safe inside a Markdown code span in a table: backticks, pipes and newlines neutralised."""
+    return str(value).replace("`", "'").replace("|", "\\|").replace("\n", " ")
+
+
 def _fmt(x: float) -> str:
     return f"{x:.4g}" if math.isfinite(x) else str(x)
 
@@ -147,6 +152,7 @@ def _env(autoescape: bool):
                              autoescape=autoescape, trim_blocks=True, lstrip_blocks=True)
     env.filters["value"] = show_value
     env.filters["md"] = md_escape
+    env.filters["mdcode"] = md_code
     env.filters["num"] = lambda v, d=3: "-" if v is None else f"{float(v):.{d}f}"
     env.filters["short"] = lambda s: str(s)[:10] if s else "?"
     return env
