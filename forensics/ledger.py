@@ -346,13 +346,24 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
                            "did not change: the cause is in the code", [bench.sentence], relevance=0.8)
             f.probe = "bench"
             by_hyp[CODE].append(f)
-    present = ", ".join(names_all)
+    present = ", ".join(_probe_state(n, before, after) for n in names_all)
     hyps = [_build(h, fs, _multiplier(h, bench), present) for h, fs in by_hyp.items()]
     order = {HypothesisStatus.IMPLICATED: 0, HypothesisStatus.INCONCLUSIVE: 1, HypothesisStatus.RULED_OUT: 2}
     hyps.sort(key=lambda h: (order[h.status], -h.score))
     result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)
     result.verdict = _verdict(result)
     return result
+
+
+def _probe_state(name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """``gpu`` or ``gpu unavailable on both sides: no NVIDIA driver found`` (for "not checked" lines)."""
+    secs = [(doc.get("probes") or {}).get(name) or {} for doc in (before, after)]
+    statuses = {s.get("status", "absent") for s in secs}
+    if statuses <= {"ok", "partial"}:
+        return name
+    reason = next((s.get("reason") for s in secs if s.get("reason")), "")
+    state = "/".join(sorted(statuses))
+    return f"{name} {state}{': ' + reason if reason else ''}"
 
 
 def _multiplier(hyp: str, bench: BenchEffect | None) -> float:
