@@ -26,6 +26,7 @@ temperature is not a cause); they stay in its evidence.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -147,6 +148,12 @@ def _meta(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
             "redaction": doc.get("redaction", "on"), "redactions": doc.get("redactions") or [],
             "probes": {n: {"status": s.get("status"), "reason": s.get("reason", ""),
                            "duration_s": s.get("duration_s")} for n, s in probes.items()}}
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(name: str) -> Probe | None:
+    """The registered probe ``name`` (judges are pure, so one instance per process serves every diff)."""
+    return find_probe_class(name)
 
 
 def score(findings: list[Finding], multiplier: float = 1.0) -> float:
@@ -323,7 +330,7 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
         BadInputError: ``repo`` is not a folder or a config file is invalid.
     """
     names_all = list(before.get("probes") or {}) + [n for n in (after.get("probes") or {}) if n not in (before.get("probes") or {})]
-    probes = {n: find_probe_class(n) for n in names_all}
+    probes = {n: _probe(n) for n in names_all}
     specs = {n: dict(p.fields) for n, p in probes.items() if p is not None and p.fields}
     changes = diff_snapshots(before, after, specs)
     notes: list[str] = []

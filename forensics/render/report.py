@@ -12,6 +12,7 @@ Rendering reads the analysis only; nothing here judges or collects.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -145,7 +146,9 @@ def context(analysis) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=2)
 def _env(autoescape: bool):
+    """The Jinja2 environment (cached: templates compile once per process)."""
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
