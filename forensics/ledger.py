@@ -336,6 +336,9 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     notes: list[str] = []
     findings = _judge_all(before, after, probes, notes)
     repos = commits_mod.analyse(before, after, repo=repo, config=config)
+    if repo is not None and not repos:
+        notes.append(f"--repo {repo}: the snapshots name no repository on both sides (git probe absent or "
+                     "unavailable), so there are no two HEADs to list commits between")
     findings = _merge_code(findings, _code_findings(repos))
     bench = compare_bench(before, after)
     by_hyp: dict[str, list[Finding]] = {h: [] for h in HYPOTHESES}

@@ -127,3 +127,42 @@ def test_head_move_without_reflog_and_reset():
                                                 "action": "reset: moving to HEAD~1"}]}
     move = head_move(b, a)
     assert move.kinds == [MoveKind.RESET] and "by a reset" in move.sentence
+
+
+def test_reset_lists_dropped_commits_and_dirty_hot_files(tmp_path):
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit_file(repo, "model.py", "x = 1\n", "base")
+    commit_file(repo, "ops/fused_moe.py", "def moe():\n    pass\n", "moe: fused kernel")
+    commit_file(repo, "notes.txt", "n\n", "notes")
+    before = repo_data(repo)
+    git(repo, "reset", "-q", "--hard", "HEAD~2")
+    (repo / "model.py").write_text("x = 2\n")  # uncommitted; then a hot file via .forensics.yaml
+    (repo / ".forensics.yaml").write_text("hot_paths:\n  model code: ['^model[.]py$']\n")
+    after = repo_data(repo)
+    state = _tree_state(repo)
+    a = analyse(snapshot({"git": section({"repos": [before]})}), snapshot({"git": section({"repos": [after]})}))
+    assert _tree_state(repo) == state
+    (rc,) = a.repos
+    assert rc.move.kinds == [MoveKind.RESET] and "by a reset" in rc.move.sentence
+    assert rc.commits == [] and [c.subject for c in rc.dropped] == ["moe: fused kernel", "notes"]
+    assert rc.dropped[0].hot_categories == ["MoE"]
+    assert [f.path for f in rc.dirty_hot] == ["model.py"] and rc.dirty_hot[0].hot == ["model code"]
+    assert any("became dirty" in n for n in rc.notes)
+    assert a.top.id == "code.change" and a.top.severity.value == "high"
+    assert any("uncommitted change to hot file model.py" in line for line in a.top.evidence)
+
+
+def test_editable_install_repositories_count(pulled_repo):
+    work, rb, ra = pulled_repo
+    for d in (rb, ra):
+        d.update(role="editable", distribution="vllm")
+    a = analyse(snapshot({"git": section({"repos": [rb]})}), snapshot({"git": section({"repos": [ra]})}))
+    assert a.top.id == "code.change" and a.repos[0].role == "editable"
+    assert a.repos[0].commits[0].hot_lines > 0
+
+
+def test_repo_option_without_git_data_says_why(tmp_path):
+    a = analyse(snapshot({}), snapshot({}), repo=tmp_path)
+    assert any("no two HEADs" in n for n in a.notes)

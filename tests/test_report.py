@@ -124,3 +124,21 @@ def test_show_value_and_format_for(tmp_path):
         format_for(tmp_path / "r.txt")
     with pytest.raises(BadInputError, match="does not exist"):
         write(analyse(snapshot({}), snapshot({})), tmp_path / "no" / "r.html")
+
+
+def test_bench_without_canary_is_unattributed_and_one_sided_results_are_noted():
+    user = {"schema": "forensics.bench/1", "results": [
+        {"name": "user.step_ms", "kind": "user", "unit": "ms", "higher_is_better": False,
+         "process_medians": [19.0, 19.2, 18.9, 19.1, 19.05, 18.95]}]}
+    slow = {"schema": "forensics.bench/1", "results": [
+        {"name": "user.step_ms", "kind": "user", "unit": "ms", "higher_is_better": False,
+         "process_medians": [29.0, 29.3, 28.8, 29.1, 29.2, 29.05]},
+        {"name": "canary.verify_step_ms", "kind": "canary", "unit": "ms", "higher_is_better": False,
+         "process_medians": [4.0, 4.1, 4.0]}]}
+    an = analyse(snapshot({}, bench=user), snapshot({}, bench=slow))
+    assert an.bench.pointer.value == "unattributed"
+    assert "no canary on both sides" in an.bench.sentence
+    canary = [r for r in an.bench.results if r.kind == "canary"][0]
+    assert canary.comparison is None and "measured only in AFTER" in canary.note
+    assert an.top is None  # nothing names a cause; code.change is not blamed without a canary
+    assert "measured only in AFTER" in render_html(an)
