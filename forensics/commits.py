@@ -93,16 +93,18 @@ class HeadMove:
         kinds: one :class:`MoveKind` per new reflog entry, oldest first.
         entries: the reflog entries that appeared between the snapshots, oldest first.
         sentence: one line for the report ("HEAD moved 1a2b3c4 -> 5d6e7f8 by a fast-forward pull ...").
+        short: the same without the reflog times (for summaries and the verdict).
     """
 
     moved: bool
     kinds: list[MoveKind]
     entries: list[dict[str, Any]]
     sentence: str
+    short: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"moved": self.moved, "kinds": [k.value for k in self.kinds], "entries": self.entries,
-                "sentence": self.sentence}
+                "sentence": self.sentence, "short": self.short or self.sentence}
 
 
 def _short(sha: Any) -> str:
@@ -133,19 +135,24 @@ def head_move(before: Mapping[str, Any], after: Mapping[str, Any]) -> HeadMove:
     kinds = [classify_reflog_action(str(e.get("action", ""))) for e in fresh]
     moved = bool(old and new and old != new)
     span = f"{_short(old)} -> {_short(new)}"
-    if fresh:
-        events = "; ".join(f"{k.value} (\"{e.get('action', '')}\", {e.get('time', '?')})" for k, e in zip(kinds, fresh))
+
+    def how(with_time: bool) -> str:
+        def one(k: MoveKind, e: dict[str, Any]) -> str:
+            when = f", {e.get('time', '?')}" if with_time else ""
+            return f"{k.value} (\"{e.get('action', '')}\"{when})"
         if len(fresh) == 1:
-            how = f"by a {kinds[0].value} (\"{fresh[0].get('action', '')}\", {fresh[0].get('time', '?')})"
-        else:
-            how = f"through {len(fresh)} reflog events: {events}"
-        sentence = f"HEAD moved {span} {how}" if moved else f"HEAD is back at {_short(new)} after {how[3:] if how.startswith('by ') else how}"
+            return f"a {one(kinds[0], fresh[0])}"
+        return f"{len(fresh)} reflog events: " + "; ".join(one(k, e) for k, e in zip(kinds, fresh))
+
+    if fresh:
+        lead = f"HEAD moved {span} by " if moved else f"HEAD is back at {_short(new)} after "
+        sentence, short = lead + how(True), lead + how(False)
     elif moved:
-        sentence = (f"HEAD moved {span} with no new reflog entry (reflog expired or disabled, or HEAD was "
-                    "written directly)")
+        sentence = short = (f"HEAD moved {span} with no new reflog entry (reflog expired or disabled, or HEAD was "
+                            "written directly)")
     else:
-        sentence = f"HEAD unchanged at {_short(new)}"
-    return HeadMove(moved, kinds, fresh, sentence)
+        sentence = short = f"HEAD unchanged at {_short(new)}"
+    return HeadMove(moved, kinds, fresh, sentence, short)
 
 
 @dataclass

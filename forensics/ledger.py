@@ -235,7 +235,7 @@ def _code_findings(repos: list[commits_mod.RepoChanges]) -> list[Finding]:
     for rc in repos:
         if not rc.changed:
             continue
-        evidence = [f"repository {rc.path} ({rc.role})"]
+        evidence = [f"repository {rc.path} ({rc.role}): {rc.move.sentence}"]
         hot = [c for c in rc.commits if c.hot_lines]
         if rc.commits or rc.dropped:
             evidence.append(f"{len(rc.commits)} new commit(s), {len(rc.dropped)} dropped; {len(hot)} touch "
@@ -253,7 +253,7 @@ def _code_findings(repos: list[commits_mod.RepoChanges]) -> list[Finding]:
             sev, rel = Severity.MEDIUM, 0.6
         else:
             sev, rel = Severity.LOW, 0.3
-        what = rc.move.sentence if (rc.move.moved or rc.move.entries) else (rc.notes or ["code changed"])[0]
+        what = rc.move.short if (rc.move.moved or rc.move.entries) else (rc.notes or ["code changed"])[0]
         if hot:
             what += f"; {len(hot)} commit(s) touch hot paths, first {hot[0].sha[:10]} \"{hot[0].subject}\""
         f = implicated(CODE, sev, f"{Path(rc.path).name or rc.path}: {what}", evidence, relevance=rel)

@@ -66,9 +66,13 @@ def show_value(value: Any) -> str:
 
 
 def md_escape(value: Any) -> str:
-    """Text safe inside a Markdown table cell or list item: HTML and table syntax escaped."""
+    """Text safe inside a Markdown table cell or list item: HTML and table syntax escaped.
+
+    ``<`` and ``&`` are escaped (no tag or entity can form); a lone ``>`` cannot
+    open a tag and is kept, so "1980 -> 1440" stays readable as plain text.
+    """
     text = str(value)
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`"), ("\n", " ")):
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), ("|", "\\|"), ("`", "\\`"), ("\n", " ")):
         text = text.replace(a, b)
     return text
 
