@@ -45,7 +45,8 @@ def main() -> int:
     print()
     report = OUT / "report.html"
     rc = _forensics("diff", str(before), str(after), "-o", str(report))
-    _forensics("diff", str(before), str(after), "--format", "md", "-o", str(OUT / "report.md"))
+    subprocess.call([sys.executable, "-m", "forensics", "diff", str(before), str(after), "-o", str(OUT / "report.md")],
+                    stdout=subprocess.DEVNULL)
     print(f"\nreports: {report} (open in a browser) and {OUT / 'report.md'}")
     return 0 if rc in (0, 1) else rc
 
