@@ -38,7 +38,7 @@ def _reasons(t: dict[str, float]) -> str:
 
 def _desc(v: View) -> str:
     clock = f"SM clock median {v.sm_median_mhz:g} MHz" if v.sm_median_mhz is not None else "SM clock n/a"
-    n = f"{v.busy_samples} busy samples" if not v.instant else "one busy reading"
+    n = f"{v.busy_samples} busy samples" if not v.instant else "one busy reading; fractions are 0 or 100%"
     return f"{clock} ({v.source}, {n}); throttling reasons: {_reasons(throttled(v))}"
 
 
@@ -77,6 +77,10 @@ def _throttle_one(name: str, gb, ga, vb: View | None, va: View | None):
         if hw or low_clock or any(f >= 0.5 for f in ta.values()):
             ev.append(f"{name}: no under-load data on the before side to compare with")
             sev = Severity.HIGH if (hw and not va.instant) or low_clock else Severity.MEDIUM
+            if not hw and not low_clock and set(ta) <= {"sw_power_cap"}:
+                sev = Severity.LOW  # at the power limit under heavy load: common; needs a baseline
+                ev.append(f"{name}: SW power cap under heavy load is common at the power limit; "
+                          "compare with a baseline window")
             return True, sev, 0.6 if va.instant else 0.9, \
                 f"{name}: clocks cut under load ({_reasons(ta)}), SM clock {va.sm_median_mhz:g} MHz", ev
         return False, None, 0.0, "", ev
@@ -216,7 +220,7 @@ def judge_contention(pairs) -> Finding:
                 sum(num(p.get("used_memory_bytes")) or 0 for p in pb)
             heavy = mem >= NEW_PROCESS_MEM_BYTES or (ua or 0) >= BUSY_UTIL_PCT
             found.append((Severity.HIGH if heavy else Severity.MEDIUM, 0.9 if heavy else 0.6,
-                          f"{name}: {new} more process(es) on the GPU before the run "
+                          f"{name}: {new} more process(es) on the GPU at snapshot time "
                           f"({', '.join(map(_proc_text, pa))}), utilization {ua}%", []))
         elif (ua or 0) >= BUSY_UTIL_PCT and (ub is None or ub < 5) and pb is not None:
             found.append((Severity.LOW, 0.4, f"{name}: utilization {ua}% at snapshot time with no new visible "

@@ -8,6 +8,7 @@ NVLink errors) are judged by their growth; a value that became a missing
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
@@ -174,8 +175,9 @@ def _topo_pairs(data) -> dict[str, str]:
     matrix = get(data, "topology", "matrix")
     if not isinstance(matrix, dict):
         return {}
-    return {f"{r}-{c}": v for r, row in matrix.items() if isinstance(row, dict)
-            for c, v in row.items() if c.startswith("GPU") and r.startswith("GPU") and r != c}
+    gpu = re.compile(r"^GPU\d+$")
+    return {f"{r}-{c}": v for r, row in matrix.items() if isinstance(row, dict) and gpu.match(r)
+            for c, v in row.items() if gpu.match(c) and r < c}
 
 
 def judge_topology(b, a, pairs) -> Finding:
