@@ -66,7 +66,20 @@ def match_gpus(b: dict[str, Any], a: dict[str, Any]) -> tuple[list[tuple[str, An
     """
     if set(b) & set(a) or not b or not a:
         keys = list(dict.fromkeys(list(b) + list(a)))
-        return [(k, b.get(k), a.get(k)) for k in keys], ""
+        pairs = [(k, b.get(k), a.get(k)) for k in keys]
+        # A GPU whose UUID could not be read ("index-N", e.g. lost) pairs with the unmatched GPU of that index.
+        lone_b = {g.get("index"): k for k, g, h in pairs if h is None}
+        paired = {}
+        for k, g, h in pairs:
+            if g is None and k.startswith("index-") and h.get("index") in lone_b:
+                paired[lone_b.pop(h.get("index"))] = k
+        out = []
+        for k, g, h in pairs:
+            if k in paired:
+                out.append((k, g, a[paired[k]]))
+            elif k not in paired.values():
+                out.append((k, g, h))
+        return out, ""
     bi = {g.get("index"): g for g in b.values()}
     ai = {g.get("index"): g for g in a.values()}
     idx = sorted(set(bi) | set(ai), key=lambda i: (i is None, i))

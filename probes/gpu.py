@@ -106,10 +106,8 @@ class GpuProbe(Probe):
             time.sleep(max(0.0, float(sample_s) - (time.perf_counter() - t_start)))
             data["sample"] = sampler.stop()
         for uuid, gpu in gpus.items():
-            for key in ("name", "pstate"):
-                value = gpu.get(key)
-                if is_missing(value) and value["missing"] in ("gpu_lost", "timed_out", "error"):
-                    ctx.error(f"gpus.{uuid}.{key}", str(value))
+            for path, value in _failures(gpu, f"gpus.{uuid}")[:3]:
+                ctx.error(path, str(value))
         return data
 
     # -- one GPU ----------------------------------------------------------------
@@ -305,6 +303,20 @@ class GpuProbe(Probe):
             return ""
         names = sorted({str(g.get("name")) for g in gpus.values()})
         return f"{len(gpus)} x {', '.join(names)}, driver {data.get('driver_version')}"
+
+
+def _failures(obj: Any, path: str) -> list[tuple[str, Any]]:
+    """(path, value) of missing values that mean a failure (GPU lost, hung call), not "unsupported"."""
+    if is_missing(obj):
+        return [(path, obj)] if obj["missing"] in ("gpu_lost", "timed_out") else []
+    out: list[tuple[str, Any]] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _failures(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += _failures(v, f"{path}.{i}")
+    return out
 
 
 def parse_topo(text: str) -> dict[str, dict[str, str]]:

@@ -51,6 +51,7 @@ class FakePynvml(types.ModuleType):
     def __init__(self, state="idle", *, not_found=(), absent=(), lost=False, hang=(), init_error=None,
                  capture=None, edit=None):
         super().__init__("pynvml")
+        self._absent = set()
         cap = capture or load_capture()
         self._r = json.loads(json.dumps(cap[state]))
         if edit:
@@ -66,9 +67,12 @@ class FakePynvml(types.ModuleType):
             if name.startswith("nvml") and name not in absent:
                 fn = getattr(self, name)
                 setattr(self, name, self._wrap(name, fn, name in not_found, lost, name in hang))
-        for name in absent:
-            if hasattr(self, name):
-                delattr(self, name)
+        self._absent = set(absent)
+
+    def __getattribute__(self, name):
+        if name.startswith("nvml") and name in object.__getattribute__(self, "_absent"):
+            raise AttributeError(name)  # wrapper missing from an old nvidia-ml-py
+        return object.__getattribute__(self, name)
 
     def _wrap(self, name, fn, not_found, lost, hang):
         def call(*args):
