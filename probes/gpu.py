@@ -276,7 +276,11 @@ class GpuProbe(Probe):
                                    for k, c, d in _NVLINK_ERRORS}
             links[str(link)] = entry
         if not links:
-            return first_error or missing(MissingReason.NOT_SUPPORTED, "no NVLink")
+            if first_error and first_error["missing"] in ("gpu_lost", "timed_out", "not_found", "no_permission"):
+                return first_error
+            # PCIe-only GPUs answer NotSupported (or InvalidArgument) on every link index.
+            return missing(MissingReason.NOT_SUPPORTED, "no NVLink" + (
+                f" (nvmlDeviceGetNvLinkState: {first_error.get('detail', '')})" if first_error else ""))
         return {"active_links": sum(1 for e in links.values() if e["state"] == "active"), "links": links}
 
     # -- topology -------------------------------------------------------------
