@@ -97,22 +97,22 @@ def judge_config(pairs) -> Finding:
     return inconclusive("gpu.config", "no GPU present on both sides to compare", evidence)
 
 
-def _window_deltas(docs, a, pairs):
-    """(gpu label, counter_deltas) of the after side's benchmark or --sample window."""
-    out = []
-    for summary in (get(docs[1], "bench", "telemetry"), get(a, "sample")):
+def _window_deltas(doc, data, pairs, side):
+    """{gpu label: counter_deltas} of one side's benchmark or --sample window."""
+    for summary in (get(doc, "bench", "telemetry"), get(data, "sample")):
         gpus = get(summary, "gpus")
         if not isinstance(gpus, dict):
             continue
+        out = {}
         for key, gb, ga in pairs:
             entry = gpus.get(key)
             if isinstance(entry, dict) and isinstance(entry.get("counter_deltas"), dict):
-                out.append((label(key, ga or gb), entry["counter_deltas"]))
-        break
-    return out
+                out[label(key, ga or gb)] = entry["counter_deltas"]
+        return out
+    return {}
 
 
-def judge_health(pairs, docs=({}, {}), a=None) -> Finding:
+def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
     found, evidence, checked = [], [], []
     for key, gb, ga in pairs:
         name = label(key, ga or gb)
@@ -145,12 +145,13 @@ def judge_health(pairs, docs=({}, {}), a=None) -> Finding:
                     found.append((Severity.MEDIUM, 0.6, f"{name}: NVLink {link} {err} errors {b0:g} -> {a0:g}", []))
         checked.append(f"{name}: no ECC, row-remap, retired-page, PCIe or NVLink error counter grew"
                        if not grew else "")
-    for name, deltas in _window_deltas(docs, a, pairs):
+    before_w = _window_deltas(docs[0], b, pairs, "before")
+    for name, deltas in _window_deltas(docs[1], a, pairs, "after").items():
         for key, what, sev in (("pcie_replay", "PCIe replays", Severity.MEDIUM),
                                ("ecc_uncorrected_volatile", "uncorrected ECC errors", Severity.HIGH),
                                ("ecc_corrected_volatile", "corrected ECC errors", Severity.LOW)):
-            d = num(deltas.get(key))
-            if d:
+            d, d0 = num(deltas.get(key)), num(get(before_w, name, key)) or 0
+            if d and d > d0:  # more growth than in the before window (identical windows: nothing)
                 found.append((sev, 0.7, f"{name}: {what} grew by {d:g} during the measured window", []))
                 evidence.append(f"{name}: {key} +{d:g} during the window (counter_deltas)")
     if found:
@@ -226,4 +227,4 @@ def judge_driver(b, a) -> Finding:
 
 def judge_state(b: dict[str, Any] | None, a: dict[str, Any] | None, pairs, docs=({}, {})) -> list[Finding]:
     """gpu.config, gpu.health, gpu.topology and driver.version findings."""
-    return [judge_config(pairs), judge_health(pairs, docs, a), judge_topology(b, a, pairs), judge_driver(b, a)]
+    return [judge_config(pairs), judge_health(pairs, docs, b, a), judge_topology(b, a, pairs), judge_driver(b, a)]
