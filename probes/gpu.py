@@ -85,7 +85,12 @@ class GpuProbe(Probe):
             data["gpus"] = devices
             return data
         data["gpu_count"] = len(devices)
+        import threading
         import time
+
+        topo: dict[str, Any] = {}  # nvidia-smi runs while NVML is read
+        topo_thread = threading.Thread(target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True)
+        topo_thread.start()
 
         sample_s = ctx.option("sample_s")
         sampler, t_start = None, time.perf_counter()
@@ -101,7 +106,8 @@ class GpuProbe(Probe):
                 continue
             gpus[uuid] = self._read_gpu(nv, index, handle, uuid)
         data["gpus"] = gpus
-        data["topology"] = self._read_topology(ctx)
+        topo_thread.join(TOPO_TIMEOUT_S + 1.0)
+        data["topology"] = topo.get("v", missing(MissingReason.TIMED_OUT, "nvidia-smi topo -m did not finish"))
         if sampler is not None:
             time.sleep(max(0.0, float(sample_s) - (time.perf_counter() - t_start)))
             data["sample"] = sampler.stop()
@@ -156,7 +162,7 @@ class GpuProbe(Probe):
         pci = nv.call("nvmlDeviceGetPciInfo", h)
         if is_missing(pci):
             return pci
-        bus = getattr(pci, "busIdLegacy", None) or getattr(pci, "busId", "")
+        bus = getattr(pci, "busId", None) or getattr(pci, "busIdLegacy", "")  # "00000000:00:06.0", as nvidia-smi
         return bus.decode() if isinstance(bus, bytes) else str(bus)
 
     @staticmethod

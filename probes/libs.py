@@ -2,9 +2,11 @@
 
 What it records (top-level data keys):
 
-- ``torch``: ``version`` and ``cuda_build_tag`` (e.g. ``cu130``) from the
-  package metadata, ``cuda`` from the text of ``torch/version.py`` (torch is
-  never imported), or missing ``not_found``.
+- ``torch``: ``version`` from the package metadata; ``version_py``
+  (``__version__``) and ``cuda`` from the text of ``torch/version.py`` (torch
+  is never imported); ``cuda_build_tag`` (e.g. ``cu130``), the local version
+  tag of either (wheels from the default index carry it only in version.py);
+  or missing ``not_found``.
 - ``cuda_runtime``, ``nccl``, ``cudnn``: the library file torch would load,
   found where pip wheels and torch put them (``torch/lib``, then
   ``site-packages/nvidia/*/lib``; system CUDA folders only when torch brings
@@ -122,17 +124,19 @@ def read_torch() -> tuple[Any, Path | None]:
     dist = _torch_dist()
     if dist is None:
         return missing(MissingReason.NOT_FOUND, "torch is not installed"), None
-    version = dist.version
-    local = version.split("+", 1)[1] if "+" in version else None
-    out: dict[str, Any] = {"version": version,
-                           "cuda_build_tag": local or missing(MissingReason.NOT_APPLICABLE, "no local version tag")}
     site = Path(str(dist.locate_file("")))
     text = None
     try:
         text = (site / "torch" / "version.py").read_text()
     except OSError:
         pass
-    out["cuda"] = parse_version_py(text, "cuda") if text else missing(MissingReason.NOT_FOUND, "torch/version.py")
+    out: dict[str, Any] = {"version": dist.version}
+    gone = missing(MissingReason.NOT_FOUND, "torch/version.py")
+    # Wheels from the default index carry no "+cu130" in their metadata; torch/version.py has it.
+    out["version_py"] = parse_version_py(text, "__version__") if text else gone
+    out["cuda"] = parse_version_py(text, "cuda") if text else gone
+    tag = next((v.split("+", 1)[1] for v in (dist.version, out["version_py"]) if isinstance(v, str) and "+" in v), None)
+    out["cuda_build_tag"] = tag or missing(MissingReason.NOT_APPLICABLE, "no local version tag in metadata or version.py")
     return out, site
 
 

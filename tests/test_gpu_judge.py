@@ -152,3 +152,32 @@ def test_identical_input_implicates_nothing(d):
     w = {"bench": {"telemetry": window(sm=1440, reasons=4, deltas={"pcie_replay": 9})}}
     assert implicated(judge(d, copy.deepcopy(d), w, copy.deepcopy(w))) == {}
     assert {f.probe for f in judge(d, d).values()} == {"gpu"}
+
+
+# The real snapshots taken on the 2 x H200 machine for this probe (examples/h200x2, UUIDs/serials placeholders).
+EXAMPLES = __import__("pathlib").Path(__file__).parent.parent / "examples" / "h200x2"
+
+
+def _real(name):
+    import json
+    doc = json.loads((EXAMPLES / name).read_text())
+    return doc, ProbeResult.from_json(doc["probes"]["gpu"])
+
+
+def test_real_idle_snapshot_has_no_throttling_finding():
+    doc, r = _real("gpu-idle.json")
+    f = {x.hypothesis: x for x in GpuProbe().judge(r, r, JudgeContext(doc, doc))}
+    assert implicated(f) == {} and f["gpu.throttling"].status is H.INCONCLUSIVE
+    g = r.data["gpus"][U0]
+    assert g["clocks_event_reasons"]["active"] == ["gpu_idle"]
+
+
+def test_real_under_load_window_shows_sw_power_cap_time():
+    doc, r = _real("gpu-under-load.json")
+    w = r.data["sample"]["gpus"][U0]
+    assert w["busy_samples"] >= 40 and w["reason_fraction"]["sw_power_cap"] >= 0.9
+    assert w["counter_deltas"]["clocks_event_sw_power_cap_ns"] > 0.8 * r.data["sample"]["duration_s"] * 1e9
+    idle_doc, idle = _real("gpu-idle.json")
+    f = {x.hypothesis: x for x in GpuProbe().judge(idle, r, JudgeContext(idle_doc, doc))}
+    assert f["gpu.throttling"].status is H.IMPLICATED and f["gpu.throttling"].severity is Severity.LOW
+    assert f["gpu.health"].severity in (Severity.INFO, Severity.LOW)  # NVLink CRC trickle, not an alarm

@@ -32,6 +32,22 @@ def test_decode_versions_match_the_h200_capture():
     assert decode_version("cudnn", 8902) == "8.9.2" and decode_version("nccl", 2708) == "2.7.8"
 
 
+def test_build_tag_from_version_py_when_metadata_has_none(tmp_path, monkeypatch):
+    # The H200 machine: metadata says 2.11.0, torch/version.py says 2.11.0+cu130 (seen on the GPU run).
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n")
+
+    class Dist:
+        version = "2.11.0"
+
+        def locate_file(self, name):
+            return tmp_path / name
+    monkeypatch.setattr(libs, "_torch_dist", lambda: Dist())
+    torch, site = libs.read_torch()
+    assert torch == {"version": "2.11.0", "version_py": "2.11.0+cu130", "cuda": "13.0", "cuda_build_tag": "cu130"}
+    assert site == tmp_path
+
+
 def test_torch_version_py_is_parsed_not_imported():
     assert parse_version_py("__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n", "cuda") == "13.0"
     assert parse_version_py("cuda: Optional[str] = None\n", "cuda")["missing"] == "not_applicable"
