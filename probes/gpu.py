@@ -312,7 +312,15 @@ class GpuProbe(Probe):
         if not isinstance(gpus, dict) or is_missing(gpus):
             return ""
         names = sorted({str(g.get("name")) for g in gpus.values()})
-        return f"{len(gpus)} x {', '.join(names)}, driver {data.get('driver_version')}"
+        text = f"{len(gpus)} x {', '.join(names)}, driver {data.get('driver_version')}"
+        window = data.get("sample")
+        for entry in (window.get("gpus") or {}).values() if isinstance(window, dict) else ():
+            sm = entry.get("clock_sm_mhz") if isinstance(entry, dict) else None
+            if sm is not None and entry.get("busy_samples") and isinstance(sm, dict) and "median" in sm:
+                reasons = ", ".join(f"{r.replace('_', ' ')} {100 * f:.0f}%"
+                                    for r, f in (entry.get("reason_fraction") or {}).items())
+                text += f"; GPU {entry.get('index')} busy: SM {sm['median']} MHz" + (f", {reasons}" if reasons else "")
+        return text
 
 
 def _failures(obj: Any, path: str) -> list[tuple[str, Any]]:

@@ -181,3 +181,4 @@ def test_real_under_load_window_shows_sw_power_cap_time():
     f = {x.hypothesis: x for x in GpuProbe().judge(idle, r, JudgeContext(idle_doc, doc))}
     assert f["gpu.throttling"].status is H.IMPLICATED and f["gpu.throttling"].severity is Severity.LOW
     assert f["gpu.health"].severity in (Severity.INFO, Severity.LOW)  # NVLink CRC trickle, not an alarm
+    assert "GPU 0 busy: SM 1470 MHz, sw power cap 100%" in GpuProbe().headline(r.data)
