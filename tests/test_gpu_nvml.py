@@ -103,3 +103,27 @@ def test_driverless_machine_with_real_pynvml():
         pytest.skip("this machine has an NVIDIA driver")
     assert "driver" in why or "nvidia-ml-py" in why
     assert json.dumps(nv.call("nvmlDeviceGetCount"))
+
+
+def test_function_not_found_is_logged_once(caplog):
+    import logging
+
+    from forensics import nvml as mod
+
+    mod._LOGGED_NOT_FOUND.discard("nvmlDeviceGetPcieSpeed")
+    nv = nvml(not_found={"nvmlDeviceGetPcieSpeed"})
+    h = nv.devices()[0][1]
+    with caplog.at_level(logging.INFO, logger="forensics.nvml"):
+        nv.call("nvmlDeviceGetPcieSpeed", h)
+        nv.call("nvmlDeviceGetPcieSpeed", h)
+    assert sum("nvmlDeviceGetPcieSpeed" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_reason_bits_decode_by_value_and_keep_unknown_bits():
+    from forensics.gpureadings import decode_reasons
+
+    assert decode_reasons(0x1) == ["gpu_idle"]
+    assert decode_reasons(0x88) == ["hw_slowdown", "hw_power_brake_slowdown"]
+    assert decode_reasons(0x1FF)[-1] == "display_clock_setting"      # the H200's supported mask
+    assert decode_reasons(0x804) == ["sw_power_cap", "unknown_0x800"]
+    assert decode_reasons({"missing": "not_supported"}) == {"missing": "not_supported"}
