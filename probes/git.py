@@ -8,7 +8,7 @@ Per repository (``data.repos[]``), read with GitPython and plain file reads,
 never changing anything:
 
 - ``path`` (working-tree root), ``role`` (``main`` | ``editable``), ``distribution``.
-- ``state``: ``ok`` | ``no_commits`` | ``not_a_repository`` | ``error`` (with ``error``).
+- ``state``: ``ok`` | ``no_commits`` | ``bare`` | ``not_a_repository`` | ``error`` (with ``error``).
 - ``operation``: an operation in progress, from marker files in the git dir
   (``rebase-merge``/``rebase-apply`` -> rebase, ``MERGE_HEAD`` -> merge,
   ``CHERRY_PICK_HEAD``, ``REVERT_HEAD``, ``BISECT_LOG``) or null.
@@ -145,9 +145,9 @@ class GitProbe(Probe):
 
     def _read_repo(self, git, path: Path, root: Path | None, role: str, dist: str | None,
                    ctx: ProbeContext) -> dict[str, Any]:
-        rec: dict[str, Any] = {"path": str(root or path), "role": role, "distribution": dist}
+        rec: dict[str, Any] = {"path": str((root or path).absolute()), "role": role, "distribution": dist}
         if root is None:
-            rec["state"] = "not_a_repository"
+            rec["state"] = "bare" if (path / "HEAD").is_file() and (path / "objects").is_dir() else "not_a_repository"
             return rec
         try:
             repo = git.Repo(root)
@@ -155,6 +155,9 @@ class GitProbe(Probe):
             rec.update(state="not_a_repository" if "Invalid" in type(exc).__name__ else "error",
                        error=f"{type(exc).__name__}: {exc}")
             return rec
+        # Read-only: no optional index refresh/lock (GIT_OPTIONAL_LOCKS=0), and no fsmonitor hook to run.
+        repo.git.update_environment(GIT_OPTIONAL_LOCKS="0", GIT_CONFIG_COUNT="1",
+                                    GIT_CONFIG_KEY_0="core.fsmonitor", GIT_CONFIG_VALUE_0="false")
         try:
             git_dir = Path(repo.git_dir)
             rec["operation"] = operation_in_progress(git_dir)
