@@ -253,8 +253,10 @@ def judge_gpu(before: ProbeResult | None, after: ProbeResult | None,
                 why.append(f"no gpu probe in the {side} snapshot")
             elif not r.usable:
                 why.append(f"gpu probe {r.status.value} in the {side} snapshot: {r.reason}")
-        if b is None and a is None:
-            return [inconclusive(h, "; ".join(why) or "no GPU data") for h in hyps]
+        out = [inconclusive(h, "; ".join(why) or "no GPU data") for h in hyps]
+        for f in out:
+            f.probe = "gpu"
+        return out
     docs = (jctx.before if jctx else {}, jctx.after if jctx else {})
     gb, ga = gpus_of(b), gpus_of(a)
     pairs, note = match_gpus(gb, ga)
