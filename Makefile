@@ -31,6 +31,11 @@ test: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/diff_speed.py
+
+# Render a diff report in headless Chromium (Debian's chromium package) and save a PNG.
+screenshot: $(STAMP)
+	$(PY) benchmarks/screenshot.py -o docs/img/diff-report.png --height 1400
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache forensics-demo

@@ -54,11 +54,13 @@ def take_snapshot(
             raise BadInputError(f"no probe named {name!r}; installed: {', '.join(sorted(known)) or 'none'} "
                                 "(see 'forensics probes')")
     chosen = [p.probe for p in loaded if (not only or p.name in only) and p.name not in skip]
+    chosen_failures = [f for f in failures if (not only or f.name in only) and f.name not in skip]
+    if not chosen and not chosen_failures:
+        raise BadInputError("no probe left to run: --probe/--skip exclude them all (see 'forensics probes')")
     redactor = Redactor(enabled=redact)
     results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done)
-    for f in failures:
-        if (not only or f.name in only) and f.name not in skip:
-            results[f.name] = ProbeResult(ProbeStatus.FAILED, reason=f"could not load probe from {f.distribution}: {f.error}")
+    for f in chosen_failures:
+        results[f.name] = ProbeResult(ProbeStatus.FAILED, reason=f"could not load probe from {f.distribution}: {f.error}")
     opts = dict(options or {})
     opts.update({"timeout_s": timeout_s, "probes": only or None, "skip": skip or None})
     return snap.build(results, label=label, options=opts, redactor=redactor, bench=bench)

@@ -69,6 +69,8 @@ def redact_text(text: str) -> tuple[str, list[str]]:
     reasons: list[str] = []
 
     def _url(m: re.Match[str]) -> str:
+        if m.group("cred") == REDACTED:
+            return m.group(0)
         reasons.append("credentials in URL")
         return f"{m.group('scheme')}{REDACTED}@"
 

@@ -34,6 +34,8 @@ SCHEMA_VERSION = 1
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 
 _STATUSES = {s.value for s in ProbeStatus}
+MAX_FILE_BYTES = 512 * 2**20
+"""Largest file the loader reads (a real snapshot is well under 10 MiB)."""
 
 
 def utc_now() -> str:
@@ -110,6 +112,8 @@ def write_atomic(path: Path, text: str) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise BadInputError(f"{path}: folder {folder} does not exist; create it or choose another -o")
+    if path.is_dir():
+        raise BadInputError(f"{path}: is a folder; give a file name")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
@@ -118,12 +122,19 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
+    except OSError as exc:
+        _unlink_quietly(tmp)
+        raise BadInputError(f"{path}: cannot write ({exc.strerror}); the old file, if any, is unchanged") from None
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink_quietly(tmp)
         raise
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def save(doc: dict[str, Any], path: Path) -> Path:
@@ -141,6 +152,16 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
     """
     path = Path(path)
     try:
+        st = path.stat()
+    except OSError:
+        st = None
+    if st is not None and path.is_dir():
+        raise BadInputError(f"{path}: is a folder, not a {what} file")
+    if st is not None and not path.is_file():
+        raise BadInputError(f"{path}: not a regular file; give the path of a {what} file")
+    if st is not None and st.st_size > MAX_FILE_BYTES:
+        raise BadInputError(f"{path}: {st.st_size / 2**20:.0f} MiB is larger than any {what} ({MAX_FILE_BYTES // 2**20} MiB limit)")
+    try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise BadInputError(f"{path}: no such file; give the path of a {what} written by forensics") from None
@@ -149,7 +170,7 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read ({exc.strerror})") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise BadInputError(f"{path}: not a text file (not UTF-8); is this really a {what}?") from None
     if not text.strip():
@@ -159,6 +180,8 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
 
         try:
             doc = yaml.safe_load(text)
+        except RecursionError:
+            raise BadInputError(f"{path}: nested too deeply; the file is damaged") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -166,14 +189,22 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
     else:
         try:
             doc = json.loads(text)
+        except RecursionError:
+            raise BadInputError(f"{path}: nested too deeply; the file is damaged") from None
         except json.JSONDecodeError as exc:
             hint = "truncated" if exc.pos >= len(text.rstrip()) - 1 else "damaged"
             raise BadInputError(
                 f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); the file looks {hint}"
             ) from None
     if not isinstance(doc, dict):
-        raise BadInputError(f"{path}: expected a mapping at the top, found {type(doc).__name__}; not a {what}")
+        raise BadInputError(f"{path}: expected a mapping at the top, found {_json_type(doc)}; not a {what}")
     return doc
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a loaded value's type (null, list, string...)."""
+    return {type(None): "null", list: "a list", str: "a string", int: "a number", float: "a number",
+            bool: "a boolean", dict: "a mapping"}.get(type(value), type(value).__name__)
 
 
 def check_schema(doc: dict[str, Any], path: Path, name: str = SCHEMA_NAME, version: int = SCHEMA_VERSION) -> None:
@@ -182,9 +213,11 @@ def check_schema(doc: dict[str, Any], path: Path, name: str = SCHEMA_NAME, versi
     Raises:
         BadInputError: no schema, another schema, or a newer version.
     """
+    if "schema" not in doc:
+        raise BadInputError(f"{path}: no 'schema' field; not a {name} file")
     schema = doc.get("schema")
     if not isinstance(schema, str) or "/" not in schema:
-        raise BadInputError(f"{path}: no 'schema' field; not a {name} file")
+        raise BadInputError(f"{path}: 'schema' is {schema!r}, expected '{name}/{version}'; not a {name} file")
     got_name, _, got_version = schema.rpartition("/")
     if got_name != name:
         raise BadInputError(f"{path}: schema is {schema!r}, expected {name}/{version}; wrong kind of file")
@@ -207,28 +240,28 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     check_schema(doc, path)
     probes = doc.get("probes")
     if not isinstance(probes, dict):
-        raise BadInputError(f"{path}: 'probes' must be a mapping, found {type(probes).__name__}")
+        raise BadInputError(f"{path}: 'probes' must be a mapping, found {_json_type(probes)}")
     for name, section in probes.items():
         if not isinstance(section, dict):
-            raise BadInputError(f"{path}: probe section {name!r} must be a mapping, found {type(section).__name__}")
+            raise BadInputError(f"{path}: probe section {name!r} must be a mapping, found {_json_type(section)}")
         status = section.get("status")
         if status not in _STATUSES:
             raise BadInputError(f"{path}: probe {name!r} has status {status!r}; expected one of {sorted(_STATUSES)}")
         data = section.get("data", {})
         if data is not None and not isinstance(data, dict):
-            raise BadInputError(f"{path}: probe {name!r} 'data' must be a mapping, found {type(data).__name__}")
+            raise BadInputError(f"{path}: probe {name!r} 'data' must be a mapping, found {_json_type(data)}")
         errors = section.get("errors", [])
         if errors is not None and not isinstance(errors, list):
-            raise BadInputError(f"{path}: probe {name!r} 'errors' must be a list, found {type(errors).__name__}")
+            raise BadInputError(f"{path}: probe {name!r} 'errors' must be a list, found {_json_type(errors)}")
         dur = section.get("duration_s", 0)
         if not isinstance(dur, (int, float)) or isinstance(dur, bool):
-            raise BadInputError(f"{path}: probe {name!r} 'duration_s' must be a number, found {type(dur).__name__}")
+            raise BadInputError(f"{path}: probe {name!r} 'duration_s' must be a number, found {_json_type(dur)}")
     bench = doc.get("bench")
     if bench is not None and not isinstance(bench, dict):
-        raise BadInputError(f"{path}: 'bench' must be a mapping or null, found {type(bench).__name__}")
+        raise BadInputError(f"{path}: 'bench' must be a mapping or null, found {_json_type(bench)}")
     for key in ("label", "created"):
         if key in doc and not isinstance(doc[key], str):
-            raise BadInputError(f"{path}: {key!r} must be a string, found {type(doc[key]).__name__}")
+            raise BadInputError(f"{path}: {key!r} must be a string, found {_json_type(doc[key])}")
     return doc
 
 

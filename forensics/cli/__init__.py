@@ -52,6 +52,28 @@ class LazyGroup(click.Group):
         return getattr(module, attr, None)
 
 
+def run(argv: list[str] | None = None) -> None:
+    """Console-script entry point: click usage errors become one line and exit code 2."""
+    import sys
+
+    try:
+        rv = main.main(args=argv, prog_name="forensics", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(0)
+    except click.UsageError as exc:
+        cmd = exc.ctx.command_path if exc.ctx is not None else "forensics"
+        click.echo(f"forensics: error: {exc.format_message()} (see '{cmd} --help')", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("forensics: error: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"forensics: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, "--version", prog_name="forensics")
 def main() -> None:

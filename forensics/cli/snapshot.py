@@ -11,11 +11,22 @@ import click
 from forensics.cli.common import console, error_boundary
 
 
-def _default_name(label: str | None) -> str:
+def default_output(label: str | None, folder: Path = Path(".")) -> Path:
+    """``forensics-<label or timestamp>.json`` in ``folder``, never overwriting an existing file.
+
+    The label keeps letters (any script), digits, ``._-``; other runs become ``-``;
+    it is cut to 80 characters. If the name exists, ``-2``, ``-3``... is appended.
+    """
     if label:
-        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.") or "snapshot"
-        return f"forensics-{safe}.json"
-    return time.strftime("forensics-%Y%m%d-%H%M%S.json")
+        stem = re.sub(r"[^\w.-]+", "-", label).strip("-.")[:80].strip("-.") or "snapshot"
+    else:
+        stem = time.strftime("%Y%m%d-%H%M%S")
+    path = folder / f"forensics-{stem}.json"
+    n = 2
+    while path.exists():
+        path = folder / f"forensics-{stem}-{n}.json"
+        n += 1
+    return path
 
 
 @click.command()
@@ -48,14 +59,16 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
     such and never loses the others' data.
     """
     from forensics.collect import take_snapshot
-    from forensics.errors import BadInputError
+    from forensics.errors import BadInputError, InconclusiveError
     from forensics import snapshot as snap
 
     if sample_s is not None and not 0 < sample_s <= 600:
         raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
-    out = output or Path(_default_name(label))
-    if out.suffix.lower() not in (".json", ".yaml", ".yml"):
-        raise BadInputError(f"{out}: output name must end in .json, .yaml or .yml")
+    if not 0 < timeout_s <= 3600:
+        raise BadInputError(f"--timeout must be between 0 and 3600 seconds, got {timeout_s:g}")
+    out = output or default_output(label)
+    if out.suffix.lower() not in (".json", ".yaml", ".yml") or out.stem in ("", ".json", ".yaml", ".yml"):
+        raise BadInputError(f"-o {out}: give a file name ending in .json, .yaml or .yml")
     if repo is not None and not repo.is_dir():
         raise BadInputError(f"--repo {repo}: no such folder")
     options = {"repo": str(repo) if repo else None, "sample_s": sample_s, "deep": deep,
@@ -68,14 +81,16 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
     doc = take_snapshot(label=label, only=only, skip=skip, options=options, timeout_s=timeout_s,
                         redact=not no_redact, bench=bench)
     snap.save(doc, out)
+    all_failed = all(sec.get("status") == "failed" for sec in doc["probes"].values())
     if quiet:
         click.echo(str(out))
-        return
-    from forensics.render.terminal import print_snapshot_summary
+    else:
+        from forensics.render.terminal import print_snapshot_summary
 
-    print_snapshot_summary(console(), doc)
-    c = console()
-    c.print(f"wrote [bold]{out}[/bold]")
+        print_snapshot_summary(console(), doc)
+        console().print(f"wrote [bold]{out}[/bold]")
+    if all_failed:
+        raise InconclusiveError(f"{out}: every probe failed; the snapshot holds no data (see the reasons above)")
 
 
 @click.command()

@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(value: Any) -> str:
+    """``str(value)`` with terminal control characters (escape sequences) replaced by '?'.
+
+    Snapshots come from other machines; their text must not drive the terminal.
+    """
+    return _CONTROL.sub("?", str(value))
+
+
 _STATUS_STYLE = {"ok": "green", "partial": "yellow", "unavailable": "dim", "failed": "red"}
 
 
@@ -19,6 +32,10 @@ def _headline(name: str, data: dict[str, Any]) -> str:
         return f"(headline failed: {type(exc).__name__})"
 
 
+def _fields_failed(n: int) -> str:
+    return f"({n} field{'s' if n != 1 else ''} failed)"
+
+
 def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -> None:
     """Print a snapshot's header and one row per probe (status, duration, headline).
 
@@ -30,10 +47,11 @@ def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -
     from rich.markup import escape
     from rich.table import Table
 
-    machine = doc.get("machine") or {}
+    machine = doc.get("machine") if isinstance(doc.get("machine"), dict) else {}
+    tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
     label = doc.get("label") or "-"
-    console.print(f"[bold]snapshot[/bold] {escape(str(label))}  {escape(str(doc.get('created', '')))}  "
-                  f"host {escape(str(machine.get('hostname', '?')))}  forensics {escape(str((doc.get('tool') or {}).get('version', '?')))}")
+    console.print(f"[bold]snapshot[/bold] {escape(clean(label))}  {escape(clean(doc.get('created', '')))}  "
+                  f"host {escape(clean(machine.get('hostname', '?')))}  forensics {escape(clean(tool.get('version', '?')))}")
     table = Table(show_header=True, header_style="bold", expand=False)
     table.add_column("probe")
     table.add_column("status")
@@ -45,24 +63,24 @@ def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -
         if status in ("ok", "partial"):
             facts = _headline(name, section.get("data") or {})
             if status == "partial":
-                facts = (facts + "  " if facts else "") + f"({len(section.get('errors') or [])} fields failed)"
+                facts = (facts + "  " if facts else "") + _fields_failed(len(section.get('errors') or []))
         else:
             facts = section.get("reason", "")
-        table.add_row(escape(name), f"[{style}]{escape(status)}[/{style}]" if style else escape(status),
-                      f"{float(section.get('duration_s', 0)):.2f}s", escape(facts))
+        table.add_row(escape(clean(name)), f"[{style}]{escape(clean(status))}[/{style}]" if style else escape(clean(status)),
+                      f"{float(section.get('duration_s', 0)):.2f}s", escape(clean(facts)))
     console.print(table)
     if detail:
         for name, section in (doc.get("probes") or {}).items():
             for err in section.get("errors") or []:
-                console.print(f"  [yellow]{escape(name)}[/yellow] {escape(str(err.get('field', '')))}: "
-                              f"{escape(str(err.get('error', '')))}")
+                console.print(f"  [yellow]{escape(clean(name))}[/yellow] {escape(clean(err.get('field', '')))}: "
+                              f"{escape(clean(err.get('error', '')))}")
     red = doc.get("redactions") or []
     if red:
         where = ", ".join(sorted({r.get("where", "?") for r in red})[:5])
         more = "" if len(red) <= 5 else f" and {len(red) - 5} more"
-        console.print(f"[yellow]redacted {len(red)} secret value(s)[/yellow]: {escape(where)}{more}")
+        console.print(f"[yellow]redacted {len(red)} secret value(s)[/yellow]: {escape(clean(where))}{more}")
     elif doc.get("redaction", "on") != "on":
         console.print("[red]redaction is off[/red]: this file may hold secrets")
     bench = doc.get("bench")
     if isinstance(bench, dict) and bench.get("summary"):
-        console.print(f"bench: {escape(str(bench['summary']))}")
+        console.print(f"bench: {escape(clean(bench['summary']))}")

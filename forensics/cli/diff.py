@@ -1,0 +1,76 @@
+"""``forensics diff BEFORE AFTER``: rank the causes and write the root-cause report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from forensics.cli.common import console, error_boundary
+
+_DEFAULT_NAME = "forensics-report"
+
+
+@click.command()
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("-o", "--output", metavar="FILE",
+              help="Report file (.html, .md or .json; '-' for stdout). Default: forensics-report.<format> here.")
+@click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]),
+              help="Report format. Default: from the -o suffix, else html.")
+@click.option("--repo", type=click.Path(path_type=Path),
+              help="Read the commits between the two HEADs from this clone (default: the repository the "
+                   "snapshots name, if it is on this machine).")
+@click.option("--config", type=click.Path(path_type=Path),
+              help="YAML file with extra performance-sensitive path patterns (hot_paths: {category: [regex...]}); "
+                   ".forensics.yaml in the repository is read too.")
+@click.option("--fail-on", type=click.Choice(["regression", "any"]),
+              help="Exit 1 when a benchmark result got slower or a hypothesis is implicated at high severity "
+                   "(regression), or when anything is implicated (any); exit 3 when a benchmark comparison "
+                   "could not decide and nothing else failed.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and the report path.")
+@error_boundary
+def diff(before, after, output, fmt, repo, config, fail_on, quiet):
+    """Compare two snapshots: every hypothesis checked, causes ranked, report written.
+
+    Prints a summary and writes a self-contained HTML report
+    (forensics-report.html in the current folder unless -o says otherwise).
+    Snapshots of different machines are allowed; the report says so at the top.
+
+    Exit codes: 0 done (no regression with --fail-on), 1 regression found (--fail-on),
+    2 bad input, 3 inconclusive (--fail-on and a benchmark comparison could not decide).
+    """
+    from forensics import snapshot as snap
+    from forensics.errors import BadInputError
+    from forensics.ledger import analyse
+    from forensics.render import report
+
+    if repo is not None and not repo.is_dir():
+        raise BadInputError(f"--repo {repo}: no such folder")
+    doc_b, doc_a = snap.load(before), snap.load(after)
+    to_stdout = output == "-"
+    if to_stdout:
+        fmt = fmt or "json"
+        path = None
+    else:
+        path = Path(output) if output else Path(f"{_DEFAULT_NAME}.{fmt or 'html'}")
+        fmt = report.format_for(path, fmt)
+    analysis = analyse(doc_b, doc_a, repo=repo, config=config, names=(str(before), str(after)))
+    if to_stdout:
+        sys.stdout.write(report.render(analysis, fmt))
+    else:
+        report.write(analysis, path, fmt)
+        if quiet:
+            click.echo(analysis.verdict)
+            click.echo(str(path))
+        else:
+            from forensics.render.summary import print_diff_summary
+
+            print_diff_summary(console(), analysis, str(path))
+    if fail_on:
+        failed = analysis.regression(fail_on)
+        if failed is None:
+            sys.exit(3)
+        if failed:
+            sys.exit(1)

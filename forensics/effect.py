@@ -1,0 +1,164 @@
+"""Benchmark results in two snapshots: compare them and say what the effect points at.
+
+``snapshot["bench"]`` is ``null`` or ``{"schema": "forensics.bench/1", "results":
+[{"name", "kind": "canary"|"component"|"user", "unit", "higher_is_better",
+"process_medians": [one float per fresh process]}], "telemetry": {...}}``.
+Results with the same ``name`` on both sides are compared with
+:func:`forensics.stats.compare` (Mann-Whitney U on per-process medians,
+bootstrap CI of the ratio; see that module).
+
+The canary is fixed code, so (DESIGN section 7):
+
+- canary slower -> the environment changed (``environment``);
+- the user's step slower while the canary is the same -> the cause is in what
+  only the user's step runs: their code, or a library only it uses (``code``);
+- the user's step slower and no canary on both sides -> ``unattributed``;
+- nothing slower -> ``none``; a comparison that could not decide -> noted.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from forensics.stats import Comparison, Verdict, compare
+
+
+class Pointer(str, enum.Enum):
+    """Where a measured slowdown points."""
+
+    NONE = "none"                  # nothing measured slower
+    ENVIRONMENT = "environment"    # the canary slowed down
+    CODE = "code"                  # only the user's step slowed; the canary did not
+    UNATTRIBUTED = "unattributed"  # something slowed; no canary to tell which side
+
+
+@dataclass
+class BenchResult:
+    """One benchmark result name, both sides.
+
+    Attributes:
+        before, after: per-process medians (``unit``), ``None`` when that side lacks it.
+        comparison: the statistics, ``None`` when a side lacks the result or its data is unusable.
+        note: why there is no comparison ("" when there is one).
+    """
+
+    name: str
+    kind: str
+    unit: str
+    higher_is_better: bool
+    before: list[float] | None
+    after: list[float] | None
+    comparison: Comparison | None
+    note: str = ""
+
+    @property
+    def slower(self) -> bool:
+        return self.comparison is not None and self.comparison.verdict is Verdict.SLOWER
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "unit": self.unit, "higher_is_better": self.higher_is_better,
+                "before": self.before, "after": self.after,
+                "comparison": self.comparison.to_json() if self.comparison else None, "note": self.note}
+
+
+@dataclass
+class BenchEffect:
+    """All compared results and where the measured effect points.
+
+    Attributes:
+        ratio: the largest time ratio among ``slower`` results (> 1), 1.0 when none.
+    """
+
+    results: list[BenchResult]
+    pointer: Pointer
+    sentence: str
+    ratio: float = 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"results": [r.to_json() for r in self.results], "points_at": self.pointer.value,
+                "sentence": self.sentence, "max_slowdown_ratio": self.ratio}
+
+
+def _results(snapshot: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    bench = snapshot.get("bench")
+    if not isinstance(bench, dict) or not isinstance(bench.get("results"), list):
+        return {}
+    return {str(r["name"]): r for r in bench["results"] if isinstance(r, dict) and r.get("name")}
+
+
+def _medians(result: Mapping[str, Any] | None) -> list[float] | None:
+    if result is None:
+        return None
+    xs = result.get("process_medians")
+    if not isinstance(xs, list):
+        return None
+    try:
+        return [float(x) for x in xs]
+    except (TypeError, ValueError):
+        return None
+
+
+def compare_bench(before: Mapping[str, Any], after: Mapping[str, Any]) -> BenchEffect | None:
+    """Compare matching benchmark results of two snapshots.
+
+    Returns:
+        ``None`` when neither snapshot carries benchmark results, else a
+        :class:`BenchEffect` (results in BEFORE's order, then AFTER's new ones).
+    """
+    rb, ra = _results(before), _results(after)
+    if not rb and not ra:
+        return None
+    out: list[BenchResult] = []
+    for name in list(rb) + [n for n in ra if n not in rb]:
+        meta = rb.get(name) or ra.get(name) or {}
+        hib = bool(meta.get("higher_is_better", False))
+        xb, xa = _medians(rb.get(name)), _medians(ra.get(name))
+        res = BenchResult(name, str(meta.get("kind", "user")), str(meta.get("unit", "")), hib, xb, xa, None)
+        if xb is None or xa is None:
+            res.note = f"measured only in {'AFTER' if xb is None else 'BEFORE'}; nothing to compare"
+        else:
+            try:
+                res.comparison = compare(xb, xa, higher_is_better=hib)
+            except ValueError as exc:
+                res.note = f"not comparable: {exc}"
+        out.append(res)
+    return _interpret(out)
+
+
+def _interpret(results: list[BenchResult]) -> BenchEffect:
+    canary = [r for r in results if r.kind == "canary" and r.comparison is not None]
+    others = [r for r in results if r.kind != "canary" and r.comparison is not None]
+    slower = [r for r in results if r.slower]
+    ratio = max((r.comparison.time_ratio for r in slower), default=1.0)  # type: ignore[union-attr]
+    if any(r.slower for r in canary):
+        worst = max((r for r in canary if r.slower), key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
+        return BenchEffect(results, Pointer.ENVIRONMENT,
+                           f"the canary {worst.name} is {worst.comparison.sentence()}: the environment changed, "  # type: ignore[union-attr]
+                           "since the canary's code did not", ratio)
+    user_slow = [r for r in others if r.slower]
+    if user_slow:
+        worst = max(user_slow, key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
+        what = f"{worst.name} is {worst.comparison.sentence()}"  # type: ignore[union-attr]
+        if canary and all(r.comparison.verdict in (Verdict.SAME, Verdict.FASTER) for r in canary):  # type: ignore[union-attr]
+            return BenchEffect(results, Pointer.CODE,
+                               f"{what}, while the canary did not change: the cause is in what only the user's step "
+                               "runs (its code or a library only it uses)", ratio)
+        tail = "the canary was inconclusive" if canary else "no canary on both sides to tell environment from code"
+        return BenchEffect(results, Pointer.UNATTRIBUTED, f"{what}; {tail}", ratio)
+    undecided = [r for r in results if r.comparison is not None and r.comparison.verdict is Verdict.INCONCLUSIVE]
+    if undecided:
+        return BenchEffect(results, Pointer.NONE, "no result measured slower; inconclusive: "
+                           + "; ".join(f"{r.name} {r.comparison.sentence()}" for r in undecided), 1.0)  # type: ignore[union-attr]
+    if not any(r.comparison is not None for r in results):
+        return BenchEffect(results, Pointer.NONE, "no benchmark result was measured on both sides", 1.0)
+    return BenchEffect(results, Pointer.NONE, "no benchmark result changed beyond the threshold", 1.0)
+
+
+def effect_size(ratio: float) -> float:
+    """A bounded weight for a time ratio: 0 for no change, up to 2 for >= 3x."""
+    if not math.isfinite(ratio) or ratio <= 1:
+        return 0.0
+    return min(ratio - 1.0, 2.0)

@@ -1,0 +1,270 @@
+"""Judging the ``nccl_env`` data: hypotheses ``nccl.env`` and ``nccl.env-propagation``.
+
+Pure functions over two loaded data sections (no I/O). Rules:
+
+- ``nccl.env``: a variable of the launching process (or an NCCL config file
+  entry) added, removed or changed between the snapshots is implicated, one
+  finding per variable, with what it does (:data:`VARIABLES`). Launcher
+  bookkeeping (MASTER_PORT, RANK...) is never a finding.
+- ``nccl.env-propagation``: a *problem* is a variable whose value in a worker
+  (per start method, per launcher rank, per nccl-init rank) differs from the
+  launching process, or a "set by environment" value NCCL reported that
+  differs from the launching process (unless an nccl.conf entry explains it).
+  A problem new in ``after`` -- or gone since ``before`` -- is what changed
+  and is implicated at its full severity. A problem present, identical, in
+  *both* snapshots is still reported (it is real and worth fixing) but at
+  severity low with relevance 0.2 and a summary that says it is not what
+  changed: identical snapshots therefore implicate nothing new, only a
+  standing propagation problem, and never above low.
+- Nothing differs: ``ruled-out`` naming the channels and number of variables
+  checked; no worker data on either side: ``inconclusive``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
+
+H_ENV = "nccl.env"
+H_PROP = "nccl.env-propagation"
+
+H, M, L = Severity.HIGH, Severity.MEDIUM, Severity.LOW
+VARIABLES: dict[str, tuple[Severity, str]] = {
+    "NCCL_ALGO": (H, "restricts the collective algorithms NCCL may use (Ring, Tree, NVLS, CollNet...)"),
+    "NCCL_PROTO": (H, "restricts the protocols (LL, LL128, Simple); Simple alone slows small messages"),
+    "NCCL_P2P_DISABLE": (H, "1 disables direct GPU-to-GPU (NVLink/PCIe P2P) transport: traffic goes through host memory"),
+    "NCCL_P2P_LEVEL": (H, "the furthest topology distance at which NCCL still uses P2P"),
+    "NCCL_SHM_DISABLE": (H, "1 disables the shared-memory transport between processes"),
+    "NCCL_IB_DISABLE": (H, "1 disables InfiniBand/RoCE: inter-node traffic falls back to TCP sockets"),
+    "NCCL_SOCKET_IFNAME": (H, "which network interfaces NCCL uses for sockets and bootstrap (^ excludes)"),
+    "NCCL_NVLS_ENABLE": (H, "NVLink SHARP (NVSwitch multicast) collectives on or off"),
+    "NCCL_MIN_NCHANNELS": (H, "lower bound on channels (parallel rings/trees); more channels, more SMs used"),
+    "NCCL_MAX_NCHANNELS": (H, "upper bound on channels; a low cap limits bandwidth"),
+    "NCCL_MIN_CTAS": (M, "lower bound on CTAs per collective"),
+    "NCCL_MAX_CTAS": (M, "upper bound on CTAs per collective"),
+    "NCCL_BUFFSIZE": (H, "size of the per-channel communication buffers (default 4 MiB)"),
+    "NCCL_NET_GDR_LEVEL": (H, "when the NIC may read/write GPU memory directly (GPUDirect RDMA)"),
+    "NCCL_NET_GDR_READ": (M, "GPUDirect RDMA for sends"),
+    "NCCL_CUMEM_ENABLE": (H, "use cuMem* (VMM) allocations for NCCL buffers, P2P/CUMEM transport"),
+    "NCCL_IB_HCA": (H, "which InfiniBand adapters and ports NCCL uses"),
+    "NCCL_IB_GID_INDEX": (M, "RoCE GID index"),
+    "NCCL_NET": (H, "forces the network plugin (IB or Socket)"),
+    "NCCL_NET_PLUGIN": (M, "which libnccl-net plugin is loaded"),
+    "NCCL_TUNER_PLUGIN": (M, "which tuner plugin chooses algorithms and protocols"),
+    "NCCL_COLLNET_ENABLE": (M, "CollNet (in-network reduction, SHARP) on or off"),
+    "NCCL_CROSS_NIC": (M, "whether rings/trees may use different NICs on different nodes"),
+    "NCCL_NTHREADS": (M, "CUDA threads per NCCL block"),
+    "NCCL_LAUNCH_MODE": (M, "PARALLEL or GROUP kernel launches"),
+    "NCCL_GRAPH_REGISTER": (M, "user-buffer registration under CUDA graphs"),
+    "NCCL_DEBUG": (L, "log level; INFO costs only at init, TRACE slows every call"),
+    "NCCL_DEBUG_SUBSYS": (L, "which subsystems log"),
+    "NCCL_VERSION": (L, "a container label, not the NCCL library actually loaded"),
+    "CUDA_VISIBLE_DEVICES": (H, "which GPUs the process sees, and their order"),
+    "CUDA_LAUNCH_BLOCKING": (H, "1 makes every kernel launch synchronous (large slowdown)"),
+    "CUDA_DEVICE_MAX_CONNECTIONS": (H, "hardware work queues per device; 1 serialises communication and compute"),
+    "CUDA_MODULE_LOADING": (M, "LAZY or EAGER kernel loading (start-up time and memory)"),
+    "TORCH_NCCL_BLOCKING_WAIT": (M, "torch waits for NCCL work with a blocking wait"),
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": (L, "how torch handles failed NCCL work"),
+    "TORCH_NCCL_AVOID_RECORD_STREAMS": (M, "caching-allocator stream recording for NCCL tensors"),
+    "PYTORCH_CUDA_ALLOC_CONF": (M, "CUDA caching allocator settings (expandable segments, split sizes)"),
+    "OMP_NUM_THREADS": (M, "CPU threads for OpenMP regions (torchrun sets 1 when unset)"),
+    "MKL_NUM_THREADS": (M, "CPU threads for MKL"),
+    "LD_PRELOAD": (H, "libraries loaded before all others (can replace NCCL, CUDA or malloc)"),
+    "LD_LIBRARY_PATH": (M, "where shared libraries are found: can select another NCCL or CUDA"),
+    "PYTHONPATH": (M, "where Python modules (and sitecustomize) are found"),
+}
+"""Variable -> (severity when it changes or fails to propagate, what it does)."""
+
+LAUNCHER_BOOKKEEPING = frozenset({"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"})
+
+
+def describe(name: str) -> tuple[Severity, str]:
+    """Severity and description of a variable; by prefix for ones not in :data:`VARIABLES`."""
+    if name in VARIABLES:
+        return VARIABLES[name]
+    if name.startswith("NCCL_"):
+        return M, "an NCCL setting"
+    if name.startswith(("CUDA_", "CUBLAS_", "CUDNN_", "NVIDIA_", "NVSHMEM_")):
+        return M, "a CUDA / NVIDIA library setting"
+    if name.startswith(("TORCH_", "PYTORCH_")):
+        return M, "a PyTorch setting"
+    return L, "a runtime setting"
+
+
+def fmt(value: Any) -> str:
+    """A stored value for an evidence line: ``'Ring'`` or ``unset``."""
+    if is_missing(value):
+        return "unset" if value.get("detail") == "unset" else str(value.get("detail") or value.get("missing"))
+    return repr(value)
+
+
+def _data(result) -> dict[str, Any] | None:
+    return result.data if result is not None and result.usable and result.data else None
+
+
+def _channels(data: dict[str, Any]):
+    """Yield (channel label, worker entry) for every worker in ``data``."""
+    for method, entry in (data.get("start_methods") or {}).items():
+        if isinstance(entry, dict) and entry.get("status") == "ok":
+            yield method, entry
+    for key, label in (("launcher", "launcher"), ("nccl_init", "nccl-init")):
+        sec = data.get(key)
+        if isinstance(sec, dict):
+            for i, rank in enumerate(sec.get("ranks") or []):
+                r = rank.get("rank")
+                yield f"{label} rank {r if isinstance(r, int) else i}", rank
+
+
+def problems(data: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Every propagation problem in one data section.
+
+    Returns:
+        ``{(variable, channel, source): {"parent", "worker", "where"}}``;
+        source is ``env`` (the worker's environment) or ``nccl`` (NCCL's
+        "set by environment" report in that rank).
+    """
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for channel, entry in _channels(data):
+        for d in entry.get("differs") or []:
+            out[(d["name"], channel, "env")] = {"parent": d.get("parent"), "worker": d.get("worker"),
+                                                "where": d.get("where", "unknown")}
+        for d in (entry.get("nccl") or {}).get("nccl_differs") or []:
+            if d.get("explained_by"):
+                continue
+            out[(d["name"], channel, "nccl")] = {"parent": d.get("parent"), "worker": d.get("nccl"), "where": "nccl"}
+    return out
+
+
+def _evidence_line(var: str, channel: str, source: str, p: dict[str, Any], entry_hooks: str = "") -> str:
+    if source == "nccl":
+        return (f"{channel}: NCCL reported '{var} set by environment to {p['worker']}' "
+                f"(launching process: {fmt(p['parent'])})")
+    where = {"startup_hooks": "changed at interpreter start-up (sitecustomize/usercustomize/.pth)",
+             "at_exec": "already so when the process started (launcher or start method)"}.get(p["where"], "")
+    return f"{channel}: {var}={fmt(p['worker'])} vs launching process {fmt(p['parent'])}" + (f"; {where}" if where else "")
+
+
+def _context_notes(data: dict[str, Any], items) -> list[str]:
+    """Corroboration from the same workers: the sitecustomize that ran where a start-up hook changed a
+    variable, and NCCL's own report where a variable never reached a rank."""
+    entries = dict(_channels(data))
+    notes = []
+    for (var, channel, source), p in items:
+        entry = entries.get(channel) or {}
+        sc = (entry.get("hooks") or {}).get("sitecustomize")
+        if source == "env" and p.get("where") == "startup_hooks" and isinstance(sc, str):
+            notes.append(f"{channel} imported sitecustomize from {sc}")
+        nccl = entry.get("nccl")
+        if source == "env" and is_missing(p.get("worker")) and isinstance(nccl, dict) and nccl.get("backend") == "nccl":
+            sbe = nccl.get("set_by_environment") or {}
+            if var not in sbe:
+                seen = ", ".join(f"{k}={v}" for k, v in sbe.items()) or "none"
+                notes.append(f"{channel}: NCCL did not report {var} as set by environment (it reported: {seen})")
+    return sorted(set(notes))
+
+
+def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
+    """Findings for ``nccl.env-propagation`` (rules in the module docstring).
+
+    Args:
+        before, after: ``nccl_env`` data sections; ``before`` ``None`` judges
+            ``after`` alone (``forensics env``), both ``None`` is inconclusive.
+
+    Returns:
+        one implicated finding per variable and kind (new, gone, standing),
+        else one ruled-out or inconclusive finding.
+    """
+    if before is None and after is None:
+        return [inconclusive(H_PROP, "no nccl_env data on either side: workers' environment not checked")]
+    pb = problems(before) if before is not None else {}
+    pa = problems(after) if after is not None else {}
+    findings: list[Finding] = []
+    by_var: dict[str, dict[str, list]] = {}
+    for key, p in pa.items():
+        kind = "standing" if before is not None and pb.get(key) == p else "new"
+        by_var.setdefault(key[0], {}).setdefault(kind, []).append((key, p))
+    for key, p in pb.items():
+        if key not in pa and after is not None:
+            by_var.setdefault(key[0], {}).setdefault("gone", []).append((key, p))
+    for var in sorted(by_var):
+        sev, what = describe(var)
+        for kind in ("new", "gone", "standing"):
+            items = by_var[var].get(kind)
+            if not items:
+                continue
+            channels = sorted({k[1] for k, _ in items})
+            ev = [_evidence_line(var, k[1], k[2], p) for k, p in sorted(items, key=lambda kp: (kp[0][1], kp[0][2]))]
+            ev += _context_notes(after if kind != "gone" else before, items)
+            ev.append(f"{var}: {what}")
+            first = items[0][1]
+            where = ", ".join(channels)
+            if kind == "new":
+                findings.append(implicated(H_PROP, sev, f"{var} differs between the launching process "
+                                           f"({fmt(first['parent'])}) and its workers ({where}: {fmt(first['worker'])})",
+                                           ev, relevance=0.9 if not sev < H else 0.6, fields=[f"nccl_env.{var}"]))
+            elif kind == "gone":
+                findings.append(implicated(H_PROP, Severity.MEDIUM if not sev < M else L,
+                                           f"{var} no longer differs between the launching process and its workers "
+                                           f"(before: {where} saw {fmt(first['worker'])})", ev, relevance=0.5,
+                                           fields=[f"nccl_env.{var}"]))
+            else:
+                findings.append(implicated(H_PROP, L, f"{var} differs between the launching process and its "
+                                           f"workers ({where}) in both snapshots: a standing problem, not what changed",
+                                           ev, relevance=0.2, fields=[f"nccl_env.{var}"]))
+    if findings:
+        return findings
+    sides = [d for d in (before, after) if d is not None]
+    chans = sorted({c for d in sides for c, _ in _channels(d)})
+    if not chans:
+        return [inconclusive(H_PROP, "no worker reported on either side (every start method failed)")]
+    n = max(len((d.get("parent") or {}).get("env") or {}) for d in sides)
+    nccl = any("nccl" in e for d in sides for _, e in _channels(d))
+    return [ruled_out(H_PROP, f"workers saw the launching process's values: {n} variables compared in "
+                      f"{', '.join(chans)}" + ("; NCCL's 'set by environment' report agrees" if nccl else ""))]
+
+
+def _conf_vars(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.get("value") for k, v in ((data.get("config_files") or {}).get("effective") or {}).items()}
+
+
+def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
+    """Findings for ``nccl.env``: the launching process's variables and nccl.conf entries between snapshots.
+
+    Args:
+        before, after: ``nccl_env`` data sections (``None`` when absent or unusable).
+
+    Returns:
+        one implicated finding per added/removed/changed variable (severity and
+        description from :data:`VARIABLES`), else one ruled-out finding;
+        inconclusive when a side is missing.
+    """
+    if before is None or after is None:
+        return [inconclusive(H_ENV, "nccl_env data on one side only: cannot compare the launching process")]
+    findings: list[Finding] = []
+    for source, get in (("environment", lambda d: (d.get("parent") or {}).get("env") or {}),
+                        ("nccl.conf", _conf_vars)):
+        eb, ea = get(before), get(after)
+        for var in sorted(set(eb) | set(ea)):
+            if eb.get(var) == ea.get(var) or var in LAUNCHER_BOOKKEEPING:
+                continue
+            sev, what = describe(var)
+            change = ("added" if var not in eb else "removed" if var not in ea else "changed")
+            vb = fmt(eb[var]) if var in eb else "unset"
+            va = fmt(ea[var]) if var in ea else "unset"
+            findings.append(implicated(H_ENV, sev, f"{var} {change} in the launching process's {source}: {vb} -> {va}",
+                                       [f"{var}: {what}", f"before: {vb}; after: {va} (source: {source})"],
+                                       relevance=0.8 if not sev < H else 0.4, fields=[f"nccl_env.parent.env.{var}"]))
+    if findings:
+        return findings
+    n = len(set((after.get("parent") or {}).get("env") or {}) | set((before.get("parent") or {}).get("env") or {}))
+    sel = after.get("select") or []
+    shown = ", ".join(sel[:4]) + (", ..." if len(sel) > 4 else "")
+    return [ruled_out(H_ENV, f"launching process's variables unchanged: {n} set, of {len(sel)} names and "
+                             f"prefixes checked ({shown}); NCCL config files unchanged")]
+
+
+def judge(before, after) -> list[Finding]:
+    """Both hypotheses for two :class:`forensics.probe.ProbeResult` (either may be ``None`` or unusable)."""
+    b, a = _data(before), _data(after)
+    return judge_env(b, a) + judge_propagation(b, a)

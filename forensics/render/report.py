@@ -1,0 +1,196 @@
+"""The root-cause report of ``forensics diff``: HTML, Markdown and JSON from one :class:`Analysis`.
+
+- HTML: one self-contained file (inline CSS and SVG, no script, no network);
+  Jinja2 with autoescape on, so every value (commit subjects, environment
+  values) is escaped. Template: ``reports/templates/report.html.j2``.
+- Markdown: the same content, compact, with ``<details>`` blocks for the long
+  parts; values go through :func:`md_escape`. Template: ``report.md.j2``.
+- JSON: :meth:`forensics.ledger.Analysis.to_json` (the stable interface).
+
+Rendering reads the analysis only; nothing here judges or collects.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from forensics import __version__
+from forensics.errors import BadInputError
+from forensics.model import HypothesisStatus, as_missing
+from forensics.snapshot import utc_now, write_atomic
+
+FORMATS = ("html", "md", "json")
+_SUFFIX = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
+_MAX_VALUE_CHARS = 240
+
+
+def format_for(path: Path, fmt: str | None = None) -> str:
+    """The output format: ``fmt`` when given, else from the file suffix.
+
+    Raises:
+        BadInputError: unknown format or suffix.
+    """
+    if fmt:
+        if fmt not in FORMATS:
+            raise BadInputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        return fmt
+    try:
+        return _SUFFIX[Path(path).suffix.lower()]
+    except KeyError:
+        raise BadInputError(f"{path}: cannot tell the report format from the name; end it in .html, .md or "
+                            ".json, or give --format") from None
+
+
+def show_value(value: Any) -> str:
+    """A field value as short text: missing values as "missing: reason (detail)", containers as compact JSON."""
+    if value is None:
+        return "-"
+    miss = as_missing(value)
+    if miss is not None:
+        return f"missing: {miss}"
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, (dict, list)):
+        text = json.dumps(value, ensure_ascii=False, sort_keys=False, default=str, separators=(", ", ": "))
+    else:
+        text = str(value)
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "\u2026"
+
+
+def md_escape(value: Any) -> str:
+    """Text safe inside a Markdown table cell or list item: HTML and table syntax escaped.
+
+    ``<`` and ``&`` are escaped (no tag or entity can form); a lone ``>`` cannot
+    open a tag and is kept, so "1980 -> 1440" stays readable as plain text.
+    """
+    text = str(value)
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), ("|", "\\|"), ("`", "\\`"), ("\n", " ")):
+        text = text.replace(a, b)
+    return text
+
+
+def md_code(value: Any) -> str:
+    """Text safe inside a Markdown code span in a table: backticks, pipes and newlines neutralised."""
+    return str(value).replace("`", "'").replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}" if math.isfinite(x) else str(x)
+
+
+def strip_chart(before: list[float], after: list[float], width: int = 280, row_h: int = 24) -> dict[str, Any]:
+    """Geometry of a two-row strip + box plot of per-process medians (numbers only; the template draws it).
+
+    Returns:
+        ``{"width", "height", "rows": [{"label", "y", "q1", "q3", "med", "points": [x...]}], "ticks": [{"x", "text"}]}``
+        with x in pixels.
+    """
+    from forensics.stats import summarize
+
+    values = before + after
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.08 or abs(hi) * 0.05 or 1.0
+    lo, hi = lo - pad, hi + pad
+    left, right = 50, width - 14
+
+    def x(v: float) -> float:
+        return round(left + (v - lo) / (hi - lo) * (right - left), 1)
+
+    rows = []
+    for i, (label, xs) in enumerate((("before", before), ("after", after))):
+        s = summarize(xs)
+        y = 14 + i * (row_h + 8)
+        rows.append({"label": label, "y": y, "h": row_h, "q1": x(s.q1), "q3": x(s.q3), "med": x(s.median),
+                     "points": [{"x": x(v), "y": y + row_h / 2 + ((j % 5) - 2) * 2.5} for j, v in enumerate(xs)]})
+    ticks = [{"x": x(v), "text": _fmt(v)} for v in (lo + pad, (lo + hi) / 2, hi - pad)]
+    return {"width": width, "height": 14 + 2 * (row_h + 8) + 16, "rows": rows, "ticks": ticks,
+            "axis_y": 14 + 2 * (row_h + 8)}
+
+
+def context(analysis) -> dict[str, Any]:
+    """The template context: the JSON document plus display-ready pieces.
+
+    Args:
+        analysis: a :class:`forensics.ledger.Analysis`.
+    """
+    doc = analysis.to_json()
+    hyps = doc["hypotheses"]
+    by_status = {s.value: [h for h in hyps if h["status"] == s.value] for s in HypothesisStatus}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for c in analysis.changes:
+        groups.setdefault(c.probe, []).append({
+            "path": c.path, "kind": c.kind.value, "before": show_value(c.before), "after": show_value(c.after),
+            "volatile": c.volatile, "label": c.label, "unit": c.unit})
+    bench = None
+    if doc["bench"] is not None:
+        bench = dict(doc["bench"])
+        rows = []
+        for r in bench["results"]:
+            row = dict(r)
+            if r["before"] and r["after"]:
+                row["chart"] = strip_chart(r["before"], r["after"])
+            rows.append(row)
+        bench["results"] = rows
+    return {
+        "doc": doc, "verdict": doc["verdict"], "machine_note": doc["machine_note"],
+        "implicated": by_status["implicated"], "ruled_out": by_status["ruled-out"],
+        "inconclusive": by_status["inconclusive"], "changes": groups,
+        "n_changes": len(analysis.changes), "n_volatile": sum(c.volatile for c in analysis.changes),
+        "repos": [r for r, rc in zip(doc["commits"], analysis.repos) if rc.changed],
+        "n_repos_unchanged": sum(not rc.changed for rc in analysis.repos), "bench": bench, "notes": doc["notes"], "snapshots": doc["snapshots"],
+        "version": __version__, "generated": utc_now(),
+    }
+
+
+@functools.lru_cache(maxsize=2)
+def _env(autoescape: bool):
+    """The Jinja2 environment (cached: templates compile once per process)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
+                             autoescape=autoescape, trim_blocks=True, lstrip_blocks=True)
+    env.filters["value"] = show_value
+    env.filters["md"] = md_escape
+    env.filters["mdcode"] = md_code
+    env.filters["num"] = lambda v, d=3: "-" if v is None else f"{float(v):.{d}f}"
+    env.filters["short"] = lambda s: str(s)[:10] if s else "?"
+    return env
+
+
+def render_html(analysis) -> str:
+    """The self-contained HTML report (autoescape on)."""
+    return _env(True).get_template("report.html.j2").render(**context(analysis))
+
+
+def render_markdown(analysis) -> str:
+    """The Markdown report (values escaped with :func:`md_escape`)."""
+    return _env(False).get_template("report.md.j2").render(**context(analysis))
+
+
+def render_json(analysis) -> str:
+    """The JSON report: :meth:`Analysis.to_json`, indented."""
+    return json.dumps(analysis.to_json(), indent=1, ensure_ascii=False, default=str) + "\n"
+
+
+def render(analysis, fmt: str) -> str:
+    """Render in ``fmt`` (``html``, ``md`` or ``json``)."""
+    return {"html": render_html, "md": render_markdown, "json": render_json}[fmt](analysis)
+
+
+def write(analysis, path: Path | str, fmt: str | None = None) -> Path:
+    """Render and write the report atomically; returns the path.
+
+    Raises:
+        BadInputError: unknown format, or the folder is missing or not writable.
+    """
+    path = Path(path)
+    write_atomic(path, render(analysis, format_for(path, fmt)))
+    return path

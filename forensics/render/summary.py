@@ -1,0 +1,55 @@
+"""Terminal summary of a diff analysis (rich): verdict, suspects, benchmark, commits."""
+
+from __future__ import annotations
+
+_STATUS_STYLE = {"implicated": "red", "ruled-out": "green", "inconclusive": "yellow"}
+
+
+def print_diff_summary(console, analysis, report_path: str | None = None, max_rows: int = 8) -> None:
+    """Print what a person reads first after ``forensics diff``.
+
+    Args:
+        console: a ``rich.console.Console``.
+        analysis: a :class:`forensics.ledger.Analysis`.
+        report_path: where the full report was written (``None``: not written).
+        max_rows: at most this many suspects and commits per repository.
+    """
+    from rich.markup import escape
+    from rich.table import Table
+
+    if analysis.machine_note:
+        console.print(f"[yellow]{escape(analysis.machine_note)}[/yellow]")
+    style = "red" if analysis.implicated else "green"
+    console.print(f"[bold {style}]{escape(analysis.verdict)}[/bold {style}]")
+    for note in analysis.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if analysis.implicated:
+        table = Table(show_header=True, header_style="bold", expand=False)
+        for col in ("#", "hypothesis", "severity", "score", "evidence"):
+            table.add_column(col, overflow="fold")
+        for i, h in enumerate(analysis.implicated[:max_rows], 1):
+            ev = [line for line in h.evidence if line != h.summary][:2]
+            table.add_row(str(i), escape(h.id), escape(h.severity.value), f"{h.score:.2f}",
+                          escape("\n".join([h.summary] + ev)))
+        console.print(table)
+    if analysis.bench is not None:
+        console.print(f"bench: {escape(analysis.bench.sentence)}")
+        for r in analysis.bench.results:
+            what = r.comparison.sentence() if r.comparison else r.note
+            console.print(f"  {escape(r.name)} ({escape(r.kind)}): {escape(what)}")
+    for rc in analysis.repos:
+        if not rc.changed:
+            continue
+        console.print(f"code {escape(rc.path)}: {escape(rc.move.sentence)}")
+        if rc.availability != "ok":
+            console.print(f"  [yellow]{escape(rc.availability)}[/yellow]")
+        for c in rc.commits[:max_rows]:
+            hot = f" [red]hot: {escape(', '.join(c.hot_categories))}[/red]" if c.hot_lines else ""
+            console.print(f"  {c.sha[:10]} {escape(c.subject)} (+{c.added}/-{c.deleted}){hot}")
+        if len(rc.commits) > max_rows:
+            console.print(f"  ... {len(rc.commits) - max_rows} more in the report")
+    counts = {s: sum(h.status.value == s for h in analysis.hypotheses) for s in _STATUS_STYLE}
+    console.print(" ".join(f"[{_STATUS_STYLE[s]}]{n} {s}[/{_STATUS_STYLE[s]}]" for s, n in counts.items())
+                  + f"; {len(analysis.changes)} changed fields")
+    if report_path:
+        console.print(f"report: [bold]{escape(report_path)}[/bold]")

@@ -1,0 +1,88 @@
+"""Judging the ``libs`` probe: cuda.version and nccl.version (pure, no I/O).
+
+What is *loaded* (the version the library reports) decides; the toolkit on
+PATH (nvcc) and variables that claim a version are weaker evidence and are
+never confused with it. torch.version is judged by the ``software`` probe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
+from forensics.probe import ProbeResult
+
+
+def _ver(data: Any, kind: str, key: str = "version") -> str | None:
+    entry = data.get(kind) if isinstance(data, dict) else None
+    v = entry.get(key) if isinstance(entry, dict) and not is_missing(entry) else None
+    return v if isinstance(v, str) else None
+
+
+def _where(data: Any, kind: str) -> str:
+    entry = data.get(kind) if isinstance(data, dict) else None
+    if not isinstance(entry, dict) or is_missing(entry):
+        return "not found"
+    wheel = entry.get("wheel")
+    return f"{entry.get('source')}" + (f", {wheel}" if isinstance(wheel, str) else "")
+
+
+def _claim(data: Any, name: str) -> str | None:
+    claims = data.get("env_claims") if isinstance(data, dict) else None
+    v = claims.get(name) if isinstance(claims, dict) else None
+    return v if isinstance(v, str) else None
+
+
+def _judge_one(hyp: str, kind: str, what: str, claim: str, b: Any, a: Any, extra=()) -> Finding:
+    vb, va = _ver(b, kind), _ver(a, kind)
+    ev = [f"{what} loaded: {vb or 'n/a'} ({_where(b, kind)}) -> {va or 'n/a'} ({_where(a, kind)}) "
+          f"(asked from the library via ctypes)"]
+    for side, d, v in (("before", b, vb), ("after", a, va)):
+        c = _claim(d, claim)
+        if c and v and not c.startswith(v) and not v.startswith(c.split("-")[0]):
+            ev.append(f"{side}: {claim}={c} but the {what} loaded is {v}: the variable is not the library in use")
+    tb, ta = _ver(b, "torch", "cuda_build_tag"), _ver(a, "torch", "cuda_build_tag")
+    if tb or ta:
+        ev.append(f"torch CUDA build tag {tb or 'n/a'} -> {ta or 'n/a'} (package metadata)")
+    findings: list[tuple[Severity, float, str]] = []
+    if vb and va and vb != va:
+        findings.append((Severity.HIGH, 0.9, f"{what} loaded {vb} -> {va}"))
+    elif (vb is None) != (va is None) and (vb or va):
+        findings.append((Severity.MEDIUM, 0.6, f"{what} {vb or 'not found'} -> {va or 'not found'}"))
+    for f in extra:
+        findings.append(f)
+    cb, ca = _claim(b, claim), _claim(a, claim)
+    if cb != ca:
+        ev.append(f"{claim} variable {cb or 'unset'} -> {ca or 'unset'} (a claim, not the loaded library)")
+        if not findings and (vb is None or vb == va):
+            findings.append((Severity.LOW, 0.2, f"{claim} variable {cb or 'unset'} -> {ca or 'unset'} "
+                                                "(the loaded library did not change)" if vb else
+                             f"{claim} variable {cb or 'unset'} -> {ca or 'unset'}"))
+    if findings:
+        order = [Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL]
+        sev, rel, summary = max(findings, key=lambda t: (order.index(t[0]), t[1]))
+        return implicated(hyp, sev, summary, ev, relevance=rel, fields=[f"{kind}.version"])
+    if vb and va:
+        return ruled_out(hyp, f"{what} {va} loaded on both ({_where(a, kind)})", ev)
+    return inconclusive(hyp, f"{what} not found on either side", ev)
+
+
+def judge_libs(before: ProbeResult | None, after: ProbeResult | None) -> list[Finding]:
+    """cuda.version and nccl.version findings from two ``libs`` sections."""
+    b = before.data if before is not None and before.usable else None
+    a = after.data if after is not None and after.usable else None
+    if b is None or a is None:
+        why = "libs probe data missing on " + ("both sides" if b is None and a is None
+                                               else ("the before side" if b is None else "the after side"))
+        out = [inconclusive("cuda.version", why), inconclusive("nccl.version", why)]
+    else:
+        nb, na = _ver(b, "nvcc"), _ver(a, "nvcc")
+        extra = []
+        if nb and na and nb != na:
+            extra.append((Severity.MEDIUM, 0.6, f"CUDA toolkit on PATH (nvcc) {nb} -> {na}"))
+        cuda = _judge_one("cuda.version", "cuda_runtime", "CUDA runtime", "CUDA_VERSION", b, a, extra)
+        cuda.evidence.append(f"nvcc on PATH: {nb or 'none'} -> {na or 'none'} (toolkit, not what torch loads)")
+        out = [cuda, _judge_one("nccl.version", "nccl", "NCCL", "NCCL_VERSION", b, a)]
+    for f in out:
+        f.probe = "libs"
+    return out

@@ -1,0 +1,302 @@
+"""Probe ``git``: where the code under test stands, and how it got there.
+
+Repositories examined: the one given by ``--repo`` (default: the current folder
+if it is inside a repository), plus every editable-installed distribution whose
+source folder is in a git repository (from ``direct_url.json``, PEP 610).
+
+Per repository (``data.repos[]``), read with GitPython and plain file reads,
+never changing anything:
+
+- ``path`` (working-tree root), ``role`` (``main`` | ``editable``), ``distribution``.
+- ``state``: ``ok`` | ``no_commits`` | ``bare`` | ``not_a_repository`` | ``error`` (with ``error``).
+- ``operation``: an operation in progress, from marker files in the git dir
+  (``rebase-merge``/``rebase-apply`` -> rebase, ``MERGE_HEAD`` -> merge,
+  ``CHERRY_PICK_HEAD``, ``REVERT_HEAD``, ``BISECT_LOG``) or null.
+- ``shallow``: ``.git/shallow`` exists.
+- ``head``: ``{"sha", "subject", "author", "authored_at", "committed_at"}`` (UTC ISO).
+- ``branch`` (null when detached), ``detached``.
+- ``upstream``: ``{"name", "ahead", "behind"}`` (``git rev-list --left-right --count``) or null.
+- ``dirty``, ``modified`` (unstaged), ``staged``, ``untracked`` (first 200 names), ``untracked_count``.
+- ``stash_count``: entries of ``refs/stash``'s reflog.
+- ``reflog``: the last 100 entries of HEAD's reflog (``.git/logs/HEAD``), newest
+  first: ``{"old", "new", "time", "action"}`` where action is git's message,
+  e.g. ``pull origin main: Fast-forward``.
+- ``remotes``: ``{name: url}``, credentials in URLs redacted.
+
+Judged hypothesis: ``code.change`` (HEAD moved and how, tree got dirty, branch
+switched, an operation left in progress). The commit list between the two
+HEADs is added at diff time by the core (it needs the repository).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+from typing import Any
+
+from forensics.errors import ProbeUnavailable
+from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
+from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
+
+REFLOG_ENTRIES = 100
+UNTRACKED_LIST = 200
+_OPERATIONS = (("rebase-merge", "rebase"), ("rebase-apply", "rebase"), ("MERGE_HEAD", "merge"),
+               ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"), ("BISECT_LOG", "bisect"))
+
+
+def _iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_reflog(text: str, limit: int = REFLOG_ENTRIES) -> list[dict[str, Any]]:
+    """Parse ``.git/logs/<ref>`` text into entries, newest first.
+
+    Each line is ``<old> <new> <name> <<email>> <unix time> <tz>\\t<message>``.
+    """
+    entries: list[dict[str, Any]] = []
+    for line in text.splitlines()[-limit:]:
+        head, _, message = line.partition("\t")
+        parts = head.split()
+        if len(parts) < 4:
+            continue
+        old, new = parts[0], parts[1]
+        try:
+            ts = float(parts[-2])
+        except ValueError:
+            continue
+        entries.append({"old": old, "new": new, "time": _iso(ts), "action": message.strip()})
+    entries.reverse()
+    return entries
+
+
+def operation_in_progress(git_dir: Path) -> str | None:
+    """The operation a git dir shows as in progress (rebase, merge, ...), or None."""
+    for marker, op in _OPERATIONS:
+        if (git_dir / marker).exists():
+            return op
+    return None
+
+
+def find_repo_root(start: Path) -> Path | None:
+    """The working-tree root containing ``start`` (a ``.git`` dir or file), or None."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+class GitProbe(Probe):
+    """HEAD, branch, upstream, dirty files, stash and reflog of the code under test."""
+
+    name = "git"
+    description = "git HEAD, branch/detached, upstream ahead/behind, dirty files, stash, reflog of the code under test"
+
+    def collect(self, ctx: ProbeContext) -> dict[str, Any]:
+        targets: list[tuple[Path, str, str | None]] = []
+        explicit = ctx.option("repo")
+        if explicit:
+            targets.append((Path(explicit), "main", None))
+        else:
+            root = find_repo_root(Path.cwd())
+            if root is not None:
+                targets.append((root, "main", None))
+        targets += self._editable_sources()
+        if not targets:
+            raise ProbeUnavailable("the current folder is not in a git repository and no editable install is "
+                                   "(use --repo PATH to name the code under test)")
+        try:
+            import git  # GitPython; imported here: it costs time and needs the git executable
+        except ImportError as exc:
+            raise ProbeUnavailable(f"GitPython cannot be used: {exc}") from None
+        repos, seen = [], set()
+        for path, role, dist in targets:
+            root = find_repo_root(path) if path.exists() else None
+            key = str(root or path.resolve())
+            if key in seen:
+                continue
+            seen.add(key)
+            repos.append(self._read_repo(git, path, root, role, dist, ctx))
+        return {"repos": repos}
+
+    @staticmethod
+    def _editable_sources() -> list[tuple[Path, str, str | None]]:
+        from importlib import metadata
+        import json
+
+        out = []
+        for dist in metadata.distributions():
+            try:
+                raw = dist.read_text("direct_url.json")
+                info = json.loads(raw) if raw else None
+            except Exception:
+                continue
+            if not isinstance(info, dict) or not (info.get("dir_info") or {}).get("editable"):
+                continue
+            url = str(info.get("url", ""))
+            if url.startswith("file://"):
+                from urllib.parse import unquote, urlparse
+
+                src = Path(unquote(urlparse(url).path))
+                if find_repo_root(src) is not None:
+                    out.append((src, "editable", dist.metadata["Name"]))
+        return out
+
+    def _read_repo(self, git, path: Path, root: Path | None, role: str, dist: str | None,
+                   ctx: ProbeContext) -> dict[str, Any]:
+        rec: dict[str, Any] = {"path": str((root or path).absolute()), "role": role, "distribution": dist}
+        if root is None:
+            rec["state"] = "bare" if (path / "HEAD").is_file() and (path / "objects").is_dir() else "not_a_repository"
+            return rec
+        try:
+            repo = git.Repo(root)
+        except Exception as exc:  # InvalidGitRepositoryError, NoSuchPathError, permissions
+            rec.update(state="not_a_repository" if "Invalid" in type(exc).__name__ else "error",
+                       error=f"{type(exc).__name__}: {exc}")
+            return rec
+        # Read-only: no optional index refresh/lock (GIT_OPTIONAL_LOCKS=0), and no fsmonitor hook to run.
+        repo.git.update_environment(GIT_OPTIONAL_LOCKS="0", GIT_CONFIG_COUNT="1",
+                                    GIT_CONFIG_KEY_0="core.fsmonitor", GIT_CONFIG_VALUE_0="false")
+        try:
+            git_dir = Path(repo.git_dir)
+            rec["operation"] = operation_in_progress(git_dir)
+            rec["shallow"] = (Path(repo.common_dir) / "shallow").exists()
+            rec["remotes"] = {r.name: ctx.redactor.text(next(iter(r.urls), ""), f"git.{root.name}.remotes.{r.name}")
+                              for r in repo.remotes}
+            if not repo.head.is_valid():
+                rec.update(state="no_commits", head=None, branch=self._branch(repo), detached=False,
+                           untracked=repo.untracked_files[:UNTRACKED_LIST], stash_count=0, reflog=[])
+                return rec
+            rec["state"] = "ok"
+            rec.update(self._read_head(repo))
+            rec.update(self._read_worktree(repo))
+            rec["upstream"] = self._read_upstream(repo)
+            rec["stash_count"] = self._count_lines(Path(repo.common_dir) / "logs" / "refs" / "stash")
+            try:
+                text = (git_dir / "logs" / "HEAD").read_text(errors="replace")
+            except OSError:
+                text = ""
+            rec["reflog"] = parse_reflog(text)
+            for e in rec["reflog"]:
+                e["action"] = ctx.redactor.text(e["action"], f"git.{root.name}.reflog")
+        except Exception as exc:  # odd repository states must be recorded, not crash the probe
+            rec.setdefault("state", "error")
+            rec["error"] = f"{type(exc).__name__}: {exc}"
+            ctx.error(f"repos[{rec['path']}]", rec["error"])
+        return rec
+
+    @staticmethod
+    def _branch(repo) -> str | None:
+        try:
+            return None if repo.head.is_detached else repo.active_branch.name
+        except (TypeError, ValueError):
+            return None
+
+    def _read_head(self, repo) -> dict[str, Any]:
+        c = repo.head.commit
+        return {
+            "head": {"sha": c.hexsha, "subject": c.summary if isinstance(c.summary, str) else c.summary.decode(errors="replace"),
+                     "author": c.author.name, "authored_at": _iso(c.authored_date), "committed_at": _iso(c.committed_date)},
+            "branch": self._branch(repo),
+            "detached": repo.head.is_detached,
+        }
+
+    @staticmethod
+    def _read_worktree(repo) -> dict[str, Any]:
+        if repo.bare:
+            return {"dirty": False, "modified": [], "staged": [], "untracked": [], "untracked_count": 0}
+        modified = sorted({d.a_path for d in repo.index.diff(None)})
+        staged = sorted({d.a_path or d.b_path for d in repo.index.diff("HEAD")})
+        untracked = repo.untracked_files
+        return {"dirty": bool(modified or staged or untracked), "modified": modified, "staged": staged,
+                "untracked": untracked[:UNTRACKED_LIST], "untracked_count": len(untracked)}
+
+    @staticmethod
+    def _read_upstream(repo) -> dict[str, Any] | None:
+        try:
+            if repo.head.is_detached:
+                return None
+            tracking = repo.active_branch.tracking_branch()
+            if tracking is None or not tracking.is_valid():
+                return None
+            ahead, behind = repo.git.rev_list("--left-right", "--count", f"HEAD...{tracking.name}").split()
+            return {"name": tracking.name, "ahead": int(ahead), "behind": int(behind)}
+        except Exception:
+            return None
+
+    @staticmethod
+    def _count_lines(path: Path) -> int:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                return sum(1 for _ in fh)
+        except OSError:
+            return 0
+
+    def headline(self, data: dict[str, Any]) -> str:
+        parts = []
+        for r in data.get("repos") or []:
+            name = os.path.basename(str(r.get("path", "?")).rstrip("/"))
+            if r.get("state") != "ok":
+                parts.append(f"{name}: {r.get('state')}")
+                continue
+            head = r.get("head") or {}
+            where = r.get("branch") or "detached"
+            extra = ", dirty" if r.get("dirty") else ""
+            extra += f", {r['operation']} in progress" if r.get("operation") else ""
+            parts.append(f"{name} {where}@{str(head.get('sha', ''))[:10]}{extra}")
+        return "; ".join(parts)
+
+    def judge(self, before: ProbeResult | None, after: ProbeResult | None,
+              jctx: JudgeContext | None = None) -> list[Finding]:
+        if not (before and after and before.usable and after.usable):
+            return [inconclusive("code.change", "git probe missing or unavailable on one side (use --repo)")]
+        brepos = {r.get("path"): r for r in before.data.get("repos") or []}
+        out: list[Finding] = []
+        checked = []
+        for ar in after.data.get("repos") or []:
+            br = brepos.get(ar.get("path"))
+            name = os.path.basename(str(ar.get("path", "")).rstrip("/")) or str(ar.get("path"))
+            if br is None:
+                out.append(implicated("code.change", Severity.LOW, f"{name}: repository appears only in the after snapshot",
+                                      [str(ar.get("path"))], relevance=0.3))
+                continue
+            out += self._judge_repo(name, br, ar)
+            checked.append(f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}")
+        if not any(f.status.value == "implicated" for f in out):
+            out.append(ruled_out("code.change", f"HEAD unchanged and working tree clean on both ({', '.join(checked) or 'no repository'})"))
+        return out
+
+    @staticmethod
+    def _judge_repo(name: str, br: dict[str, Any], ar: dict[str, Any]) -> list[Finding]:
+        out = []
+        bsha, asha = (br.get("head") or {}).get("sha"), (ar.get("head") or {}).get("sha")
+        if bsha != asha:
+            newest_before = (br.get("reflog") or [{}])[0]
+            new_events = []
+            for e in ar.get("reflog") or []:
+                if e == newest_before:
+                    break
+                new_events.append(e)
+            how = "; ".join(f"{e.get('action')} ({str(e.get('old'))[:7]}..{str(e.get('new'))[:7]})" for e in reversed(new_events))
+            evidence = [f"HEAD {str(bsha)[:10]} -> {str(asha)[:10]} ({(ar.get('head') or {}).get('subject', '')})"]
+            if how:
+                evidence.append(f"reflog since the before snapshot: {how}")
+            role = f" (editable install {ar.get('distribution')})" if ar.get("role") == "editable" else ""
+            verb = new_events[-1].get("action", "moved") if new_events else "moved"
+            summary = f"{name}{role}: HEAD moved by '{verb}'" if new_events else f"{name}{role}: HEAD moved"
+            out.append(implicated("code.change", Severity.HIGH, summary, evidence, relevance=0.8, fields=["head.sha"]))
+        if (br.get("branch") != ar.get("branch")) and bsha == asha:
+            out.append(implicated("code.change", Severity.LOW, f"{name}: branch {br.get('branch')} -> {ar.get('branch')} (same commit)",
+                                  relevance=0.1))
+        bdirty = set(br.get("modified") or []) | set(br.get("staged") or [])
+        adirty = set(ar.get("modified") or []) | set(ar.get("staged") or [])
+        if adirty != bdirty and adirty:
+            newly = sorted(adirty - bdirty) or sorted(adirty)
+            out.append(implicated("code.change", Severity.MEDIUM,
+                                  f"{name}: uncommitted changes to {len(adirty)} file(s) after ({', '.join(newly[:3])}"
+                                  + (" ..." if len(newly) > 3 else "") + ")", newly, relevance=0.6, fields=["modified"]))
+        if ar.get("operation") and ar.get("operation") != br.get("operation"):
+            out.append(implicated("code.change", Severity.MEDIUM, f"{name}: a {ar['operation']} is in progress",
+                                  relevance=0.5, fields=["operation"]))
+        return out

@@ -1,0 +1,153 @@
+"""Probe ``software``: the Python interpreter and every installed distribution.
+
+Fields (under ``data``):
+
+- ``python.version`` / ``implementation`` / ``executable`` -- ``sys.version_info``,
+  ``platform.python_implementation()``, ``sys.executable``.
+- ``packages`` -- ``{distribution name: version}`` for every distribution on
+  ``sys.path``, read with ``importlib.metadata`` (package metadata only: nothing
+  is imported, so torch's import cost is never paid).
+- ``editable`` -- ``{name: {"path", "url"}}`` for editable installs, from each
+  distribution's ``direct_url.json`` (PEP 610, ``dir_info.editable``); ``path``
+  is where their source lives (the git probe looks there for repositories).
+- ``torch`` -- ``{"version", "build"}`` from torch's metadata; ``build`` is the
+  local version tag (``cu130``, ``cpu``, ``rocm6.2``) or missing.
+
+Judged hypotheses: ``torch.version`` (torch changed) and ``python.packages``
+(the interpreter or any other distribution changed; GPU-stack packages first).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import sys
+from importlib import metadata
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from forensics.model import Finding, MissingReason, Severity, implicated, inconclusive, missing, ruled_out
+from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
+
+# Distributions whose change matters most to GPU step time (matched on the normalised name).
+GPU_STACK = re.compile(
+    r"^(triton|nvidia-.*|flash[-_]attn.*|xformers|vllm|sglang|transformers|deepspeed|megatron.*|apex|"
+    r"cupy.*|jax.*|tensorrt.*|torchvision|torchaudio|accelerate|bitsandbytes|numpy|flashinfer.*|"
+    r"sgl[-_]kernel|cutlass.*|nccl.*|pynvml|nvidia-ml-py)$"
+)
+
+
+def normalise(name: str) -> str:
+    """PEP 503 normalised distribution name (lowercase, runs of -_. as -)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def editable_location(direct_url_text: str | None) -> dict[str, str] | None:
+    """Parse a ``direct_url.json``; return ``{"path", "url"}`` if it is an editable install."""
+    if not direct_url_text:
+        return None
+    try:
+        info = json.loads(direct_url_text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(info, dict) or not (info.get("dir_info") or {}).get("editable"):
+        return None
+    url = str(info.get("url", ""))
+    parsed = urlparse(url)
+    path = unquote(parsed.path) if parsed.scheme == "file" else url
+    return {"path": path, "url": url}
+
+
+def torch_build(version: str | None):
+    """The local tag of a torch version string: '2.11.0+cu130' -> 'cu130'."""
+    if not version:
+        return missing(MissingReason.NOT_FOUND, "torch not installed")
+    _, plus, local = version.partition("+")
+    return local if plus else missing(MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")
+
+
+class SoftwareProbe(Probe):
+    """Python version and every installed distribution with its version; editable installs."""
+
+    name = "software"
+    description = "Python version/executable, installed distributions and versions, editable installs and their source"
+    map_fields = ("packages", "editable")
+
+    def collect(self, ctx: ProbeContext) -> dict[str, Any]:
+        packages: dict[str, str] = {}
+        editable: dict[str, dict[str, str]] = {}
+        for dist in metadata.distributions():
+            try:
+                name = dist.metadata["Name"]
+            except Exception:  # a broken dist-info: skip it, record it
+                name = None
+            if not name:
+                ctx.error("packages", f"distribution without a name at {getattr(dist, '_path', '?')}")
+                continue
+            if name not in packages:  # a later one is shadowed by the first on sys.path
+                packages[name] = dist.version
+            if name in editable:
+                continue
+            try:
+                loc = editable_location(dist.read_text("direct_url.json"))
+            except Exception:
+                loc = None
+            if loc:
+                loc["url"] = ctx.redactor.text(loc["url"], f"software.editable.{name}.url")
+                editable[name] = loc
+        torch_version = next((v for k, v in packages.items() if normalise(k) == "torch"), None)
+        return {
+            "python": {
+                "version": platform.python_version(),
+                "implementation": platform.python_implementation(),
+                "executable": sys.executable,
+            },
+            "packages": dict(sorted(packages.items(), key=lambda kv: kv[0].lower())),
+            "editable": editable,
+            "torch": {"version": torch_version or missing(MissingReason.NOT_FOUND, "torch not installed"),
+                      "build": torch_build(torch_version)},
+        }
+
+    def headline(self, data: dict[str, Any]) -> str:
+        py = (data.get("python") or {}).get("version", "?")
+        torch = (data.get("torch") or {}).get("version")
+        torch_s = f", torch {torch}" if isinstance(torch, str) else ", no torch"
+        ed = data.get("editable") or {}
+        ed_s = f", editable: {', '.join(sorted(ed))}" if ed else ""
+        return f"Python {py}{torch_s}, {len(data.get('packages') or {})} distributions{ed_s}"
+
+    def judge(self, before: ProbeResult | None, after: ProbeResult | None,
+              jctx: JudgeContext | None = None) -> list[Finding]:
+        if not (before and after and before.usable and after.usable):
+            return [inconclusive("torch.version", "software probe missing on one side"),
+                    inconclusive("python.packages", "software probe missing on one side")]
+        out: list[Finding] = []
+        bp = {normalise(k): v for k, v in (before.data.get("packages") or {}).items()}
+        ap = {normalise(k): v for k, v in (after.data.get("packages") or {}).items()}
+        bt, at = bp.get("torch"), ap.get("torch")
+        if bt != at:
+            out.append(implicated("torch.version", Severity.HIGH, f"PyTorch changed: {bt or 'absent'} -> {at or 'absent'}",
+                                  ["torch distribution metadata (importlib.metadata)"], relevance=0.9, fields=["packages.torch"]))
+        else:
+            out.append(ruled_out("torch.version", f"torch {bt or 'absent'} on both"))
+        changes, stack = [], []
+        for name in sorted(set(bp) | set(ap)):
+            if name == "torch" or bp.get(name) == ap.get(name):
+                continue
+            line = f"{name}: {bp.get(name, 'absent')} -> {ap.get(name, 'absent')}"
+            (stack if GPU_STACK.match(name) else changes).append(line)
+        bpy, apy = (before.data.get("python") or {}).get("version"), (after.data.get("python") or {}).get("version")
+        if bpy != apy:
+            stack.insert(0, f"Python {bpy} -> {apy}")
+        if stack:
+            out.append(implicated("python.packages", Severity.MEDIUM,
+                                  f"{len(stack)} GPU-stack package(s) changed: {'; '.join(stack[:3])}"
+                                  + (" ..." if len(stack) > 3 else ""), stack + changes, relevance=0.6, fields=["packages"]))
+        elif changes:
+            out.append(implicated("python.packages", Severity.LOW,
+                                  f"{len(changes)} other package(s) changed: {'; '.join(changes[:3])}"
+                                  + (" ..." if len(changes) > 3 else ""), changes, relevance=0.3, fields=["packages"]))
+        else:
+            out.append(ruled_out("python.packages", f"Python {apy} and all {len(ap)} distributions the same on both"))
+        return out

@@ -1,0 +1,76 @@
+"""Helpers for the diff/report tests: minimal snapshots and a real git repository's probe data."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+CASES = Path(__file__).parent / "fixtures" / "cases"
+
+
+def snapshot(probes: dict[str, Any], *, label: str = "", host: str = "node-a", machine_id: str = "0123456789ab",
+             bench: dict | None = None, created: str = "2026-11-29T20:00:00Z") -> dict[str, Any]:
+    """A valid snapshot document around ``probes`` ({name: section})."""
+    return {"schema": "forensics.snapshot/1", "created": created, "label": label,
+            "tool": {"name": "forensics", "version": "0.1.0"},
+            "machine": {"hostname": host, "machine_id": machine_id}, "options": {},
+            "probes": copy.deepcopy(probes), "bench": copy.deepcopy(bench), "redaction": "on", "redactions": []}
+
+
+def section(data: dict[str, Any], status: str = "ok", reason: str = "") -> dict[str, Any]:
+    out = {"status": status, "duration_s": 0.01, "data": data, "errors": []}
+    if reason:
+        out["reason"] = reason
+    return out
+
+
+def write(path: Path, doc: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "Dev One", "GIT_AUTHOR_EMAIL": "dev@example.invalid",
+           "GIT_COMMITTER_NAME": "Dev One", "GIT_COMMITTER_EMAIL": "dev@example.invalid",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = dict(os.environ, **GIT_ENV)
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit_file(repo: Path, rel: str, text: str, message: str) -> str:
+    path = repo / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    git(repo, "add", rel)
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def repo_data(path: Path) -> dict[str, Any]:
+    """The git probe's schema for one repository, read with GitPython (read-only)."""
+    import git as gitpython
+
+    repo = gitpython.Repo(str(path))
+    head = repo.head.commit
+    reflog = []
+    for e in reversed(repo.head.log()):
+        when = dt.datetime.fromtimestamp(e.time[0], dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        reflog.append({"old": e.oldhexsha, "new": e.newhexsha, "time": when, "action": e.message})
+    modified = [d.a_path for d in repo.index.diff(None)]
+    data = {"path": str(path), "role": "main", "distribution": None, "state": "ok", "operation": None,
+            "shallow": False,
+            "head": {"sha": head.hexsha, "subject": head.summary, "author": head.author.name,
+                     "authored_at": dt.datetime.fromtimestamp(head.authored_date, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     "committed_at": dt.datetime.fromtimestamp(head.committed_date, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")},
+            "branch": repo.active_branch.name, "detached": False, "upstream": None, "dirty": bool(modified),
+            "modified": modified, "staged": [], "untracked": [], "untracked_count": 0, "stash_count": 0,
+            "reflog": reflog, "remotes": {}}
+    repo.close()
+    return data

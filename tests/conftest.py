@@ -1,0 +1,39 @@
+"""Shared test helpers. Tests never need a GPU or the network."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+H200 = FIXTURES / "h200x2"
+
+
+@pytest.fixture
+def nvml_capture() -> dict:
+    """The real NVML readings of a 2 x H200 machine (idle and under load)."""
+    return json.loads((H200 / "nvml_torch.json").read_text())
+
+
+def run_cli(*args: str, cwd: str | Path | None = None, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``python -m forensics.cli`` as a user would (a fresh process), capturing output."""
+    full_env = dict(os.environ)
+    full_env.pop("FORENSICS_DEBUG", None)
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "forensics", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def git(cwd: Path, *args: str, env: dict | None = None) -> str:
+    """Run git in ``cwd`` with a fixed identity; returns stdout."""
+    full_env = dict(os.environ, GIT_AUTHOR_NAME="Test", GIT_AUTHOR_EMAIL="t@example.invalid",
+                    GIT_COMMITTER_NAME="Test", GIT_COMMITTER_EMAIL="t@example.invalid")
+    if env:
+        full_env.update(env)
+    return subprocess.run(["git", *args], cwd=cwd, env=full_env, check=True, capture_output=True, text=True).stdout

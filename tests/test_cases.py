@@ -1,0 +1,57 @@
+"""Every real case of the shared case list, replayed: the report must lead with the right hypothesis.
+
+Each folder under tests/fixtures/cases/ holds before.json, after.json and
+expect.json ``{"top": id | null, "ruled_out": [ids], "note": "..."}`` (optional
+``"requires"``: the probes the verdict depends on; default: every probe section
+in the two snapshots). A case whose probes are not registered in this install is
+skipped, naming them; nothing else is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from forensics import snapshot as snap
+from forensics.hypotheses import HYPOTHESES
+from forensics.ledger import analyse
+from forensics.registry import find_probe_class
+from forensics.render.report import render_html, render_json
+
+from _diffkit import CASES
+
+CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir() and (p / "expect.json").is_file())
+
+
+def test_case_fixtures_exist():
+    assert len(CASE_DIRS) >= 2
+
+
+@pytest.mark.parametrize("case", CASE_DIRS, ids=[p.name for p in CASE_DIRS])
+def test_case(case):
+    expect = json.loads((case / "expect.json").read_text())
+    before, after = snap.load(case / "before.json"), snap.load(case / "after.json")
+    needed = expect.get("requires") or sorted(set(before["probes"]) | set(after["probes"]))
+    absent = [name for name in needed if find_probe_class(name) is None]
+    if absent:
+        pytest.skip(f"probe(s) {', '.join(absent)} not registered in this install")
+    top, ruled = expect["top"], expect.get("ruled_out", [])
+    assert top is None or top in HYPOTHESES
+    a = analyse(before, after)
+    doc = json.loads(render_json(a))
+    statuses = {h["id"]: h for h in doc["hypotheses"]}
+    if top is None:
+        implicated = [h["id"] for h in doc["hypotheses"] if h["status"] == "implicated"]
+        assert implicated == [], f"{case.name}: expected nothing implicated, got {implicated}; {doc['verdict']}"
+    else:
+        assert doc["hypotheses"][0]["id"] == top, f"{case.name}: {doc['verdict']}"
+        assert doc["hypotheses"][0]["status"] == "implicated"
+        assert top in doc["verdict"]
+        html = render_html(a)
+        first = html.index('class="hid">')  # the first suspect card is the one the reader sees first
+        assert html[first:].startswith(f'class="hid">{top}<')
+    for hyp in ruled:
+        h = statuses[hyp]
+        assert h["status"] == "ruled-out", f"{case.name}: {hyp} is {h['status']}: {h['summary']}"
+        assert h["summary"], f"{case.name}: {hyp} ruled out without saying what was checked"

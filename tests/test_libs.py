@@ -1,0 +1,130 @@
+"""The libs probe: finding libraries, decoding versions, and judging cuda.version / nccl.version."""
+
+import json
+
+import pytest
+
+from forensics.model import HypothesisStatus as H, ProbeStatus, Severity
+from forensics.probe import ProbeContext, ProbeResult
+from forensics.readers import CommandResult
+from forensics_probes import libs
+from forensics_probes.libs import LibsProbe, decode_version, find_library, parse_version_py, query_versions, read_nvcc
+
+# What the H200 machine reports (tests/fixtures/h200x2: collect_env.txt, nvml_torch.json "torch", env.txt).
+H200 = {
+    "torch": {"version": "2.11.0+cu130", "cuda_build_tag": "cu130", "cuda": "13.0"},
+    "cuda_runtime": {"path": "site/nvidia/cu13/lib/libcudart.so.13", "source": "nvidia_wheel", "version_code": 13000,
+                     "version": "13.0", "wheel": "nvidia-cuda-runtime 13.0.96"},
+    "nccl": {"path": "site/nvidia/nccl/lib/libnccl.so.2", "source": "nvidia_wheel", "version_code": 22809,
+             "version": "2.28.9", "wheel": "nvidia-nccl-cu13 2.28.9"},
+    "cudnn": {"path": "site/nvidia/cudnn/lib/libcudnn.so.9", "source": "nvidia_wheel", "version_code": 91900,
+              "version": "9.19.0", "wheel": "nvidia-cudnn-cu13 9.19.0.56"},
+    "nvcc": {"missing": "not_found", "detail": "nvcc not on PATH"},
+    "env_claims": {"CUDA_VERSION": "13.0.2", "NCCL_VERSION": "2.28.3-1"},
+}
+
+
+def test_decode_versions_match_the_h200_capture():
+    cap = json.load(open(__import__("pathlib").Path(__file__).parent / "fixtures" / "h200x2" / "nvml_torch.json"))
+    assert decode_version("nccl", 22809) == ".".join(map(str, cap["torch"]["nccl"]))  # 2.28.9
+    assert decode_version("cudnn", cap["torch"]["cudnn"]) == "9.19.0"
+    assert decode_version("cuda_runtime", 13000) == cap["torch"]["cuda"]
+    assert decode_version("cudnn", 8902) == "8.9.2" and decode_version("nccl", 2708) == "2.7.8"
+
+
+def test_build_tag_from_version_py_when_metadata_has_none(tmp_path, monkeypatch):
+    # The H200 machine: metadata says 2.11.0, torch/version.py says 2.11.0+cu130 (seen on the GPU run).
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n")
+
+    class Dist:
+        version = "2.11.0"
+
+        def locate_file(self, name):
+            return tmp_path / name
+    monkeypatch.setattr(libs, "_torch_dist", lambda: Dist())
+    torch, site = libs.read_torch()
+    assert torch == {"version": "2.11.0", "version_py": "2.11.0+cu130", "cuda": "13.0", "cuda_build_tag": "cu130"}
+    assert site == tmp_path
+
+
+def test_torch_version_py_is_parsed_not_imported():
+    assert parse_version_py("__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '13.0'\n", "cuda") == "13.0"
+    assert parse_version_py("cuda: Optional[str] = None\n", "cuda")["missing"] == "not_applicable"
+
+
+def test_find_library_prefers_torch_wheels_over_system(tmp_path):
+    site, system = tmp_path / "site", tmp_path / "sys"
+    for p in (site / "nvidia" / "cu13" / "lib" / "libcudart.so.13", site / "nvidia" / "nccl" / "lib" / "libnccl.so.2",
+              system / "libcudart.so.12", system / "libnccl.so.2"):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"")
+    got = find_library("cuda_runtime", site, system_dirs=(str(system),))
+    assert got["source"] == "nvidia_wheel" and got["path"].endswith("cu13/lib/libcudart.so.13")
+    assert find_library("nccl", None, system_dirs=(str(system),))["source"] == "system"
+    assert find_library("cudnn", site, system_dirs=(str(system),)) is None
+
+
+def test_version_query_of_a_broken_library_is_an_error_not_a_crash(tmp_path):
+    bogus = tmp_path / "libnccl.so.2"
+    bogus.write_text("not an ELF file")
+    out = query_versions({"nccl": {"path": str(bogus)}})
+    assert out["nccl"]["missing"] == "error" and "OSError" in out["nccl"]["detail"]
+
+
+def test_nvcc_parsing_and_absence():
+    text = "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n"
+    assert read_nvcc(CommandResult(True, text))["version"] == "13.0"
+    gone = CommandResult(False, failure={"missing": "not_found", "detail": "nvcc not on PATH"})
+    assert read_nvcc(gone)["missing"] == "not_found"
+
+
+def test_collect_here_is_json_and_keeps_claims_apart(monkeypatch):
+    monkeypatch.setenv("NCCL_VERSION", "2.28.3-1")
+    ctx = ProbeContext({})
+    data = LibsProbe().collect(ctx)
+    json.dumps(data)
+    assert data["env_claims"]["NCCL_VERSION"] == "2.28.3-1"
+    assert set(data) >= {"torch", "cuda_runtime", "nccl", "cudnn", "nvcc", "env_claims"}
+    assert "deep" not in data
+
+
+def judge(b, a):
+    return {f.hypothesis: f for f in LibsProbe().judge(ProbeResult(ProbeStatus.OK, 0.1, b),
+                                                       ProbeResult(ProbeStatus.OK, 0.1, a))}
+
+
+def test_same_libraries_are_ruled_out_and_the_nccl_claim_is_called_out():
+    f = judge(H200, H200)
+    assert f["nccl.version"].status is H.RULED_OUT and "NCCL 2.28.9 loaded on both" in f["nccl.version"].summary
+    assert any("NCCL_VERSION=2.28.3-1 but the NCCL loaded is 2.28.9" in e for e in f["nccl.version"].evidence)
+    assert f["cuda.version"].status is H.RULED_OUT
+
+
+def test_loaded_nccl_change_is_implicated():
+    after = {**H200, "nccl": {**H200["nccl"], "version": "2.27.3", "version_code": 22703}}
+    n = judge(H200, after)["nccl.version"]
+    assert n.status is H.IMPLICATED and n.severity is Severity.HIGH and "2.28.9 -> 2.27.3" in n.summary
+
+
+def test_claim_change_alone_is_low():
+    after = {**H200, "env_claims": {**H200["env_claims"], "NCCL_VERSION": "2.29.1-1"}}
+    n = judge(H200, after)["nccl.version"]
+    assert n.status is H.IMPLICATED and n.severity is Severity.LOW
+
+
+def test_toolkit_on_path_change_is_medium_and_kept_apart():
+    b = {**H200, "nvcc": {"version": "12.4", "build": "12.4.131", "path": "/usr/local/cuda/bin/nvcc"}}
+    a = {**H200, "nvcc": {"version": "12.6", "build": "12.6.85", "path": "/usr/local/cuda/bin/nvcc"}}
+    c = judge(b, a)["cuda.version"]
+    assert c.status is H.IMPLICATED and c.severity is Severity.MEDIUM and "nvcc" in c.summary
+
+
+def test_libs_missing_on_one_side_is_inconclusive():
+    f = LibsProbe().judge(None, ProbeResult(ProbeStatus.OK, 0.1, H200))
+    assert all(x.status is H.INCONCLUSIVE for x in f)
+
+
+def test_deep_is_opt_in_and_extends_timeout():
+    assert LibsProbe().extra_timeout_s({"deep": True}) > 0 and LibsProbe().extra_timeout_s({}) == 0
+    assert "import torch" not in open(libs.__file__).read().split("_DEEP")[0]

@@ -1,0 +1,64 @@
+"""Secrets never leave the machine: by name, by shape, and in URLs; and the snapshot says so."""
+
+from __future__ import annotations
+
+import json
+
+from forensics.redact import REDACTED, Redactor, is_secret_name, redact_text
+from tests.conftest import git, run_cli
+
+GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+HF = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"
+
+
+def test_secret_names():
+    for name in ("HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "GITHUB_PAT"):
+        assert is_secret_name(name), name
+    for name in ("NCCL_ALGO", "NCCL_SOCKET_IFNAME", "CUDA_VISIBLE_DEVICES", "NCCL_IB_HCA", "TOKENIZERS_PARALLELISM"):
+        assert not is_secret_name(name), name
+
+
+def test_values_by_shape_and_url_credentials():
+    text, why = redact_text(f"https://user:{GH}@github.com/org/repo.git and {HF}")
+    assert GH not in text and HF not in text
+    assert text.startswith(f"https://{REDACTED}@github.com/org/repo.git")
+    assert "credentials in URL" in why and "Hugging Face token" in why
+    assert redact_text("NCCL_ALGO=Ring https://github.com/org/repo")[0] == "NCCL_ALGO=Ring https://github.com/org/repo"
+
+
+def test_redactor_records_where_not_what():
+    r = Redactor()
+    assert r.env("HF_TOKEN", "anything", "nccl_env.parent.HF_TOKEN") == REDACTED
+    assert r.env("NCCL_ALGO", "Ring", "nccl_env.parent.NCCL_ALGO") == "Ring"
+    swept = r.sweep({"a": [f"token {GH}"]}, "probes")
+    assert GH not in json.dumps(swept)
+    records = [x.to_json() for x in r.records]
+    assert {"where": "nccl_env.parent.HF_TOKEN", "why": "secret by name"} in records
+    assert {"where": "probes.a[0]", "why": "GitHub token"} in records
+    assert GH not in json.dumps(records)
+    off = Redactor(enabled=False)
+    assert off.env("HF_TOKEN", "x", "w") == "x" and off.records == []
+
+
+def test_git_remote_credentials_redacted_in_snapshot(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "a.py").write_text("x = 1\n")
+    git(repo, "add", "a.py")
+    git(repo, "commit", "-q", "-m", "first")
+    git(repo, "remote", "add", "origin", f"https://oauth2:{GH}@gitlab.example.com/team/serving.git")
+    out = tmp_path / "s.json"
+    proc = run_cli("snapshot", "-q", "--probe", "git", "--repo", str(repo), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    raw = out.read_text()
+    assert GH not in raw
+    doc = json.loads(raw)
+    assert doc["probes"]["git"]["data"]["repos"][0]["remotes"]["origin"] == f"https://{REDACTED}@gitlab.example.com/team/serving.git"
+    assert any(r["why"] == "credentials in URL" for r in doc["redactions"])
+    shown = run_cli("show", str(out), env={"COLUMNS": "200"})
+    assert "redacted 1 secret value(s)" in shown.stdout
+    # and --no-redact is explicit, and says so
+    out2 = tmp_path / "s2.json"
+    run_cli("snapshot", "-q", "--probe", "git", "--repo", str(repo), "--no-redact", "-o", str(out2))
+    assert GH in out2.read_text() and json.loads(out2.read_text())["redaction"].startswith("off")

@@ -1,0 +1,109 @@
+"""The probe runner: concurrency, per-probe timeout, and isolation of failures."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from forensics.errors import ProbeUnavailable
+from forensics.model import ProbeStatus
+from forensics.probe import Probe
+from forensics.runner import run_probes
+
+
+class Quick(Probe):
+    name, description = "quick", "returns at once"
+
+    def collect(self, ctx):
+        return {"answer_count": 42}
+
+
+class Hangs(Probe):
+    name, description = "hangs", "never returns (like nvidia-smi on a wedged driver)"
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def collect(self, ctx):
+        self.release.wait(60)
+        return {}
+
+
+class Raises(Probe):
+    name, description = "raises", "crashes"
+
+    def collect(self, ctx):
+        raise RuntimeError("driver said no")
+
+
+class Partial(Probe):
+    name, description = "partial", "one field fails"
+
+    def collect(self, ctx):
+        ctx.error("clock_sm_mhz", "NVMLError_Unknown")
+        return {"name": "x"}
+
+
+class NotHere(Probe):
+    name, description = "nothere", "does not apply"
+
+    def available(self, ctx):
+        return "no NVIDIA driver found"
+
+
+class RaisesUnavailable(Probe):
+    name, description = "unavail", "finds out late that it does not apply"
+
+    def collect(self, ctx):
+        raise ProbeUnavailable("not a git repository")
+
+
+def test_hang_and_crash_do_not_lose_other_probes():
+    hang = Hangs()
+    t0 = time.perf_counter()
+    results = run_probes([Quick(), hang, Raises(), Partial(), NotHere(), RaisesUnavailable()], timeout_s=0.5)
+    elapsed = time.perf_counter() - t0
+    hang.release.set()
+    assert list(results) == ["quick", "hangs", "raises", "partial", "nothere", "unavail"]
+    assert results["quick"].status is ProbeStatus.OK and results["quick"].data == {"answer_count": 42}
+    assert results["hangs"].status is ProbeStatus.FAILED and "timed out after 0.5 s" in results["hangs"].reason
+    assert results["raises"].status is ProbeStatus.FAILED and "RuntimeError: driver said no" in results["raises"].reason
+    assert results["partial"].status is ProbeStatus.PARTIAL
+    assert results["partial"].errors == [{"field": "clock_sm_mhz", "error": "NVMLError_Unknown"}]
+    assert results["nothere"].status is ProbeStatus.UNAVAILABLE and results["nothere"].reason == "no NVIDIA driver found"
+    assert results["unavail"].status is ProbeStatus.UNAVAILABLE
+    assert elapsed < 5  # the hung probe did not hold the snapshot for its 60 s
+    for r in results.values():
+        assert r.duration_s >= 0
+
+
+def test_probes_run_concurrently():
+    class Sleeper(Probe):
+        description = "sleeps"
+
+        def __init__(self, name):
+            self.name = name
+
+        def collect(self, ctx):
+            time.sleep(0.3)
+            return {}
+
+    t0 = time.perf_counter()
+    results = run_probes([Sleeper(f"s{i}") for i in range(5)], timeout_s=5)
+    assert all(r.status is ProbeStatus.OK for r in results.values())
+    assert time.perf_counter() - t0 < 1.2  # 5 x 0.3 s in sequence would be 1.5 s
+
+
+def test_probe_may_ask_for_more_time():
+    class Window(Probe):
+        name, description = "window", "samples for a while"
+
+        def extra_timeout_s(self, options):
+            return options.get("sample_s", 0)
+
+        def collect(self, ctx):
+            time.sleep(0.4)
+            return {"samples": 4}
+
+    results = run_probes([Window()], {"sample_s": 1.0}, timeout_s=0.2)
+    assert results["window"].status is ProbeStatus.OK

@@ -1,0 +1,98 @@
+"""The snapshot file: atomic writes, JSON/YAML, and one-line errors for every bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from forensics import snapshot as snap
+from forensics.errors import BadInputError
+from tests.conftest import run_cli
+
+
+def _valid_doc() -> dict:
+    return {"schema": "forensics.snapshot/1", "created": "2026-11-29T19:49:47Z", "label": "x",
+            "tool": {"name": "forensics", "version": "0.1.0"},
+            "probes": {"host": {"status": "ok", "duration_s": 0.1, "data": {"kernel": "6.1"}, "errors": []}},
+            "bench": None}
+
+
+BAD_INPUTS = {
+    "empty.json": ("", "file is empty"),
+    "truncated.json": ('{"schema": "forensics.snapshot/1", "probes": {"host": {"status": "ok"', "truncated"),
+    "list.json": ("[1, 2]", "expected a mapping"),
+    "notmap.yaml": ("- a\n- b\n", "expected a mapping"),
+    "badyaml.yaml": ("schema: [unclosed\n", "invalid YAML"),
+    "foreign.json": ('{"schema": "other.tool/1", "probes": {}}', "wrong kind of file"),
+    "noschema.json": ('{"probes": {}}', "no 'schema' field"),
+    "newer.json": ('{"schema": "forensics.snapshot/99", "probes": {}}', "newer than this forensics"),
+    "probes_list.json": ('{"schema": "forensics.snapshot/1", "probes": []}', "'probes' must be a mapping"),
+    "section_str.json": ('{"schema": "forensics.snapshot/1", "probes": {"gpu": "ok"}}', "probe section 'gpu' must be a mapping"),
+    "bad_status.json": ('{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "great"}}}', "has status 'great'"),
+    "data_list.json": ('{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "ok", "data": [1]}}}', "'data' must be a mapping"),
+    "duration_str.json": ('{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "ok", "duration_s": "fast"}}}', "'duration_s' must be a number"),
+    "binary.json": (b"\xff\xfe\x00garbage", "not a text file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_load_rejects_bad_input_with_one_line(tmp_path, name):
+    content, expected = BAD_INPUTS[name]
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(BadInputError) as exc:
+        snap.load(path)
+    message = str(exc.value)
+    assert str(path) in message and expected in message
+    assert "\n" not in message
+
+
+def test_missing_file_and_folder(tmp_path):
+    with pytest.raises(BadInputError, match="no such file"):
+        snap.load(tmp_path / "nope.json")
+    with pytest.raises(BadInputError, match="is a folder"):
+        snap.load(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["truncated.json", "newer.json", "notmap.yaml"])
+def test_cli_show_bad_file_exit_2_no_traceback(tmp_path, name):
+    content, expected = BAD_INPUTS[name]
+    path = tmp_path / name
+    path.write_text(content)
+    proc = run_cli("show", str(path))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("forensics: error: ") and expected in lines[0]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml", ".yml"])
+def test_roundtrip_json_and_yaml(tmp_path, suffix):
+    path = snap.save(_valid_doc(), tmp_path / f"s{suffix}")
+    loaded = snap.load(path)
+    assert loaded["probes"]["host"]["data"]["kernel"] == "6.1"
+    if suffix == ".json":
+        json.loads(path.read_text())  # really JSON
+    else:
+        assert path.read_text().startswith("schema: forensics.snapshot/1")
+
+
+def test_write_is_atomic_and_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    path = tmp_path / "s.json"
+    snap.save(_valid_doc(), path)
+    before = path.read_text()
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(snap.os, "replace", boom)
+    with pytest.raises(RuntimeError):
+        snap.save(dict(_valid_doc(), label="new"), path)
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temp file left behind
+
+
+def test_write_into_missing_folder_is_bad_input(tmp_path):
+    with pytest.raises(BadInputError, match="does not exist"):
+        snap.save(_valid_doc(), tmp_path / "no" / "s.json")
