@@ -86,3 +86,38 @@ def test_a_failing_rank_is_one_clear_error():
     msg = str(exc.value)
     assert msg.startswith("canary process failed (rank exited with status 1: ")
     assert "\n" not in msg and "CUDA is not available to torch" in msg and "use --device cpu" in msg
+
+
+class _FakeSampler:
+    summary = {"duration_s": 1.0, "interval_s": 0.1, "gpus": {"GPU-0": {"index": 0, "reason_fraction": {}}}}
+
+    def __init__(self, interval_s):
+        assert interval_s == 0.1
+
+    def start(self):
+        return self
+
+    def stop(self):
+        return dict(self.summary)
+
+
+class _BrokenSampler(_FakeSampler):
+    def start(self):
+        raise RuntimeError("NVML_ERROR_UNINITIALIZED")
+
+
+def test_telemetry_records_the_sampler_summary_or_why_not(monkeypatch):
+    from forensics.bench import session
+
+    monkeypatch.setattr(session, "Sampler", _FakeSampler)
+    with session.telemetry(True) as tel:
+        pass
+    assert tel["gpus"]["GPU-0"]["index"] == 0
+    monkeypatch.setattr(session, "Sampler", _BrokenSampler)
+    with session.telemetry(True) as tel:
+        pass
+    assert tel == {"missing": "error", "detail": "sampler did not start: NVML_ERROR_UNINITIALIZED"}
+    monkeypatch.setattr(session, "Sampler", None)
+    with session.telemetry(True) as tel:
+        pass
+    assert tel["missing"] == "not_found"
