@@ -4,12 +4,14 @@
 [{"name", "kind": "canary"|"component"|"user", "unit", "higher_is_better",
 "process_medians": [one float per fresh process]}], "telemetry": {...}}``.
 Results with the same ``name`` on both sides are compared with
-:func:`forensics.stats.compare` (Mann-Whitney U on per-process medians,
-bootstrap CI of the ratio; see that module).
+:func:`forensics.bench.compare.compare_values`: :func:`forensics.stats.compare`
+(Mann-Whitney U on per-process medians, bootstrap CI of the ratio) plus the
+bench's own rules (A/A noise floor, no call on noisy data, too few processes).
 
-The canary is fixed code, so (DESIGN section 7):
+The canary and its component probes (matmul, all-reduce, copies) are fixed
+code, so (DESIGN section 7):
 
-- canary slower -> the environment changed (``environment``);
+- canary or a component slower -> the environment changed (``environment``);
 - the user's step slower while the canary is the same -> the cause is in what
   only the user's step runs: their code, or a library only it uses (``code``);
 - the user's step slower and no canary on both sides -> ``unattributed``;
@@ -23,7 +25,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from forensics.stats import Comparison, Verdict, compare
+from forensics.errors import BadInputError
+from forensics.stats import Comparison, Verdict
+
+ENVIRONMENT_KINDS = ("canary", "component")
+"""Result kinds measured by forensics' own fixed code: a change there is the environment's."""
 
 
 class Pointer(str, enum.Enum):
@@ -120,24 +126,27 @@ def compare_bench(before: Mapping[str, Any], after: Mapping[str, Any]) -> BenchE
         if xb is None or xa is None:
             res.note = f"measured only in {'AFTER' if xb is None else 'BEFORE'}; nothing to compare"
         else:
+            from forensics.bench.compare import compare_values
+
             try:
-                res.comparison = compare(xb, xa, higher_is_better=hib)
-            except ValueError as exc:
+                res.comparison = compare_values(xb, xa, higher_is_better=hib, name=name)[1]
+            except BadInputError as exc:
                 res.note = f"not comparable: {exc}"
         out.append(res)
     return _interpret(out)
 
 
 def _interpret(results: list[BenchResult]) -> BenchEffect:
-    canary = [r for r in results if r.kind == "canary" and r.comparison is not None]
-    others = [r for r in results if r.kind != "canary" and r.comparison is not None]
+    canary = [r for r in results if r.kind in ENVIRONMENT_KINDS and r.comparison is not None]
+    others = [r for r in results if r.kind not in ENVIRONMENT_KINDS and r.comparison is not None]
     slower = [r for r in results if r.slower]
     ratio = max((r.comparison.time_ratio for r in slower), default=1.0)  # type: ignore[union-attr]
     if any(r.slower for r in canary):
         worst = max((r for r in canary if r.slower), key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
+        what = "the canary" if worst.kind == "canary" else "the canary's component"
         return BenchEffect(results, Pointer.ENVIRONMENT,
-                           f"the canary {worst.name} is {worst.comparison.sentence()}: the environment changed, "  # type: ignore[union-attr]
-                           "since the canary's code did not", ratio)
+                           f"{what} {worst.name} is {worst.comparison.sentence()}: the environment changed, "  # type: ignore[union-attr]
+                           "since forensics' own benchmark code did not", ratio)
     user_slow = [r for r in others if r.slower]
     if user_slow:
         worst = max(user_slow, key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]

@@ -142,3 +142,16 @@ def test_bench_without_canary_is_unattributed_and_one_sided_results_are_noted():
     assert canary.comparison is None and "measured only in AFTER" in canary.note
     assert an.top is None  # nothing names a cause; code.change is not blamed without a canary
     assert "measured only in AFTER" in render_html(an)
+
+
+def test_slower_component_with_same_canary_points_at_the_environment():
+    """An all-reduce component of the canary is forensics' own code: its slowdown is the environment's."""
+    same = [4.0, 4.1, 4.05, 3.98, 4.02, 4.03]
+    b = snapshot({}, bench=_bench(same, same))
+    a = snapshot({}, bench=_bench(same, same))
+    for doc, values in ((b, [8.2, 8.1, 8.3, 8.2, 8.25, 8.15]), (a, [25.9, 26.1, 25.8, 26.0, 25.7, 26.2])):
+        doc["bench"]["results"].append({"name": "canary.allreduce_step_us", "kind": "component", "unit": "us",
+                                        "higher_is_better": False, "process_medians": values})
+    an = analyse(b, a)
+    assert an.bench.pointer.value == "environment"
+    assert "component canary.allreduce_step_us" in an.bench.sentence
