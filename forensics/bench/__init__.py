@@ -20,7 +20,7 @@ SNAPSHOT_WARMUP_S = 0.1
 
 
 def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
-    """Run the canary with its defaults and a small budget; returns a bench document.
+    """Run the canary (and the user's step, if given) with a small budget; returns a bench document.
 
     Used by ``forensics snapshot --bench``. ``options`` may override any
     canary setting (``tp``, ``layers``, ``device``...; see
@@ -29,13 +29,43 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
     to 15 and the minimum warm-up to 0.1 s. On 2 x H200 a fresh TP=2
     process takes ~7-10 s (the first of a run up to ~15 s): about 40-50 s.
 
+    Further options:
+        launcher: a command prefix (string) every canary rank is started
+            under, the same one ``--launcher`` gives the NCCL env probe.
+        cmd: the user's step command (JSON metric lines, see
+            :mod:`forensics.userstep`); it runs ``processes`` fresh times
+            after the canary and its result (kind ``user``) joins the document.
+        metric, metric_regex, higher_is_better: how to read ``cmd``'s output.
+
     Raises:
-        forensics.errors.BadInputError: bad options, or a canary process failed.
+        forensics.errors.BadInputError: bad options, or a canary or step process failed.
     """
     from forensics.bench.session import canary_config, run_canary
+    from forensics.userstep import split_command
 
-    opts = {"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **dict(options or {})}
+    opts = {"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **{k: v for k, v in dict(options or {}).items()
+                                                                          if v is not None}}
     cfg = canary_config(opts)
     processes = int(opts.get("processes") or SNAPSHOT_PROCESSES)
     budget = float(opts.get("budget_s") or SNAPSHOT_BUDGET_S)
-    return run_canary(cfg, processes=processes, budget_s=budget, label="snapshot")[0]
+    launcher = split_command(opts["launcher"]) if opts.get("launcher") else None
+    doc = run_canary(cfg, processes=processes, budget_s=budget, label="snapshot", launcher=launcher)[0]
+    if opts.get("cmd"):
+        _add_user_step(doc, opts, processes, budget)
+    return doc
+
+
+def _add_user_step(doc: dict[str, Any], opts: dict[str, Any], processes: int, budget: float) -> None:
+    """Run the user's step command and append its result (kind ``user``) to a canary document."""
+    from forensics.bench.user import run_user, user_result
+
+    hib = bool(opts.get("higher_is_better"))
+    recs = run_user("cmd", opts["cmd"], processes=processes, budget_s=budget, timeout_s=300.0,
+                    metric=opts.get("metric"), metric_regex=opts.get("metric_regex"))
+    name = f"user.{recs[0]['metric']}"
+    result = user_result(name, recs, unit="per s" if hib else "ms", higher_is_better=hib)
+    doc["results"].append(result)
+    doc["config"]["user_step"] = {"command": opts["cmd"], "metric": opts.get("metric"),
+                                  "metric_regex": opts.get("metric_regex"), "higher_is_better": hib,
+                                  "processes": len(recs)}
+    doc["summary"] = f"{doc.get('summary', '')}; {name} {result['median']:.4g} {result['unit']}"

@@ -37,12 +37,15 @@ class Side:
         cfg: the canary configuration.
         env: variables added to the workers' environment (e.g. ``NCCL_P2P_DISABLE=1``).
         processes: per-process results, filled by :func:`run_sides`.
+        launcher: argv prefix each rank is started under (a wrapper that rebuilds or
+            filters the environment, as a cluster launcher would); empty for none.
     """
 
     name: str
     cfg: CanaryConfig
     env: dict[str, str] = field(default_factory=dict)
     processes: list[dict[str, Any]] = field(default_factory=list)
+    launcher: list[str] = field(default_factory=list)
 
 
 def visible_gpus() -> int:
@@ -74,8 +77,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: float = PROCESS_TIMEOUT_S) -> dict:
+def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: float = PROCESS_TIMEOUT_S,
+           launcher: list[str] | None = None) -> dict:
     """Launch one fresh canary process (``cfg.tp`` ranks) and wait for it.
+
+    Each rank is ``[*launcher, python, -m, forensics.bench.worker, ...]``: a
+    launcher prefix sees (and may change) the rank's environment, as a real
+    one would.
 
     Returns:
         ``{"ranks": [per-rank result], "wall_s": float, "pids": [...]}``.
@@ -99,7 +107,7 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
             renv = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
             out = os.path.join(tmp, f"rank{rank}.json")
             err = open(os.path.join(tmp, f"rank{rank}.err"), "w+", encoding="utf-8")
-            p = subprocess.Popen([sys.executable, "-m", "forensics.bench.worker", cfg_path, out], env=renv,
+            p = subprocess.Popen([*(launcher or []), sys.executable, "-m", "forensics.bench.worker", cfg_path, out], env=renv,
                                  stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
             procs.append((p, out, err))
         deadline = t0 + timeout_s
@@ -175,7 +183,7 @@ def run_sides(sides: list[Side], *, processes: int, budget_s: float,
             if spent + per_round > budget_s * len(sides):
                 break
         for side in sides:
-            result = launch(side.cfg, side.env, timeout_s)
+            result = launch(side.cfg, side.env, timeout_s, side.launcher)
             side.processes.append(result)
             if on_process:
                 on_process(side, i, result)

@@ -84,7 +84,8 @@ def canary_config(options: dict[str, Any]) -> CanaryConfig:
 
 def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[str, str] | None = None,
                b_env: dict[str, str] | None = None, label: str = "",
-               on_process: Callable[[Side, int, dict | None], None] | None = None) -> list[dict[str, Any]]:
+               on_process: Callable[[Side, int, dict | None], None] | None = None,
+               launcher: list[str] | None = None) -> list[dict[str, Any]]:
     """Run the canary; returns one bench document, or two (A, B) when ``b_env`` is given.
 
     With ``b_env`` the A processes (``env``) and the B processes (``env`` +
@@ -97,9 +98,9 @@ def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[
         raise BadInputError(f"--processes must be at least 1, got {processes}")
     if budget_s <= 0:
         raise BadInputError(f"--budget must be positive, got {budget_s:g}")
-    sides = [Side("A" if b_env is not None else "canary", cfg, dict(env or {}))]
+    sides = [Side("A" if b_env is not None else "canary", cfg, dict(env or {}), launcher=list(launcher or []))]
     if b_env is not None:
-        sides.append(Side("B", cfg, {**(env or {}), **b_env}))
+        sides.append(Side("B", cfg, {**(env or {}), **b_env}, launcher=list(launcher or [])))
     t0 = time.time()
     with telemetry(cfg.device == "cuda") as tel:
         run_sides(sides, processes=processes, budget_s=budget_s, on_process=on_process)
@@ -109,7 +110,8 @@ def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[
         tel["scope"] = "whole session" + (" (A and B interleaved)" if b_env is not None else "")
     docs = []
     for side in sides:
-        config = {"kind": "canary", **cfg.to_json(), "env": side.env, "processes_asked": processes,
+        config = {"kind": "canary", **cfg.to_json(), "env": side.env, "launcher": side.launcher or None,
+                  "processes_asked": processes,
                   "budget_s": budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))}
         docs.append(build(config, canary_results(cfg, side.processes), telemetry=tel,
                           processes=process_records(side.processes), label=label or side.name))

@@ -47,11 +47,16 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
 @click.option("--launcher", metavar="CMD", help="NCCL env probe: start the workers under this launcher prefix, "
               "e.g. 'torchrun --nproc-per-node 2'.")
 @click.option("--bench", "with_bench", is_flag=True, help="Run the built-in verify-step canary and embed it.")
+@click.option("--bench-cmd", metavar="CMD", help="With --bench: also benchmark your step, a command printing JSON "
+              "lines like {\"metric\": \"step_ms\", \"value\": 19.3}.")
+@click.option("--bench-processes", type=click.IntRange(3, 100), help="With --bench: fresh processes per benchmark "
+              "(default 5).")
+@click.option("--higher-is-better", is_flag=True, help="With --bench-cmd: the step's metric is a throughput (tok/s).")
 @click.option("--no-redact", is_flag=True, help="Keep secrets (tokens, keys, URL credentials) in the snapshot.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the output path.")
 @error_boundary
 def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_init, launcher, with_bench,
-             no_redact, quiet):
+             bench_cmd, bench_processes, higher_is_better, no_redact, quiet):
     """Record this machine's state: GPU, drivers and libraries, NCCL variables, git, host.
 
     Writes a JSON (or YAML) snapshot and prints a summary. Probes run
@@ -73,11 +78,17 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         raise BadInputError(f"--repo {repo}: no such folder")
     options = {"repo": str(repo) if repo else None, "sample_s": sample_s, "deep": deep,
                "nccl_init": nccl_init, "launcher": launcher}
+    if (bench_cmd or bench_processes) and not with_bench:
+        raise BadInputError("--bench-cmd and --bench-processes go with --bench")
     bench = None
     if with_bench:
         from forensics.bench import run_for_snapshot
 
-        bench = run_for_snapshot({})
+        if not quiet:
+            click.echo("running the verify-step canary" + (" and your step" if bench_cmd else "")
+                       + " (fresh processes; about a minute)...", err=True)
+        bench = run_for_snapshot({"launcher": launcher, "cmd": bench_cmd, "processes": bench_processes,
+                                  "higher_is_better": higher_is_better or None})
     doc = take_snapshot(label=label, only=only, skip=skip, options=options, timeout_s=timeout_s,
                         redact=not no_redact, bench=bench)
     snap.save(doc, out)
