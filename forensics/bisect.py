@@ -1,0 +1,422 @@
+"""``forensics bisect``: find the commit that made the step slower, under noise (DESIGN section 8).
+
+Method (research/benchmarking.md sections 5 and 7):
+
+1. Re-measure both endpoints now, interleaved (good, bad, good, bad...), each
+   in its own worktree (:mod:`forensics.bisect_measure`). Compare them with
+   :func:`forensics.stats.compare` (Mann-Whitney U on per-process medians,
+   bootstrap CI of the ratio, practical threshold):
+   - ``slower``: bisect;
+   - ``same``: the good commit is now as slow as the bad one: the environment
+     changed, not the code (with ``good_was``, a good commit still as fast as
+     before means the slowdown does not reproduce here);
+   - ``inconclusive`` after doubling the processes, or ``faster``: refuse.
+2. Each midpoint is measured and compared with both endpoints
+   (:func:`classify`): ``fast`` if same as good (or faster) and faster than
+   bad; ``slow`` if slower than good and same as bad; ``intermediate`` (slower
+   than good and faster than bad: more than one step) counts as slow; else
+   ``unknown``: processes are doubled (endpoints topped up to match,
+   interleaved) up to ``cap_factor`` x, then the commit is skipped. A setup or
+   run failure skips it at once.
+3. The first slow commit after the last fast one is the culprit. It is
+   re-measured against its parent (``confirm_factor`` x processes, fresh,
+   interleaved); the report gives that effect with its CI and the share of the
+   endpoint gap it explains (``log(r_culprit) / log(r_endpoints)``).
+
+Core only: returns a :class:`BisectResult`, never prints; progress goes to
+the ``on_log`` callback.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable
+
+from forensics.bisect_measure import CALLABLE_NOTE, ISOLATION_NOTE, Measurer, StepFailed, StepSpec
+from forensics.errors import BadInputError
+from forensics.hypotheses import HYPOTHESES
+from forensics.stats import DEFAULT_THRESHOLD, Comparison, Verdict, compare
+from forensics.worktree import CommitInfo, WorktreePool, commit_info, diff_stat, resolve_range
+
+ENV_HYPOTHESES = [h for h in HYPOTHESES if h != "code.change"]
+
+
+class CommitClass(str, enum.Enum):
+    """How a measured commit compares with the two endpoints."""
+
+    GOOD = "good-endpoint"
+    BAD = "bad-endpoint"
+    FAST = "fast"
+    SLOW = "slow"
+    INTERMEDIATE = "intermediate"
+    UNKNOWN = "unknown"
+    SKIPPED = "skipped"
+
+
+class Outcome(str, enum.Enum):
+    """How the bisect ended (the ``outcome`` key of the JSON report)."""
+
+    CULPRIT = "culprit"
+    CULPRIT_RANGE = "culprit-range"
+    ENVIRONMENT = "environment-changed"
+    NOT_REPRODUCED = "not-reproduced"
+    NO_DIFFERENCE = "no-difference"
+    BAD_FASTER = "bad-faster"
+
+
+@dataclass
+class LogEntry:
+    """One line of the bisect log (also the progress event)."""
+
+    phase: str  # "endpoints", "round N", "confirm", "verdict"
+    message: str
+    sha: str = ""
+    left: int | None = None  # commits still in the suspect range
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class CommitRecord:
+    """A commit that was measured (or tried)."""
+
+    info: CommitInfo
+    index: int  # 0 = good, len(range) = bad
+    cls: CommitClass
+    samples: list[float] = field(default_factory=list)
+    vs_good: Comparison | None = None
+    vs_bad: Comparison | None = None
+    note: str = ""
+    round: int = 0
+
+    def to_json(self) -> dict:
+        return {"commit": self.info.to_json(), "index": self.index, "class": self.cls.value, "samples": self.samples,
+                "median": statistics.median(self.samples) if self.samples else None,
+                "vs_good": self.vs_good.to_json() if self.vs_good else None,
+                "vs_bad": self.vs_bad.to_json() if self.vs_bad else None, "note": self.note, "round": self.round}
+
+
+@dataclass
+class BisectConfig:
+    """Inputs of :func:`run_bisect` (the CLI options)."""
+
+    repo: str
+    good: str
+    bad: str
+    spec: StepSpec
+    processes: int = 5
+    cap_factor: int = 4
+    confirm_factor: int = 2
+    threshold: float = DEFAULT_THRESHOLD
+    good_was: float | None = None
+
+
+@dataclass
+class BisectResult:
+    """Everything the report shows. ``outcome`` decides the exit code (CLI)."""
+
+    outcome: Outcome
+    sentence: str
+    repo: str
+    good: CommitInfo
+    bad: CommitInfo
+    n_commits: int
+    linear: bool
+    step: str
+    setup: str | None
+    metric: str
+    higher_is_better: bool
+    threshold: float
+    processes: int
+    isolation: str
+    endpoints: Comparison | None = None
+    records: list[CommitRecord] = field(default_factory=list)
+    culprit: CommitInfo | None = None
+    candidates: list[CommitInfo] = field(default_factory=list)
+    parent: CommitInfo | None = None
+    confirmation: Comparison | None = None
+    confirmed: bool = False
+    gap_share: float | None = None
+    diffstat: str = ""
+    rounds: int = 0
+    hypotheses: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    log: list[LogEntry] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The JSON report (stable keys: outcome, sentence, culprit, confirmation, records, log)."""
+        def info(c):
+            return c.to_json() if c else None
+        return {"outcome": self.outcome.value, "sentence": self.sentence, "repo": self.repo,
+                "repo_name": os.path.basename(self.repo), "good": info(self.good), "bad": info(self.bad),
+                "n_commits": self.n_commits, "linear_history": self.linear, "step": self.step, "setup": self.setup,
+                "metric": self.metric, "higher_is_better": self.higher_is_better, "threshold": self.threshold,
+                "processes": self.processes, "isolation": self.isolation,
+                "endpoints": self.endpoints.to_json() if self.endpoints else None,
+                "culprit": info(self.culprit), "candidates": [c.to_json() for c in self.candidates],
+                "parent": info(self.parent), "confirmation": self.confirmation.to_json() if self.confirmation else None,
+                "confirmed": self.confirmed, "gap_share": self.gap_share, "diffstat": self.diffstat,
+                "rounds": self.rounds, "hypotheses": self.hypotheses, "notes": self.notes,
+                "records": [r.to_json() for r in self.records], "log": [e.to_json() for e in self.log]}
+
+
+def classify(vs_good: Comparison, vs_bad: Comparison) -> CommitClass:
+    """Class of a commit X from ``compare(good, X)`` and ``compare(X, bad)`` (see module docstring)."""
+    slower_than_good = vs_good.verdict is Verdict.SLOWER
+    like_good = vs_good.verdict in (Verdict.SAME, Verdict.FASTER)
+    faster_than_bad = vs_bad.verdict is Verdict.SLOWER
+    like_bad = vs_bad.verdict in (Verdict.SAME, Verdict.FASTER)
+    if like_good and faster_than_bad:
+        return CommitClass.FAST
+    if slower_than_good and like_bad:
+        return CommitClass.SLOW
+    if slower_than_good and faster_than_bad:
+        return CommitClass.INTERMEDIATE
+    return CommitClass.UNKNOWN
+
+
+class _Session:
+    """One bisect or bisect-step session: the measurer plus the log."""
+
+    def __init__(self, cfg: BisectConfig, measurer: Measurer, on_log: Callable[[LogEntry], None] | None):
+        self.cfg = cfg
+        self.m = measurer
+        self.log: list[LogEntry] = []
+        self.on_log = on_log or (lambda e: None)
+
+    def say(self, phase: str, message: str, sha: str = "", left: int | None = None) -> None:
+        entry = LogEntry(phase, message, sha, left)
+        self.log.append(entry)
+        self.on_log(entry)
+
+    def cmp(self, a: str, b: str) -> Comparison:
+        return compare(self.m.samples[a], self.m.samples[b], threshold=self.cfg.threshold,
+                       higher_is_better=self.cfg.spec.higher_is_better)
+
+    def endpoints(self, good: str, bad: str) -> Comparison:
+        """Interleaved endpoint measurement, doubled once when inconclusive.
+
+        Raises:
+            BadInputError: the step or the setup fails on an endpoint.
+        """
+        n = self.cfg.processes
+        while True:
+            try:
+                self.m.top_up([(good, "good"), (bad, "bad")], n)
+            except StepFailed as exc:
+                which = "--good" if good in self.m.failures else "--bad"
+                raise BadInputError(f"cannot measure the {which} commit: {exc}") from None
+            c = self.cmp(good, bad)
+            self.say("endpoints", f"good vs bad with {n} processes each: {c.sentence()}")
+            if c.verdict is not Verdict.INCONCLUSIVE or n >= self.cfg.processes * 2:
+                return c
+            n *= 2
+
+    def measure_point(self, sha: str, good: str, bad: str, phase: str) -> CommitRecord:
+        """Measure ``sha`` against both endpoints, escalating on ``unknown`` (see module docstring)."""
+        rec = CommitRecord(CommitInfo(sha, sha[:12], "", "", ""), -1, CommitClass.UNKNOWN)
+        n, cap = self.cfg.processes, self.cfg.processes * self.cfg.cap_factor
+        while True:
+            try:
+                self.m.top_up([(good, "good"), (sha, "mid"), (bad, "bad")], n)
+            except StepFailed as exc:
+                if sha not in self.m.failures:
+                    raise BadInputError(f"an endpoint stopped working mid-bisect: {exc}") from None
+                rec.cls, rec.note = CommitClass.SKIPPED, f"skipped: {exc}"
+                rec.samples = list(self.m.samples.get(sha, []))
+                return rec
+            rec.vs_good, rec.vs_bad = self.cmp(good, sha), self.cmp(sha, bad)
+            rec.cls, rec.samples = classify(rec.vs_good, rec.vs_bad), list(self.m.samples[sha])
+            if rec.cls is not CommitClass.UNKNOWN:
+                return rec
+            if n * 2 > cap:
+                rec.cls = CommitClass.SKIPPED
+                rec.note = (f"skipped: still unknown with {n} processes (vs good: {rec.vs_good.verdict.value}, "
+                            f"vs bad: {rec.vs_bad.verdict.value})")
+                return rec
+            self.say(phase, f"{sha[:12]} unknown with {n} processes (vs good {rec.vs_good.verdict.value}, vs bad "
+                            f"{rec.vs_bad.verdict.value}); doubling to {n * 2}", sha)
+            n *= 2
+
+
+def _endpoint_verdict(cfg: BisectConfig, c: Comparison, good_now: float) -> tuple[Outcome, str] | None:
+    """None when the endpoints differ (bisect); else the outcome and its sentence."""
+    if c.verdict is Verdict.SLOWER:
+        return None
+    hyp = ", ".join(ENV_HYPOTHESES)
+    look = (f"compare a `forensics snapshot` taken now with one from when the good commit was fast "
+            f"(`forensics diff`); hypotheses to look at: {hyp}")
+    if c.verdict is Verdict.SAME:
+        if cfg.good_was is not None:
+            r = good_now / cfg.good_was if not cfg.spec.higher_is_better else cfg.good_was / good_now
+            if r - 1 < cfg.threshold:
+                return (Outcome.NOT_REPRODUCED, f"both endpoints measure the same and the good commit is as fast as "
+                        f"before ({good_now:.4g} now, {cfg.good_was:.4g} before): the slowdown does not reproduce here")
+            return (Outcome.ENVIRONMENT, f"the environment changed, not the code: the good commit is now as slow as "
+                    f"the bad one ({c.sentence()}) and {r - 1:+.0%} against its earlier {cfg.good_was:.4g}; {look}")
+        return (Outcome.ENVIRONMENT, f"the environment changed, not the code: the good commit is now as slow as the "
+                f"bad one ({c.sentence()}); {look} (pass --good-was with its earlier time to tell this apart from a "
+                "slowdown that no longer reproduces)")
+    if c.verdict is Verdict.FASTER:
+        return (Outcome.BAD_FASTER, f"refusing to bisect: the bad commit is faster than the good one here ({c.sentence()})")
+    return (Outcome.NO_DIFFERENCE, f"refusing to bisect: the endpoints do not differ significantly ({c.sentence()}); "
+            f"a bisect on this would follow noise - raise --processes"
+            + (f" to about {c.processes_needed}" if c.processes_needed else "") + " or reduce the noise")
+
+
+def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = None,
+               on_process: Callable[[str, float | None], None] | None = None) -> BisectResult:
+    """Bisect ``cfg.good..cfg.bad`` in private worktrees; see the module docstring for the method.
+
+    Returns:
+        a :class:`BisectResult` (every outcome, including refusals after measuring).
+
+    Raises:
+        BadInputError: bad repository or revisions (:func:`forensics.worktree.resolve_range`),
+            or the step/setup fails on an endpoint.
+    """
+    rng = resolve_range(cfg.repo, cfg.good, cfg.bad)
+    good_i, bad_i = commit_info(rng.toplevel, rng.good), commit_info(rng.toplevel, rng.bad)
+    chain = [rng.good] + rng.commits  # index 0 = good, last = bad
+    isolation = ISOLATION_NOTE + (CALLABLE_NOTE if cfg.spec.target else "")
+    res = BisectResult(Outcome.NO_DIFFERENCE, "", rng.toplevel, good_i, bad_i, len(rng.commits), rng.linear,
+                       cfg.spec.describe(), cfg.spec.setup, cfg.spec.metric or "", cfg.spec.higher_is_better,
+                       cfg.threshold, cfg.processes, isolation)
+    if not rng.linear:
+        res.notes.append("the range has merges and good is not on bad's first-parent chain: commits were ordered "
+                         "with --ancestry-path --topo-order")
+    with WorktreePool(rng.toplevel) as pool:
+        m = Measurer(pool, cfg.spec, on_process)
+        s = _Session(cfg, m, on_log)
+        res.log = s.log
+        s.say("endpoints", f"{len(rng.commits)} commits from {good_i.short} (good) to {bad_i.short} (bad); "
+                           f"re-measuring both endpoints, interleaved", left=len(rng.commits))
+        res.endpoints = s.endpoints(rng.good, rng.bad)
+        res.metric = m.metric
+        res.records.append(CommitRecord(good_i, 0, CommitClass.GOOD, m.samples[rng.good]))
+        res.records.append(CommitRecord(bad_i, len(chain) - 1, CommitClass.BAD, m.samples[rng.bad]))
+        stop = _endpoint_verdict(cfg, res.endpoints, res.endpoints.a.median)
+        if stop is not None:
+            res.outcome, res.sentence = stop
+            res.hypotheses = ENV_HYPOTHESES if res.outcome is Outcome.ENVIRONMENT else []
+            s.say("verdict", res.sentence)
+            return res
+        lo, hi, skipped = 0, len(chain) - 1, set()
+        while True:
+            todo = [i for i in range(lo + 1, hi) if i not in skipped]
+            if not todo:
+                break
+            mid = min(todo, key=lambda i: (abs(i - (lo + hi) / 2), i))
+            res.rounds += 1
+            phase = f"round {res.rounds}"
+            s.say(phase, f"measuring {chain[mid][:12]} ({hi - lo - 1} suspects left between "
+                         f"{chain[lo][:12]} and {chain[hi][:12]})", chain[mid], left=hi - lo - 1)
+            rec = s.measure_point(chain[mid], rng.good, rng.bad, phase)
+            rec.info, rec.index, rec.round = commit_info(rng.toplevel, chain[mid]), mid, res.rounds
+            res.records.append(rec)
+            if rec.cls is CommitClass.FAST:
+                lo = mid
+            elif rec.cls in (CommitClass.SLOW, CommitClass.INTERMEDIATE):
+                hi = mid
+            else:
+                skipped.add(mid)
+            detail = rec.note or (f"vs good: {rec.vs_good.sentence()}" if rec.vs_good else "")
+            s.say(phase, f"{rec.info.short} is {rec.cls.value}: {detail}", chain[mid], left=hi - lo - 1)
+        res.records.sort(key=lambda r: r.index)
+        _conclude(cfg, s, res, chain, lo, hi)
+    return res
+
+
+def _conclude(cfg: BisectConfig, s: _Session, res: BisectResult, chain: list[str], lo: int, hi: int) -> None:
+    """Confirm the culprit against its parent (or the range against the last fast commit)."""
+    top = res.repo
+    culprit, parent = chain[hi], chain[lo]
+    res.parent = commit_info(top, parent)
+    if hi - lo == 1:
+        res.culprit = commit_info(top, culprit)
+        res.outcome = Outcome.CULPRIT
+    else:
+        res.candidates = [commit_info(top, c) for c in chain[lo + 1:hi + 1]]
+        res.outcome = Outcome.CULPRIT_RANGE
+    n = cfg.processes * cfg.confirm_factor
+    s.say("confirm", f"confirming {culprit[:12]} against {parent[:12]} with {n} fresh processes each", culprit)
+    m2 = Measurer(s.m.pool, cfg.spec)  # fresh samples; worktrees (and their setup) are reused
+    m2.metric, m2._ready = s.m.metric, s.m._ready
+    try:
+        m2.top_up([(parent, "good" if parent == chain[0] else "ref"), (culprit, "mid" if culprit != chain[-1] else "bad")], n)
+        c = compare(m2.samples[parent], m2.samples[culprit], threshold=cfg.threshold,
+                    higher_is_better=cfg.spec.higher_is_better)
+    except StepFailed as exc:
+        c = None
+        res.notes.append(f"the confirmation run failed: {exc}")
+    res.confirmation = c
+    res.confirmed = c is not None and c.verdict is Verdict.SLOWER
+    res.diffstat = diff_stat(top, parent, culprit)
+    if c is not None and res.endpoints is not None and res.endpoints.time_ratio > 1 and c.time_ratio > 0:
+        res.gap_share = math.log(c.time_ratio) / math.log(res.endpoints.time_ratio)
+    who = (f"{res.culprit.short} \"{res.culprit.subject}\"" if res.culprit else
+           f"one of {len(res.candidates)} commits {res.candidates[0].short}..{res.candidates[-1].short} "
+           f"(the others could not be measured)")
+    if c is None:
+        res.sentence = f"the slowdown starts at {who}, but the confirmation against its parent failed"
+    else:
+        share = f"; it explains {res.gap_share:.0%} of the endpoint gap" if res.gap_share is not None else ""
+        state = "confirmed against its parent" if res.confirmed else "NOT confirmed against its parent"
+        res.sentence = f"the slowdown starts at {who}: {c.sentence()}, {state}{share}"
+        if res.gap_share is not None and res.gap_share < 0.8:
+            res.notes.append(f"the culprit explains only {res.gap_share:.0%} of the gap between the endpoints: "
+                             "more than one commit made it slower (bisect again from the culprit to bad)")
+    if any(r.cls is CommitClass.INTERMEDIATE for r in res.records):
+        res.notes.append("some commits measured between the endpoints (slower than good, faster than bad): "
+                         "the slowdown came in more than one step")
+    s.say("verdict", res.sentence, culprit)
+
+
+class StepExit(int, enum.Enum):
+    """Exit codes of ``forensics bisect-step`` (the ``git bisect run`` protocol)."""
+
+    FAST = 0
+    SLOW = 1
+    SKIP = 125
+    ABORT = 128
+
+
+def run_step(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = None) -> tuple[StepExit, str]:
+    """Classify the repository's current HEAD for ``git bisect run`` (fast 0 / slow 1 / skip 125 / abort 128).
+
+    HEAD, good and bad are each measured in a private worktree, interleaved, and
+    HEAD is classified against both endpoints with :func:`classify` (escalating
+    processes on ``unknown``). Endpoints that do not differ abort the bisect.
+
+    Returns:
+        (exit code, one-line reason).
+
+    Raises:
+        BadInputError: bad repository or revisions, or an endpoint cannot be measured
+            (the CLI maps this to ``ABORT``).
+    """
+    rng = resolve_range(cfg.repo, cfg.good, cfg.bad)
+    from forensics.worktree import git
+
+    head = git(rng.toplevel, "rev-parse", "--verify", "HEAD^{commit}")
+    if head == rng.good:
+        return StepExit.FAST, f"HEAD is the --good commit {head[:12]}"
+    if head == rng.bad:
+        return StepExit.SLOW, f"HEAD is the --bad commit {head[:12]}"
+    with WorktreePool(rng.toplevel) as pool:
+        s = _Session(cfg, Measurer(pool, cfg.spec), on_log)
+        c = s.endpoints(rng.good, rng.bad)
+        stop = _endpoint_verdict(cfg, c, c.a.median)
+        if stop is not None:
+            return StepExit.ABORT, stop[1]
+        rec = s.measure_point(head, rng.good, rng.bad, "step")
+    if rec.cls is CommitClass.FAST:
+        return StepExit.FAST, f"{head[:12]} is fast: vs good {rec.vs_good.sentence()}"
+    if rec.cls in (CommitClass.SLOW, CommitClass.INTERMEDIATE):
+        return StepExit.SLOW, f"{head[:12]} is {rec.cls.value}: vs good {rec.vs_good.sentence()}"
+    return StepExit.SKIP, f"{head[:12]} {rec.note}"

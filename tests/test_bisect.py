@@ -1,0 +1,245 @@
+"""forensics bisect / bisect-step on real throw-away git repositories.
+
+The step script of the test repository busy-waits for the cost written in
+``cost.txt`` (in the commit under test) times a factor read from a file
+*outside* the repository (the "environment"), with noise per process and per
+value, and prints ``{"metric": "step_ms", "value": ...}`` lines. One commit
+makes it 30% slower; one commit is broken (the step exits 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from forensics.bisect import BisectConfig, CommitClass, Outcome, StepExit, run_bisect, run_step
+from forensics.bisect_measure import StepSpec
+from forensics.bisect_report import render
+from forensics.errors import BadInputError
+
+STEP = r'''
+import json, os, random, sys, time
+if os.path.exists("BROKEN"):
+    sys.exit("step: this commit does not run")
+cost = float(open("cost.txt").read())
+factor = float(open(os.environ["BISECT_TEST_FACTOR"]).read())
+rnd = random.Random()
+proc = 1 + rnd.gauss(0, 0.02)
+for _ in range(int(os.environ.get("BISECT_TEST_VALUES", "6"))):
+    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.04))
+    t0 = time.perf_counter()
+    while (time.perf_counter() - t0) * 1e3 < ms:
+        pass
+    print(json.dumps({"metric": "step_ms", "value": (time.perf_counter() - t0) * 1e3}))
+'''
+CMD = f"{sys.executable} step.py"
+CLI = [sys.executable, "-c", "from forensics.cli import main; main()"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def make_repo(root: Path, n: int = 20, slow_at: int | None = 13, broken_at: int | None = 10,
+              base_ms: float = 10.0) -> tuple[Path, list[str]]:
+    """A repo with commits 0..n (0 = good); commit ``slow_at`` makes the step 30% slower."""
+    repo = root / "user-repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "step.py").write_text(STEP)
+    (repo / ".gitignore").write_text("*.log\n")
+    shas = []
+    for i in range(n + 1):
+        cost = base_ms * (1.3 if slow_at is not None and i >= slow_at else 1.0)
+        (repo / "cost.txt").write_text(f"{cost}\n")
+        (repo / "notes.txt").write_text(f"change {i}\n")
+        if broken_at is not None and i == broken_at:
+            (repo / "BROKEN").write_text("x\n")
+        elif (repo / "BROKEN").exists():
+            (repo / "BROKEN").unlink()
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"commit {i}" + (" <make it slower>" if i == slow_at else ""))
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    return repo, shas
+
+
+def dirty_up(repo: Path) -> None:
+    """Leave the user's checkout the way real people leave it: stash, staged, modified, untracked, ignored."""
+    (repo / "notes.txt").write_text("stashed work\n")
+    _git(repo, "stash", "-q")
+    _git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "staged.txt").write_text("staged\n")
+    _git(repo, "add", "staged.txt")
+    (repo / "notes.txt").write_text("modified, not staged\n")
+    (repo / "untracked.py").write_text("print('mine')\n")
+    (repo / "build.log").write_text("ignored\n")
+
+
+def state(repo: Path) -> dict:
+    """Hash of every file under the repo (``.git`` included), then read-only git facts."""
+    files = {}
+    for p in sorted(repo.rglob("*")):
+        if p.is_file() or p.is_symlink():
+            files[str(p.relative_to(repo))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return {"files": files, "head": _git(repo, "rev-parse", "HEAD"), "branch": _git(repo, "symbolic-ref", "HEAD"),
+            "stash": _git(repo, "stash", "list"), "index": _git(repo, "ls-files", "--stage"),
+            "worktrees": _git(repo, "worktree", "list", "--porcelain"),
+            "admin": (repo / ".git" / "worktrees").exists()}
+
+
+@pytest.fixture
+def factor_file(tmp_path, monkeypatch):
+    f = tmp_path / "environment-factor.txt"  # outside the repository
+    f.write_text("1.0\n")
+    monkeypatch.setenv("BISECT_TEST_FACTOR", str(f))
+    return f
+
+
+def test_bisect_finds_the_slow_commit_skips_the_broken_one_and_leaves_the_checkout_alone(tmp_path, factor_file,
+                                                                                         monkeypatch):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    repo, shas = make_repo(tmp_path)
+    dirty_up(repo)
+    before = state(repo)
+    log = []
+    cfg = BisectConfig(str(repo), shas[0], shas[-1], StepSpec(cmd=CMD), processes=5, threshold=0.10)
+    res = run_bisect(cfg, on_log=log.append)
+    assert state(repo) == before
+    assert list(tmp.iterdir()) == []
+    assert res.outcome is Outcome.CULPRIT and res.confirmed
+    assert res.culprit.sha == shas[13]
+    assert res.culprit.subject == "commit 13 <make it slower>"
+    assert res.parent.sha == shas[12]
+    assert res.rounds <= math.ceil(math.log2(len(shas) - 1)) + 2
+    skipped = [r for r in res.records if r.cls is CommitClass.SKIPPED]
+    assert [r.info.sha for r in skipped] == [shas[10]]
+    assert "does not run" in skipped[0].note
+    assert 1.2 < res.confirmation.time_ratio < 1.45
+    assert res.confirmation.ci_low > 1.0
+    assert 0.7 < res.gap_share < 1.3
+    assert "cost.txt" in res.diffstat
+    assert any("round" in e.phase for e in log) and log[-1].phase == "verdict"
+
+    html = render(res, "html")
+    assert "&lt;make it slower&gt;" in html and "<make it slower>" not in html
+    assert "<svg" in html and html.count("<circle") >= 20 and "http" not in html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    md = render(res, "md")
+    assert shas[13] in md and "cost.txt" in md and "PYTHONPATH" in md
+    data = json.loads(render(res, "json"))
+    assert data["outcome"] == "culprit" and data["culprit"]["sha"] == shas[13]
+    assert data["rounds"] == res.rounds
+
+
+def test_environment_changed_when_the_good_commit_is_slow_too(tmp_path, factor_file):
+    repo, shas = make_repo(tmp_path, n=4, slow_at=None, broken_at=None)
+    factor_file.write_text("1.3\n")  # the environment got 30% slower; the code did not change
+    cfg = BisectConfig(str(repo), shas[0], shas[-1], StepSpec(cmd=CMD), processes=5, threshold=0.10, good_was=10.0)
+    res = run_bisect(cfg)
+    assert res.outcome is Outcome.ENVIRONMENT
+    assert res.sentence.startswith("the environment changed, not the code")
+    assert res.rounds == 0 and res.culprit is None
+    assert "gpu.throttling" in res.hypotheses and "nccl.env" in res.hypotheses and "code.change" not in res.hypotheses
+    assert (repo / ".git" / "worktrees").exists() is False
+
+
+def test_refuses_bad_input_in_one_line(tmp_path, factor_file):
+    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
+    spec = StepSpec(cmd=CMD)
+    with pytest.raises(BadInputError, match="unknown revision"):
+        run_bisect(BisectConfig(str(repo), "nope", shas[-1], spec))
+    with pytest.raises(BadInputError, match="is not an ancestor"):
+        run_bisect(BisectConfig(str(repo), shas[-1], shas[0], spec))
+    with pytest.raises(BadInputError, match="not a git repository"):
+        run_bisect(BisectConfig(str(tmp_path), shas[0], shas[-1], spec))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _git(empty, "init", "-q")
+    with pytest.raises(BadInputError, match="no commits"):
+        run_bisect(BisectConfig(str(empty), "HEAD~1", "HEAD", spec))
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "2", f"file://{repo}", str(shallow)], check=True)
+    with pytest.raises(BadInputError, match="shallow"):
+        run_bisect(BisectConfig(str(shallow), shas[0], "HEAD", spec))
+    proc = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[-1], "--bad", shas[0], "--cmd", CMD],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "is not an ancestor" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _wait_for_worktrees(repo: Path, proc: subprocess.Popen, count: int, timeout_s: float = 30) -> None:
+    wdir = repo / ".git" / "worktrees"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if wdir.is_dir() and len(list(wdir.iterdir())) >= count:
+            return
+        assert proc.poll() is None, "bisect ended before it was interrupted"
+        time.sleep(0.02)
+    raise AssertionError("bisect never created its worktrees")
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_mid_run_leaves_the_checkout_exactly_as_it_was(tmp_path, factor_file, sig, code):
+    repo, shas = make_repo(tmp_path, n=16, broken_at=None, base_ms=15.0)
+    dirty_up(repo)
+    before = state(repo)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with open(tmp_path / "stderr.txt", "w") as err:
+        proc = subprocess.Popen([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1],
+                                 "--cmd", CMD, "--threshold", "10%"], stdout=subprocess.PIPE, stderr=err, text=True,
+                                env={**os.environ, "TMPDIR": str(tmp)})
+        _wait_for_worktrees(repo, proc, 2)  # both endpoint worktrees exist: measuring
+        time.sleep(0.4)
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert state(repo) == before
+    assert list(tmp.iterdir()) == []  # the temporary worktrees are gone too
+
+
+def test_a_crashing_step_on_an_endpoint_is_one_line_and_cleans_up(tmp_path, factor_file):
+    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
+    before = state(repo)
+    proc = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1], "--cmd",
+                           f"{sys.executable} -c 'import os; os.abort()'"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "cannot measure the --good commit" in proc.stderr and "Traceback" not in proc.stderr
+    assert state(repo) == before
+
+
+def test_bisect_step_exit_codes_follow_git_bisect_run(tmp_path, factor_file):
+    repo, shas = make_repo(tmp_path, n=6, slow_at=3, broken_at=5)
+    spec = StepSpec(cmd=CMD)
+
+    def at(i: int) -> tuple[StepExit, str]:
+        _git(repo, "checkout", "-q", "--detach", shas[i])
+        return run_step(BisectConfig(str(repo), shas[0], shas[-1], spec, processes=5, threshold=0.10))
+
+    assert at(2)[0] is StepExit.FAST
+    assert at(4)[0] is StepExit.SLOW
+    code, reason = at(5)
+    assert code is StepExit.SKIP and "does not run" in reason
+    factor_file.write_text("1.0\n")
+    proc = subprocess.run([*CLI, "bisect-step", "--repo", str(repo), "--good", shas[0], "--bad", shas[0] + "x",
+                           "--cmd", CMD], capture_output=True, text=True)
+    assert proc.returncode == 128 and "aborting the bisect" in proc.stderr
+    proc = subprocess.run([*CLI, "bisect-step", "--repo", str(repo), "--good", shas[0]], capture_output=True, text=True)
+    assert proc.returncode == 128  # a usage error must not read as "slow"
