@@ -1,6 +1,6 @@
 """forensics bisect / bisect-step on real throw-away git repositories.
 
-The step script of the test repository busy-waits for the cost written in
+The step script of the test repository busy-waits (CPU time) for the cost written in
 ``cost.txt`` (in the commit under test) times a factor read from a file
 *outside* the repository (the "environment"), with noise per process and per
 value, and prints ``{"metric": "step_ms", "value": ...}`` lines. One commit
@@ -37,10 +37,10 @@ rnd = random.Random()
 proc = 1 + rnd.gauss(0, 0.02)
 for _ in range(int(os.environ.get("BISECT_TEST_VALUES", "6"))):
     ms = cost * factor * proc * (1 + rnd.gauss(0, 0.04))
-    t0 = time.perf_counter()
-    while (time.perf_counter() - t0) * 1e3 < ms:
+    t0 = time.process_time()  # CPU time: other jobs on a loaded CI machine do not add noise
+    while (time.process_time() - t0) * 1e3 < ms:
         pass
-    print(json.dumps({"metric": "step_ms", "value": (time.perf_counter() - t0) * 1e3}))
+    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
 '''
 CMD = f"{sys.executable} step.py"
 CLI = [sys.executable, "-c", "from forensics.cli import main; main()"]
@@ -243,3 +243,104 @@ def test_bisect_step_exit_codes_follow_git_bisect_run(tmp_path, factor_file):
     assert proc.returncode == 128 and "aborting the bisect" in proc.stderr
     proc = subprocess.run([*CLI, "bisect-step", "--repo", str(repo), "--good", shas[0]], capture_output=True, text=True)
     assert proc.returncode == 128  # a usage error must not read as "slow"
+
+
+def test_setup_runs_in_each_worktree_and_a_failing_setup_skips_the_commit(tmp_path, factor_file):
+    """Commit 4 cannot be built and sits right before the slow commit 5: the answer is the range 4..5."""
+    repo, shas = make_repo(tmp_path, n=8, slow_at=5, broken_at=None)
+    # commit 4 cannot be built: its setup fails; the step needs what the setup made (.built, untracked)
+    _git(repo, "checkout", "-q", "--detach", shas[4])
+    hook = tmp_path / "hook-ran"
+    (repo / ".git" / "hooks" / "post-checkout").write_text(f"#!/bin/sh\necho ran >> {hook}\n")
+    (repo / ".git" / "hooks" / "post-checkout").chmod(0o755)
+    _git(repo, "checkout", "-q", "main")
+    hook.unlink()
+    before = state(repo)
+    setup = (f"{sys.executable} -c \"import sys; sys.exit('no build' if open('notes.txt').read() == 'change 4\\n' "
+             "else 0)\" && echo ok > .built")
+    cmd = f"test -f .built && {CMD}"
+    res = run_bisect(BisectConfig(str(repo), shas[0], shas[-1], StepSpec(cmd=cmd, setup=setup), processes=5,
+                                  threshold=0.10))
+    assert res.outcome is Outcome.CULPRIT_RANGE and res.culprit is None
+    assert [c.sha for c in res.candidates] == [shas[4], shas[5]] and res.parent.sha == shas[3]
+    assert res.confirmed and "one of 2 commits" in res.sentence
+    by_sha = {r.info.sha: r for r in res.records}
+    assert by_sha[shas[4]].cls is CommitClass.SKIPPED and "setup exited with status 1: no build" in by_sha[shas[4]].note
+    assert state(repo) == before
+    assert not hook.exists()  # the user's post-checkout hook never ran for our checkouts
+
+
+def test_callable_is_timed_from_the_worktree_not_an_installed_copy(tmp_path, monkeypatch):
+    repo = tmp_path / "user-repo"
+    (repo / "mypkg").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(2):
+        n = 20000 if i < 1 else 60000  # commit 1 triples the work (wall time: keep the effect large)
+        (repo / "mypkg" / "__init__.py").write_text(f"VERSION = {i}\n")
+        (repo / "mypkg" / "work.py").write_text(f"def step():\n    return sum(i * i for i in range({n}))\n")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"work {i}")
+        shas.append(_git(repo, "rev-parse", "HEAD"))
+    # an installed copy of the same package elsewhere on PYTHONPATH must not be the one measured
+    shadow = tmp_path / "site" / "mypkg"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    (shadow / "work.py").write_text("def step():\n    return 0\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
+    res = run_bisect(BisectConfig(str(repo), shas[0], shas[-1], StepSpec(target="mypkg.work:step"), processes=5,
+                                  threshold=0.10))
+    assert res.outcome is Outcome.CULPRIT and res.culprit.sha == shas[1] and res.confirmed
+    assert res.metric == "call_ms" and res.endpoints.time_ratio > 1.5  # the shadow copy would give 1.0
+    assert "imported from inside the worktree" in res.isolation
+
+
+def test_bench_callable_refuses_a_module_from_outside_the_worktree(tmp_path, monkeypatch, capsys):
+    from forensics import bench_callable
+
+    pkg = tmp_path / "elsewhere"
+    pkg.mkdir()
+    (pkg / "faraway_mod.py").write_text("def f():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(pkg))
+    assert bench_callable.main(["faraway_mod:f", "--blocks", "2", "--expect-under", str(tmp_path / "wt")]) == 3
+    assert "shadows the code under test" in capsys.readouterr().err
+    assert bench_callable.main(["faraway_mod:f", "--blocks", "3", "--min-block-ms", "0.1"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["metric"] for x in lines if "value" in x] == ["call_ms"] * 3
+    assert bench_callable.main(["faraway_mod:nope"]) == 2
+
+
+def _cmp(a_ms: float, b_ms: float):
+    from forensics.stats import compare
+
+    a = [a_ms * (1 + d) for d in (-0.01, -0.005, 0.0, 0.005, 0.01, 0.002)]
+    b = [b_ms * (1 + d) for d in (-0.01, -0.004, 0.0, 0.004, 0.01, -0.002)]
+    return compare(a, b, threshold=0.05)
+
+
+def test_classify_uses_both_endpoints():
+    from forensics.bisect import classify
+
+    assert classify(_cmp(10, 10), _cmp(10, 13)) is CommitClass.FAST
+    assert classify(_cmp(10, 13), _cmp(13, 13)) is CommitClass.SLOW
+    assert classify(_cmp(10, 11.5), _cmp(11.5, 13)) is CommitClass.INTERMEDIATE  # a second step exists
+    assert classify(_cmp(10, 10.3), _cmp(10.3, 10.6)) is CommitClass.UNKNOWN
+
+
+def test_cli_writes_reports_and_says_environment_changed(tmp_path, factor_file):
+    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
+    factor_file.write_text("1.3\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--cmd", CMD,
+                           "--threshold", "10%", "-o", str(out / "r.html"), "-o", str(out / "r.md"),
+                           "-o", str(out / "r.json")], capture_output=True, text=True)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout.startswith("environment-changed: the environment changed, not the code")
+    assert "endpoints" in proc.stderr  # progress went to stderr
+    data = json.loads((out / "r.json").read_text())
+    assert data["outcome"] == "environment-changed" and "gpu.throttling" in data["hypotheses"]
+    assert "gpu.throttling" in (out / "r.html").read_text() and "environment-changed" in (out / "r.md").read_text()
+    bad = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--cmd", CMD,
+                          "-o", str(out / "r.pdf")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "must end in .html, .md or .json" in bad.stderr
