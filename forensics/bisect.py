@@ -94,8 +94,17 @@ class CommitRecord:
     note: str = ""
     round: int = 0
 
+    def relation(self) -> tuple[str, str]:
+        """("same (1.02x)", "faster (0.77x)"): this commit against good and against bad, as time ratios."""
+        flip = {Verdict.SLOWER: "faster", Verdict.FASTER: "slower", Verdict.SAME: "same",
+                Verdict.INCONCLUSIVE: "inconclusive"}
+        g = f"{self.vs_good.verdict.value} ({self.vs_good.time_ratio:.3f}x)" if self.vs_good else ""
+        b = f"{flip[self.vs_bad.verdict]} ({1 / self.vs_bad.time_ratio:.3f}x)" if self.vs_bad else ""
+        return g, b
+
     def to_json(self) -> dict:
-        return {"commit": self.info.to_json(), "index": self.index, "class": self.cls.value, "samples": self.samples,
+        g, b = self.relation()
+        return {"commit": self.info.to_json(), "index": self.index, "vs_good_text": g, "vs_bad_text": b, "class": self.cls.value, "samples": self.samples,
                 "median": statistics.median(self.samples) if self.samples else None,
                 "vs_good": self.vs_good.to_json() if self.vs_good else None,
                 "vs_bad": self.vs_bad.to_json() if self.vs_bad else None, "note": self.note, "round": self.round}
@@ -227,7 +236,7 @@ class _Session:
             except StepFailed as exc:
                 if sha not in self.m.failures:
                     raise BadInputError(f"an endpoint stopped working mid-bisect: {exc}") from None
-                rec.cls, rec.note = CommitClass.SKIPPED, f"skipped: {exc}"
+                rec.cls, rec.note = CommitClass.SKIPPED, str(exc)
                 rec.samples = list(self.m.samples.get(sha, []))
                 return rec
             rec.vs_good, rec.vs_bad = self.cmp(good, sha), self.cmp(sha, bad)
@@ -236,7 +245,7 @@ class _Session:
                 return rec
             if n * 2 > cap:
                 rec.cls = CommitClass.SKIPPED
-                rec.note = (f"skipped: still unknown with {n} processes (vs good: {rec.vs_good.verdict.value}, "
+                rec.note = (f"still unknown with {n} processes (vs good: {rec.vs_good.verdict.value}, "
                             f"vs bad: {rec.vs_bad.verdict.value})")
                 return rec
             self.say(phase, f"{sha[:12]} unknown with {n} processes (vs good {rec.vs_good.verdict.value}, vs bad "
@@ -314,10 +323,13 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
             mid = min(todo, key=lambda i: (abs(i - (lo + hi) / 2), i))
             res.rounds += 1
             phase = f"round {res.rounds}"
-            s.say(phase, f"measuring {chain[mid][:12]} ({hi - lo - 1} suspects left between "
-                         f"{chain[lo][:12]} and {chain[hi][:12]})", chain[mid], left=hi - lo - 1)
+            info = commit_info(rng.toplevel, chain[mid])
+            suspects = hi - lo - 1
+            s.say(phase, f"measuring {info.short} \"{info.subject}\": {suspects} suspects left between "
+                         f"{chain[lo][:7]} and {chain[hi][:7]}, about {math.ceil(math.log2(suspects + 1))} rounds to go",
+                  chain[mid], left=suspects)
             rec = s.measure_point(chain[mid], rng.good, rng.bad, phase)
-            rec.info, rec.index, rec.round = commit_info(rng.toplevel, chain[mid]), mid, res.rounds
+            rec.info, rec.index, rec.round = info, mid, res.rounds
             res.records.append(rec)
             if rec.cls is CommitClass.FAST:
                 lo = mid
@@ -325,7 +337,7 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
                 hi = mid
             else:
                 skipped.add(mid)
-            detail = rec.note or (f"vs good: {rec.vs_good.sentence()}" if rec.vs_good else "")
+            detail = rec.note or f"vs good {rec.vs_good.sentence()}; vs bad {rec.relation()[1]}"
             s.say(phase, f"{rec.info.short} is {rec.cls.value}: {detail}", chain[mid], left=hi - lo - 1)
         res.records.sort(key=lambda r: r.index)
         _conclude(cfg, s, res, chain, lo, hi)

@@ -10,6 +10,7 @@ self-contained (inline CSS and SVG, no scripts, no external resources).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -94,3 +95,6 @@ def write_report(result, path: Path) -> None:
     from forensics.snapshot import write_atomic
 
     write_atomic(Path(path), render(result, format_for(path)))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)  # a report is for sharing: the usual file mode, not the temp file's 0600

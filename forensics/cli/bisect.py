@@ -124,17 +124,22 @@ def bisect(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is_
     for out in outputs:
         format_for(out)
     err = console(stderr=True)
+    err.soft_wrap = True
     from rich.markup import escape
 
+    status = err.status("bisect: starting", spinner="dots")
+    counts: dict[str, int] = {}
+
     def on_log(entry):
-        left = f" [dim]({entry.left} left)[/dim]" if entry.left is not None else ""
-        err.print(f"[bold]{escape(entry.phase)}[/bold] {escape(entry.message)}{left}")
+        err.print(f"[bold]{escape(entry.phase)}[/bold] {escape(entry.message)}")
 
     def on_process(sha, value):
-        err.print(f"  {sha[:10]} {'failed' if value is None else f'{value:.4g}'}", style="dim")
+        counts[sha] = counts.get(sha, 0) + 1
+        shown = "failed" if value is None else f"{value:.4g}"
+        status.update(f"measuring {sha[:10]}: process {counts[sha]} -> {shown}")
 
     try:
-        with _signals_raise():
+        with _signals_raise(), status:
             result = run_bisect(cfg, on_log, on_process)
     except Terminated as exc:
         fail(f"terminated by signal {exc.signum}; worktrees removed, your checkout is untouched", 128 + exc.signum)
