@@ -50,6 +50,8 @@ class StepSpec:
         metric, metric_regex: passed to :func:`forensics.userstep.parse_output`.
         higher_is_better: the metric is a throughput (tok/s).
         timeout_s: wall-clock limit of one process, and of the setup.
+        callable_timer: ``wall`` or ``cpu`` (:mod:`forensics.bench_callable` ``--timer``).
+        callable_args: more options for :mod:`forensics.bench_callable` (e.g. ``--blocks``).
     """
 
     cmd: str | None = None
@@ -59,13 +61,16 @@ class StepSpec:
     metric_regex: str | None = None
     higher_is_better: bool = False
     timeout_s: float = 600.0
+    callable_timer: str = "wall"
+    callable_args: tuple[str, ...] = ()
 
     def command_for(self, tree: Path) -> str:
         """The shell command line measuring one process in ``tree``."""
         if self.cmd:
             return self.cmd
         return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.bench_callable", str(self.target),
-                                                 "--expect-under", str(tree)))
+                                                 "--expect-under", str(tree), "--timer", self.callable_timer,
+                                                 *self.callable_args))
 
     def describe(self) -> str:
         """The step as the user gave it (``--cmd`` text or ``--callable`` target)."""

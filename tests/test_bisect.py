@@ -35,7 +35,7 @@ cost = float(open("cost.txt").read())
 factor = float(open(os.environ["BISECT_TEST_FACTOR"]).read())
 rnd = random.Random()
 proc = 1 + rnd.gauss(0, 0.02)
-for _ in range(int(os.environ.get("BISECT_TEST_VALUES", "6"))):
+for _ in range(4):
     ms = cost * factor * proc * (1 + rnd.gauss(0, 0.04))
     t0 = time.process_time()  # CPU time: other jobs on a loaded CI machine do not add noise
     while (time.process_time() - t0) * 1e3 < ms:
@@ -54,7 +54,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def make_repo(root: Path, n: int = 20, slow_at: int | None = 13, broken_at: int | None = 10,
-              base_ms: float = 10.0) -> tuple[Path, list[str]]:
+              base_ms: float = 6.0) -> tuple[Path, list[str]]:
     """A repo with commits 0..n (0 = good); commit ``slow_at`` makes the step 30% slower."""
     repo = root / "user-repo"
     repo.mkdir()
@@ -149,7 +149,7 @@ def test_bisect_finds_the_slow_commit_skips_the_broken_one_and_leaves_the_checko
 def test_environment_changed_when_the_good_commit_is_slow_too(tmp_path, factor_file):
     repo, shas = make_repo(tmp_path, n=4, slow_at=None, broken_at=None)
     factor_file.write_text("1.3\n")  # the environment got 30% slower; the code did not change
-    cfg = BisectConfig(str(repo), shas[0], shas[-1], StepSpec(cmd=CMD), processes=5, threshold=0.10, good_was=10.0)
+    cfg = BisectConfig(str(repo), shas[0], shas[-1], StepSpec(cmd=CMD), processes=5, threshold=0.10, good_was=6.0)
     res = run_bisect(cfg)
     assert res.outcome is Outcome.ENVIRONMENT
     assert res.sentence.startswith("the environment changed, not the code")
@@ -288,7 +288,10 @@ def test_callable_is_timed_from_the_worktree_not_an_installed_copy(tmp_path, mon
     (shadow / "__init__.py").write_text("")
     (shadow / "work.py").write_text("def step():\n    return 0\n")
     monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
-    res = run_bisect(BisectConfig(str(repo), shas[0], shas[-1], StepSpec(target="mypkg.work:step"), processes=5,
+    res = run_bisect(BisectConfig(str(repo), shas[0], shas[-1], StepSpec(target="mypkg.work:step", callable_timer="cpu",
+                                           callable_args=("--warmup-s", "0.02", "--warmup-calls", "2",
+                                                          "--blocks", "8", "--min-block-ms", "2")),
+                                  processes=5,
                                   threshold=0.10))
     assert res.outcome is Outcome.CULPRIT and res.culprit.sha == shas[1] and res.confirmed
     assert res.metric == "call_ms" and res.endpoints.time_ratio > 1.5  # the shadow copy would give 1.0

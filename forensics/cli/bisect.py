@@ -62,6 +62,8 @@ def _step_options(f):
                      show_default=True, help="The git repository of the code under test (never modified)."),
         click.option("--cmd", "cmd", metavar="CMD", help='Step command printing {"metric": ..., "value": ...} lines.'),
         click.option("--callable", "target", metavar="MOD:FN", help="Python callable timed in a fresh process."),
+        click.option("--callable-timer", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
+                     help="Clock for --callable: cpu (process time) only for CPU-bound code on a shared machine."),
         click.option("--setup", metavar="CMD", help="Run in the worktree once per commit before measuring "
                      "(e.g. a build, or pip install -e . --no-deps into a private venv)."),
         click.option("--metric", help="Use only JSON lines with this metric name."),
@@ -80,7 +82,7 @@ def _step_options(f):
     return f
 
 
-def _config(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is_better, threshold, processes,
+def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
             max_processes, timeout_s, good_was=None):
     from forensics.bisect import BisectConfig
     from forensics.bisect_measure import StepSpec
@@ -94,7 +96,7 @@ def _config(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is
     if cap < processes:
         raise BadInputError(f"--max-processes {cap} is below --processes {processes}")
     spec = StepSpec(cmd=cmd, target=target, setup=setup, metric=metric, metric_regex=metric_regex,
-                    higher_is_better=higher_is_better, timeout_s=timeout_s)
+                    higher_is_better=higher_is_better, timeout_s=timeout_s, callable_timer=callable_timer)
     return BisectConfig(str(repo), good, bad, spec, processes=processes, cap_factor=max(1, cap // processes),
                         threshold=_threshold(threshold), good_was=good_was)
 
@@ -106,7 +108,7 @@ def _config(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Report file: .html, .md or .json (repeatable).")
 @error_boundary
-def bisect(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is_better, threshold, processes,
+def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
            max_processes, timeout_s, good_was, outputs):
     """Find the commit that made the step slower, in private git worktrees.
 
@@ -119,7 +121,7 @@ def bisect(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is_
     from forensics.bisect import Outcome, run_bisect
     from forensics.bisect_report import format_for, write_report
 
-    cfg = _config(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is_better, threshold,
+    cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
                   processes, max_processes, timeout_s, good_was)
     for out in outputs:
         format_for(out)
@@ -165,7 +167,7 @@ class _StepCommand(click.Command):
 
 @click.command("bisect-step", cls=_StepCommand)
 @_step_options
-def bisect_step(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is_better, threshold, processes,
+def bisect_step(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
                 max_processes, timeout_s):
     """Classify HEAD for `git bisect run`: exit 0 fast, 1 slow, 125 skip, 128 abort.
 
@@ -182,7 +184,7 @@ def bisect_step(good, bad, repo, cmd, target, setup, metric, metric_regex, highe
 
     try:
         with _signals_raise():
-            cfg = _config(good, bad, repo, cmd, target, setup, metric, metric_regex, higher_is_better, threshold,
+            cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
                           processes, max_processes, timeout_s)
             code, reason = run_step(cfg, lambda e: err.print(f"[bold]{escape(e.phase)}[/bold] {escape(e.message)}"))
     except ForensicsError as exc:
