@@ -347,3 +347,25 @@ def test_cli_writes_reports_and_says_environment_changed(tmp_path, factor_file):
     bad = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--cmd", CMD,
                           "-o", str(out / "r.pdf")], capture_output=True, text=True)
     assert bad.returncode == 2 and "must end in .html, .md or .json" in bad.stderr
+
+
+def test_endpoint_verdicts_name_the_reason():
+    from forensics.bisect import ENV_HYPOTHESES, _endpoint_verdict
+
+    cfg = BisectConfig(".", "a", "b", StepSpec(cmd="x"), threshold=0.05)
+    assert _endpoint_verdict(cfg, _cmp(10, 13), 10) is None
+    outcome, sentence = _endpoint_verdict(cfg, _cmp(13, 13), 13)
+    assert outcome is Outcome.ENVIRONMENT and "--good-was" in sentence and "nccl.env" in sentence
+    cfg.good_was = 10.0
+    outcome, sentence = _endpoint_verdict(cfg, _cmp(13, 13), 13)
+    assert outcome is Outcome.ENVIRONMENT and "+30% against its earlier 10" in sentence
+    outcome, sentence = _endpoint_verdict(cfg, _cmp(10, 10), 10)
+    assert outcome is Outcome.NOT_REPRODUCED and "does not reproduce" in sentence
+    outcome, sentence = _endpoint_verdict(cfg, _cmp(13, 10), 13)
+    assert outcome is Outcome.BAD_FASTER
+    from forensics.stats import compare
+
+    noisy = compare([10, 14, 9, 12, 16], [11, 15, 10, 13, 17], threshold=0.05)
+    outcome, sentence = _endpoint_verdict(cfg, noisy, 12)
+    assert outcome is Outcome.NO_DIFFERENCE and sentence.startswith("refusing to bisect") and "--processes" in sentence
+    assert "code.change" not in ENV_HYPOTHESES and "gpu.throttling" in ENV_HYPOTHESES
