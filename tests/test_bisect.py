@@ -347,6 +347,9 @@ def test_cli_writes_reports_and_says_environment_changed(tmp_path, factor_file):
     bad = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--cmd", CMD,
                           "-o", str(out / "r.pdf")], capture_output=True, text=True)
     assert bad.returncode == 2 and "must end in .html, .md or .json" in bad.stderr
+    bad = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--cmd", CMD,
+                          "-o", str(out / "missing" / "r.html")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr and "endpoints" not in bad.stderr
 
 
 def test_endpoint_verdicts_name_the_reason():

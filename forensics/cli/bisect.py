@@ -123,8 +123,13 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
 
     cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
                   processes, max_processes, timeout_s, good_was)
-    for out in outputs:
+    from forensics.errors import BadInputError
+
+    for out in outputs:  # check before a long run, not after it
         format_for(out)
+        folder = out.parent if str(out.parent) else Path(".")
+        if not folder.is_dir():
+            raise BadInputError(f"-o {out}: folder {folder} does not exist; create it or choose another -o")
     err = console(stderr=True)
     err.soft_wrap = True
     from rich.markup import escape
