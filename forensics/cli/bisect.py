@@ -117,6 +117,10 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
     statistical rule, skipping commits whose setup or step fails, and confirms
     the culprit against its parent. Your checkout, branch, index, stash and
     uncommitted files are never touched, also on Ctrl-C or a crash.
+
+    Exit codes: 0 culprit named and confirmed, 3 no culprit named (the
+    environment changed, endpoints not different, a range of candidates, or
+    not confirmed), 2 bad input, 130 Ctrl-C, 143 SIGTERM.
     """
     from forensics.bisect import Outcome, run_bisect
     from forensics.bisect_report import format_for, write_report
