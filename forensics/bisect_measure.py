@@ -77,14 +77,18 @@ class StepSpec:
         return self.cmd if self.cmd else f"--callable {self.target}"
 
 
-def step_env(tree: Path, sha: str) -> dict[str, str]:
-    """Environment of the setup and of each process: worktree first on PYTHONPATH (see module docstring)."""
+def step_env(tree: Path, sha: str, session: str = "") -> dict[str, str]:
+    """Environment of the setup and of each process: worktree first on PYTHONPATH (see module docstring).
+
+    ``session`` (``FORENSICS_BISECT_SESSION``) lets :func:`forensics.worktree.reap` find
+    what the step left running when the bisect is interrupted.
+    """
     paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
     old = os.environ.get("PYTHONPATH")
     if old:
         paths.append(old)
     return clean_env({"PYTHONPATH": os.pathsep.join(paths), "FORENSICS_BISECT_COMMIT": sha,
-                      "FORENSICS_WORKTREE": str(tree)})
+                      "FORENSICS_WORKTREE": str(tree), "FORENSICS_BISECT_SESSION": session})
 
 
 class Measurer:
@@ -127,8 +131,9 @@ class Measurer:
 
     def _run_setup(self, path: Path, sha: str) -> None:
         try:
-            proc = subprocess.run(self.spec.setup, shell=True, cwd=path, env=step_env(path, sha), capture_output=True,
-                                  text=True, errors="replace", timeout=self.spec.timeout_s, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(self.spec.setup, shell=True, cwd=path, env=step_env(path, sha, self.pool.session),
+                                  capture_output=True, text=True, errors="replace", timeout=self.spec.timeout_s,
+                                  stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise StepFailed(f"setup timed out after {self.spec.timeout_s:g} s") from None
         if proc.returncode != 0:
@@ -145,8 +150,8 @@ class Measurer:
             raise StepFailed(self.failures[sha])
         try:
             tree = self.tree_for(sha, role)
-            run = run_command(self.spec.command_for(tree.path), cwd=str(tree.path), env=step_env(tree.path, sha),
-                              timeout_s=self.spec.timeout_s, metric=self.spec.metric or (self.metric or None),
+            run = run_command(self.spec.command_for(tree.path), cwd=str(tree.path),
+                              env=step_env(tree.path, sha, self.pool.session), timeout_s=self.spec.timeout_s, metric=self.spec.metric or (self.metric or None),
                               metric_regex=self.spec.metric_regex)
         except (StepFailed, BadInputError) as exc:
             self.failures[sha] = str(exc)

@@ -15,6 +15,9 @@ What touches the user's repository, and how it is undone:
   ``.git/worktrees`` is removed if we created it and it is empty.
 - Hooks are disabled for our git calls (``-c core.hooksPath=/dev/null``): a
   ``post-checkout`` hook of the user's must not run for our checkouts.
+- Before removal, processes our steps left behind (a killed step's
+  grandchildren, e.g. torchrun's ranks) are terminated: :func:`reap` finds
+  them by the ``FORENSICS_BISECT_SESSION`` token they inherited.
 - Nothing else is written: the other commands (rev-parse, rev-list,
   merge-base, show, diff --stat between commits) only read.
 
@@ -166,6 +169,42 @@ def resolve_range(repo: str | Path, good: str, bad: str) -> Range:
     return Range(top, g, b, commits, linear)
 
 
+def reap(session: str, grace_s: float = 2.0) -> list[int]:
+    """Terminate every process whose environment holds ``FORENSICS_BISECT_SESSION=<session>``.
+
+    A step killed on Ctrl-C can leave grandchildren (torchrun's ranks, a
+    backgrounded helper) holding GPUs; they inherited the token, so they and
+    only they are found (``psutil`` reads ``/proc/<pid>/environ``; other users'
+    processes are unreadable and skipped). SIGTERM first, SIGKILL after ``grace_s``.
+
+    Returns:
+        the pids that were signalled.
+    """
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        return []
+    mine = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get("FORENSICS_BISECT_SESSION") == session:
+                mine.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    for proc in mine:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(mine, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return [p.pid for p in mine]
+
+
 class Worktree:
     """One private detached checkout; use :meth:`checkout` to move it to another commit."""
 
@@ -223,8 +262,15 @@ class WorktreePool:
             wt.admin_dir = Path(gitfile.read_text().split(":", 1)[1].strip())
         return wt
 
+    @property
+    def session(self) -> str:
+        """A token unique to this pool (its temp folder's name); steps carry it in ``FORENSICS_BISECT_SESSION``."""
+        return self.base.name if self.base is not None else ""
+
     def close(self) -> None:
-        """Remove every worktree and its ``.git/worktrees`` entry; never raises."""
+        """Stop what our steps left running, remove every worktree and its ``.git/worktrees`` entry; never raises."""
+        if self.base is not None:
+            reap(self.session)
         for wt in self.trees.values():
             admin = wt.admin_dir
             if admin is None:  # creation was interrupted: find our entry by its gitdir file

@@ -215,6 +215,36 @@ def test_signal_mid_run_leaves_the_checkout_exactly_as_it_was(tmp_path, factor_f
     assert list(tmp.iterdir()) == []  # the temporary worktrees are gone too
 
 
+def _marked(value: str, name: str | None = None) -> list:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("BISECT_TEST_FACTOR") == value and (name is None or proc.name() == name):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def test_interrupt_stops_what_the_step_left_running(tmp_path, factor_file):
+    """A step's grandchild (think torchrun's ranks) must not outlive an interrupted bisect."""
+    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
+    before = state(repo)
+    proc = subprocess.Popen([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", shas[-1], "--cmd",
+                             f"sleep 30 & {CMD}; wait"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not _marked(str(factor_file), "sleep"):
+        assert proc.poll() is None and time.monotonic() < deadline, "the step never started"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and "worktrees removed" in err
+    assert _marked(str(factor_file)) == []
+    assert state(repo) == before
+
+
 def test_a_crashing_step_on_an_endpoint_is_one_line_and_cleans_up(tmp_path, factor_file):
     repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
     before = state(repo)
