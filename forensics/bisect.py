@@ -231,10 +231,21 @@ def _conclude(cfg: BisectConfig, s: _Session, res: BisectResult, chain: list[str
     s.say("confirm", f"confirming {culprit[:12]} against {parent[:12]} with {n} fresh processes each", culprit)
     m2 = Measurer(s.m.pool, cfg.spec)  # fresh samples; worktrees (and their setup) are reused
     m2.metric, m2._ready = s.m.metric, s.m._ready
+    good = chain[0]
+    sides = [(parent, "good" if parent == good else "ref"), (culprit, "mid" if culprit != chain[-1] else "bad")]
     try:
-        m2.top_up([(parent, "good" if parent == chain[0] else "ref"), (culprit, "mid" if culprit != chain[-1] else "bad")], n)
+        # the good commit is measured again alongside (an A/A check of the session: did the machine drift?)
+        m2.top_up(sides + ([] if parent == good else [(good, "good")]), cfg.processes)
+        m2.top_up(sides, n)
         c = compare(m2.samples[parent], m2.samples[culprit], threshold=cfg.threshold,
                     higher_is_better=cfg.spec.higher_is_better)
+        res.drift = compare(s.m.samples[good][:cfg.processes], m2.samples[good], threshold=cfg.threshold,
+                            higher_is_better=cfg.spec.higher_is_better)
+        s.say("confirm", f"A/A drift check, the good commit at the end vs at the start: {res.drift.sentence()}", good)
+        if res.drift.verdict in (Verdict.SLOWER, Verdict.FASTER):
+            res.notes.append(f"the machine drifted during the bisect: the good commit measured {res.drift.sentence()} "
+                             "at the end against the start; the midpoint classes may be wrong (the confirmation "
+                             "was interleaved, so it holds): rerun on a quieter machine")
     except StepFailed as exc:
         c = None
         res.notes.append(f"the confirmation run failed: {exc}")

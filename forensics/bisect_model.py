@@ -122,6 +122,7 @@ class BisectResult:
     confirmation: Comparison | None = None
     confirmed: bool = False
     gap_share: float | None = None
+    drift: Comparison | None = None
     diffstat: str = ""
     rounds: int = 0
     hypotheses: list[str] = field(default_factory=list)
@@ -140,7 +141,8 @@ class BisectResult:
                 "endpoints": self.endpoints.to_json() if self.endpoints else None,
                 "culprit": info(self.culprit), "candidates": [c.to_json() for c in self.candidates],
                 "parent": info(self.parent), "confirmation": self.confirmation.to_json() if self.confirmation else None,
-                "confirmed": self.confirmed, "gap_share": self.gap_share, "diffstat": self.diffstat,
+                "confirmed": self.confirmed, "gap_share": self.gap_share,
+                "drift": self.drift.to_json() if self.drift else None, "diffstat": self.diffstat,
                 "rounds": self.rounds, "hypotheses": self.hypotheses, "notes": self.notes,
                 "records": [r.to_json() for r in self.records], "log": [e.to_json() for e in self.log]}
 

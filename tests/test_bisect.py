@@ -133,6 +133,8 @@ def test_bisect_finds_the_slow_commit_skips_the_broken_one_and_leaves_the_checko
     assert res.confirmation.ci_low > 1.0
     assert 0.7 < res.gap_share < 1.3
     assert "cost.txt" in res.diffstat
+    assert res.drift is not None and res.drift.verdict.value in ("same", "inconclusive")
+    assert not any("drifted" in n for n in res.notes)
     assert any("round" in e.phase for e in log) and log[-1].phase == "verdict"
 
     html = render(res, "html")
@@ -402,3 +404,18 @@ def test_endpoint_verdicts_name_the_reason():
     outcome, sentence = _endpoint_verdict(cfg, noisy, 12)
     assert outcome is Outcome.NO_DIFFERENCE and sentence.startswith("refusing to bisect") and "--processes" in sentence
     assert "code.change" not in ENV_HYPOTHESES and "gpu.throttling" in ENV_HYPOTHESES
+
+
+def test_drift_during_the_bisect_is_reported(tmp_path, factor_file):
+    repo, shas = make_repo(tmp_path, n=1, slow_at=1, broken_at=None)
+
+    def on_log(entry):
+        if entry.phase == "confirm" and entry.message.startswith("confirming"):
+            factor_file.write_text("1.3\n")  # the machine gets slower between the start and the confirmation
+
+    res = run_bisect(BisectConfig(str(repo), shas[0], shas[1], StepSpec(cmd=CMD), processes=5, threshold=0.10),
+                     on_log=on_log)
+    assert res.outcome is Outcome.CULPRIT and res.culprit.sha == shas[1]
+    assert res.drift.verdict.value == "slower"
+    assert any("the machine drifted during the bisect" in n for n in res.notes)
+    assert "A/A drift check" in render(res, "md")
