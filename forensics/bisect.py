@@ -129,20 +129,21 @@ def _endpoint_verdict(cfg: BisectConfig, c: Comparison, good_now: float) -> tupl
     """None when the endpoints differ (bisect); else the outcome and its sentence."""
     if c.verdict is Verdict.SLOWER:
         return None
-    hyp = ", ".join(ENV_HYPOTHESES)
-    look = (f"compare a `forensics snapshot` taken now with one from when the good commit was fast "
-            f"(`forensics diff`); hypotheses to look at: {hyp}")
+    same = f"bad/good {c.time_ratio:.3f}, 95% CI {c.ci_low:.3f}-{c.ci_high:.3f}, n={c.a.n}+{c.b.n}"
+    look = "; diff a `forensics snapshot` taken now against one from when the good commit was fast"
     if c.verdict is Verdict.SAME:
         if cfg.good_was is not None:
             r = good_now / cfg.good_was if not cfg.spec.higher_is_better else cfg.good_was / good_now
             if r - 1 < cfg.threshold:
-                return (Outcome.NOT_REPRODUCED, f"both endpoints measure the same and the good commit is as fast as "
-                        f"before ({good_now:.4g} now, {cfg.good_was:.4g} before): the slowdown does not reproduce here")
+                return (Outcome.NOT_REPRODUCED, f"the slowdown does not reproduce here: both endpoints measure the "
+                        f"same ({same}) and the good commit is as fast as before ({good_now:.4g} now, "
+                        f"{cfg.good_was:.4g} before)")
             return (Outcome.ENVIRONMENT, f"the environment changed, not the code: the good commit is now as slow as "
-                    f"the bad one ({c.sentence()}) and {r - 1:+.0%} against its earlier {cfg.good_was:.4g}; {look}")
+                    f"the bad one ({same}) and {r - 1:+.0%} against its earlier result ({good_now:.4g} now, "
+                    f"{cfg.good_was:.4g} before){look}")
         return (Outcome.ENVIRONMENT, f"the environment changed, not the code: the good commit is now as slow as the "
-                f"bad one ({c.sentence()}); {look} (pass --good-was with its earlier time to tell this apart from a "
-                "slowdown that no longer reproduces)")
+                f"bad one ({same}){look} (--good-was with its earlier result would tell this apart from a slowdown "
+                "that no longer reproduces)")
     if c.verdict is Verdict.FASTER:
         return (Outcome.BAD_FASTER, f"refusing to bisect: the bad commit is faster than the good one here ({c.sentence()})")
     return (Outcome.NO_DIFFERENCE, f"refusing to bisect: the endpoints do not differ significantly ({c.sentence()}); "

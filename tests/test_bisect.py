@@ -375,6 +375,7 @@ def test_cli_writes_reports_and_says_environment_changed(tmp_path, factor_file):
     assert "endpoints" in proc.stderr  # progress went to stderr
     data = json.loads((out / "r.json").read_text())
     assert data["outcome"] == "environment-changed" and "gpu.throttling" in data["hypotheses"]
+    assert "look at: gpu.throttling, gpu.pcie-link" in proc.stdout
     assert "gpu.throttling" in (out / "r.html").read_text() and "environment-changed" in (out / "r.md").read_text()
     bad = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--cmd", CMD,
                           "-o", str(out / "r.pdf")], capture_output=True, text=True)
@@ -390,10 +391,10 @@ def test_endpoint_verdicts_name_the_reason():
     cfg = BisectConfig(".", "a", "b", StepSpec(cmd="x"), threshold=0.05)
     assert _endpoint_verdict(cfg, _cmp(10, 13), 10) is None
     outcome, sentence = _endpoint_verdict(cfg, _cmp(13, 13), 13)
-    assert outcome is Outcome.ENVIRONMENT and "--good-was" in sentence and "nccl.env" in sentence
+    assert outcome is Outcome.ENVIRONMENT and "--good-was" in sentence and "forensics snapshot" in sentence
     cfg.good_was = 10.0
     outcome, sentence = _endpoint_verdict(cfg, _cmp(13, 13), 13)
-    assert outcome is Outcome.ENVIRONMENT and "+30% against its earlier 10" in sentence
+    assert outcome is Outcome.ENVIRONMENT and "+30% against its earlier result (13 now, 10 before)" in sentence
     outcome, sentence = _endpoint_verdict(cfg, _cmp(10, 10), 10)
     assert outcome is Outcome.NOT_REPRODUCED and "does not reproduce" in sentence
     outcome, sentence = _endpoint_verdict(cfg, _cmp(13, 10), 13)

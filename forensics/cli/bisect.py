@@ -158,6 +158,8 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
         write_report(result, out)
         err.print(f"wrote {escape(str(out))}")
     click.echo(f"{result.outcome.value}: {result.sentence}")
+    if result.hypotheses:
+        click.echo(f"look at: {', '.join(result.hypotheses)}")
     for note in result.notes:
         click.echo(f"note: {note}")
     sys.exit(0 if result.outcome is Outcome.CULPRIT and result.confirmed else 3)
