@@ -420,3 +420,13 @@ def test_drift_during_the_bisect_is_reported(tmp_path, factor_file):
     assert res.drift.verdict.value == "slower"
     assert any("the machine drifted during the bisect" in n for n in res.notes)
     assert "A/A drift check" in render(res, "md")
+
+
+def test_git_bisect_run_with_bisect_step_finds_the_commit(tmp_path, factor_file):
+    repo, shas = make_repo(tmp_path, n=6, slow_at=4, broken_at=None)
+    _git(repo, "bisect", "start", "--term-old=fast", "--term-new=slow", shas[-1], shas[0])
+    argv = [*CLI, "bisect-step", "--good", shas[0], "--bad", shas[-1], "--cmd", CMD, "--threshold", "10%"]
+    proc = subprocess.run(["git", "-C", str(repo), "bisect", "run", *argv], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{shas[4]} is the first slow commit" in proc.stdout
+    _git(repo, "bisect", "reset")
