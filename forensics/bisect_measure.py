@@ -151,7 +151,8 @@ class Measurer:
         try:
             tree = self.tree_for(sha, role)
             run = run_command(self.spec.command_for(tree.path), cwd=str(tree.path),
-                              env=step_env(tree.path, sha, self.pool.session), timeout_s=self.spec.timeout_s, metric=self.spec.metric or (self.metric or None),
+                              env=step_env(tree.path, sha, self.pool.session), timeout_s=self.spec.timeout_s,
+                              metric=self.spec.metric or (self.metric or None),
                               metric_regex=self.spec.metric_regex)
         except (StepFailed, BadInputError) as exc:
             self.failures[sha] = str(exc)

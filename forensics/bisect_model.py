@@ -75,7 +75,8 @@ class CommitRecord:
 
     def to_json(self) -> dict:
         g, b = self.relation()
-        return {"commit": self.info.to_json(), "index": self.index, "vs_good_text": g, "vs_bad_text": b, "class": self.cls.value, "samples": self.samples,
+        return {"commit": self.info.to_json(), "index": self.index, "vs_good_text": g, "vs_bad_text": b,
+                "class": self.cls.value, "samples": self.samples,
                 "median": statistics.median(self.samples) if self.samples else None,
                 "vs_good": self.vs_good.to_json() if self.vs_good else None,
                 "vs_bad": self.vs_bad.to_json() if self.vs_bad else None, "note": self.note, "round": self.round}

@@ -162,7 +162,7 @@ def resolve_range(repo: str | Path, good: str, bad: str) -> Range:
         commits = git(top, "rev-list", "--ancestry-path", "--topo-order", "--reverse", f"{g}..{b}").split()
         linear = False
     if shallow:
-        shallow_file = Path(git(top, "rev-parse", "--path-format=absolute", "--git-path", "shallow"))
+        shallow_file = Path(top) / git(top, "rev-parse", "--git-path", "shallow")
         cut = set(shallow_file.read_text().split()) if shallow_file.is_file() else set()
         if cut & set(commits):
             raise BadInputError(f"the history between --good and --bad is cut by the shallow clone{hint}")
@@ -238,7 +238,8 @@ class WorktreePool:
 
     def __init__(self, repo: str):
         self.repo = repo
-        self.common_dir = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+        # (``--path-format=absolute`` needs git 2.31; a relative answer is relative to ``repo``)
+        self.common_dir = (Path(repo) / git(repo, "rev-parse", "--git-common-dir")).resolve()
         self._worktrees_dir_existed = (self.common_dir / "worktrees").exists()
         self.base: Path | None = None
         self.trees: dict[str, Worktree] = {}
@@ -281,7 +282,8 @@ class WorktreePool:
                 pass
             if wt.path.exists():
                 shutil.rmtree(wt.path, ignore_errors=True)
-            if admin is not None and admin.exists() and admin.parent == self.common_dir / "worktrees":
+            ours = admin is not None and admin.resolve().parent == (self.common_dir / "worktrees").resolve()
+            if ours and admin.exists():
                 shutil.rmtree(admin, ignore_errors=True)
         self.trees.clear()
         wdir = self.common_dir / "worktrees"
