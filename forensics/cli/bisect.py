@@ -1,0 +1,212 @@
+"""``forensics bisect`` and ``forensics bisect-step`` (thin click layer over :mod:`forensics.bisect`).
+
+Exit codes of ``bisect``: 0 a culprit named and confirmed against its parent;
+3 no culprit named (endpoints not different, the environment changed, the
+slowdown does not reproduce, the culprit not confirmed or only a range of
+commits left by skips); 2 bad input; 130 Ctrl-C; 143 SIGTERM; 129 SIGHUP.
+``bisect-step`` follows ``git bisect run``: 0 fast, 1 slow, 125 skip, 128+ abort
+(any error, so git never reads an error as "slow").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from forensics.cli.common import console, error_boundary, fail
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM/SIGHUP so every ``finally`` (worktree clean-up) runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_raise():
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` for the duration of the block."""
+
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _threshold(value: str) -> float:
+    text = value.strip()
+    try:
+        v = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a percentage like 5% or 0.05") from None
+    if not 0 < v < 1:
+        raise click.BadParameter(f"{value!r} must be between 0% and 100%")
+    return v
+
+
+def _step_options(f):
+    options = [
+        click.option("--good", required=True, metavar="REV", help="A commit where the step was fast."),
+        click.option("--bad", required=True, metavar="REV", help="A later commit where it is slow."),
+        click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+                     show_default=True, help="The git repository of the code under test (never modified)."),
+        click.option("--cmd", "cmd", metavar="CMD", help='Step command printing {"metric": ..., "value": ...} lines.'),
+        click.option("--callable", "target", metavar="MOD:FN", help="Python callable timed in a fresh process."),
+        click.option("--callable-timer", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
+                     help="Clock for --callable: cpu (process time) only for CPU-bound code on a shared machine."),
+        click.option("--setup", metavar="CMD", help="Run in the worktree once per commit before measuring "
+                     "(e.g. a build, or pip install -e . --no-deps into a private venv)."),
+        click.option("--metric", help="Use only JSON lines with this metric name."),
+        click.option("--metric-regex", help="Read values with this regex (group 1 or 'value') instead of JSON."),
+        click.option("--higher-is-better", is_flag=True, help="The metric is a throughput (tok/s)."),
+        click.option("--threshold", default="5%", show_default=True, help="Smallest change that counts."),
+        click.option("--processes", type=click.IntRange(3, 200), default=5, show_default=True,
+                     help="Fresh processes per commit to start with (doubled on an unknown result)."),
+        click.option("--max-processes", type=click.IntRange(3, 1000), default=None,
+                     help="Cap for the doubling [default: 4 x --processes]."),
+        click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+                     help="Seconds one process (or the setup) may run."),
+    ]
+    for opt in reversed(options):
+        f = opt(f)
+    return f
+
+
+def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
+            max_processes, timeout_s, good_was=None):
+    from forensics.bisect import BisectConfig
+    from forensics.bisect_measure import StepSpec
+    from forensics.errors import BadInputError
+
+    if bool(cmd) == bool(target):
+        raise BadInputError("give exactly one of --cmd \"...\" or --callable module:function")
+    if target and (":" not in target or target.startswith(":") or target.endswith(":")):
+        raise BadInputError(f"--callable {target!r}: use module:function, e.g. mypkg.step:verify")
+    cap = max_processes or processes * 4
+    if cap < processes:
+        raise BadInputError(f"--max-processes {cap} is below --processes {processes}")
+    spec = StepSpec(cmd=cmd, target=target, setup=setup, metric=metric, metric_regex=metric_regex,
+                    higher_is_better=higher_is_better, timeout_s=timeout_s, callable_timer=callable_timer)
+    return BisectConfig(str(repo), good, bad, spec, processes=processes, cap_factor=max(1, cap // processes),
+                        threshold=_threshold(threshold), good_was=good_was)
+
+
+@click.command()
+@_step_options
+@click.option("--good-was", type=float, default=None, metavar="VALUE",
+              help="The good commit's earlier result (the metric's unit), to tell an environment change apart.")
+@click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Report file: .html, .md or .json (repeatable).")
+@error_boundary
+def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
+           max_processes, timeout_s, good_was, outputs):
+    """Find the commit that made the step slower, in private git worktrees.
+
+    Re-measures both endpoints first (if the good commit is now slow too, the
+    environment changed: it stops and says so), then bisects with a
+    statistical rule, skipping commits whose setup or step fails, and confirms
+    the culprit against its parent. Your checkout, branch, index, stash and
+    uncommitted files are never touched, also on Ctrl-C or a crash.
+
+    Exit codes: 0 culprit named and confirmed, 3 no culprit named (the
+    environment changed, endpoints not different, a range of candidates, or
+    not confirmed), 2 bad input, 130 Ctrl-C, 143 SIGTERM.
+    """
+    from forensics.bisect import Outcome, run_bisect
+    from forensics.bisect_report import format_for, write_report
+
+    cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
+                  processes, max_processes, timeout_s, good_was)
+    from forensics.errors import BadInputError
+
+    for out in outputs:  # check before a long run, not after it
+        format_for(out)
+        folder = out.parent if str(out.parent) else Path(".")
+        if not folder.is_dir():
+            raise BadInputError(f"-o {out}: folder {folder} does not exist; create it or choose another -o")
+    err = console(stderr=True)
+    err.soft_wrap = True
+    from rich.markup import escape
+
+    status = err.status("bisect: starting", spinner="dots")
+    counts: dict[str, int] = {}
+
+    def on_log(entry):
+        err.print(f"[bold]{escape(entry.phase)}[/bold] {escape(entry.message)}")
+
+    def on_process(sha, value):
+        counts[sha] = counts.get(sha, 0) + 1
+        shown = "failed" if value is None else f"{value:.4g}"
+        status.update(f"measuring {sha[:10]}: process {counts[sha]} -> {shown}")
+
+    try:
+        with _signals_raise(), status:
+            result = run_bisect(cfg, on_log, on_process)
+    except Terminated as exc:
+        fail(f"terminated by signal {exc.signum}; worktrees removed, your checkout is untouched", 128 + exc.signum)
+    for out in outputs:
+        write_report(result, out)
+        err.print(f"wrote {escape(str(out))}")
+    click.echo(f"{result.outcome.value}: {result.sentence}")
+    if result.hypotheses:
+        click.echo(f"look at: {', '.join(result.hypotheses)}")
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    sys.exit(0 if result.outcome is Outcome.CULPRIT and result.confirmed else 3)
+
+
+class _StepCommand(click.Command):
+    """A usage error must abort `git bisect run` (exit 128), not read as "slow" (click's exit 2)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            exc.exit_code = 128
+            raise
+
+
+@click.command("bisect-step", cls=_StepCommand)
+@_step_options
+def bisect_step(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
+                max_processes, timeout_s):
+    """Classify HEAD for `git bisect run`: exit 0 fast, 1 slow, 125 skip, 128 abort.
+
+    HEAD, --good and --bad are measured in private worktrees, interleaved, and
+    HEAD is compared with both. Use with
+    `git bisect start --term-old=fast --term-new=slow BAD GOOD` then
+    `git bisect run forensics bisect-step --good GOOD --bad BAD --cmd "..."`.
+    """
+    from forensics.bisect import StepExit, run_step
+    from forensics.errors import ForensicsError
+
+    err = console(stderr=True)
+    from rich.markup import escape
+
+    try:
+        with _signals_raise():
+            cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
+                          processes, max_processes, timeout_s)
+            code, reason = run_step(cfg, lambda e: err.print(f"[bold]{escape(e.phase)}[/bold] {escape(e.message)}"))
+    except ForensicsError as exc:
+        fail(f"{exc} (aborting the bisect)", StepExit.ABORT.value)
+    except click.BadParameter as exc:
+        fail(f"{exc.message} (aborting the bisect)", StepExit.ABORT.value)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except Terminated as exc:
+        fail(f"terminated by signal {exc.signum}", 128 + exc.signum)
+    except Exception as exc:  # never let git read a crash as "slow"
+        fail(f"internal error: {type(exc).__name__}: {exc} (aborting the bisect)", 129)
+    click.echo(f"{code.name.lower()}: {reason}")
+    sys.exit(code.value)

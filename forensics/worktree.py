@@ -1,0 +1,322 @@
+"""Read-only git queries and private, temporary ``git worktree`` checkouts.
+
+``forensics bisect`` never checks anything out in the user's tree. Each
+commit it measures is checked out in a worktree of its own under a temporary
+folder (``git worktree add --detach``), and removed again on exit, Ctrl-C,
+SIGTERM or a crash of the benchmark (:class:`WorktreePool` is a context
+manager; the CLI turns SIGTERM into an exception so the ``finally`` runs).
+
+What touches the user's repository, and how it is undone:
+
+- ``git worktree add`` writes ``.git/worktrees/<name>/`` (HEAD, index,
+  gitdir). At exit ``git worktree remove --force --force`` removes it; if
+  that fails, exactly our own admin folder is deleted (not ``git worktree
+  prune``: that would also prune the user's own stale worktrees), and
+  ``.git/worktrees`` is removed if we created it and it is empty.
+- Hooks are disabled for our git calls (``-c core.hooksPath=/dev/null``): a
+  ``post-checkout`` hook of the user's must not run for our checkouts.
+- Before removal, processes our steps left behind (a killed step's
+  grandchildren, e.g. torchrun's ranks) are terminated: :func:`reap` finds
+  them by the ``FORENSICS_BISECT_SESSION`` token they inherited.
+- Nothing else is written: the other commands (rev-parse, rev-list,
+  merge-base, show, diff --stat between commits) only read.
+
+Facts come from the ``git`` command line (run with a timeout, ``LC_ALL=C``,
+no terminal prompt, the caller's ``GIT_DIR``/``GIT_WORK_TREE`` removed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from forensics.errors import BadInputError
+
+GIT_TIMEOUT_S = 120.0
+_NO_HOOKS = ["-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
+# Variables that would point git (ours or the step's) at another repository or index.
+_GIT_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
+                      "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX")
+
+
+class GitError(Exception):
+    """A git command failed; ``str()`` is its last stderr line."""
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the variables that redirect git, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
+    env.update(extra or {})
+    return env
+
+
+def git(repo: str | Path, *args: str, check: bool = True, timeout_s: float = GIT_TIMEOUT_S) -> str:
+    """Run ``git -C repo <args>`` and return stdout (stripped of the trailing newline).
+
+    Raises:
+        GitError: git exited non-zero (only with ``check``), timed out, or is not installed.
+    """
+    argv = ["git", "-C", str(repo), *_NO_HOOKS, *args]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, env=clean_env({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}))
+    except FileNotFoundError:
+        raise GitError("git is not installed (not on PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {' '.join(args[:2])} timed out after {timeout_s:g} s") from None
+    if check and proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise GitError(last)
+    return proc.stdout.rstrip("\n")
+
+
+def _ok(repo: str | Path, *args: str) -> bool:
+    try:
+        git(repo, *args)
+        return True
+    except GitError:
+        return False
+
+
+@dataclass
+class CommitInfo:
+    """One commit as ``git show -s`` reports it (subject and author are user data: escape them)."""
+
+    sha: str
+    short: str
+    subject: str
+    author: str
+    date: str
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def commit_info(repo: str | Path, sha: str) -> CommitInfo:
+    """Subject, author and date of ``sha`` (``git show -s --format``)."""
+    out = git(repo, "show", "-s", "--format=%H%x00%h%x00%s%x00%an%x00%cI", sha, "--")
+    full, short, subject, author, date = (out.split("\x00") + [""] * 5)[:5]
+    return CommitInfo(full, short, subject, author, date)
+
+
+def diff_stat(repo: str | Path, parent: str, sha: str) -> str:
+    """``git diff --stat`` between two commits (read-only; empty text if none)."""
+    return git(repo, "diff", "--stat=100", "--no-color", parent, sha, "--")
+
+
+@dataclass
+class Range:
+    """A validated bisect range: ``commits`` runs from the first commit after good to bad, oldest first."""
+
+    toplevel: str
+    good: str
+    bad: str
+    commits: list[str]
+    linear: bool  # True when bad's first-parent chain passes through good
+
+
+def resolve_range(repo: str | Path, good: str, bad: str) -> Range:
+    """Check the repository and the two revisions, and list the commits between them.
+
+    The list is ``git rev-list --first-parent --reverse good..bad`` when good is
+    on bad's first-parent chain, else ``git rev-list --ancestry-path
+    --topo-order --reverse good..bad`` (a linear order of a merge-y range).
+
+    Raises:
+        BadInputError: not a git work tree, no commits, unknown revision (with a
+            hint for shallow clones), good not an ancestor of bad, or good == bad.
+    """
+    repo = Path(repo)
+    if not repo.is_dir():
+        raise BadInputError(f"--repo {repo}: no such folder")
+    try:
+        top = git(repo, "rev-parse", "--show-toplevel")
+    except GitError:
+        raise BadInputError(f"{repo}: not a git repository (or a bare one); pass --repo with a checkout") from None
+    if not _ok(top, "rev-parse", "--verify", "-q", "HEAD^{commit}") and not git(top, "rev-list", "-n1", "--all",
+                                                                                   check=False):
+        raise BadInputError(f"{top}: the repository has no commits yet; nothing to bisect")
+    shallow = git(top, "rev-parse", "--is-shallow-repository", check=False) == "true"
+    hint = " (this is a shallow clone: run `git fetch --unshallow` first)" if shallow else ""
+    shas = []
+    for opt, rev in (("--good", good), ("--bad", bad)):
+        try:
+            shas.append(git(top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{commit}}"))
+        except GitError:
+            raise BadInputError(f"{opt} {rev}: unknown revision in {top}{hint}") from None
+    g, b = shas
+    if g == b:
+        raise BadInputError(f"--good {good} and --bad {bad} are the same commit ({g[:12]}); nothing to bisect")
+    if not _ok(top, "merge-base", "--is-ancestor", g, b):
+        raise BadInputError(f"--good {good} ({g[:12]}) is not an ancestor of --bad {bad} ({b[:12]}){hint}; "
+                            "give an older good commit")
+    first_parent = git(top, "rev-list", "--first-parent", "--reverse", f"{g}..{b}").split()
+    chain_parent = git(top, "rev-parse", f"{first_parent[0]}^", check=False) if first_parent else ""
+    if chain_parent == g:
+        commits, linear = first_parent, True
+    else:
+        commits = git(top, "rev-list", "--ancestry-path", "--topo-order", "--reverse", f"{g}..{b}").split()
+        linear = False
+    if shallow:
+        shallow_file = Path(top) / git(top, "rev-parse", "--git-path", "shallow")
+        cut = set(shallow_file.read_text().split()) if shallow_file.is_file() else set()
+        if cut & set(commits):
+            raise BadInputError(f"the history between --good and --bad is cut by the shallow clone{hint}")
+    return Range(top, g, b, commits, linear)
+
+
+def reap(session: str, grace_s: float = 2.0) -> list[int]:
+    """Terminate every process whose environment holds ``FORENSICS_BISECT_SESSION=<session>``.
+
+    A step killed on Ctrl-C can leave grandchildren (torchrun's ranks, a
+    backgrounded helper) holding GPUs; they inherited the token, so they and
+    only they are found (``psutil`` reads ``/proc/<pid>/environ``; other users'
+    processes are unreadable and skipped). SIGTERM first, SIGKILL after ``grace_s``.
+
+    Returns:
+        the pids that were signalled.
+    """
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        return []
+    mine = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get("FORENSICS_BISECT_SESSION") == session:
+                mine.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    for proc in mine:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(mine, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return [p.pid for p in mine]
+
+
+class Worktree:
+    """One private detached checkout; use :meth:`checkout` to move it to another commit."""
+
+    def __init__(self, repo: str, path: Path, sha: str):
+        self.repo = repo
+        self.path = path
+        self.sha = sha
+        self.admin_dir: Path | None = None
+
+    def checkout(self, sha: str) -> None:
+        """Force the worktree to ``sha`` and remove untracked files (ignored build outputs stay)."""
+        if sha == self.sha:
+            return
+        git(self.path, "checkout", "--detach", "--force", "-q", sha)
+        git(self.path, "clean", "-ffdq")
+        self.sha = sha
+
+
+class WorktreePool:
+    """Temporary worktrees of one repository, all removed when the ``with`` block ends.
+
+    Usage::
+
+        with WorktreePool(repo) as pool:
+            wt = pool.add("good", sha)   # a Worktree at sha, under a temp folder
+            ...
+
+    Raises:
+        GitError: ``git worktree add`` failed (e.g. a locked repository).
+    """
+
+    def __init__(self, repo: str):
+        self.repo = repo
+        # (``--path-format=absolute`` needs git 2.31; a relative answer is relative to ``repo``)
+        self.common_dir = (Path(repo) / git(repo, "rev-parse", "--git-common-dir")).resolve()
+        self._worktrees_dir_existed = (self.common_dir / "worktrees").exists()
+        self.base: Path | None = None
+        self.trees: dict[str, Worktree] = {}
+
+    def __enter__(self) -> "WorktreePool":
+        self.base = Path(tempfile.mkdtemp(prefix="forensics-bisect-"))
+        return self
+
+    def add(self, role: str, sha: str) -> Worktree:
+        """Create (or move) the worktree for ``role`` at ``sha``."""
+        if role in self.trees:
+            self.trees[role].checkout(sha)
+            return self.trees[role]
+        assert self.base is not None, "use WorktreePool as a context manager"
+        path = self.base / f"{self.base.name}-{role}"
+        wt = Worktree(self.repo, path, sha)
+        self.trees[role] = wt  # registered before creation: a half-made one is cleaned up too
+        git(self.repo, "worktree", "add", "--detach", "-q", str(path), sha)
+        gitfile = path / ".git"
+        if gitfile.is_file() and gitfile.read_text().startswith("gitdir:"):
+            wt.admin_dir = Path(gitfile.read_text().split(":", 1)[1].strip())
+        return wt
+
+    @property
+    def session(self) -> str:
+        """A token unique to this pool (its temp folder's name); steps carry it in ``FORENSICS_BISECT_SESSION``."""
+        return self.base.name if self.base is not None else ""
+
+    def close(self) -> None:
+        """Stop what our steps left running, remove every worktree and its ``.git/worktrees`` entry; never raises."""
+        if self.base is not None:
+            reap(self.session)
+        for wt in self.trees.values():
+            admin = wt.admin_dir
+            if admin is None:  # creation was interrupted: find our entry by its gitdir file
+                admin = self._find_admin(wt.path)
+            try:
+                git(self.repo, "worktree", "remove", "--force", "--force", str(wt.path), timeout_s=60)
+            except GitError:
+                pass
+            if wt.path.exists():
+                shutil.rmtree(wt.path, ignore_errors=True)
+            ours = admin is not None and admin.resolve().parent == (self.common_dir / "worktrees").resolve()
+            if ours and admin.exists():
+                shutil.rmtree(admin, ignore_errors=True)
+        self.trees.clear()
+        wdir = self.common_dir / "worktrees"
+        if not self._worktrees_dir_existed and wdir.is_dir() and not any(wdir.iterdir()):
+            try:
+                wdir.rmdir()
+            except OSError:
+                pass
+        if self.base is not None:
+            shutil.rmtree(self.base, ignore_errors=True)
+            self.base = None
+
+    def _find_admin(self, path: Path) -> Path | None:
+        wdir = self.common_dir / "worktrees"
+        if not wdir.is_dir():
+            return None
+        for entry in wdir.iterdir():
+            if entry.name.startswith(path.name):  # git names the entry after the folder (plus digits)
+                return entry
+            try:
+                if Path((entry / "gitdir").read_text().strip()) == path / ".git":
+                    return entry
+            except OSError:
+                continue
+        return None
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        # A second Ctrl-C/SIGTERM must not interrupt the clean-up half way: hold them until it is done.
+        held = {signal.SIGINT, signal.SIGTERM}
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            self.close()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
