@@ -26,7 +26,7 @@ def take_snapshot(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     redact: bool = True,
     on_done: Callable[[str, ProbeResult], None] | None = None,
-    bench: dict[str, Any] | None = None,
+    bench: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the installed probes and return a snapshot document.
 
@@ -38,7 +38,10 @@ def take_snapshot(
         timeout_s: per-probe timeout, seconds.
         redact: replace secrets (default); ``False`` is ``--no-redact``.
         on_done: progress callback, called as each probe finishes.
-        bench: a benchmark result to embed (``forensics snapshot --bench``).
+        bench: a benchmark document to embed (``forensics snapshot --bench``), or a
+            function that runs one: it is called after the probes, so they see the
+            machine as it was before the benchmark (no load average, no processes
+            of ours on the GPU).
 
     Raises:
         BadInputError: ``only``/``skip`` names a probe that is not installed,
@@ -59,6 +62,8 @@ def take_snapshot(
         raise BadInputError("no probe left to run: --probe/--skip exclude them all (see 'forensics probes')")
     redactor = Redactor(enabled=redact)
     results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done)
+    if callable(bench):
+        bench = bench()
     for f in chosen_failures:
         results[f.name] = ProbeResult(ProbeStatus.FAILED, reason=f"could not load probe from {f.distribution}: {f.error}")
     opts = dict(options or {})

@@ -82,13 +82,14 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         raise BadInputError("--bench-cmd and --bench-processes go with --bench")
     bench = None
     if with_bench:
-        from forensics.bench import run_for_snapshot
+        def bench():
+            from forensics.bench import run_for_snapshot
 
-        if not quiet:
-            click.echo("running the verify-step canary" + (" and your step" if bench_cmd else "")
-                       + " (fresh processes; about a minute)...", err=True)
-        bench = run_for_snapshot({"launcher": launcher, "cmd": bench_cmd, "processes": bench_processes,
-                                  "higher_is_better": higher_is_better or None})
+            if not quiet:
+                click.echo("running the verify-step canary" + (" and your step" if bench_cmd else "")
+                           + " in fresh processes (about a minute)...", err=True)
+            return run_for_snapshot({"launcher": launcher, "cmd": bench_cmd, "processes": bench_processes,
+                                     "higher_is_better": higher_is_better or None})
     doc = take_snapshot(label=label, only=only, skip=skip, options=options, timeout_s=timeout_s,
                         redact=not no_redact, bench=bench)
     snap.save(doc, out)

@@ -1,15 +1,15 @@
 """The user's serving step in the "silent git pull" scenario (a stand-in for real serving code).
 
 A tensor-parallel decoder step: each of 2 ranks holds half of every layer's
-weights, multiplies, and all-reduces the partial result, once per layer half
-(as Megatron-style column/row parallel layers do). It prints one JSON line per
-timed block of steps, as `forensics bench --cmd` expects:
+weights, multiplies, and all-reduces the partial result through
+``distributed.comm.tp_all_reduce`` (as Megatron-style row-parallel layers do).
+It prints one JSON line per timed block of steps (slowest rank), as
+``forensics bench --cmd`` and ``forensics bisect --cmd`` expect:
 
     {"metric": "step_ms", "value": 3.21}
 
-The scenario's "slow" commit flips EXTRA_COPY_ALLREDUCE to True: an extra
-out-of-place copy and all-reduce per layer, the kind of change that slips into
-a communicator refactor. Runs on 2 GPUs with NCCL, or on CPU with gloo.
+Runs on 2 GPUs with NCCL, or on CPU with gloo. The ranks are forked from this
+process (CUDA is not initialised before the fork), so torch is imported once.
 """
 
 import json
@@ -21,23 +21,17 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from distributed.comm import tp_all_reduce
+
 LAYERS = 24
 HIDDEN = 4096
 TOKENS = 8
 BLOCKS = 20
 STEPS_PER_BLOCK = 10
-EXTRA_COPY_ALLREDUCE = False
 
 
 def layer(x, w1, w2):
-    h = x @ w1
-    out = h @ w2
-    dist.all_reduce(out)
-    if EXTRA_COPY_ALLREDUCE:
-        extra = out.clone()
-        dist.all_reduce(extra)
-        out = out + extra * 0
-    return out
+    return tp_all_reduce((x @ w1) @ w2)
 
 
 def worker(rank, world, port):
@@ -60,18 +54,19 @@ def worker(rank, world, port):
             y = layer(y, w1, w2)
         return y
 
-    for _ in range(20):
+    blocks, steps = (BLOCKS, STEPS_PER_BLOCK) if gpu else (5, 2)  # gloo on CPU is ~100x slower
+    for _ in range(20 if gpu else 3):
         step()
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     sync()
-    for _ in range(BLOCKS):
+    for _ in range(blocks):
         dist.barrier()
         sync()
         t0 = time.perf_counter()
-        for _ in range(STEPS_PER_BLOCK):
+        for _ in range(steps):
             step()
         sync()
-        ms = torch.tensor([(time.perf_counter() - t0) * 1e3 / STEPS_PER_BLOCK], device=dev, dtype=torch.float64)
+        ms = torch.tensor([(time.perf_counter() - t0) * 1e3 / steps], device=dev, dtype=torch.float64)
         dist.all_reduce(ms, op=dist.ReduceOp.MAX)
         if rank == 0:
             print(json.dumps({"metric": "step_ms", "value": round(ms.item(), 4)}), flush=True)
@@ -81,5 +76,5 @@ def worker(rank, world, port):
 if __name__ == "__main__":
     world = 2
     port = 29500 + os.getpid() % 1000
-    mp.spawn(worker, args=(world, port), nprocs=world, join=True)
+    mp.start_processes(worker, args=(world, port), nprocs=world, join=True, start_method="fork")
     sys.exit(0)

@@ -1,0 +1,43 @@
+#!/bin/sh
+# Scenario 2: a silent `git pull`. Usage: run.sh OUTDIR  (needs 2 GPUs; runs on CPU too, slowly)
+# A small repository stands in for the user's serving code (serving/ here). A second clone
+# ("upstream") gets three commits; one routes the all-reduce out of place with an extra
+# copy and all-reduce per layer. The user's clone does a real `git pull` (fast-forward)
+# between the two snapshots. The environment is unchanged. Then `forensics bisect` runs
+# the controlled experiment on the pulled range.
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib.sh"
+out=${1:?usage: run.sh OUTDIR}; mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GIT_AUTHOR_NAME="A. Developer" GIT_AUTHOR_EMAIL="dev@example.invalid"
+export GIT_COMMITTER_NAME="A. Developer" GIT_COMMITTER_EMAIL="dev@example.invalid"
+
+mkdir "$work/upstream"
+cp -r "$here/serving/." "$work/upstream/"
+git -C "$work/upstream" init -q -b main
+git -C "$work/upstream" add -A
+git -C "$work/upstream" commit -q -m "serving: tensor-parallel verify step"
+git clone -q "$work/upstream" "$work/serving"          # the user's checkout
+
+# Upstream moves on: three commits, one of them slows the all-reduce path.
+echo "Timings are printed per block of 10 steps." >>"$work/upstream/README.md"
+git -C "$work/upstream" commit -q -am "docs: say how step timings are printed"
+sed -i 's/^OUT_OF_PLACE = False/OUT_OF_PLACE = True/' "$work/upstream/distributed/comm.py"
+git -C "$work/upstream" commit -q -am "comm: all-reduce out of place to keep the input buffer intact"
+printf 'log_every: 50\n' >"$work/upstream/config.yaml"
+git -C "$work/upstream" add config.yaml
+git -C "$work/upstream" commit -q -m "config: log every 50 steps"
+
+cd "$work/serving"
+snap "$out" before --repo . --bench-cmd "python3 step.py"
+git -c pull.rebase=false pull -q                       # the silent pull: a fast-forward
+snap "$out" after --repo . --bench-cmd "python3 step.py"
+report "$out" --repo .
+rc=0
+$FORENSICS bisect --repo . --good 'HEAD@{1}' --bad HEAD --cmd "python3 step.py" --processes "$BENCH_PROCESSES" \
+    -o "$out/bisect.html" -o "$out/bisect.md" -o "$out/bisect.json" 2>"$out/bisect-progress.txt" || rc=$?
+echo "bisect exit code: $rc" >"$out/bisect-exit-code.txt"
+git log --oneline -5 >"$out/git-log.txt"
+git reflog -3 >"$out/git-reflog.txt"
