@@ -157,10 +157,17 @@ def _interpret(results: list[BenchResult]) -> BenchEffect:
                                "runs (its code or a library only it uses)", ratio)
         tail = "the canary was inconclusive" if canary else "no canary on both sides to tell environment from code"
         return BenchEffect(results, Pointer.UNATTRIBUTED, f"{what}; {tail}", ratio)
+    faster = [r for r in results if r.comparison is not None and r.comparison.verdict is Verdict.FASTER]
     undecided = [r for r in results if r.comparison is not None and r.comparison.verdict is Verdict.INCONCLUSIVE]
-    if undecided:
-        return BenchEffect(results, Pointer.NONE, "no result measured slower; inconclusive: "
-                           + "; ".join(f"{r.name} {r.comparison.sentence()}" for r in undecided), 1.0)  # type: ignore[union-attr]
+    if faster or undecided:
+        parts = ["no result measured slower"]
+        if faster:
+            env = any(r.kind in ENVIRONMENT_KINDS for r in faster)
+            parts.append("faster: " + "; ".join(f"{r.name} {r.comparison.sentence()}" for r in faster)  # type: ignore[union-attr]
+                         + (" (forensics' own benchmark code did not change: the environment did)" if env else ""))
+        if undecided:
+            parts.append("inconclusive: " + ", ".join(r.name for r in undecided) + " (see the table)")
+        return BenchEffect(results, Pointer.NONE, "; ".join(parts), 1.0)
     if not any(r.comparison is not None for r in results):
         return BenchEffect(results, Pointer.NONE, "no benchmark result was measured on both sides", 1.0)
     return BenchEffect(results, Pointer.NONE, "no benchmark result changed beyond the threshold", 1.0)

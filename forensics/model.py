@@ -37,6 +37,15 @@ class Severity(str, enum.Enum):
     def __lt__(self, other: "Severity") -> bool:  # type: ignore[override]
         return _SEVERITY_WEIGHT[self] < _SEVERITY_WEIGHT[other]
 
+    def __le__(self, other: "Severity") -> bool:  # type: ignore[override]
+        return _SEVERITY_WEIGHT[self] <= _SEVERITY_WEIGHT[other]
+
+    def __gt__(self, other: "Severity") -> bool:  # type: ignore[override]
+        return _SEVERITY_WEIGHT[self] > _SEVERITY_WEIGHT[other]
+
+    def __ge__(self, other: "Severity") -> bool:  # type: ignore[override]
+        return _SEVERITY_WEIGHT[self] >= _SEVERITY_WEIGHT[other]
+
 
 _SEVERITY_WEIGHT = {
     Severity.INFO: 0.0,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from forensics.gpureadings import HW_REASONS
-from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
+from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.probe import JudgeContext, ProbeResult
 from forensics_probes._gpu_views import (View, get, gpus_of, idle_state, instant_busy, label, match_gpus, num,
                                          pct, throttled, view)
@@ -237,6 +237,23 @@ def judge_contention(pairs) -> Finding:
                         evidence)
 
 
+def _attribute_throttling(throttling: Finding, contention: Finding) -> None:
+    """Rank throttling below contention when another process appeared on the GPUs too.
+
+    Another job's load draws power: the SW power cap that cuts the clocks then is
+    a consequence of the contention, not a cause of its own (scenario 3 of the
+    end-to-end runs: a second process on GPU 0 drove it from 21% to 97% of busy
+    time at its power cap). The throttling finding stays, with that said.
+    """
+    if throttling.status is not HypothesisStatus.IMPLICATED or contention.status is not HypothesisStatus.IMPLICATED:
+        return
+    if contention.severity < Severity.MEDIUM:
+        return
+    throttling.relevance = min(throttling.relevance, contention.relevance * 0.8)
+    throttling.evidence.insert(0, "clocks were cut while another process loaded the GPU (see gpu.contention): "
+                                  "likely a consequence of that load, not a separate cause")
+
+
 def judge_gpu(before: ProbeResult | None, after: ProbeResult | None,
               jctx: JudgeContext | None = None) -> list[Finding]:
     """All findings of the ``gpu`` probe (see the module docstring)."""
@@ -260,7 +277,9 @@ def judge_gpu(before: ProbeResult | None, after: ProbeResult | None,
     docs = (jctx.before if jctx else {}, jctx.after if jctx else {})
     gb, ga = gpus_of(b), gpus_of(a)
     pairs, note = match_gpus(gb, ga)
-    out = [judge_throttling(pairs, docs, (b, a)), judge_pcie(pairs, docs, (b, a)), judge_contention(pairs)]
+    throttling, contention = judge_throttling(pairs, docs, (b, a)), judge_contention(pairs)
+    _attribute_throttling(throttling, contention)
+    out = [throttling, judge_pcie(pairs, docs, (b, a)), contention]
     out += judge_state(b, a, pairs, docs)
     if note:
         for f in out:
