@@ -4,9 +4,10 @@ Fields (under ``data``):
 
 - ``python.version`` / ``implementation`` / ``executable`` -- ``sys.version_info``,
   ``platform.python_implementation()``, ``sys.executable``.
-- ``packages`` -- ``{distribution name: version}`` for every distribution on
-  ``sys.path``, read with ``importlib.metadata`` (package metadata only: nothing
-  is imported, so torch's import cost is never paid).
+- ``packages`` -- ``{normalised distribution name: version}`` for every
+  distribution on ``sys.path``, found with ``importlib.metadata`` and read from
+  the ``<name>-<version>.dist-info`` folder names (METADATA parsed only for
+  other layouts): nothing is imported, so torch's import cost is never paid.
 - ``editable`` -- ``{name: {"path", "url"}}`` for editable installs, from each
   distribution's ``direct_url.json`` (PEP 610, ``dir_info.editable``); ``path``
   is where their source lives (the git probe looks there for repositories).
@@ -59,6 +60,28 @@ def editable_location(direct_url_text: str | None) -> dict[str, str] | None:
     return {"path": path, "url": url}
 
 
+_DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[^-]+)\.dist-info$")
+
+
+def name_and_version(dist) -> tuple[str | None, str]:
+    """(normalised name, version) of an installed distribution.
+
+    Read from the ``<name>-<version>.dist-info`` folder name (the wheel spec's
+    escaped form), which costs no file read; other layouts (``.egg-info``) fall
+    back to parsing the METADATA file once. A broken distribution gives (None, "").
+    """
+    folder = getattr(dist, "_path", None)
+    m = _DIST_INFO.match(getattr(folder, "name", "") or "")
+    if m:
+        return normalise(m.group("name")), m.group("version")
+    try:
+        md = dist.metadata
+        name, version = md["Name"], md["Version"]
+    except Exception:  # unreadable or damaged metadata
+        return None, ""
+    return (normalise(name) if name else None), version or ""
+
+
 def torch_build(version: str | None):
     """The local tag of a torch version string: '2.11.0+cu130' -> 'cu130'."""
     if not version:
@@ -78,15 +101,12 @@ class SoftwareProbe(Probe):
         packages: dict[str, str] = {}
         editable: dict[str, dict[str, str]] = {}
         for dist in metadata.distributions():
-            try:
-                name = dist.metadata["Name"]
-            except Exception:  # a broken dist-info: skip it, record it
-                name = None
+            name, version = name_and_version(dist)
             if not name:
                 ctx.error("packages", f"distribution without a name at {getattr(dist, '_path', '?')}")
                 continue
             if name not in packages:  # a later one is shadowed by the first on sys.path
-                packages[name] = dist.version
+                packages[name] = version
             if name in editable:
                 continue
             try:
