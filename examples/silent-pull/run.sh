@@ -37,6 +37,7 @@ snap "$out" after --repo . --bench-cmd "python3 step.py"
 report "$out" --repo .
 rc=0
 $FORENSICS bisect --repo . --good 'HEAD@{1}' --bad HEAD --cmd "python3 step.py" --processes "$BENCH_PROCESSES" \
+    --max-processes $((2 * BENCH_PROCESSES)) \
     -o "$out/bisect.html" -o "$out/bisect.md" -o "$out/bisect.json" 2>"$out/bisect-progress.txt" || rc=$?
 echo "bisect exit code: $rc" >"$out/bisect-exit-code.txt"
 git log --oneline -5 >"$out/git-log.txt"

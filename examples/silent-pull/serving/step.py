@@ -24,8 +24,8 @@ import torch.multiprocessing as mp
 from distributed.comm import tp_all_reduce
 
 LAYERS = 24
-HIDDEN = 4096
-TOKENS = 8
+HIDDEN = 8192
+TOKENS = 512  # enough work per launch that the GPU, not host launch jitter, sets the step time
 BLOCKS = 20
 STEPS_PER_BLOCK = 10
 
@@ -46,7 +46,7 @@ def worker(rank, world, port):
     g = torch.Generator(device="cpu").manual_seed(rank)
     ws = [(torch.randn(hidden, hidden // world, generator=g).to(dev, dtype) * 0.02,
            torch.randn(hidden // world, hidden, generator=g).to(dev, dtype) * 0.02) for _ in range(LAYERS)]
-    x = torch.randn(TOKENS, hidden, generator=g).to(dev, dtype)
+    x = torch.randn(TOKENS if gpu else 8, hidden, generator=g).to(dev, dtype)
 
     def step():
         y = x
