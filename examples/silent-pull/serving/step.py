@@ -43,10 +43,10 @@ def worker(rank, world, port):
     dist.init_process_group("nccl" if gpu else "gloo", rank=rank, world_size=world, device_id=dev if gpu else None)
     dtype = torch.bfloat16 if gpu else torch.float32
     hidden = HIDDEN if gpu else 256
-    g = torch.Generator(device="cpu").manual_seed(rank)
-    ws = [(torch.randn(hidden, hidden // world, generator=g).to(dev, dtype) * 0.02,
-           torch.randn(hidden // world, hidden, generator=g).to(dev, dtype) * 0.02) for _ in range(LAYERS)]
-    x = torch.randn(TOKENS if gpu else 8, hidden, generator=g).to(dev, dtype)
+    torch.manual_seed(rank)
+    ws = [(torch.randn(hidden, hidden // world, device=dev, dtype=dtype) * 0.02,
+           torch.randn(hidden // world, hidden, device=dev, dtype=dtype) * 0.02) for _ in range(LAYERS)]
+    x = torch.randn(TOKENS if gpu else 8, hidden, device=dev, dtype=dtype)
 
     def step():
         y = x
