@@ -12,7 +12,8 @@ benchmark (telemetry during the run). The summary is JSON-ready::
         "reason_fraction": {"sw_power_cap": 0.93, ...},
         "counter_deltas": {"violation_power_ns": ..., "clocks_event_sw_power_cap_ns": ...,
                            "pcie_replay": ..., "ecc_uncorrected_volatile": ..., "energy_mj": ...},
-        "processes": [{"pid", "kind", "used_memory_bytes", "name", "user"}]}}}
+        "processes": [{"pid", "kind", "used_memory_bytes", "name", "user", "ours"}]}}}
+    (``ours``: the process descends from the sampling one, i.e. it is the benchmark's own)
 
 Statistics of clocks, power, utilization, temperature, PCIe and P-state are
 over *busy* samples only (P0, utilization > 0, GPU-idle bit clear; DESIGN
@@ -37,6 +38,20 @@ from forensics.nvml import Nvml
 _STAT_KEYS = ("clock_sm_mhz", "clock_mem_mhz", "power_mw", "util_gpu_pct", "temp_c", "pcie_gen",
               "pcie_width", "pstate")
 _PROCESS_EVERY = 10  # read the process list every Nth tick (it is the slowest call)
+
+
+def _descends_from_us(pid: int) -> bool:
+    """True if ``pid`` is this process or one it started (psutil parents): the benchmark's own ranks
+    and the user's step processes are not contention."""
+    import os
+
+    import psutil
+
+    me = os.getpid()
+    try:
+        return pid == me or any(parent.pid == me for parent in psutil.Process(pid).parents())
+    except (psutil.Error, OSError):
+        return False
 
 
 class Sampler:
@@ -100,6 +115,7 @@ class Sampler:
         for p in procs:
             key = (p["pid"], p["kind"])
             old = self._procs[uuid].get(key)
+            p["ours"] = old["ours"] if old is not None else _descends_from_us(p["pid"])
             mem = p["used_memory_bytes"]
             if old is None or (isinstance(mem, int) and isinstance(old["used_memory_bytes"], int)
                                and mem > old["used_memory_bytes"]):

@@ -139,7 +139,7 @@ def foreign_processes(doc: dict) -> dict[str, list[str]]:
     for uuid, g in tel["gpus"].items():
         for proc in (g.get("processes") or []) if isinstance(g, dict) else []:
             pid = proc.get("pid") if isinstance(proc, dict) else proc
-            if pid in own:
+            if pid in own or (isinstance(proc, dict) and proc.get("ours")):
                 continue
             name = proc.get("name", "") if isinstance(proc, dict) else ""
             out.setdefault(f"GPU {g.get('index', uuid)}", []).append(f"pid {pid}{' ' + name if name else ''}")
