@@ -218,6 +218,20 @@ def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | Non
     chans = sorted({c for d in sides for c, _ in _channels(d)})
     if not chans:
         return [inconclusive(H_PROP, "no worker reported on either side (every start method failed)")]
+    silent = []
+    for d in sides:
+        for key, what in (("launcher", "--launcher"), ("nccl_init", "--nccl-init")):
+            sec = d.get(key)
+            if isinstance(sec, dict) and not is_missing(sec) and not sec.get("ranks") and not sec.get("under"):
+                tail = sec.get("stderr_tail") or sec.get("error") or ""
+                why = tail[-1] if isinstance(tail, list) and tail else str(tail)
+                code = f"exit status {sec['returncode']}" if sec.get("returncode") not in (None, 0) else ""
+                detail = "; ".join(x for x in (code, why[:200]) if x)
+                silent.append(f"{what}: no rank reported" + (f" ({detail})" if detail else ""))
+    if silent:
+        return [inconclusive(H_PROP, "the workers of the requested launch path were never seen, so it was not "
+                             "checked: " + "; ".join(sorted(set(silent))),
+                             [f"checked instead: {', '.join(chans)}"])]
     n = max(len((d.get("parent") or {}).get("env") or {}) for d in sides)
     nccl = any("nccl" in e for d in sides for _, e in _channels(d))
     return [ruled_out(H_PROP, f"workers saw the launching process's values: {n} variables compared in "

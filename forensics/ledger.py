@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from forensics import commits as commits_mod
+from forensics.errors import BadInputError
 from forensics.diff import Change, diff_snapshots
 from forensics.effect import BenchEffect, Pointer, compare_bench, effect_size
 from forensics.hypotheses import HYPOTHESES
@@ -335,7 +336,14 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     changes = diff_snapshots(before, after, specs)
     notes: list[str] = []
     findings = _judge_all(before, after, probes, notes)
-    repos = commits_mod.analyse(before, after, repo=repo, config=config)
+    try:
+        repos = commits_mod.analyse(before, after, repo=repo, config=config)
+    except BadInputError:
+        raise
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # malformed git data in a snapshot
+        repos = []
+        notes.append(f"the git probe's data could not be read for the commit list ({type(exc).__name__}: {exc}); "
+                     "code.change rests on the git probe's own judgement")
     if repo is not None and not repos:
         notes.append(f"--repo {repo}: the snapshots name no repository on both sides (git probe absent or "
                      "unavailable), so there are no two HEADs to list commits between")

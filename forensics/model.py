@@ -111,7 +111,8 @@ def is_missing(value: Any) -> bool:
     """True if ``value`` is the JSON form of a :class:`Missing` value."""
     return (
         isinstance(value, dict)
-        and value.get("missing") in _MISSING_VALUES
+        and isinstance(value.get("missing"), str)
+        and value["missing"] in _MISSING_VALUES
         and set(value) <= {"missing", "detail"}
     )
 
@@ -120,7 +121,7 @@ def as_missing(value: Any) -> Missing | None:
     """Turn the JSON form back into a :class:`Missing`, or ``None`` for a real value."""
     if not is_missing(value):
         return None
-    return Missing(MissingReason(value["missing"]), value.get("detail", ""))
+    return Missing(MissingReason(value["missing"]), str(value.get("detail", "")))
 
 
 @dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import socket
 import tempfile
@@ -91,13 +92,28 @@ def _is_yaml(path: Path) -> bool:
     return path.suffix.lower() in (".yaml", ".yml")
 
 
+def finite_json(obj: Any) -> Any:
+    """A copy of a JSON-like tree with NaN/Infinity floats as the strings "NaN"/"Infinity"/"-Infinity".
+
+    Strict JSON has no such numbers (``JSON.parse`` and many tools reject them).
+    """
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "NaN" if obj != obj else ("Infinity" if obj > 0 else "-Infinity")
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
 def dumps(doc: dict[str, Any], path: Path) -> str:
-    """Serialise ``doc`` as JSON, or YAML when ``path`` ends in .yaml/.yml."""
+    """Serialise ``doc`` as strict JSON, or YAML when ``path`` ends in .yaml/.yml."""
+    doc = finite_json(doc)
     if _is_yaml(path):
         import yaml
 
         return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-    return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -241,11 +257,17 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     probes = doc.get("probes")
     if not isinstance(probes, dict):
         raise BadInputError(f"{path}: 'probes' must be a mapping, found {_json_type(probes)}")
+    for key, kind in (("machine", dict), ("tool", dict), ("options", dict), ("redactions", list)):
+        if key in doc and doc[key] is not None and not isinstance(doc[key], kind):
+            raise BadInputError(f"{path}: {key!r} must be {_json_type(kind())}, found {_json_type(doc[key])}")
+    for i, red in enumerate(doc.get("redactions") or []):
+        if not isinstance(red, dict):
+            raise BadInputError(f"{path}: redactions[{i}] must be a mapping, found {_json_type(red)}")
     for name, section in probes.items():
         if not isinstance(section, dict):
             raise BadInputError(f"{path}: probe section {name!r} must be a mapping, found {_json_type(section)}")
         status = section.get("status")
-        if status not in _STATUSES:
+        if not isinstance(status, str) or status not in _STATUSES:
             raise BadInputError(f"{path}: probe {name!r} has status {status!r}; expected one of {sorted(_STATUSES)}")
         data = section.get("data", {})
         if data is not None and not isinstance(data, dict):
@@ -256,6 +278,8 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         dur = section.get("duration_s", 0)
         if not isinstance(dur, (int, float)) or isinstance(dur, bool):
             raise BadInputError(f"{path}: probe {name!r} 'duration_s' must be a number, found {_json_type(dur)}")
+        if "reason" in section and not isinstance(section["reason"], str):
+            raise BadInputError(f"{path}: probe {name!r} 'reason' must be a string, found {_json_type(section['reason'])}")
     bench = doc.get("bench")
     if bench is not None and not isinstance(bench, dict):
         raise BadInputError(f"{path}: 'bench' must be a mapping or null, found {_json_type(bench)}")

@@ -13,9 +13,11 @@ set for the statistics.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
+import signal
 import subprocess
 from dataclasses import dataclass, field
 
@@ -64,9 +66,11 @@ def parse_output(text: str, metric: str | None = None, metric_regex: str | None 
         for m in rx.finditer(text):
             raw = m.group("value") if "value" in rx.groupindex else m.group(1)
             try:
-                values.append(float(raw))
-            except (TypeError, ValueError):
+                v = float(raw)
+            except (TypeError, ValueError, OverflowError):
                 continue
+            if math.isfinite(v):
+                values.append(v)
         return metric or "value", values
     chosen = metric
     for line in text.splitlines():
@@ -82,13 +86,14 @@ def parse_output(text: str, metric: str | None = None, metric_regex: str | None 
         name = str(obj.get("metric", "value"))
         if chosen is None:
             chosen = name
-        if name != chosen:
+        if name != chosen or isinstance(obj["value"], bool):
             continue
         try:
             v = float(obj["value"])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             continue
-        values.append(v)
+        if math.isfinite(v):  # NaN and Infinity are not measurements
+            values.append(v)
     return chosen or (metric or "value"), values
 
 
@@ -110,13 +115,23 @@ def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None 
         BadInputError: the command could not start, timed out, failed, or
             printed no measurement; the message says which and shows stderr's tail.
     """
+    if timeout_s <= 0:
+        raise BadInputError(f"the step's timeout must be positive, got {timeout_s:g} s")
     try:
-        proc = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=timeout_s, errors="replace")
-    except subprocess.TimeoutExpired:
-        raise BadInputError(f"step command timed out after {timeout_s:g} s: {cmd}") from None
+        # Its own process group, so a timeout (or Ctrl-C) ends the whole step, not just the shell.
+        child = subprocess.Popen(cmd, shell=True, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
     except OSError as exc:
         raise BadInputError(f"step command could not start ({exc.strerror}): {cmd}") from None
+    try:
+        stdout, stderr = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(child)
+        raise BadInputError(f"step command timed out after {timeout_s:g} s (its processes were stopped): {cmd}") from None
+    except BaseException:
+        _kill_group(child)
+        raise
+    proc = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
     if proc.returncode != 0:
         hint = f"; stderr: {tail.splitlines()[-1]}" if tail else ""
@@ -127,6 +142,18 @@ def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None 
             'no JSON line like {"metric": "step_ms", "value": 19.3}' + (f" with metric {metric!r}" if metric else "")
         raise BadInputError(f"step command printed {how}: {cmd}")
     return StepRun(values, name, proc.returncode, tail)
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """SIGKILL the step's whole process group and reap the shell."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        child.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        pass
 
 
 def split_command(cmd: str) -> list[str]:

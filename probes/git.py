@@ -45,6 +45,18 @@ _OPERATIONS = (("rebase-merge", "rebase"), ("rebase-apply", "rebase"), ("MERGE_H
                ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"), ("BISECT_LOG", "bisect"))
 
 
+def _well_typed(rec: dict[str, Any]) -> dict[str, Any]:
+    """A repo record with list fields that are not lists (a hand-edited file) read as empty."""
+    rec = dict(rec)
+    for key in ("reflog", "modified", "staged", "untracked"):
+        if not isinstance(rec.get(key), list):
+            rec[key] = []
+    rec["reflog"] = [e for e in rec["reflog"] if isinstance(e, dict)]
+    if not isinstance(rec.get("head"), dict):
+        rec["head"] = {}
+    return rec
+
+
 def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -269,6 +281,7 @@ class GitProbe(Probe):
 
     @staticmethod
     def _judge_repo(name: str, br: dict[str, Any], ar: dict[str, Any]) -> list[Finding]:
+        br, ar = _well_typed(br), _well_typed(ar)
         out = []
         bsha, asha = (br.get("head") or {}).get("sha"), (ar.get("head") or {}).get("sha")
         if bsha != asha:

@@ -174,12 +174,18 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
             raise BadInputError(f"{path}: results[{i}] must be a mapping with a 'name'")
         vals = r.get("process_medians")
         if not isinstance(vals, list) or not vals or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in vals):
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < float(v) < 1e300 for v in vals):
             raise BadInputError(f"{path}: result {r['name']!r} needs 'process_medians', a list of positive numbers")
+        r["process_medians"] = [float(v) for v in vals]
         if not isinstance(r.get("higher_is_better", False), bool):
             raise BadInputError(f"{path}: result {r['name']!r} 'higher_is_better' must be true or false")
     if not isinstance(doc.get("config", {}), dict):
         raise BadInputError(f"{path}: 'config' must be a mapping")
+    for key in ("processes",):
+        if key in doc and not isinstance(doc[key], list):
+            raise BadInputError(f"{path}: {key!r} must be a list")
+    if "telemetry" in doc and doc["telemetry"] is not None and not isinstance(doc["telemetry"], dict):
+        raise BadInputError(f"{path}: 'telemetry' must be a mapping")
     return doc
 
 

@@ -96,6 +96,11 @@ def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[
     """
     if processes < 1:
         raise BadInputError(f"--processes must be at least 1, got {processes}")
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise BadInputError("the canary needs PyTorch, which is not installed in this Python: "
+                            "pip install 'forensics[bench]' (or torch), or benchmark your own step with --cmd")
     if budget_s <= 0:
         raise BadInputError(f"--budget must be positive, got {budget_s:g}")
     sides = [Side("A" if b_env is not None else "canary", cfg, dict(env or {}), launcher=list(launcher or []))]

@@ -128,6 +128,14 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
 
     if cmd and target:
         raise BadInputError("give either --cmd or --callable, not both")
+    if cmd is not None and not cmd.strip():
+        raise BadInputError("--cmd is empty; give the command that runs your step")
+    if (metric or metric_regex) and not cmd:
+        raise BadInputError("--metric and --metric-regex read the output of --cmd; give --cmd too")
+    if processes < 1:
+        raise BadInputError(f"--processes must be at least 1, got {processes} (5 or more to reach a verdict)")
+    if not 0 < timeout_s <= 86400 or not 0 < budget_s <= 86400:
+        raise BadInputError("--timeout and --budget must be positive numbers of seconds")
     env, b_env = _parse_env(env_pairs, "--env"), _parse_env(b_env_pairs, "--b-env")
     if b_env and not b_output:
         raise BadInputError("--b-env needs --b-output PATH for side B's bench file")
@@ -139,6 +147,8 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
     for path in (output, b_output):
         if path is not None and path.suffix.lower() not in (".json", ".yaml", ".yml"):
             raise BadInputError(f"{path}: output name must end in .json, .yaml or .yml")
+        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
+            raise BadInputError(f"{path}: folder {path.parent} does not exist; create it or choose another -o")
     c = console(stderr=False)
     if cmd or target:
         docs = [_run_user(cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s,

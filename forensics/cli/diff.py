@@ -56,6 +56,9 @@ def diff(before, after, output, fmt, repo, config, fail_on, quiet):
     else:
         path = Path(output) if output else Path(f"{_DEFAULT_NAME}.{fmt or 'html'}")
         fmt = report.format_for(path, fmt)
+        for given in (before, after):
+            if path.exists() and Path(given).exists() and path.resolve() == Path(given).resolve():
+                raise BadInputError(f"-o {path} is one of the input snapshots; choose another report name")
     analysis = analyse(doc_b, doc_a, repo=repo, config=config, names=(str(before), str(after)))
     if to_stdout:
         sys.stdout.write(report.render(analysis, fmt))

@@ -37,6 +37,10 @@ def format_for(path: Path, fmt: str | None = None) -> str:
     if fmt:
         if fmt not in FORMATS:
             raise BadInputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        implied = _SUFFIX.get(Path(path).suffix.lower())
+        if implied is not None and implied != fmt:
+            raise BadInputError(f"--format {fmt} does not match the file name {path} (a {implied} name); "
+                                "change one of them")
         return fmt
     try:
         return _SUFFIX[Path(path).suffix.lower()]
@@ -177,7 +181,9 @@ def render_markdown(analysis) -> str:
 
 def render_json(analysis) -> str:
     """The JSON report: :meth:`Analysis.to_json`, indented."""
-    return json.dumps(analysis.to_json(), indent=1, ensure_ascii=False, default=str) + "\n"
+    from forensics.snapshot import finite_json
+
+    return json.dumps(finite_json(analysis.to_json()), indent=1, ensure_ascii=False, default=str, allow_nan=False) + "\n"
 
 
 def render(analysis, fmt: str) -> str:

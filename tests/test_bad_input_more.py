@@ -1,0 +1,119 @@
+"""Bad input found by trying the tool as a new user would: each ends in one line, the right exit
+code, and nothing lost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from forensics import snapshot as snap
+from forensics.errors import BadInputError
+from forensics.userstep import parse_output, run_command
+from tests.conftest import run_cli
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _one_line_exit_2(proc):
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("forensics: error:") and "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def test_diff_refuses_to_overwrite_an_input(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    shutil.copy(EXAMPLES / "aa" / "before.json", a)
+    shutil.copy(EXAMPLES / "aa" / "after.json", b)
+    before = a.read_bytes()
+    line = _one_line_exit_2(run_cli("diff", str(a), str(b), "-o", str(a), "--format", "json"))
+    assert "is one of the input snapshots" in line and a.read_bytes() == before
+
+
+def test_diff_format_must_match_the_suffix(tmp_path):
+    line = _one_line_exit_2(run_cli("diff", str(EXAMPLES / "aa" / "before.json"), str(EXAMPLES / "aa" / "after.json"),
+                                    "-o", str(tmp_path / "r.html"), "--format", "md"))
+    assert "--format md does not match" in line and not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    (("probes", "gpu", "status"), ["ok"], "has status ['ok']"),
+    (("machine",), "vm", "'machine' must be a mapping"),
+    (("redactions",), {"a": "b"}, "'redactions' must be a list"),
+])
+def test_malformed_snapshot_fields_are_bad_input(tmp_path, field, value, expected):
+    doc = json.loads((EXAMPLES / "aa" / "after.json").read_text())
+    node = doc
+    for k in field[:-1]:
+        node = node[k]
+    node[field[-1]] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    line = _one_line_exit_2(run_cli("diff", str(EXAMPLES / "aa" / "before.json"), str(bad), "-o", str(tmp_path / "r.md")))
+    assert expected in line
+
+
+def test_malformed_git_data_degrades_to_a_note():
+    from forensics.ledger import analyse
+    from forensics.render.report import render
+
+    b = snap.load(EXAMPLES / "silent-pull" / "before.json")
+    a = snap.load(EXAMPLES / "silent-pull" / "after.json")
+    a["probes"]["git"]["data"]["repos"][0]["reflog"] = 1e308
+    an = analyse(b, a)
+    assert an.top.id == "code.change"
+    assert any("could not be read for the commit list" in n for n in an.notes)
+    render(an, "html")
+
+
+def test_non_finite_and_boolean_values_are_not_measurements():
+    out = '{"metric": "x", "value": NaN}\n{"metric": "x", "value": Infinity}\n{"metric": "x", "value": true}\n' \
+          '{"metric": "x", "value": 3.5}\n'
+    assert parse_output(out) == ("x", [3.5])
+    assert parse_output("step nan ms\nstep 2.0 ms\n", metric_regex=r"step (\S+) ms")[1] == [2.0]
+
+
+def test_json_outputs_are_strict(tmp_path):
+    path = snap.save({"schema": "forensics.snapshot/1", "probes": {}, "x": float("nan"), "y": float("inf")},
+                     tmp_path / "s.json")
+    doc = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert doc["x"] == "NaN" and doc["y"] == "Infinity"
+
+
+def test_step_timeout_stops_the_whole_step(tmp_path):
+    marker = tmp_path / "started"
+    cmd = f"python3 -c \"import time, pathlib; pathlib.Path('{marker}').write_text('x'); time.sleep(60)\"; echo done"
+    with pytest.raises(BadInputError, match="timed out after 2 s"):
+        run_command(cmd, timeout_s=2)
+    assert marker.exists()
+    time.sleep(0.2)
+    left = [p for p in psutil.process_iter(["cmdline"]) if str(marker) in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["bench", "--processes", "0", "--cmd", "echo"], "--processes must be at least 1"),
+    (["bench", "--metric-regex", "x(\\d)"], "give --cmd too"),
+    (["bench", "--cmd", " "], "--cmd is empty"),
+    (["bench", "--cmd", "echo", "--timeout", "-5"], "must be positive"),
+    (["bench", "--cmd", "echo", "-o", "nodir/x.json"], "does not exist"),
+])
+def test_bench_bad_options_before_any_work(tmp_path, args, expected):
+    assert expected in _one_line_exit_2(run_cli(*args, cwd=tmp_path))
+
+
+def test_env_with_a_failing_launcher_is_not_ruled_out(tmp_path):
+    launcher = tmp_path / "fail.sh"
+    launcher.write_text("#!/bin/sh\necho 'launcher broke: no slots' >&2\nexit 1\n")
+    launcher.chmod(0o755)
+    proc = run_cli("env", "--launcher", str(launcher), "-o", str(tmp_path / "e.json"), cwd=tmp_path,
+                   env={"COLUMNS": "250"})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "e.json").read_text())
+    prop = next(f for f in doc["findings"] if f["hypothesis"] == "nccl.env-propagation")
+    assert prop["status"] == "inconclusive" and "launcher broke: no slots" in prop["summary"]
