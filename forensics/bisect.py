@@ -255,14 +255,15 @@ def _conclude(cfg: BisectConfig, s: _Session, res: BisectResult, chain: list[str
     res.diffstat = diff_stat(top, parent, culprit)
     if c is not None and res.endpoints is not None and res.endpoints.time_ratio > 1 and c.time_ratio > 0:
         res.gap_share = math.log(c.time_ratio) / math.log(res.endpoints.time_ratio)
+    ref = "its parent" if hi - lo == 1 else f"the last fast commit {parent[:10]}"
     who = (f"{res.culprit.short} \"{res.culprit.subject}\"" if res.culprit else
            f"one of {len(res.candidates)} commits {res.candidates[0].short}..{res.candidates[-1].short} "
            f"(the others could not be measured)")
     if c is None:
-        res.sentence = f"the slowdown starts at {who}, but the confirmation against its parent failed"
+        res.sentence = f"the slowdown starts at {who}, but the confirmation against {ref} failed"
     else:
         share = f"; it explains {res.gap_share:.0%} of the endpoint gap" if res.gap_share is not None else ""
-        state = "confirmed against its parent" if res.confirmed else "NOT confirmed against its parent"
+        state = f"confirmed against {ref}" if res.confirmed else f"NOT confirmed against {ref}"
         res.sentence = f"the slowdown starts at {who}: {c.sentence()}, {state}{share}"
         if res.gap_share is not None and res.gap_share < 0.8:
             res.notes.append(f"the culprit explains only {res.gap_share:.0%} of the gap between the endpoints: "
