@@ -48,3 +48,15 @@ def test_probe_contract(lp):
     findings = probe.judge(same, same)
     assert [f for f in findings if f.status is HypothesisStatus.IMPLICATED] == []
     assert isinstance(probe.headline(result.data), str)
+
+
+def test_default_snapshot_never_imports_torch():
+    """The snapshot must stay fast: no torch import (nor a CUDA context) in the snapshot process."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from forensics.collect import take_snapshot; doc = take_snapshot(); "
+            "print('torch' in sys.modules, len(doc['probes']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    imported, n = out.split()
+    assert imported == "False" and int(n) >= 3
