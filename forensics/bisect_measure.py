@@ -19,13 +19,13 @@ from __future__ import annotations
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from forensics.errors import BadInputError
+from forensics.procgroup import run_group
 from forensics.userstep import run_command
 from forensics.worktree import GitError, Worktree, WorktreePool, clean_env
 
@@ -130,15 +130,16 @@ class Measurer:
         return tree
 
     def _run_setup(self, path: Path, sha: str) -> None:
-        try:
-            proc = subprocess.run(self.spec.setup, shell=True, cwd=path, env=step_env(path, sha, self.pool.session),
-                                  capture_output=True, text=True, errors="replace", timeout=self.spec.timeout_s,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise StepFailed(f"setup timed out after {self.spec.timeout_s:g} s") from None
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
-            raise StepFailed(f"setup exited with status {proc.returncode}" + (f": {last[:200]}" if last else ""))
+        try:  # its own process group: a timeout stops the whole setup, nothing keeps writing in the worktree
+            code, out, err = run_group(self.spec.setup, self.spec.timeout_s, shell=True, cwd=path,
+                                       env=step_env(path, sha, self.pool.session))
+        except OSError as exc:
+            raise StepFailed(f"setup could not start: {exc}") from None
+        if code is None:
+            raise StepFailed(f"setup timed out after {self.spec.timeout_s:g} s (its processes were stopped)")
+        if code != 0:
+            last = (err.strip().splitlines() or out.strip().splitlines() or [""])[-1]
+            raise StepFailed(f"setup exited with status {code}" + (f": {last[:200]}" if last else ""))
 
     def run_once(self, sha: str, role: str) -> float:
         """One fresh process of the step at ``sha``; returns the median of its values.

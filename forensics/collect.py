@@ -65,6 +65,8 @@ def take_snapshot(
     if callable(bench):
         bench = bench()
     for f in chosen_failures:
+        if f.name in results:  # a second distribution claiming a loaded probe's name: keep the loaded one
+            continue
         results[f.name] = ProbeResult(ProbeStatus.FAILED, reason=f"could not load probe from {f.distribution}: {f.error}")
     opts = dict(options or {})
     opts.update({"timeout_s": timeout_s, "probes": only or None, "skip": skip or None})

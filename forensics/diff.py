@@ -254,11 +254,3 @@ def diff_snapshots(before: Mapping[str, Any], after: Mapping[str, Any],
 def _ordered(a: Iterable[str], b: Iterable[str]) -> list[str]:
     first = list(a)
     return first + [k for k in b if k not in first]
-
-
-def group_by_probe(changes: Iterable[Change]) -> dict[str, list[Change]]:
-    """Changes grouped by probe name, in first-seen order."""
-    out: dict[str, list[Change]] = {}
-    for c in changes:
-        out.setdefault(c.probe, []).append(c)
-    return out

@@ -29,11 +29,8 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -159,37 +156,7 @@ def differences(parent: dict[str, str], worker: dict[str, str], at_exec: dict[st
     return out
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(2)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def run_group(argv: list[str], timeout_s: float) -> tuple[int | None, str, str]:
-    """Run ``argv`` in its own session; on timeout kill that process group (SIGTERM, then SIGKILL).
-
-    Returns:
-        (exit status or ``None`` when it timed out, stdout, stderr).
-
-    Raises:
-        FileNotFoundError: ``argv[0]`` cannot be run.
-    """
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True, errors="replace", start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out, err
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        return None, out, err
+from forensics.procgroup import run_group  # noqa: E402  (shared helper)
 
 
 def _read_json(path: str) -> dict[str, Any]:

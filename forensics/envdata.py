@@ -299,12 +299,3 @@ def collect_nccl_env(options: dict[str, Any], redactor, timeout_s: float,
         else:
             data["nccl_init"] = missing(MissingReason.NOT_APPLICABLE, NOT_ASKED_NCCL)
     return data
-
-
-def _all_ranks(data: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for key in ("launcher", "nccl_init"):
-        sec = data.get(key)
-        if isinstance(sec, dict) and isinstance(sec.get("ranks"), list):
-            out.extend(sec["ranks"])
-    return out

@@ -25,8 +25,3 @@ HYPOTHESES: dict[str, str] = {
     "host.cpu": "CPU model, governor, frequency, load, NUMA, cgroup limits",
 }
 """id -> what the hypothesis covers, in the order a report lists them."""
-
-
-def is_known(hypothesis_id: str) -> bool:
-    """True if ``hypothesis_id`` is one of :data:`HYPOTHESES`."""
-    return hypothesis_id in HYPOTHESES

@@ -185,6 +185,11 @@ def machine_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
             f"{ma.get('hostname', '?')}): differences may be the machines', not a change on one machine.")
 
 
+def _repo_label(summary: str) -> str:
+    """The repository a code.change summary starts with ("serving: HEAD moved..." -> "serving")."""
+    return summary.split(":", 1)[0].split(" (editable install")[0].strip()
+
+
 def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
                probes: dict[str, Probe | None], notes: list[str]) -> list[Finding]:
     pb, pa = before.get("probes") or {}, after.get("probes") or {}
@@ -269,9 +274,9 @@ def _merge_code(findings: list[Finding], mine: list[Finding]) -> list[Finding]:
     commits); the higher severity and relevance of the two are kept."""
     out = list(findings)
     for f in mine:
-        name = f.summary.split(":", 1)[0]
+        name = _repo_label(f.summary)
         dups = [g for g in out if g.hypothesis == CODE and g.status is HypothesisStatus.IMPLICATED
-                and g.summary.startswith(name) and "HEAD moved" in g.summary]
+                and _repo_label(g.summary) == name and "HEAD moved" in g.summary]
         for g in dups:
             if g.severity.weight > f.severity.weight:
                 f.severity = g.severity

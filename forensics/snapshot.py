@@ -301,8 +301,3 @@ def load(path: Path | str) -> dict[str, Any]:
     """
     path = Path(path)
     return validate(read_document(path), path)
-
-
-def probe_results(doc: dict[str, Any]) -> dict[str, ProbeResult]:
-    """The typed probe sections of a validated snapshot."""
-    return {name: ProbeResult.from_json(sec) for name, sec in doc.get("probes", {}).items()}

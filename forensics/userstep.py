@@ -17,11 +17,11 @@ import math
 import os
 import re
 import shlex
-import signal
 import subprocess
 from dataclasses import dataclass, field
 
 from forensics.errors import BadInputError
+from forensics.procgroup import run_group
 
 
 @dataclass
@@ -119,19 +119,12 @@ def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None 
         raise BadInputError(f"the step's timeout must be positive, got {timeout_s:g} s")
     try:
         # Its own process group, so a timeout (or Ctrl-C) ends the whole step, not just the shell.
-        child = subprocess.Popen(cmd, shell=True, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+        code, stdout, stderr = run_group(cmd, timeout_s, shell=True, cwd=cwd, env=env)
     except OSError as exc:
         raise BadInputError(f"step command could not start ({exc.strerror}): {cmd}") from None
-    try:
-        stdout, stderr = child.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(child)
-        raise BadInputError(f"step command timed out after {timeout_s:g} s (its processes were stopped): {cmd}") from None
-    except BaseException:
-        _kill_group(child)
-        raise
-    proc = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
+    if code is None:
+        raise BadInputError(f"step command timed out after {timeout_s:g} s (its processes were stopped): {cmd}")
+    proc = subprocess.CompletedProcess(cmd, code, stdout, stderr)
     tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
     if proc.returncode != 0:
         hint = f"; stderr: {tail.splitlines()[-1]}" if tail else ""
@@ -142,18 +135,6 @@ def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None 
             'no JSON line like {"metric": "step_ms", "value": 19.3}' + (f" with metric {metric!r}" if metric else "")
         raise BadInputError(f"step command printed {how}: {cmd}")
     return StepRun(values, name, proc.returncode, tail)
-
-
-def _kill_group(child: subprocess.Popen) -> None:
-    """SIGKILL the step's whole process group and reap the shell."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        child.communicate(timeout=5)
-    except (subprocess.TimeoutExpired, ValueError, OSError):
-        pass
 
 
 def split_command(cmd: str) -> list[str]:

@@ -30,8 +30,8 @@ from forensics.bench.config import CanaryConfig
 from forensics.errors import BadInputError, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from forensics.stats import Comparison, Verdict, compare
 
-THROTTLE_KEYS = ("sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown",
-                 "hw_power_brake_slowdown", "thermal")
+from forensics.gpureadings import THROTTLE_REASONS as THROTTLE_KEYS  # noqa: E402  (one list of throttling reasons)
+
 THROTTLE_FRACTION = 0.05
 THROTTLE_CHANGE = 0.10
 NOISY = 0.10  # IQR/median across processes above which no change is called (torch.utils.benchmark's warning level)
@@ -100,7 +100,7 @@ def throttled(telemetry: Any) -> dict[str, float]:
         if not isinstance(rf, dict):
             continue
         for key, frac in rf.items():
-            if any(t in key for t in THROTTLE_KEYS) and isinstance(frac, (int, float)):
+            if key in THROTTLE_KEYS and isinstance(frac, (int, float)):
                 out[f"GPU {g.get('index', uuid)} {key}"] = float(frac)
     return out
 

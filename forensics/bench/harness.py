@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -23,6 +22,7 @@ from typing import Any, Callable
 
 from forensics.bench.config import CanaryConfig
 from forensics.errors import BadInputError
+from forensics.procgroup import kill_group
 
 PROCESS_TIMEOUT_S = 300.0
 MIN_PROCESSES = 5
@@ -54,15 +54,16 @@ def visible_gpus() -> int:
     Source: NVML ``nvmlDeviceGetCount`` (nvidia-ml-py), narrowed by
     ``CUDA_VISIBLE_DEVICES`` when set. 0 when NVML is unavailable.
     """
-    try:
-        import pynvml
+    from forensics.nvml import Nvml  # the one NVML wrapper (timeouts, error mapping)
 
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
+    nvml = Nvml()
+    try:
+        if nvml.unavailable():
+            return 0
+        count = nvml.call("nvmlDeviceGetCount")
+    finally:
+        nvml.shutdown()
+    if not isinstance(count, int):
         return 0
     cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None:
@@ -103,43 +104,45 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
         base.setdefault("NCCL_NVLS_ENABLE", "0")
         procs = []
         t0 = time.perf_counter()
-        for rank in range(cfg.tp):
-            renv = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
-            out = os.path.join(tmp, f"rank{rank}.json")
-            err = open(os.path.join(tmp, f"rank{rank}.err"), "w+", encoding="utf-8")
-            p = subprocess.Popen([*(launcher or []), sys.executable, "-m", "forensics.bench.worker", cfg_path, out], env=renv,
-                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-            procs.append((p, out, err))
-        deadline = t0 + timeout_s
-        failed = None
-        while failed is None and any(p.poll() is None for p, _, _ in procs):
-            bad = next(((p, err) for p, _, err in procs if p.returncode not in (None, 0)), None)
-            if bad is not None:
-                failed = _why(bad[0].returncode, bad[1])
-            elif time.perf_counter() > deadline:
-                failed = f"timed out after {timeout_s:g} s"
-            else:
-                time.sleep(0.05)
-        if failed is None:
-            bad = next(((p, err) for p, _, err in procs if p.returncode != 0), None)
-            failed = _why(bad[0].returncode, bad[1]) if bad is not None else None
-        if failed:
-            for p, _, _ in procs:
+        try:
+            for rank in range(cfg.tp):
+                renv = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
+                out = os.path.join(tmp, f"rank{rank}.json")
+                err = open(os.path.join(tmp, f"rank{rank}.err"), "w+", encoding="utf-8")
+                try:
+                    p = subprocess.Popen([*(launcher or []), sys.executable, "-m", "forensics.bench.worker", cfg_path,
+                                          out], env=renv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+                except OSError as exc:
+                    err.close()
+                    what = launcher[0] if launcher else sys.executable
+                    raise BadInputError(f"cannot start a canary rank with {what!r} ({exc.strerror})") from None
+                procs.append((p, out, err))
+            failed = _wait(procs, t0 + timeout_s, timeout_s)
+            if failed:
+                raise BadInputError(f"canary process failed ({failed})")
+            ranks = []
+            for _, out, _ in procs:
+                with open(out, encoding="utf-8") as fh:
+                    ranks.append(json.load(fh))
+        finally:  # on failure, timeout or Ctrl-C: no rank outlives the run (they run in their own sessions)
+            for p, _, err in procs:
                 if p.poll() is None:
-                    try:
-                        os.killpg(p.pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                    p.wait()
-            for _, _, err in procs:
+                    kill_group(p)
                 err.close()
-            raise BadInputError(f"canary process failed ({failed})")
-        ranks = []
-        for _, out, err in procs:
-            err.close()
-            with open(out, encoding="utf-8") as fh:
-                ranks.append(json.load(fh))
         return {"ranks": ranks, "wall_s": round(time.perf_counter() - t0, 3), "pids": [p.pid for p, _, _ in procs]}
+
+
+def _wait(procs: list, deadline: float, timeout_s: float) -> str | None:
+    """Wait for every rank; return why the run failed (first failing rank, or the timeout), or None."""
+    while any(p.poll() is None for p, _, _ in procs):
+        bad = next(((p, err) for p, _, err in procs if p.returncode not in (None, 0)), None)
+        if bad is not None:
+            return _why(bad[0].returncode, bad[1])
+        if time.perf_counter() > deadline:
+            return f"timed out after {timeout_s:g} s"
+        time.sleep(0.05)
+    bad = next(((p, err) for p, _, err in procs if p.returncode != 0), None)
+    return _why(bad[0].returncode, bad[1]) if bad is not None else None
 
 
 def _why(returncode: int, err) -> str:

@@ -84,7 +84,13 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         raise BadInputError("--bench-cmd and --bench-processes go with --bench")
     bench = None
     if with_bench:
-        def bench():
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:  # say so before the probes run, not after
+            raise BadInputError("--bench runs the canary, which needs PyTorch: pip install 'forensics[bench]' "
+                                "(or torch) in this Python")
+
+        def run_bench():
             from forensics.bench import run_for_snapshot
 
             if not quiet:
@@ -92,6 +98,8 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
                            + " in fresh processes (about a minute)...", err=True)
             return run_for_snapshot({"launcher": launcher, "cmd": bench_cmd, "processes": bench_processes,
                                      "higher_is_better": higher_is_better or None})
+
+        bench = run_bench
     doc = take_snapshot(label=label, only=only, skip=skip, options=options, timeout_s=timeout_s,
                         redact=not no_redact, bench=bench)
     snap.save(doc, out)
