@@ -145,6 +145,28 @@ def split_command(cmd: str) -> list[str]:
         raise BadInputError(f"cannot parse command {cmd!r}: {exc}") from None
 
 
+def check_launcher(launcher: str) -> list[str]:
+    """Split a ``--launcher`` command prefix and check its program exists.
+
+    Returns:
+        the prefix as argv.
+
+    Raises:
+        BadInputError: unbalanced quotes, empty, or the program is not on PATH.
+    """
+    import shutil
+
+    try:
+        prefix = shlex.split(launcher)
+    except ValueError as exc:
+        raise BadInputError(f"--launcher {launcher!r}: {exc}; quote it as one shell word") from None
+    if not prefix:
+        raise BadInputError("--launcher is empty; give a command prefix such as 'torchrun --nproc-per-node 2'")
+    if shutil.which(prefix[0]) is None:
+        raise BadInputError(f"--launcher: {prefix[0]!r} not found on PATH (or not executable)")
+    return prefix
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """A copy of this process's environment with ``extra`` applied."""
     env = dict(os.environ)

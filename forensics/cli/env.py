@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-import shutil
 from pathlib import Path
 
 import click
@@ -45,14 +43,9 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
     if output is not None and output.suffix.lower() not in (".json", ".yaml", ".yml"):
         raise BadInputError(f"{output}: output name must end in .json, .yaml or .yml")
     if launcher is not None:
-        try:
-            prefix = shlex.split(launcher)
-        except ValueError as exc:
-            raise BadInputError(f"--launcher {launcher!r}: {exc}; quote it as one shell word") from None
-        if not prefix:
-            raise BadInputError("--launcher is empty; give a command prefix such as 'torchrun --nproc-per-node 2'")
-        if shutil.which(prefix[0]) is None:
-            raise BadInputError(f"--launcher: {prefix[0]!r} not found on PATH (or not executable)")
+        from forensics.userstep import check_launcher
+
+        check_launcher(launcher)
     redactor = Redactor(enabled=not no_redact)
     errors: list[dict[str, str]] = []
     options = {"launcher": launcher, "nccl_init": nccl_init, "deep": deep, "env_select_extra": list(extra)}

@@ -76,6 +76,10 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         raise BadInputError(f"-o {out}: give a file name ending in .json, .yaml or .yml")
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise BadInputError(f"{out}: folder {out.parent} does not exist; create it or choose another -o")
+    if launcher is not None:
+        from forensics.userstep import check_launcher
+
+        check_launcher(launcher)
     if repo is not None and not repo.is_dir():
         raise BadInputError(f"--repo {repo}: no such folder")
     options = {"repo": str(repo) if repo else None, "sample_s": sample_s, "deep": deep,
