@@ -1,8 +1,7 @@
 """A whole bench run: choose the canary's settings, sample GPU telemetry, run, build documents.
 
-Telemetry comes from ``forensics.gpusample.Sampler`` (NVML at ~10 Hz) when
-that module is installed; otherwise the document records
-``{"missing": "not_found", ...}``. The sampler runs for the whole session.
+Telemetry comes from ``forensics.gpusample.Sampler`` (NVML at ~10 Hz); without
+a usable NVML the sampler's summary is itself a missing value. The sampler runs for the whole session.
 """
 
 from __future__ import annotations
@@ -15,19 +14,11 @@ from forensics.bench.config import CanaryConfig, Variant
 from forensics.bench.document import build, canary_results, process_records
 from forensics.bench.harness import Side, run_sides, visible_gpus
 from forensics.errors import BadInputError
+from forensics.gpusample import Sampler
 from forensics.model import MissingReason, missing
-
-try:  # built in parallel (issue 3); absent until merged
-    from forensics.gpusample import Sampler
-except ImportError:  # pragma: no cover - depends on the merge order
-    Sampler = None
 
 CANARY_FIELDS = ("tp", "layers", "hidden", "heads", "ffn", "draft_tokens", "batch", "kv_len", "blocks",
                  "block_ms", "warmup_s", "matmul_n", "busbw_bytes", "copy_bytes", "graph_timeout_s")
-
-
-def _missing_json(reason: MissingReason, detail: str) -> dict[str, Any]:
-    return missing(reason, detail)
 
 
 @contextlib.contextmanager
@@ -36,16 +27,14 @@ def telemetry(enabled: bool = True) -> Iterator[dict[str, Any]]:
     box: dict[str, Any] = {}
     sampler = None
     if not enabled:
-        box.update(_missing_json(MissingReason.NOT_APPLICABLE, "CPU run: no GPU to sample"))
-    elif Sampler is None:
-        box.update(_missing_json(MissingReason.NOT_FOUND, "forensics.gpusample is not installed"))
+        box.update(missing(MissingReason.NOT_APPLICABLE, "CPU run: no GPU to sample"))
     else:
         try:
             sampler = Sampler(interval_s=0.1)
             sampler.start()
         except Exception as exc:  # NVML trouble must not stop a benchmark
             sampler = None
-            box.update(_missing_json(MissingReason.ERROR, f"sampler did not start: {exc}"))
+            box.update(missing(MissingReason.ERROR, f"sampler did not start: {exc}"))
     try:
         yield box
     finally:
@@ -53,7 +42,7 @@ def telemetry(enabled: bool = True) -> Iterator[dict[str, Any]]:
             try:
                 box.update(sampler.stop())
             except Exception as exc:
-                box.update(_missing_json(MissingReason.ERROR, f"sampler failed: {exc}"))
+                box.update(missing(MissingReason.ERROR, f"sampler failed: {exc}"))
 
 
 def canary_config(options: dict[str, Any]) -> CanaryConfig:
