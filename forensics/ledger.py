@@ -102,10 +102,12 @@ class Analysis:
 
     @property
     def implicated(self) -> list[Hypothesis]:
+        """The implicated hypotheses, highest score first."""
         return [h for h in self.hypotheses if h.status is HypothesisStatus.IMPLICATED]
 
     @property
     def top(self) -> Hypothesis | None:
+        """The most likely cause, or ``None`` when nothing is implicated."""
         imp = self.implicated
         return imp[0] if imp else None
 

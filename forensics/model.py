@@ -32,6 +32,7 @@ class Severity(str, enum.Enum):
 
     @property
     def weight(self) -> float:
+        """0 (info) to 4 (critical): the severity's share of a hypothesis's ranking score."""
         return _SEVERITY_WEIGHT[self]
 
     def __lt__(self, other: "Severity") -> bool:  # type: ignore[override]

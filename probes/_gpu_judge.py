@@ -100,6 +100,19 @@ def _throttle_one(name: str, gb, ga, vb: View | None, va: View | None):
 
 
 def judge_throttling(pairs, docs, datas) -> Finding:
+    """``gpu.throttling`` from under-load samples (benchmark telemetry, else the ``--sample`` window).
+
+    Args:
+        pairs: ``[(uuid, before_gpu, after_gpu)]`` GPU records matched by UUID.
+        docs: (before, after) whole snapshots (for ``bench.telemetry``).
+        datas: (before, after) gpu probe data (for its ``sample`` window).
+
+    Implicated when, on busy samples, a throttling reason (SW power cap, HW slowdown, thermal,
+    power brake, board limit, reliability; bits 0x4-0x400 of nvmlDeviceGetCurrentClocksEventReasons)
+    is active more often, the SM clock median fell, or a violation counter
+    (nvmlDeviceGetViolationStatus / NVML_FI_DEV_CLOCKS_EVENT_REASON_*) grew more during the window.
+    Idle readings (bit 0x1, P8, low clocks) are never judged. Inconclusive without busy samples.
+    """
     found, evidence, checked = [], [], []
     for key, gb, ga in pairs:
         name = label(key, ga or gb)
@@ -134,6 +147,12 @@ def _link(gen, width) -> str:
 
 
 def judge_pcie(pairs, docs, datas) -> Finding:
+    """``gpu.pcie-link``: PCIe generation/width below the GPU's and the slot's max while busy.
+
+    Source: nvmlDeviceGetCurrPcieLinkGeneration/Width against nvmlDeviceGetMaxPcieLinkGeneration
+    (slot) and nvmlDeviceGetGpuMaxPcieLinkGeneration (GPU), from busy samples only; a link
+    below max on an idle reading is ruled out as "idle downtraining" (DESIGN section 6).
+    """
     found, evidence, checked, idle_notes = [], [], [], []
     for key, gb, ga in pairs:
         g = ga or gb
@@ -201,6 +220,8 @@ def _proc_text(p: dict[str, Any]) -> str:
 
 
 def judge_contention(pairs) -> Finding:
+    """``gpu.contention``: new processes on a GPU (pid, memory from nvmlDeviceGetComputeRunningProcesses,
+    name/user via psutil) or utilization (nvmlDeviceGetUtilizationRates, %) high at snapshot time."""
     found, evidence, checked, unknown = [], [], [], []
     for key, gb, ga in pairs:
         name = label(key, ga or gb)

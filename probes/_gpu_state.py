@@ -57,6 +57,9 @@ def _fmt(path, value) -> str:
 
 
 def judge_config(pairs) -> Finding:
+    """``gpu.config``: enforced/default power limit (mW), application clocks (MHz), persistence,
+    compute, ECC and MIG modes changed (nvmlDeviceGetEnforcedPowerLimit, ...GetApplicationsClock,
+    ...GetPersistenceMode, ...GetComputeMode, ...GetEccMode, ...GetMigMode)."""
     found, evidence, same = [], [], []
     for key, gb, ga in pairs:
         if gb is None or ga is None:
@@ -129,6 +132,12 @@ def seconds_between(docs) -> float | None:
 
 
 def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
+    """``gpu.health``: ECC, remapped-row, retired-page, PCIe replay and NVLink error counters that grew.
+
+    NVLink CRC errors are judged as a rate between the snapshots' ``created`` times against
+    :data:`CRC_ALERT_PER_S` (they are corrected by link retry and trickle up under traffic);
+    replay/recovery errors and a GPU lost (NVML_ERROR_GPU_IS_LOST) always count.
+    """
     found, evidence, checked = [], [], []
     elapsed = seconds_between(docs)
     for key, gb, ga in pairs:
@@ -215,6 +224,8 @@ def _topo_pairs(data) -> dict[str, str]:
 
 
 def judge_topology(b, a, pairs) -> Finding:
+    """``gpu.topology``: NVLink links active/version (nvmlDeviceGetNvLinkState/Version) and the
+    ``nvidia-smi topo -m`` P2P matrix changed."""
     found, evidence, same = [], [], []
     for key, gb, ga in pairs:
         if gb is None or ga is None:
@@ -246,6 +257,7 @@ def judge_topology(b, a, pairs) -> Finding:
 
 
 def judge_driver(b, a) -> Finding:
+    """``driver.version``: nvmlSystemGetDriverVersion and nvmlSystemGetCudaDriverVersion on both sides."""
     db, da = get(b, "driver_version"), get(a, "driver_version")
     cb, ca = get(b, "cuda_driver_version"), get(a, "cuda_driver_version")
     if not isinstance(db, str) or not isinstance(da, str):

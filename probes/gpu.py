@@ -57,6 +57,7 @@ class GpuProbe(Probe):
 
     @property
     def nvml(self) -> Nvml:
+        """The NVML wrapper this probe reads through (created on first use; tests inject a fake)."""
         if self._nvml is None:
             self._nvml = Nvml()
         return self._nvml
