@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from typing import Any, Callable
 from forensics.bench.config import CanaryConfig
 from forensics.errors import BadInputError
 from forensics.procgroup import kill_group
+from forensics.stats import summarize
 
 PROCESS_TIMEOUT_S = 300.0
 MIN_PROCESSES = 5
@@ -158,10 +158,8 @@ def slowest_rank_ms(ranks: list[dict], metric: str) -> tuple[float, float] | Non
     series = [r["metrics"][metric]["per_call_ms"] for r in ranks if metric in r.get("metrics", {})]
     if not series:
         return None
-    per_block = sorted(max(vals) for vals in zip(*series))
-    med = statistics.median(per_block)
-    q = statistics.quantiles(per_block, n=4, method="inclusive") if len(per_block) > 1 else [med, med, med]
-    return med, (q[2] - q[0]) / med if med else float("inf")
+    s = summarize([max(vals) for vals in zip(*series)])
+    return s.median, s.iqr_over_median
 
 
 def run_sides(sides: list[Side], *, processes: int, budget_s: float,

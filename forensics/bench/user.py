@@ -25,6 +25,7 @@ from typing import Callable
 from forensics.bench.document import ResultKind, make_result
 from forensics.bench.harness import MIN_PROCESSES
 from forensics.errors import BadInputError
+from forensics.stats import summarize
 from forensics.userstep import child_env, run_command
 
 CALLABLE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -80,8 +81,7 @@ def user_result(name: str, processes: list[dict], *, unit: str, higher_is_better
     for p in processes:
         xs = p.get("per_call_ms") or (p["values"][1:] if p.get("warmup_dropped") else p["values"])
         if len(xs) >= 2:
-            q = statistics.quantiles(xs, n=4, method="inclusive")
-            within.append((q[2] - q[0]) / statistics.median(xs))
+            within.append(summarize(xs).iqr_over_median)
     return make_result(name, ResultKind.USER, unit, vals, higher_is_better=higher_is_better, within=within or None)
 
 
