@@ -14,10 +14,12 @@ Method (research/benchmarking.md sections 5 and 7):
 2. Each midpoint is measured and compared with both endpoints
    (:func:`classify`): ``fast`` if same as good (or faster) and faster than
    bad; ``slow`` if slower than good and same as bad; ``intermediate`` (slower
-   than good and faster than bad: more than one step) counts as slow; else
-   ``unknown``: processes are doubled (endpoints topped up to match,
-   interleaved) up to ``cap_factor`` x, then the commit is skipped. A setup or
-   run failure skips it at once.
+   than good and faster than bad: more than one step) counts as slow. When
+   one comparison is significant and the other inconclusive (a regression
+   that also adds variance), the side of the gap's middle the commit lies on
+   decides. Else ``unknown``: processes are doubled (endpoints topped up to
+   match, interleaved) up to ``cap_factor`` x, then the commit is skipped. A
+   setup or run failure skips it at once.
 3. The first slow commit after the last fast one is the culprit. It is
    re-measured against its parent (``confirm_factor`` x processes, fresh,
    interleaved); the report gives that effect with its CI and the share of the
@@ -41,13 +43,21 @@ from forensics.stats import Comparison, Verdict, compare
 from forensics.worktree import CommitInfo, WorktreePool, commit_info, diff_stat, git, resolve_range
 
 __all__ = ["BisectConfig", "BisectResult", "CommitClass", "CommitRecord", "LogEntry", "Outcome", "StepExit",
-           "classify", "run_bisect", "run_step", "ENV_HYPOTHESES"]
+           "classify", "gap_position", "run_bisect", "run_step", "ENV_HYPOTHESES"]
 
 ENV_HYPOTHESES = [h for h in HYPOTHESES if h != "code.change"]
 
 
 def classify(vs_good: Comparison, vs_bad: Comparison) -> CommitClass:
-    """Class of a commit X from ``compare(good, X)`` and ``compare(X, bad)`` (see module docstring)."""
+    """Class of a commit X from ``compare(good, X)`` and ``compare(X, bad)`` (see module docstring).
+
+    A real regression often adds variance (an extra allocation or collective that
+    sometimes stalls), so X can be significantly slower than good yet not
+    separable from a noisy bad endpoint at this number of processes. Then its
+    position in the endpoint gap decides (:func:`gap_position`): at or past the
+    middle it is ``slow``; symmetrically, significantly faster than bad and at or
+    before the middle is ``fast``. Anything else is ``unknown``.
+    """
     slower_than_good = vs_good.verdict is Verdict.SLOWER
     like_good = vs_good.verdict in (Verdict.SAME, Verdict.FASTER)
     faster_than_bad = vs_bad.verdict is Verdict.SLOWER
@@ -58,7 +68,28 @@ def classify(vs_good: Comparison, vs_bad: Comparison) -> CommitClass:
         return CommitClass.SLOW
     if slower_than_good and faster_than_bad:
         return CommitClass.INTERMEDIATE
+    pos = gap_position(vs_good, vs_bad)
+    if slower_than_good and vs_bad.verdict is Verdict.INCONCLUSIVE and pos is not None and pos >= 0.5:
+        return CommitClass.SLOW
+    if faster_than_bad and vs_good.verdict is Verdict.INCONCLUSIVE and pos is not None and pos <= 0.5:
+        return CommitClass.FAST
     return CommitClass.UNKNOWN
+
+
+def gap_position(vs_good: Comparison, vs_bad: Comparison) -> float | None:
+    """Where X lies between good (0.0) and bad (1.0), on a log-time scale.
+
+    ``log(good->X ratio) / log(good->bad ratio)``, with the good->bad ratio taken
+    as the product of the two comparisons' median ratios. None when the two
+    medians give no gap to place X in (X outside [good, bad] is clamped to 0..1).
+    """
+    a, b = vs_good.time_ratio, vs_bad.time_ratio
+    if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+        return None
+    gap = math.log(a) + math.log(b)
+    if gap <= 0:
+        return None
+    return min(1.0, max(0.0, math.log(a) / gap))
 
 
 class _Session:
@@ -114,6 +145,10 @@ class _Session:
             rec.vs_good, rec.vs_bad = self.cmp(good, sha), self.cmp(sha, bad)
             rec.cls, rec.samples = classify(rec.vs_good, rec.vs_bad), list(self.m.samples[sha])
             if rec.cls is not CommitClass.UNKNOWN:
+                if Verdict.INCONCLUSIVE in (rec.vs_good.verdict, rec.vs_bad.verdict):
+                    other = "bad" if rec.cls is CommitClass.SLOW else "good"
+                    rec.note = (f"{gap_position(rec.vs_good, rec.vs_bad):.0%} of the way from good to bad; not "
+                                f"separable from {other} with {n} processes, so the gap's middle decided")
                 return rec
             if n * 2 > cap:
                 rec.cls = CommitClass.SKIPPED

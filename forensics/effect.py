@@ -156,10 +156,17 @@ def _interpret(results: list[BenchResult]) -> BenchEffect:
     if user_slow:
         worst = max(user_slow, key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
         what = f"{worst.name} is {worst.comparison.sentence()}"  # type: ignore[union-attr]
-        if canary and all(r.comparison.verdict in (Verdict.SAME, Verdict.FASTER) for r in canary):  # type: ignore[union-attr]
+        # No canary result is slower here (that returned above). The verify step itself decides: a
+        # component it does not time (say host-to-device copies) being inconclusive does not make
+        # the environment a suspect for this step, but the sentence names it.
+        steps_same = [r for r in canary if r.kind == "canary"]
+        if steps_same and all(r.comparison.verdict in (Verdict.SAME, Verdict.FASTER) for r in steps_same):  # type: ignore[union-attr]
+            open_parts = [r.name for r in canary if r.comparison.verdict is Verdict.INCONCLUSIVE]  # type: ignore[union-attr]
+            caveat = (f" ({', '.join(open_parts)} inconclusive: more processes would rule "
+                      f"{'it' if len(open_parts) == 1 else 'them'} out)") if open_parts else ""
             return BenchEffect(results, Pointer.CODE,
-                               f"{what}, while the canary did not change: the cause is in what only the user's step "
-                               "runs (its code or a library only it uses)", ratio)
+                               f"{what}, while the canary's verify step did not change{caveat}: the cause is in what "
+                               "only the user's step runs (its code or a library only it uses)", ratio)
         tail = "the canary was inconclusive" if canary else "no canary on both sides to tell environment from code"
         return BenchEffect(results, Pointer.UNATTRIBUTED, f"{what}; {tail}", ratio)
     faster = [r for r in results if r.comparison is not None and r.comparison.verdict is Verdict.FASTER]
