@@ -35,3 +35,42 @@ def test_duplicate_probe_name_keeps_the_loaded_probe(monkeypatch):
                         lambda: (host, [LoadFailure("host", "other-dist 1.0", "duplicate probe name")]))
     doc = collect.take_snapshot(only=["host"])
     assert doc["probes"]["host"]["status"] == "ok" and doc["probes"]["host"]["data"]
+
+
+def _ranks_marked(mark: str) -> list:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("FORENSICS_TEST_MARK") == mark:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_to_bench_stops_the_canary_ranks(tmp_path, sig, code):
+    """Seen on the 2 x H200 machine: after SIGTERM to `forensics bench`, both canary ranks were still running."""
+    import signal
+    import subprocess
+    import sys
+    import uuid
+
+    pytest.importorskip("torch")
+    mark = uuid.uuid4().hex
+    out = tmp_path / "b.json"
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", "bench", "--device", "cpu", "--processes", "5", "-q",
+                             "--env", f"FORENSICS_TEST_MARK={mark}", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_ranks_marked(mark)) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, "the canary ranks never started"
+        time.sleep(0.05)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert err.strip().splitlines()[-1].startswith("forensics: error:") and "Traceback" not in err
+    assert _ranks_marked(mark) == []
+    assert not out.exists()  # no half-written bench file

@@ -4,7 +4,7 @@ Each subcommand lives in its own module of this package and is imported only
 when it runs (``--help`` stays instant, and the snapshot never imports torch).
 Exit codes (DESIGN section 12): 0 ok / no regression, 1 regression found,
 2 bad input or usage, 3 inconclusive, 4 internal error (a bug: please report),
-130 interrupted.
+130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP: child processes are stopped first.
 """
 
 from __future__ import annotations
@@ -56,8 +56,14 @@ def run(argv: list[str] | None = None) -> None:
     """Console-script entry point: click usage errors become one line and exit code 2."""
     import sys
 
+    from forensics.cli.common import Terminated, signals_raise
+
     try:
-        rv = main.main(args=argv, prog_name="forensics", standalone_mode=False)
+        with signals_raise():
+            rv = main.main(args=argv, prog_name="forensics", standalone_mode=False)
+    except Terminated as exc:  # every finally has run: child process groups stopped, temp files gone
+        click.echo(f"forensics: error: terminated by signal {exc.signum}", err=True)
+        sys.exit(128 + exc.signum)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         sys.exit(0)
@@ -85,5 +91,5 @@ def main() -> None:
     says what was ruled out and how.
 
     Exit codes: 0 ok, 1 regression found, 2 bad input, 3 inconclusive,
-    4 internal error, 130 interrupted.
+    4 internal error, 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
     """

@@ -10,37 +10,12 @@ commits left by skips); 2 bad input; 130 Ctrl-C; 143 SIGTERM; 129 SIGHUP.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
 from pathlib import Path
 
 import click
 
-from forensics.cli.common import console, error_boundary, fail
-
-
-class Terminated(BaseException):
-    """Raised in the main thread by SIGTERM/SIGHUP so every ``finally`` (worktree clean-up) runs."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _signals_raise():
-    """Turn SIGTERM and SIGHUP into :class:`Terminated` for the duration of the block."""
-
-    def handler(signum, frame):
-        raise Terminated(signum)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+from forensics.cli.common import Terminated, console, error_boundary, fail, signals_raise
 
 
 def _threshold(value: str) -> float:
@@ -150,7 +125,7 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
         status.update(f"measuring {sha[:10]}: process {counts[sha]} -> {shown}")
 
     try:
-        with _signals_raise(), status:
+        with signals_raise(), status:
             result = run_bisect(cfg, on_log, on_process)
     except Terminated as exc:
         fail(f"terminated by signal {exc.signum}; worktrees removed, your checkout is untouched", 128 + exc.signum)
@@ -194,7 +169,7 @@ def bisect_step(good, bad, repo, cmd, target, callable_timer, setup, metric, met
     from rich.markup import escape
 
     try:
-        with _signals_raise():
+        with signals_raise():
             cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
                           processes, max_processes, timeout_s)
             code, reason = run_step(cfg, lambda e: err.print(f"[bold]{escape(e.phase)}[/bold] {escape(e.message)}"))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import sys
 from typing import Any, Callable, TypeVar
 
@@ -15,6 +17,38 @@ EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM or SIGHUP (see :func:`signals_raise`).
+
+    A BaseException, like KeyboardInterrupt, so that every ``finally`` runs on
+    the way out: benchmark ranks and steps (own process groups) are stopped,
+    worktrees removed, partial files deleted. Python's default for SIGTERM is
+    to die at once, skipping all of that.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_raise():
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` for the block (main thread only; else a no-op)."""
+
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    try:
+        old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    except ValueError:  # not the main thread (an embedding application): leave its handlers alone
+        old = {}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def fail(message: str, code: int) -> None:
