@@ -55,7 +55,15 @@ def test_silent_pull_leads_with_code_change_and_the_canary_is_unchanged():
     an = _analyse("silent-pull")
     assert an.top.id == "code.change"
     assert "Fast-forward" in an.top.summary
+    # the commit list needs the repository (--repo); the report rendered on the GPU machine had it
+    report = (EXAMPLES / "silent-pull" / "report.md").read_text()
+    assert 'first 30fbe6287b "comm: all-reduce out of place' in report.split("### Suspects")[0]
     assert _bench(an, "canary.verify_step_ms").comparison.verdict.value == "same"
+    assert _bench(an, "user.step_ms").comparison.verdict.value == "slower"
+    # h2d/d2h copies were inconclusive in this run; the verify step (same) still points at the code
+    assert _bench(an, "component.h2d_gbps").comparison.verdict.value == "inconclusive"
+    assert an.bench.pointer.value == "code"
+    assert "while the canary's verify step did not change (component.h2d_gbps" in an.bench.sentence
     others = [h for h in an.hypotheses if h.status is HypothesisStatus.IMPLICATED and h.id != "code.change"]
     assert all(h.severity <= Severity.INFO for h in others), [(h.id, h.summary) for h in others]
 
@@ -68,3 +76,33 @@ def test_example_files_hold_no_machine_paths_or_real_gpu_ids(scenario):
         for line in text.splitlines():
             if '"uuid"' in line:
                 assert "GPU-00000000-0000-0000-0000-" in line
+
+
+def _bisect_json():
+    import json
+
+    return json.loads((EXAMPLES / "silent-pull" / "bisect.json").read_text())
+
+
+def test_silent_pull_bisect_named_and_confirmed_the_comm_commit():
+    res = _bisect_json()
+    assert res["outcome"] == "culprit" and res["confirmed"] is True
+    assert res["culprit"]["subject"] == "comm: all-reduce out of place to keep the input buffer intact"
+    assert res["rounds"] <= 2 + 2  # log2(3 suspects) + 2
+    assert "distributed/comm.py" in res["diffstat"]
+
+
+def test_classify_places_a_commit_as_noisy_as_the_bad_endpoint_by_the_gap():
+    """The H200 run's culprit: 1.44x slower than good, but its 5 processes (4.77-5.76 ms) could not be
+    told from the bad endpoint's 10 (4.75-5.77 ms) at p <= 0.01; before the gap rule it was skipped."""
+    from forensics.bisect import classify, gap_position
+    from forensics.bisect_model import CommitClass
+    from forensics.stats import compare
+
+    samples = {r["commit"]["short"]: r["samples"] for r in _bisect_json()["records"]}
+    good, fast, culprit, bad = samples["2e2f595"], samples["6208d76"], samples["30fbe62"], samples["c5d8bf9"]
+    vs_good, vs_bad = compare(good, culprit), compare(culprit, bad)
+    assert (vs_good.verdict.value, vs_bad.verdict.value) == ("slower", "inconclusive")
+    assert gap_position(vs_good, vs_bad) >= 0.5
+    assert classify(vs_good, vs_bad) is CommitClass.SLOW
+    assert classify(compare(good, fast), compare(fast, bad)) is CommitClass.FAST

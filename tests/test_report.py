@@ -155,3 +155,10 @@ def test_slower_component_with_same_canary_points_at_the_environment():
     an = analyse(b, a)
     assert an.bench.pointer.value == "environment"
     assert "component canary.allreduce_step_us" in an.bench.sentence
+
+
+def test_bench_result_names_break_at_dots_and_stay_escaped():
+    from forensics.render.report import dot_break
+
+    assert str(dot_break("component.allreduce_busbw_gbps")) == "component.<wbr>allreduce_busbw_gbps"
+    assert str(dot_break(f"user.{EVIL}")) == "user.<wbr>&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"

@@ -90,7 +90,7 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}" if math.isfinite(x) else str(x)
 
 
-def strip_chart(before: list[float], after: list[float], width: int = 280, row_h: int = 24) -> dict[str, Any]:
+def strip_chart(before: list[float], after: list[float], width: int = 224, row_h: int = 24) -> dict[str, Any]:
     """Geometry of a two-row strip + box plot of per-process medians (numbers only; the template draws it).
 
     Returns:
@@ -166,7 +166,19 @@ def _env(autoescape: bool):
     env.filters["mdcode"] = md_code
     env.filters["num"] = lambda v, d=3: "-" if v is None else f"{float(v):.{d}f}"
     env.filters["short"] = lambda s: str(s)[:10] if s else "?"
+    env.filters["dotbreak"] = dot_break
     return env
+
+
+def dot_break(name: object):
+    """HTML-escaped ``name`` with a line-break opportunity (``<wbr>``) after each dot, as Markup.
+
+    ``component.allreduce_busbw_gbps`` wraps after ``component.`` in a narrow
+    table column instead of mid-word.
+    """
+    from markupsafe import Markup, escape
+
+    return Markup(".<wbr>").join(escape(p) for p in str(name).split("."))
 
 
 def render_html(analysis) -> str:
