@@ -176,9 +176,9 @@ def _endpoint_verdict(cfg: BisectConfig, c: Comparison, good_now: float) -> tupl
             return (Outcome.ENVIRONMENT, f"the environment changed, not the code: the good commit is now as slow as "
                     f"the bad one ({same}) and {r - 1:+.0%} against its earlier result ({good_now:.4g} now, "
                     f"{cfg.good_was:.4g} before){look}")
-        return (Outcome.ENVIRONMENT, f"the environment changed, not the code: the good commit is now as slow as the "
-                f"bad one ({same}){look} (--good-was with its earlier result would tell this apart from a slowdown "
-                "that no longer reproduces)")
+        return (Outcome.ENVIRONMENT, f"the environment changed, not the code, if the good commit was fast when you "
+                f"saw it: both endpoints measure the same now ({same}){look}. If it was never measured fast, the range "
+                "is wrong or the slowdown does not reproduce here: --good-was with its earlier result tells these apart")
     if c.verdict is Verdict.FASTER:
         return (Outcome.BAD_FASTER, f"refusing to bisect: the bad commit is faster than the good one here ({c.sentence()})")
     return (Outcome.NO_DIFFERENCE, f"refusing to bisect: the endpoints do not differ significantly ({c.sentence()}); "

@@ -79,7 +79,7 @@ def render(result, fmt: str) -> str:
     env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "html.j2"], default_for_string=True),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.0%}"
+    env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.1%}"
     env.filters["num"] = lambda v: "n/a" if v is None else f"{v:.4g}"
     env.filters["mdcell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     name = "bisect.html.j2" if fmt == "html" else "bisect.md.j2"

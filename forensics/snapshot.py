@@ -237,10 +237,10 @@ def check_schema(doc: dict[str, Any], path: Path, name: str = SCHEMA_NAME, versi
     got_name, _, got_version = schema.rpartition("/")
     if got_name != name:
         raise BadInputError(f"{path}: schema is {schema!r}, expected {name}/{version}; wrong kind of file")
-    try:
-        n = int(got_version)
-    except ValueError:
-        raise BadInputError(f"{path}: schema version {got_version!r} is not a number") from None
+    if not got_version.isdigit() or int(got_version) < 1:
+        raise BadInputError(f"{path}: schema version {got_version!r} is not a version this tool wrote (1 to {version}, "
+                            f"a whole number); not a {name} file")
+    n = int(got_version)
     if n > version:
         raise BadInputError(
             f"{path}: schema {schema} is newer than this forensics ({__version__}) reads ({name}/{version}); upgrade forensics"
@@ -255,6 +255,8 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     """
     check_schema(doc, path)
     probes = doc.get("probes")
+    if "probes" not in doc:
+        raise BadInputError(f"{path}: no 'probes' field; the file is incomplete or not a snapshot")
     if not isinstance(probes, dict):
         raise BadInputError(f"{path}: 'probes' must be a mapping, found {_json_type(probes)}")
     for key, kind in (("machine", dict), ("tool", dict), ("options", dict), ("redactions", list)):

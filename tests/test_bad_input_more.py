@@ -100,7 +100,9 @@ def test_step_timeout_stops_the_whole_step(tmp_path):
     (["bench", "--processes", "0", "--cmd", "echo"], "--processes must be at least 1"),
     (["bench", "--metric-regex", "x(\\d)"], "give --cmd too"),
     (["bench", "--cmd", " "], "--cmd is empty"),
-    (["bench", "--cmd", "echo", "--timeout", "-5"], "must be positive"),
+    (["bench", "--cmd", "echo", "--timeout", "-5"], "Invalid value for '--timeout': '-5' must be a finite number > 0"),
+    (["bench", "--cmd", "echo", "--budget", "nan"], "Invalid value for '--budget': 'nan' must be a finite number > 0"),
+    (["snapshot", "--timeout", "inf", "-o", "s.json"], "Invalid value for '--timeout'"),
     (["bench", "--cmd", "echo", "-o", "nodir/x.json"], "does not exist"),
 ])
 def test_bench_bad_options_before_any_work(tmp_path, args, expected):
@@ -117,3 +119,56 @@ def test_env_with_a_failing_launcher_is_not_ruled_out(tmp_path):
     doc = json.loads((tmp_path / "e.json").read_text())
     prop = next(f for f in doc["findings"] if f["hypothesis"] == "nccl.env-propagation")
     assert prop["status"] == "inconclusive" and "launcher broke: no slots" in prop["summary"]
+
+
+def _tiny_repo(tmp_path):
+    from tests.conftest import git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "step.py").write_text('import json\nprint(json.dumps({"metric": "step_ms", "value": 1.0}))\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "b")
+    return repo
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--good-was", "0"], "Invalid value for '--good-was': '0' must be a finite number > 0"),
+    (["--good-was", "nan"], "Invalid value for '--good-was': 'nan' must be a finite number > 0"),
+    (["--timeout", "nan"], "Invalid value for '--timeout': 'nan' must be a finite number > 0"),
+    (["--threshold", "500%"], "--threshold '500%': must be between 0% and 100%"),
+    (["--metric-regex", "("], "--metric-regex '(': not a valid regular expression"),
+])
+def test_bisect_bad_options_before_any_measurement(tmp_path, extra, expected):
+    """Found by a fresh-user pass: --good-was 0 ended in a ZeroDivisionError (exit 4) after measuring."""
+    repo = _tiny_repo(tmp_path)
+    proc = run_cli("bisect", "--repo", str(repo), "--good", "HEAD~1", "--bad", "HEAD", "--cmd", "python3 step.py",
+                   *extra)
+    assert expected in _one_line_exit_2(proc)  # one line: no "endpoints ... re-measuring" before it
+
+
+def test_threshold_reads_the_same_in_bisect_and_bench_compare():
+    from forensics.cli.common import parse_threshold
+
+    assert parse_threshold("5") == parse_threshold("5%") == parse_threshold("0.05")
+
+
+def test_bisect_step_usage_error_aborts_git_bisect(tmp_path):
+    proc = run_cli("bisect-step", "--good", "HEAD~1", "--bad", "HEAD", "--cmd", "x", "--timeout", "nan", cwd=tmp_path)
+    assert proc.returncode == 128 and "Invalid value for '--timeout'" in proc.stderr  # 2 would read as "slow"
+
+
+@pytest.mark.parametrize("command", ["snapshot", "diff"])
+def test_repo_that_is_not_a_git_repository_is_refused(tmp_path, command):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    if command == "snapshot":
+        args = ["snapshot", "--probe", "git", "--repo", str(plain), "-o", str(tmp_path / "s.json")]
+    else:
+        args = ["diff", str(EXAMPLES / "aa" / "before.json"), str(EXAMPLES / "aa" / "after.json"), "--repo",
+                str(plain), "-o", str(tmp_path / "r.md")]
+    line = _one_line_exit_2(run_cli(*args, cwd=tmp_path))
+    assert f"--repo {plain}: not a git repository" in line
+    assert not (tmp_path / "s.json").exists() and not (tmp_path / "r.md").exists()

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from forensics.bench import document
 from forensics.cli import main
-from forensics.cli.bench import parse_threshold
+from forensics.cli.common import parse_threshold
 from forensics.errors import BadInputError
 
 BASE = [7.8177, 7.8498, 7.8452, 7.8683, 7.8861, 7.8520]

@@ -22,9 +22,10 @@ def test_version_and_help_of_every_command():
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["snapshot", "--timeout", "inf"], "--timeout must be between 0 and 3600 seconds"),
-    (["snapshot", "--timeout", "nan"], "--timeout must be between 0 and 3600 seconds"),
-    (["snapshot", "--timeout", "abc"], "'abc' is not a valid float"),
+    (["snapshot", "--timeout", "inf"], "Invalid value for '--timeout': 'inf' must be a finite number > 0"),
+    (["snapshot", "--timeout", "nan"], "Invalid value for '--timeout': 'nan' must be a finite number > 0"),
+    (["snapshot", "--timeout", "abc"], "Invalid value for '--timeout': 'abc' is not a number"),
+    (["snapshot", "--timeout", "5000"], "--timeout must be between 0 and 3600 seconds"),
     (["snapshot", "-o", "out.txt"], "give a file name ending in .json, .yaml or .yml"),
     (["snapshot", "-o", ".json"], "give a file name ending in .json, .yaml or .yml"),
     (["snapshot", "--skip", "host", "--skip", "git", "--skip", "software", "--skip", "gpu", "--skip", "libs",

@@ -70,7 +70,7 @@ def run(argv: list[str] | None = None) -> None:
     except click.UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx is not None else "forensics"
         click.echo(f"forensics: error: {exc.format_message()} (see '{cmd} --help')", err=True)
-        sys.exit(2)
+        sys.exit(exc.exit_code)  # 2, or 128 for bisect-step (git bisect run must abort, not read "slow")
     except click.exceptions.Abort:
         click.echo("forensics: error: interrupted", err=True)
         sys.exit(130)
@@ -90,6 +90,7 @@ def main() -> None:
     CUDA, NCCL, PyTorch, NCCL variables the workers never saw, a git pull) and
     says what was ruled out and how.
 
-    Exit codes: 0 ok, 1 regression found, 2 bad input, 3 inconclusive,
+    Exit codes: 0 ok, 1 regression found (diff --fail-on, bench compare),
+    2 bad input, 3 inconclusive,
     4 internal error, 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
     """

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import console, error_boundary
+from forensics.cli.common import POSITIVE, NON_NEGATIVE, console, error_boundary, parse_threshold
 
 
 def _parse_env(pairs: tuple[str, ...], option: str) -> dict[str, str]:
@@ -23,26 +23,6 @@ def _parse_env(pairs: tuple[str, ...], option: str) -> dict[str, str]:
             raise BadInputError(f"{option} {pair!r}: expected NAME=VALUE, e.g. NCCL_P2P_DISABLE=1")
         out[key] = value
     return out
-
-
-def parse_threshold(text: str) -> float:
-    """'5%', '5' or '0.05' -> 0.05.
-
-    Raises:
-        BadInputError: not a number, or outside 0-100%.
-    """
-    from forensics.errors import BadInputError
-
-    raw = text.strip().rstrip("%")
-    try:
-        v = float(raw)
-    except ValueError:
-        raise BadInputError(f"--threshold {text!r}: expected a percentage such as 5%") from None
-    if text.strip().endswith("%") or v >= 1:
-        v /= 100
-    if not 0 < v < 1:
-        raise BadInputError(f"--threshold {text!r}: must be between 0% and 100%")
-    return v
 
 
 def _progress(total: int, what: str):
@@ -78,9 +58,9 @@ def _print_results(c, doc: dict) -> None:
 @click.option("--unit", default=None, help="Unit of your metric (default ms, or 'per s' with --higher-is-better).")
 @click.option("--higher-is-better", is_flag=True, help="Your metric is a throughput (tok/s), not a time.")
 @click.option("--processes", type=int, default=6, show_default=True, help="Fresh processes per side.")
-@click.option("--budget", "budget_s", type=float, default=75.0, show_default=True,
+@click.option("--budget", "budget_s", type=POSITIVE, default=75.0, show_default=True,
               help="Wall seconds per side; no new process starts past it (at least 5 always run).")
-@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True, help="Per-process timeout, s.")
+@click.option("--timeout", "timeout_s", type=POSITIVE, default=300.0, show_default=True, help="Per-process timeout, s.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Canary device (default: cuda if a GPU is seen).")
 @click.option("--tp", type=int, help="Tensor-parallel ranks, one per GPU (default: all visible GPUs; 2 on CPU).")
 @click.option("--layers", type=int, help="Decoder layers (GPU default 16).")
@@ -91,12 +71,12 @@ def _print_results(c, doc: dict) -> None:
 @click.option("--batch", type=int, help="Sequences per verify step (GPU default 4).")
 @click.option("--kv-len", type=int, help="Cached positions attended over (GPU default 2048).")
 @click.option("--blocks", type=int, help="Timed blocks per metric per process (GPU default 30).")
-@click.option("--block-ms", type=float, help="Target length of a timed block, >= 1 ms (GPU default 5).")
-@click.option("--warmup", "warmup_s", type=float, help="Minimum warm-up per metric, s, before the convergence "
+@click.option("--block-ms", type=POSITIVE, help="Target length of a timed block, >= 1 ms (GPU default 5).")
+@click.option("--warmup", "warmup_s", type=NON_NEGATIVE, help="Minimum warm-up per metric, s, before the convergence "
               "check (GPU default 0.2).")
 @click.option("--cuda-graph", is_flag=True, help="Capture the whole step, all-reduces included, in one CUDA graph "
               "(guarded by a timeout: this hangs on some torch/NCCL versions).")
-@click.option("--graph-timeout", "graph_timeout_s", type=float, default=None,
+@click.option("--graph-timeout", "graph_timeout_s", type=POSITIVE, default=None,
               help="With --cuda-graph: seconds allowed for capture and all replays (default 60).")
 @click.option("--eager", is_flag=True, help="Launch the whole step eagerly (includes launch jitter; noisy).")
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set for the canary's processes.")
@@ -119,7 +99,8 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
     forensics.bench/1 file with -o. Compare two files with
     'forensics bench compare A.json B.json'.
 
-    Exit codes: 0 ok; with --b-env as 'compare': 1 slower, 3 inconclusive; 2 bad input.
+    Exit codes: 0 ok (with --b-env: B same or faster than A), 1 B slower (--b-env),
+    3 inconclusive (--b-env), 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
     """
     if ctx.invoked_subcommand is not None:
         return

@@ -15,18 +15,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import Terminated, console, error_boundary, fail, signals_raise
-
-
-def _threshold(value: str) -> float:
-    text = value.strip()
-    try:
-        v = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a percentage like 5% or 0.05") from None
-    if not 0 < v < 1:
-        raise click.BadParameter(f"{value!r} must be between 0% and 100%")
-    return v
+from forensics.cli.common import POSITIVE, Terminated, console, error_boundary, fail, parse_threshold, signals_raise
 
 
 def _step_options(f):
@@ -49,7 +38,7 @@ def _step_options(f):
                      help="Fresh processes per commit to start with (doubled on an unknown result)."),
         click.option("--max-processes", type=click.IntRange(3, 1000), default=None,
                      help="Cap for the doubling [default: 4 x --processes]."),
-        click.option("--timeout", "timeout_s", type=float, default=600.0, show_default=True,
+        click.option("--timeout", "timeout_s", type=POSITIVE, default=600.0, show_default=True,
                      help="Seconds one process (or the setup) may run."),
     ]
     for opt in reversed(options):
@@ -67,18 +56,25 @@ def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_
         raise BadInputError("give exactly one of --cmd \"...\" or --callable module:function")
     if target and (":" not in target or target.startswith(":") or target.endswith(":")):
         raise BadInputError(f"--callable {target!r}: use module:function, e.g. mypkg.step:verify")
+    if metric_regex is not None:
+        import re
+
+        try:
+            re.compile(metric_regex)
+        except re.error as exc:
+            raise BadInputError(f"--metric-regex {metric_regex!r}: not a valid regular expression ({exc})") from None
     cap = max_processes or processes * 4
     if cap < processes:
         raise BadInputError(f"--max-processes {cap} is below --processes {processes}")
     spec = StepSpec(cmd=cmd, target=target, setup=setup, metric=metric, metric_regex=metric_regex,
                     higher_is_better=higher_is_better, timeout_s=timeout_s, callable_timer=callable_timer)
     return BisectConfig(str(repo), good, bad, spec, processes=processes, cap_factor=max(1, cap // processes),
-                        threshold=_threshold(threshold), good_was=good_was)
+                        threshold=parse_threshold(threshold), good_was=good_was)
 
 
 @click.command()
 @_step_options
-@click.option("--good-was", type=float, default=None, metavar="VALUE",
+@click.option("--good-was", type=POSITIVE, default=None, metavar="VALUE",
               help="The good commit's earlier result (the metric's unit), to tell an environment change apart.")
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Report file: .html, .md or .json (repeatable).")
@@ -95,7 +91,7 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
 
     Exit codes: 0 culprit named and confirmed, 3 no culprit named (the
     environment changed, endpoints not different, a range of candidates, or
-    not confirmed), 2 bad input, 130 Ctrl-C, 143 SIGTERM.
+    not confirmed), 2 bad input, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
     """
     from forensics.bisect import Outcome, run_bisect
     from forensics.bisect_report import format_for, write_report

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import click
 
-from forensics.errors import ForensicsError
+from forensics.errors import BadInputError, ForensicsError
 
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
@@ -49,6 +51,83 @@ def signals_raise():
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+class FiniteFloat(click.ParamType):
+    """A float option that must be finite and above (or, with ``allow_zero``, at least) zero.
+
+    click's own FloatRange lets ``nan`` through (every comparison with it is
+    false); a NaN timeout or budget then fails deep inside a measurement.
+    """
+
+    name = "number"
+
+    def __init__(self, allow_zero: bool = False):
+        self.allow_zero = allow_zero
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            v = value
+        else:
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(v) or v < 0 or (v == 0 and not self.allow_zero):
+            self.fail(f"{value!r} must be a finite number {'>= 0' if self.allow_zero else '> 0'}", param, ctx)
+        return v
+
+
+POSITIVE = FiniteFloat()
+NON_NEGATIVE = FiniteFloat(allow_zero=True)
+
+
+def parse_threshold(text: str, option: str = "--threshold") -> float:
+    """'5%', '5' or '0.05' -> 0.05 (a bare number >= 1 is read as percent), for every command.
+
+    Raises:
+        BadInputError: not a number, or outside 0-100% (the message names ``option``).
+    """
+    raw = text.strip().rstrip("%")
+    try:
+        v = float(raw)
+    except ValueError:
+        raise BadInputError(f"{option} {text!r}: expected a percentage such as 5%") from None
+    if text.strip().endswith("%") or v >= 1:
+        v /= 100
+    if not 0 < v < 1:
+        raise BadInputError(f"{option} {text!r}: must be between 0% and 100% (e.g. 5%)")
+    return v
+
+
+def check_repo(repo: Path | None) -> None:
+    """Reject a ``--repo`` that is not a folder inside a git work tree, before any work starts.
+
+    Runs ``git -C REPO rev-parse --git-dir`` (read-only). Without a ``git``
+    executable nothing is checked (the git probe then records why it failed).
+
+    Raises:
+        BadInputError: the path is missing, a file, or not in a git repository.
+    """
+    import shutil
+    import subprocess
+
+    if repo is None:
+        return
+    if not repo.exists():
+        raise BadInputError(f"--repo {repo}: no such folder")
+    if not repo.is_dir():
+        raise BadInputError(f"--repo {repo}: is a file; give the folder of your clone")
+    git = shutil.which("git")
+    if git is None:
+        return
+    try:
+        proc = subprocess.run([git, "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True, text=True,
+                              timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if proc.returncode != 0:
+        raise BadInputError(f"--repo {repo}: not a git repository; give the folder of your clone, or leave --repo out")
 
 
 def fail(message: str, code: int) -> None:

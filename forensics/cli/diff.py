@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import console, error_boundary
+from forensics.cli.common import check_repo, console, error_boundary
 
 _DEFAULT_NAME = "forensics-report"
 
@@ -46,8 +46,7 @@ def diff(before, after, output, fmt, repo, config, fail_on, quiet):
     from forensics.ledger import analyse
     from forensics.render import report
 
-    if repo is not None and not repo.is_dir():
-        raise BadInputError(f"--repo {repo}: no such folder")
+    check_repo(repo)
     doc_b, doc_a = snap.load(before), snap.load(after)
     to_stdout = output == "-"
     if to_stdout:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import console, error_boundary
+from forensics.cli.common import POSITIVE, console, error_boundary
 
 
 @click.command()
@@ -17,7 +17,7 @@ from forensics.cli.common import console, error_boundary
 @click.option("--deep", is_flag=True, help="Also check torch.multiprocessing.spawn (imports torch in a child).")
 @click.option("--select", "extra", multiple=True, metavar="NAME|PREFIX_",
               help="Also record this variable (or every variable with this prefix); repeatable.")
-@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=POSITIVE, default=120.0, show_default=True,
               help="Seconds before the workers (and the launcher's process group) are killed.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the output.")

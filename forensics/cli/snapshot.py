@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import console, error_boundary
+from forensics.cli.common import POSITIVE, check_repo, console, error_boundary
 
 
 def default_output(label: str | None, folder: Path = Path(".")) -> Path:
@@ -35,11 +35,11 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
 @click.option("--label", help="Free text stored in the snapshot, e.g. 'before' or 'after-pull'.")
 @click.option("--probe", "only", multiple=True, metavar="NAME", help="Run only this probe (repeatable).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Do not run this probe (repeatable).")
-@click.option("--timeout", "timeout_s", type=float, default=10.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=POSITIVE, default=10.0, show_default=True,
               help="Per-probe timeout in seconds; a probe that takes longer is recorded as failed.")
-@click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--repo", type=click.Path(path_type=Path),
               help="Git repository of the code under test (default: the current folder if it is in one).")
-@click.option("--sample", "sample_s", type=float, default=None, metavar="SECONDS",
+@click.option("--sample", "sample_s", type=POSITIVE, default=None, metavar="SECONDS",
               help="GPU probe: sample clocks, power and clocks-event reasons at ~10 Hz for this long.")
 @click.option("--deep", is_flag=True, help="Import torch to confirm the CUDA/NCCL/cuDNN versions it loads (slower).")
 @click.option("--nccl-init", is_flag=True, help="NCCL env probe: start workers that initialise a real NCCL "
@@ -80,8 +80,7 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         from forensics.userstep import check_launcher
 
         check_launcher(launcher)
-    if repo is not None and not repo.is_dir():
-        raise BadInputError(f"--repo {repo}: no such folder")
+    check_repo(repo)
     options = {"repo": str(repo) if repo else None, "sample_s": sample_s, "deep": deep,
                "nccl_init": nccl_init, "launcher": launcher}
     if (bench_cmd or bench_processes) and not with_bench:
