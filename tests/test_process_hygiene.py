@@ -53,6 +53,7 @@ def _ranks_marked(mark: str) -> list:
 @pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
 def test_a_signal_to_bench_stops_the_canary_ranks(tmp_path, sig, code):
     """Seen on the 2 x H200 machine: after SIGTERM to `forensics bench`, both canary ranks were still running."""
+    import os
     import signal
     import subprocess
     import sys
@@ -61,9 +62,12 @@ def test_a_signal_to_bench_stops_the_canary_ranks(tmp_path, sig, code):
     pytest.importorskip("torch")
     mark = uuid.uuid4().hex
     out = tmp_path / "b.json"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "forensics", "bench", "--device", "cpu", "--processes", "5", "-q",
                              "--env", f"FORENSICS_TEST_MARK={mark}", "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp)})
     deadline = time.monotonic() + 60
     while len(_ranks_marked(mark)) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "the canary ranks never started"
@@ -74,3 +78,4 @@ def test_a_signal_to_bench_stops_the_canary_ranks(tmp_path, sig, code):
     assert err.strip().splitlines()[-1].startswith("forensics: error:") and "Traceback" not in err
     assert _ranks_marked(mark) == []
     assert not out.exists()  # no half-written bench file
+    assert list(tmp.iterdir()) == []  # the ranks' temporary folder is gone too
