@@ -175,16 +175,30 @@ def score(findings: list[Finding], multiplier: float = 1.0) -> float:
 
 
 def machine_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
-    """"" when both snapshots name the same machine, else a sentence saying they differ."""
+    """"" when both snapshots name the same machine, else a sentence saying they differ or cannot be matched.
+
+    The machine id hash decides when both sides have one. Without it (containers, VMs without
+    /etc/machine-id) the hostname and, where both record it, the hardware fingerprint must match;
+    when only one side has a machine id, a shared generic hostname ("vm", "localhost") proves
+    nothing, so the note says it cannot tell.
+    """
     mb, ma = before.get("machine") or {}, after.get("machine") or {}
+    hb, ha = mb.get("hostname", "?"), ma.get("hostname", "?")
     if mb.get("machine_id") and ma.get("machine_id"):
         same = mb["machine_id"] == ma["machine_id"]
+    elif bool(mb.get("machine_id")) != bool(ma.get("machine_id")) and hb == ha:
+        which = "AFTER" if ma.get("machine_id") else "BEFORE"
+        return (f"Cannot tell whether BEFORE and AFTER were taken on the same machine: only {which} records a "
+                f"machine id, and a shared hostname ({hb!r}) proves nothing; differences may be the machines'.")
     else:
-        same = mb.get("hostname") == ma.get("hostname")
+        same = hb == ha
+        if same and mb.get("hardware") and ma.get("hardware") and mb["hardware"] != ma["hardware"]:
+            return (f"BEFORE and AFTER were taken on different hardware ({mb['hardware']} and {ma['hardware']}, "
+                    f"both named {hb!r}): differences may be the machines', not a change on one machine.")
     if same:
         return ""
-    return (f"BEFORE and AFTER were taken on different machines ({mb.get('hostname', '?')} and "
-            f"{ma.get('hostname', '?')}): differences may be the machines', not a change on one machine.")
+    return (f"BEFORE and AFTER were taken on different machines ({hb} and {ha}): differences may be the "
+            "machines', not a change on one machine.")
 
 
 def _repo_label(summary: str) -> str:
@@ -212,6 +226,9 @@ def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
             f.probe = f.probe or name
         usable = [s for s in (sb, sa) if s is not None and s.usable]
         if len(usable) == 1:
+            # "ruled out" means "did not change": with one side missing nobody can say that. A one-sided
+            # problem (an implicated finding) still stands.
+            found = [f for f in found if f.status is not HypothesisStatus.RULED_OUT]
             found = _one_sided(name, probe, usable[0], sb, sa, found, jctx) + found  # the plainer reason first
         out.extend(found)
     return out
@@ -402,7 +419,28 @@ def _multiplier(hyp: str, bench: BenchEffect | None) -> float:
     return 1.0 + size / 2
 
 
+def _one_sided_probes(a: Analysis) -> str:
+    """" Not compared: the nccl_env probe (no data in AFTER)." or "" (probes usable on exactly one side)."""
+    pb, pa = a.before.get("probes") or {}, a.after.get("probes") or {}
+    lost = []
+    for name in sorted(set(pb) | set(pa)):
+        try:
+            ub = name in pb and ProbeResult.from_json(pb[name]).usable
+            ua = name in pa and ProbeResult.from_json(pa[name]).usable
+        except Exception:
+            continue
+        if ub != ua:
+            lost.append(f"{name} (no data in {'AFTER' if ub else 'BEFORE'})")
+    if not lost:
+        return ""
+    return f" Not compared, their hypotheses inconclusive: {', '.join(lost)}."
+
+
 def _verdict(a: Analysis) -> str:
+    return _verdict_core(a) + _one_sided_probes(a)
+
+
+def _verdict_core(a: Analysis) -> str:
     imp = a.implicated
     slow = ""
     if a.bench is not None and a.bench.pointer is not Pointer.NONE:

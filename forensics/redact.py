@@ -5,10 +5,17 @@ Two layers, both on by default:
 1. By name: an environment variable whose name says it is a secret
    (``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*API_KEY*``...) has its value
    replaced, whatever the value looks like. Probes call :meth:`Redactor.env`.
-2. By value: every string in the finished snapshot is swept for credentials
-   in URLs (``https://user:token@host``) and well-known token shapes (GitHub,
-   Hugging Face, AWS, Slack, OpenAI-style keys, JWTs, private-key blocks):
-   :meth:`Redactor.sweep`.
+2. By value: every string in the finished snapshot, bench file or report is
+   swept (:meth:`Redactor.sweep`) for credentials in URLs
+   (``https://user:token@host``, the password may hold ``@``) and without a
+   scheme (``user:pass@host``), secret query parameters (``?private_token=``),
+   command-line flags (``--token X``, ``--api-key=X``, ``--password X``),
+   ``NAME=VALUE`` assignments whose name is a secret (``HF_TOKEN=...``),
+   ``Bearer``/``Basic`` credentials, and well-known token shapes (GitHub,
+   GitLab, Hugging Face, AWS, Google, Slack, OpenAI-style keys, JWTs,
+   private-key blocks). In a swept tree, a key shaped like an environment
+   variable name (``HF_TOKEN``) with a secret name has its string value
+   replaced too.
 
 Every replacement is recorded (where, why; never the value) so the snapshot
 and the report can say what was redacted. ``Redactor(enabled=False)`` is the
@@ -32,10 +39,24 @@ _SECRET_NAME = re.compile(
 # Names that match the pattern above but are not secrets.
 _NOT_SECRET_NAMES = re.compile(r"^(NCCL_IB_.*|.*_AUTHOR.*|GIT_AUTHOR_.*|.*TOKENIZERS?_PARALLELISM.*)$", re.IGNORECASE)
 
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<cred>[^/\s@:]+(?::[^/\s@]*)?)@")
+# userinfo runs to the last "@" before the path: a password may hold a literal "@"
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
+# user:password@host without a scheme (MASTER_ADDR=user:pw@host, proxy settings)
+_BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>-])(?P<cred>[A-Za-z0-9._%+-]+:[^\s/@:<>]+)@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
+_SECRET_QUERY = re.compile(r"(?P<key>[?&;](?:[A-Za-z0-9_]*token|api_?key|apikey|key|secret|client_secret|password|passwd|"
+                           r"pwd|sig|signature|auth|access_?key)=)(?P<value>[^&\s#]+)", re.IGNORECASE)
+_SECRET_FLAG = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<value>[^\s-][^\s]*|-[^\s-][^\s]*)")
+_FLAG_WORDS = {"token", "password", "passwd", "passphrase", "secret", "apikey", "credential", "credentials", "auth", "pat"}
+_FLAG_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "token"),
+               ("client", "secret"), ("session", "key")}
+_ASSIGNMENT = re.compile(r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s'\"&;]+)")
+_AUTH_SCHEME = re.compile(r"\b(?P<scheme>Bearer|Basic)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _TOKEN_SHAPES: list[tuple[str, re.Pattern[str]]] = [
     ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b")),
+    ("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}\b")),
     ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")),
+    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
     ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
     ("API key", re.compile(r"\bsk-[A-Za-z0-9_\-]{20,}\b")),
@@ -60,6 +81,12 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET_NAMES.match(name)
 
 
+def _is_secret_flag(flag: str) -> bool:
+    """``--hf-token``, ``--api-key``, ``--password``: a flag whose words name a secret (``--max-tokens`` does not)."""
+    words = [w for w in re.split(r"[-_]+", flag.lstrip("-").lower()) if w]
+    return any(w in _FLAG_WORDS for w in words) or any(p in _FLAG_PAIRS for p in zip(words, words[1:]))
+
+
 def redact_text(text: str) -> tuple[str, list[str]]:
     """Replace credentials in URLs and token-shaped substrings of ``text``.
 
@@ -75,6 +102,25 @@ def redact_text(text: str) -> tuple[str, list[str]]:
         return f"{m.group('scheme')}{REDACTED}@"
 
     out = _URL_CREDENTIALS.sub(_url, text)
+
+    def _bare(m: re.Match[str]) -> str:
+        reasons.append("credentials before a host")
+        return f"{REDACTED}@"
+
+    out = _BARE_CREDENTIALS.sub(_bare, out)
+
+    def _keep(key: str, value: str, why: str) -> str:
+        if value == REDACTED:
+            return key + value
+        reasons.append(why)
+        return key + REDACTED
+
+    out = _SECRET_QUERY.sub(lambda m: _keep(m.group("key"), m.group("value"), "secret query parameter"), out)
+    out = _SECRET_FLAG.sub(lambda m: _keep(m.group("flag") + m.group("sep"), m.group("value"), "secret command-line flag")
+                           if _is_secret_flag(m.group("flag")) else m.group(0), out)
+    out = _ASSIGNMENT.sub(lambda m: _keep(m.group("name") + "=", m.group("value"), "secret by name")
+                          if is_secret_name(m.group("name")) else m.group(0), out)
+    out = _AUTH_SCHEME.sub(lambda m: _keep(m.group("scheme") + " ", m.group("value"), "HTTP credentials"), out)
     for label, pattern in _TOKEN_SHAPES:
         out, n = pattern.subn(REDACTED, out)
         if n:
@@ -97,7 +143,9 @@ class Redactor:
 
     def _add(self, where: str, why: str) -> None:
         with self._lock:
-            self._records.append(Redaction(where, why))
+            rec = Redaction(where, why)
+            if rec not in self._records:  # two URLs in one value: one record
+                self._records.append(rec)
 
     def env(self, name: str, value: str, where: str) -> str:
         """Return ``value`` or :data:`REDACTED` for an environment variable ``name``.
@@ -107,6 +155,8 @@ class Redactor:
         if not self.enabled:
             return value
         if is_secret_name(name) and value:
+            if value == REDACTED:
+                return value
             self._add(where, "secret by name")
             return REDACTED
         return self.text(value, where)
@@ -127,7 +177,14 @@ class Redactor:
         if isinstance(obj, str):
             return self.text(obj, where)
         if isinstance(obj, dict):
-            return {k: self.sweep(v, f"{where}.{k}" if where else str(k)) for k, v in obj.items()}
+            out = {}
+            for k, v in obj.items():
+                path = f"{where}.{k}" if where else str(k)
+                if isinstance(k, str) and isinstance(v, str) and _ENV_NAME.match(k):
+                    out[k] = self.env(k, v, path)  # an environment map (bench --env, a report's env table)
+                else:
+                    out[k] = self.sweep(v, path)
+            return out
         if isinstance(obj, list):
             return [self.sweep(v, f"{where}[{i}]") for i, v in enumerate(obj)]
         return obj

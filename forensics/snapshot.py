@@ -44,13 +44,26 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def machine_identity() -> dict[str, str]:
-    """Hostname (``socket.gethostname``) and a short hash of ``/etc/machine-id``.
+def _hardware() -> str:
+    """"x86_64, 32 CPUs, 252 GiB": ``platform.machine()``, ``os.cpu_count()`` and physical memory
+    (``sysconf(SC_PHYS_PAGES) x SC_PAGE_SIZE``), a cheap fingerprint for machines without a machine id."""
+    import os
+    import platform
+
+    try:
+        mem = f", {os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f} GiB"
+    except (ValueError, OSError, AttributeError):
+        mem = ""
+    return f"{platform.machine() or '?'}, {os.cpu_count() or '?'} CPUs{mem}"
+
+
+def machine_identity() -> dict[str, Any]:
+    """Hostname (``socket.gethostname``), a hardware fingerprint and a short hash of ``/etc/machine-id``.
 
     The hash (first 12 hex digits of SHA-256) tells two machines apart without
     putting the machine id itself in a file meant for tickets.
     """
-    ident = {"hostname": socket.gethostname()}
+    ident: dict[str, Any] = {"hostname": socket.gethostname(), "hardware": _hardware()}
     for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
         try:
             raw = Path(path).read_text().strip()
@@ -86,6 +99,29 @@ def build(results: dict[str, ProbeResult], *, label: str | None, options: dict[s
     doc["redaction"] = "on" if redactor.enabled else "off (--no-redact)"
     doc["redactions"] = [r.to_json() for r in redactor.records]
     return doc
+
+
+def redact_loaded(doc: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Sweep a loaded snapshot for secrets again, before it is compared or reported.
+
+    A snapshot taken with ``--no-redact``, or by an older forensics with fewer
+    patterns, may hold values the current :class:`Redactor` replaces. Comparing
+    a redacted side with an unredacted one would report every secret as a
+    change (and print it). New finds are appended to ``redactions`` with
+    ``"(when reporting)"`` after the reason.
+
+    Returns:
+        (the swept copy, how many values were newly redacted).
+    """
+    red = Redactor()
+    out = dict(doc)
+    for key in ("probes", "options", "bench", "label"):
+        if out.get(key) is not None:
+            out[key] = red.sweep(out[key], key)
+    new = [{"where": r.where, "why": f"{r.why} (when reporting)"} for r in red.records]
+    if new:
+        out["redactions"] = list(out.get("redactions") or []) + new
+    return out, len(new)
 
 
 def _is_yaml(path: Path) -> bool:

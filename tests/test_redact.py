@@ -62,3 +62,59 @@ def test_git_remote_credentials_redacted_in_snapshot(tmp_path):
     out2 = tmp_path / "s2.json"
     run_cli("snapshot", "-q", "--probe", "git", "--repo", str(repo), "--no-redact", "-o", str(out2))
     assert GH in out2.read_text() and json.loads(out2.read_text())["redaction"].startswith("off")
+
+
+# Found by a fresh-user pass: each of these kept its secret.
+LEAKS = [
+    ("https://u:p%40ss@WEIRDhhh888@host/", "WEIRDhhh888", "https://<redacted>@host/"),  # '@' inside the password
+    ("/lib?token=QTOKddd444", "QTOKddd444", "/lib?token=<redacted>"),
+    ("https://example.com/x.git?private_token=QTOKEN555&ref=main", "QTOKEN555",
+     "https://example.com/x.git?private_token=<redacted>&ref=main"),
+    ("--token=CLItok000 --password CLIpw111", "CLI", "--token=<redacted> --password <redacted>"),
+    ("./step.sh --api-key K3y456 --hf-token T0k", "K3y456", "./step.sh --api-key <redacted> --hf-token <redacted>"),
+    ("Authorization: Bearer abcdefghijklmnop123", "abcdefghijklmnop123", "Authorization: Bearer <redacted>"),
+    ("glpat-" + "abcdefghijklmnopqrstuvwx", "glpat-", "<redacted>"),
+    ("mu:MPWeee555@host", "MPWeee555", "<redacted>@host"),
+    ("env MY_TOKEN=LAUNCHTOK123 torchrun --nproc-per-node 2", "LAUNCHTOK123",
+     "env MY_TOKEN=<redacted> torchrun --nproc-per-node 2"),
+]
+
+
+def test_secrets_inside_values_and_commands():
+    for text, secret, expected in LEAKS:
+        new, why = redact_text(text)
+        assert secret not in new and new == expected and why, text
+        assert redact_text(new) == (new, [])  # idempotent: a second sweep finds nothing
+
+
+def test_what_is_not_a_secret_is_left_alone():
+    for text in ("--max-tokens 128 --tokenizer gpt2 --num-draft-tokens 4", "git+https://github.com/x/y.git@v1.0",
+                 "git@github.com:org/repo.git", "tcp://10.0.0.1:29500", "NCCL_DEBUG=INFO NCCL_ALGO=Ring",
+                 "HEAD@{1}: pull -q: Fast-forward", "user@example.com", "python3 step.py --metric step_ms"):
+        assert redact_text(text) == (text, []), text
+
+
+def test_env_maps_in_any_tree_are_redacted_by_name_and_recorded_once():
+    r = Redactor()
+    out = r.sweep({"config": {"env": {"HF_TOKEN": "plain", "NCCL_ALGO": "Ring"}},
+                   "urls": "https://a:b@h/ https://c:d@h/"})
+    assert out["config"]["env"] == {"HF_TOKEN": REDACTED, "NCCL_ALGO": "Ring"}
+    assert [x.to_json() for x in r.records] == [{"where": "config.env.HF_TOKEN", "why": "secret by name"},
+                                               {"where": "urls", "why": "credentials in URL"}]
+
+
+def test_bench_file_is_redacted_and_says_so(tmp_path):
+    step = tmp_path / "step.py"
+    step.write_text('import json\nfor _ in range(3): print(json.dumps({"metric": "step_ms", "value": 1.0}))\n')
+    out = tmp_path / "b.json"
+    proc = run_cli("bench", "--cmd", f"python3 {step} --token=BENCHTOK123 https://bu:BENCHPW789@h/", "--processes",
+                   "1", "-q", "-o", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "BENCHTOK123" not in text and "BENCHPW789" not in text and "BENCH" not in proc.stdout
+    doc = json.loads(text)
+    assert doc["redaction"] == "on"
+    assert {"where": "config.command", "why": "secret command-line flag"} in doc["redactions"]
+    kept = run_cli("bench", "--cmd", f"python3 {step} --token=BENCHTOK123", "--processes", "1", "-q", "--no-redact",
+                   "-o", str(out), cwd=tmp_path)
+    assert "redaction is off" in kept.stderr and "BENCHTOK123" in out.read_text()

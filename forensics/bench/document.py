@@ -153,6 +153,23 @@ def build(config: dict[str, Any], results: list[dict[str, Any]], *, telemetry: d
             "processes": processes or [], "telemetry": telemetry, "summary": summary}
 
 
+def redact(doc: dict[str, Any], enabled: bool = True) -> dict[str, Any]:
+    """A copy of a bench document with secrets replaced (:class:`forensics.redact.Redactor`).
+
+    The step command (``config.command``), ``--env``/``--b-env`` values and any
+    other string can hold a token; the copy gets ``redaction`` ("on" or "off
+    (--no-redact)") and ``redactions`` (where and why, never the value), as a
+    snapshot does.
+    """
+    from forensics.redact import Redactor
+
+    red = Redactor(enabled=enabled)
+    out = red.sweep({k: v for k, v in doc.items() if k not in ("redaction", "redactions")})
+    out["redaction"] = "on" if enabled else "off (--no-redact)"
+    out["redactions"] = [r.to_json() for r in red.records]
+    return out
+
+
 def save(doc: dict[str, Any], path: Path) -> Path:
     """Write a bench document atomically (``forensics.snapshot.save``)."""
     return snap.save(doc, path)

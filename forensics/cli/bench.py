@@ -86,12 +86,13 @@ def _print_results(c, doc: dict) -> None:
 @click.option("--threshold", default="5%", show_default=True, help="With --b-env: practical threshold.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the bench file here.")
 @click.option("--label", default="", help="Free text stored in the bench file.")
+@click.option("--no-redact", is_flag=True, help="Keep secrets (tokens in --cmd or --env values) in the bench file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or table; only the summary line.")
 @click.pass_context
 @error_boundary
 def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s, timeout_s, device,
           tp, layers, hidden, heads, ffn, draft_tokens, batch, kv_len, blocks, block_ms, warmup_s, cuda_graph, graph_timeout_s, eager,
-          env_pairs, b_env_pairs, b_output, threshold, output, label, quiet):
+          env_pairs, b_env_pairs, b_output, threshold, output, label, no_redact, quiet):
     """Measure the verify step: the built-in canary (default), or your own step.
 
     Runs several fresh processes (median of per-process medians, IQR/median
@@ -156,6 +157,9 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
         finally:
             if prog is not None:
                 prog.stop()
+    docs = [document.redact(d, enabled=not no_redact) for d in docs]
+    if no_redact:
+        click.echo("forensics: redaction is off: the bench file may hold secrets (tokens in --cmd or --env)", err=True)
     for doc, path in zip(docs, (output, b_output)):
         if not quiet:
             _print_results(c, doc)

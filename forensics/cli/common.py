@@ -126,6 +126,9 @@ def check_repo(repo: Path | None) -> None:
                               timeout=10, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return
+    if proc.returncode != 0 and "dubious ownership" in proc.stderr:
+        raise BadInputError(f"--repo {repo}: git refuses it, the folder is owned by another user; if you trust it: "
+                            f"git config --global --add safe.directory {repo.resolve()}")
     if proc.returncode != 0:
         raise BadInputError(f"--repo {repo}: not a git repository; give the folder of your clone, or leave --repo out")
 

@@ -29,9 +29,11 @@ _DEFAULT_NAME = "forensics-report"
               help="Exit 1 when a benchmark result got slower or a hypothesis is implicated at high severity "
                    "(regression), or when anything is implicated (any); exit 3 when a benchmark comparison "
                    "could not decide and nothing else failed.")
+@click.option("--no-redact", is_flag=True, help="Do not redact secrets again: a --no-redact snapshot's values "
+              "appear in the report as they are.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and the report path.")
 @error_boundary
-def diff(before, after, output, fmt, repo, config, fail_on, quiet):
+def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
     """Compare two snapshots: every hypothesis checked, causes ranked, report written.
 
     Prints a summary and writes a self-contained HTML report
@@ -48,6 +50,9 @@ def diff(before, after, output, fmt, repo, config, fail_on, quiet):
 
     check_repo(repo)
     doc_b, doc_a = snap.load(before), snap.load(after)
+    unredacted = [side for side, d in (("BEFORE", doc_b), ("AFTER", doc_a)) if d.get("redaction", "on") != "on"]
+    if not no_redact:
+        (doc_b, nb), (doc_a, na) = snap.redact_loaded(doc_b), snap.redact_loaded(doc_a)
     to_stdout = output == "-"
     if to_stdout:
         fmt = fmt or "json"
@@ -59,11 +64,17 @@ def diff(before, after, output, fmt, repo, config, fail_on, quiet):
             if path.exists() and Path(given).exists() and path.resolve() == Path(given).resolve():
                 raise BadInputError(f"-o {path} is one of the input snapshots; choose another report name")
     analysis = analyse(doc_b, doc_a, repo=repo, config=config, names=(str(before), str(after)))
+    if unredacted and not no_redact:
+        analysis.notes.insert(0, f"{' and '.join(unredacted)} {'was' if len(unredacted) == 1 else 'were'} taken "
+                              f"with --no-redact; {nb + na} value(s) were redacted for this report so that both "
+                              "sides compare like with like (diff --no-redact keeps them)")
     if to_stdout:
         sys.stdout.write(report.render(analysis, fmt))
     else:
         report.write(analysis, path, fmt)
         if quiet:
+            if analysis.machine_note:
+                click.echo(analysis.machine_note)
             click.echo(analysis.verdict)
             click.echo(str(path))
         else:
