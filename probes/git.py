@@ -11,7 +11,8 @@ never changing anything:
 - ``state``: ``ok`` | ``no_commits`` | ``bare`` | ``not_a_repository`` | ``error`` (with ``error``).
 - ``operation``: an operation in progress, from marker files in the git dir
   (``rebase-merge``/``rebase-apply`` -> rebase, ``MERGE_HEAD`` -> merge,
-  ``CHERRY_PICK_HEAD``, ``REVERT_HEAD``, ``BISECT_LOG``) or null.
+  ``CHERRY_PICK_HEAD``, ``REVERT_HEAD``, ``BISECT_LOG``) or null; mid-rebase,
+  ``rebasing_branch`` is the branch being rewritten (their ``head-name`` file).
 - ``shallow``: ``.git/shallow`` exists.
 - ``head``: ``{"sha", "subject", "author", "authored_at", "committed_at"}`` (UTC ISO).
 - ``branch`` (null when detached), ``detached``.
@@ -87,6 +88,18 @@ def operation_in_progress(git_dir: Path) -> str | None:
     for marker, op in _OPERATIONS:
         if (git_dir / marker).exists():
             return op
+    return None
+
+
+def rebasing_branch(git_dir: Path) -> str | None:
+    """The branch a stopped rebase is rewriting ("topic"), from ``rebase-merge/head-name`` or
+    ``rebase-apply/head-name`` in the git dir; None when not recorded (a detached rebase)."""
+    for folder in ("rebase-merge", "rebase-apply"):
+        try:
+            name = (git_dir / folder / "head-name").read_text().strip()
+        except OSError:
+            continue
+        return name.removeprefix("refs/heads/") if name and name != "detached HEAD" else None
     return None
 
 
@@ -173,6 +186,8 @@ class GitProbe(Probe):
         try:
             git_dir = Path(repo.git_dir)
             rec["operation"] = operation_in_progress(git_dir)
+            if rec["operation"] == "rebase":  # HEAD is detached mid-rebase; say which branch is being rebased
+                rec["rebasing_branch"] = rebasing_branch(git_dir)
             rec["shallow"] = (Path(repo.common_dir) / "shallow").exists()
             rec["remotes"] = {r.name: ctx.redactor.text(next(iter(r.urls), ""), f"git.{root.name}.remotes.{r.name}")
                               for r in repo.remotes}
@@ -256,6 +271,7 @@ class GitProbe(Probe):
             where = r.get("branch") or "detached"
             extra = ", dirty" if r.get("dirty") else ""
             extra += f", {r['operation']} in progress" if r.get("operation") else ""
+            extra += f" (of {r['rebasing_branch']})" if r.get("rebasing_branch") else ""
             parts.append(f"{name} {where}@{str(head.get('sha', ''))[:10]}{extra}")
         return "; ".join(parts)
 

@@ -88,6 +88,7 @@ def test_mid_rebase(repo):
         git(repo, "rebase", "main")  # conflicts: left mid-rebase
     rec = _collect(repo)
     assert rec["operation"] == "rebase"
+    assert rec["detached"] and rec["rebasing_branch"] == "feature"  # HEAD is detached; the branch is not lost
 
 
 def test_shallow_clone(repo, tmp_path):
