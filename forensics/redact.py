@@ -42,7 +42,7 @@ _NOT_SECRET_NAMES = re.compile(r"^(NCCL_IB_.*|.*_AUTHOR.*|GIT_AUTHOR_.*|.*TOKENI
 # userinfo runs to the last "@" before the path: a password may hold a literal "@"
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
 # user:password@host without a scheme (MASTER_ADDR=user:pw@host, proxy settings)
-_BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>-])(?P<cred>[A-Za-z0-9._%+-]+:[^\s/@:<>]+)@(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
+_BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>-])(?P<cred>[A-Za-z0-9._%+-]+:[^\s/@:<>]+)@(?!sha\d+:)(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
 _SECRET_QUERY = re.compile(r"(?P<key>[?&;](?:[A-Za-z0-9_]*token|api_?key|apikey|key|secret|client_secret|password|passwd|"
                            r"pwd|sig|signature|auth|access_?key)=)(?P<value>[^&\s#]+)", re.IGNORECASE)
 _SECRET_FLAG = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<value>[^\s-][^\s]*|-[^\s-][^\s]*)")

@@ -90,7 +90,8 @@ def test_secrets_inside_values_and_commands():
 def test_what_is_not_a_secret_is_left_alone():
     for text in ("--max-tokens 128 --tokenizer gpt2 --num-draft-tokens 4", "git+https://github.com/x/y.git@v1.0",
                  "git@github.com:org/repo.git", "tcp://10.0.0.1:29500", "NCCL_DEBUG=INFO NCCL_ALGO=Ring",
-                 "HEAD@{1}: pull -q: Fast-forward", "user@example.com", "python3 step.py --metric step_ms"):
+                 "HEAD@{1}: pull -q: Fast-forward", "user@example.com", "python3 step.py --metric step_ms",
+                 "image pytorch:24.01-py3@sha256:0123abcd"):
         assert redact_text(text) == (text, []), text
 
 
