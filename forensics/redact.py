@@ -31,35 +31,75 @@ from typing import Any
 
 REDACTED = "<redacted>"
 
-_SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|"
-    r"AUTH|COOKIE|SESSION_?KEY|_PAT$|^PAT_|SIGNATURE)",
-    re.IGNORECASE,
-)
-# Names that match the pattern above but are not secrets.
-_NOT_SECRET_NAMES = re.compile(r"^(NCCL_IB_.*|.*_AUTHOR.*|GIT_AUTHOR_.*|.*TOKENIZERS?_PARALLELISM.*)$", re.IGNORECASE)
+# A name is split into words (on "_", "-", ".", and camelCase) and judged by its words, so that
+# HF_TOKEN, --hf-token and ?private_token= are secrets while MAX_TOKENS, --tokenizer, --pad-token-id,
+# HF_TOKEN_PATH and ?signature_version= are not.
+_SECRET_WORDS = {"token", "password", "passwd", "passphrase", "secret", "apikey", "credential", "credentials",
+                 "pat", "cookie", "bearer", "pwd"}
+_QUERY_WORDS = {"signature", "sig", "key"}  # in a URL's query string these sign or open a request
+_SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("session", "key"),
+                 ("client", "secret"), ("auth", "token"), ("auth", "key"), ("wandb", "key"), ("openai", "key")}
+# a last word that makes the value a description of a secret, not the secret itself
+_QUALIFIERS = {"path", "file", "dir", "env", "type", "mode", "name", "id", "ids", "size", "budget", "len",
+               "length", "count", "backend", "sock", "socket", "url", "endpoint", "version", "method", "header",
+               "prefix", "kind", "source", "format", "scope", "expiry", "ttl", "timeout", "enabled", "required"}
+# tokenizer special tokens (--eos-token, pad_token) are not secrets
+_TOKENIZER_WORDS = {"pad", "eos", "bos", "unk", "sep", "cls", "mask", "special", "start", "end", "stop"}
+_BOOLEAN_VALUES = {"true", "false", "none", "null", "0", "1", "yes", "no", "on", "off", ""}
 
+
+def _words(name: str) -> list[str]:
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name.strip("-\"' "))
+    return [w for w in re.split(r"[-_.\s]+", name.lower()) if w]
+
+
+def _secret_words(name: str, *, last_key: bool = False) -> bool:
+    """True when ``name``'s words name a secret (see the word sets above); ``last_key``: "..._KEY" counts."""
+    words = _words(name)
+    if not words or words[-1] in _QUALIFIERS:
+        return False
+    for i, w in enumerate(words):
+        if w in _SECRET_WORDS and not (w == "token" and i and words[i - 1] in _TOKENIZER_WORDS):
+            return True
+    if any(p in _SECRET_PAIRS for p in zip(words, words[1:])):
+        return True
+    return last_key and len(words) > 1 and words[-1] == "key"
+
+
+# Names that the word rule would call secrets but are not.
+_NOT_SECRET_NAMES = re.compile(r"^(NCCL_IB_.*|GIT_AUTHOR_.*)$", re.IGNORECASE)
+
+_VALUE = r"(?:\"[^\"]*\"|'[^']*'|[^\s'\"&;,]+)"
 # userinfo runs to the last "@" before the path: a password may hold a literal "@"
 _URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
 # user:password@host without a scheme (MASTER_ADDR=user:pw@host, proxy settings)
-_BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>-])(?P<cred>[A-Za-z0-9._%+-]+:[^\s/@:<>]+)@(?!sha\d+:)(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
-_SECRET_QUERY = re.compile(r"(?P<key>[?&;](?:[A-Za-z0-9_]*token|api_?key|apikey|key|secret|client_secret|password|passwd|"
-                           r"pwd|sig|signature|auth|access_?key)=)(?P<value>[^&\s#]+)", re.IGNORECASE)
-_SECRET_FLAG = re.compile(r"(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<value>[^\s-][^\s]*|-[^\s-][^\s]*)")
-_FLAG_WORDS = {"token", "password", "passwd", "passphrase", "secret", "apikey", "credential", "credentials", "auth", "pat"}
-_FLAG_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "token"),
-               ("client", "secret"), ("session", "key")}
-_ASSIGNMENT = re.compile(r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s'\"&;]+)")
-_AUTH_SCHEME = re.compile(r"\b(?P<scheme>Bearer|Basic)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
+_BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>-])(?P<cred>[A-Za-z0-9._%+-]+:[^\s/@:<>]+)@(?!sha\d+:)"
+                               r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
+_QUERY = re.compile(r"(?P<key>[?&;](?P<name>[A-Za-z0-9_.-]+)=)(?P<value>[^&\s#]+)")
+_FLAG = re.compile(r"(?<![^\s\"'(])(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<value>" + _VALUE + ")")
+_ASSIGNMENT = re.compile(r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>" + _VALUE + ")")
+# "api_key: x", "\"password\": \"x\"", "HF_TOKEN: hf_..", "aws_secret_access_key = x" (config lines, headers)
+_KEY_VALUE = re.compile(r"(?P<key>(?<![\w-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]*)[\"']?\s*[:=]\s*)(?P<value>" + _VALUE + ")")
+_AUTH_HEADER = re.compile(r"(?P<key>\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
+                          r"(?P<value>[^\s\"',]+)", re.IGNORECASE)
+_AUTH_SCHEME = re.compile(r"(?P<key>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
+_COOKIE = re.compile(r"(?P<key>\b(?:set-)?cookie\s*:\s*)(?P<value>[^\n\"']+)", re.IGNORECASE)
+_USER_FLAG = re.compile(r"(?P<key>(?<!\S)(?:-u|--user)\s+)(?P<value>[^\s:]+:\S+)")
+_LOGIN_P = re.compile(r"(?P<key>\blogin\b[^\n]*?\s-p\s+)(?P<value>\S+)")
+_MYSQL_P = re.compile(r"(?P<key>\bmysql\b[^\n]*?\s-p)(?P<value>[^\s-]\S*)")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _TOKEN_SHAPES: list[tuple[str, re.Pattern[str]]] = [
     ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b")),
     ("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}\b")),
     ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")),
     ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    ("Google OAuth token", re.compile(r"\bya29\.[A-Za-z0-9_\-]{20,}")),
     ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
-    ("API key", re.compile(r"\bsk-[A-Za-z0-9_\-]{20,}\b")),
+    ("webhook URL", re.compile(r"(?:hooks\.slack\.com/services/[A-Za-z0-9/]+|discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+)")),
+    ("PyPI token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{40,}")),
+    ("NVIDIA API key", re.compile(r"\bnvapi-[A-Za-z0-9_\-]{20,}")),
+    ("API key", re.compile(r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|ant-api\d+-)?(?=[A-Za-z_]*\d)[A-Za-z0-9_]{20,}")),
     ("JWT", re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b")),
     ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)")),
 ]
@@ -77,14 +117,18 @@ class Redaction:
 
 
 def is_secret_name(name: str) -> bool:
-    """True if an environment variable called ``name`` holds a secret by its name."""
-    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET_NAMES.match(name)
+    """True if an environment variable called ``name`` holds a secret by its name.
+
+    Judged by the name's words: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, GITHUB_PAT, STRIPE_KEY
+    are secrets; MAX_TOKENS, TOKENIZER, HF_TOKEN_PATH, SSH_AUTH_SOCK, XAUTHORITY, AUTHOR are not.
+    """
+    return _secret_words(name, last_key=True) and not _NOT_SECRET_NAMES.match(name)
 
 
 def _is_secret_flag(flag: str) -> bool:
-    """``--hf-token``, ``--api-key``, ``--password``: a flag whose words name a secret (``--max-tokens`` does not)."""
-    words = [w for w in re.split(r"[-_]+", flag.lstrip("-").lower()) if w]
-    return any(w in _FLAG_WORDS for w in words) or any(p in _FLAG_PAIRS for p in zip(words, words[1:]))
+    """``--hf-token``, ``--api-key``, ``--password``, ``--wandb-key``: a flag whose words name a secret
+    (``--max-tokens``, ``--tokenizer``, ``--pad-token-id``, ``--password-file`` do not)."""
+    return _secret_words(flag, last_key=True) or flag.lstrip("-").lower() == "key"
 
 
 def redact_text(text: str) -> tuple[str, list[str]]:
@@ -96,7 +140,8 @@ def redact_text(text: str) -> tuple[str, list[str]]:
     reasons: list[str] = []
 
     def _url(m: re.Match[str]) -> str:
-        if m.group("cred") == REDACTED:
+        cred = m.group("cred")
+        if cred == REDACTED or (":" not in cred and len(cred) < 16):  # git@, user@: a name, not a secret
             return m.group(0)
         reasons.append("credentials in URL")
         return f"{m.group('scheme')}{REDACTED}@"
@@ -110,17 +155,29 @@ def redact_text(text: str) -> tuple[str, list[str]]:
     out = _BARE_CREDENTIALS.sub(_bare, out)
 
     def _keep(key: str, value: str, why: str) -> str:
-        if value == REDACTED:
+        if value.strip("\"'") in (REDACTED, "") or value.strip("\"'").lower() in _BOOLEAN_VALUES:
             return key + value
         reasons.append(why)
         return key + REDACTED
 
-    out = _SECRET_QUERY.sub(lambda m: _keep(m.group("key"), m.group("value"), "secret query parameter"), out)
-    out = _SECRET_FLAG.sub(lambda m: _keep(m.group("flag") + m.group("sep"), m.group("value"), "secret command-line flag")
-                           if _is_secret_flag(m.group("flag")) else m.group(0), out)
+    def _by_name(rx: re.Pattern[str], judge, why: str, text_in: str) -> str:
+        return rx.sub(lambda m: _keep(m.group("key"), m.group("value"), why) if judge(m.group("name"))
+                      else m.group(0), text_in)
+
+    out = _AUTH_HEADER.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out)
+    out = _AUTH_SCHEME.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out)
+    out = _COOKIE.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP cookie"), out)
+    out = _by_name(_QUERY, lambda n: _secret_words(n, last_key=True) or (
+                   bool(_words(n)) and _words(n)[-1] in _QUERY_WORDS),
+                   "secret query parameter", out)
+    out = _FLAG.sub(lambda m: _keep(m.group("flag") + m.group("sep"), m.group("value"), "secret command-line flag")
+                    if _is_secret_flag(m.group("flag")) else m.group(0), out)
     out = _ASSIGNMENT.sub(lambda m: _keep(m.group("name") + "=", m.group("value"), "secret by name")
                           if is_secret_name(m.group("name")) else m.group(0), out)
-    out = _AUTH_SCHEME.sub(lambda m: _keep(m.group("scheme") + " ", m.group("value"), "HTTP credentials"), out)
+    out = _by_name(_KEY_VALUE, lambda n: _secret_words(n, last_key=True) and n.lower() not in ("auth",),
+                   "secret by name", out)
+    for rx in (_USER_FLAG, _LOGIN_P, _MYSQL_P):
+        out = rx.sub(lambda m: _keep(m.group("key"), m.group("value"), "password on a command line"), out)
     for label, pattern in _TOKEN_SHAPES:
         out, n = pattern.subn(REDACTED, out)
         if n:

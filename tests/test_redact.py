@@ -119,3 +119,37 @@ def test_bench_file_is_redacted_and_says_so(tmp_path):
     kept = run_cli("bench", "--cmd", f"python3 {step} --token=BENCHTOK123", "--processes", "1", "-q", "--no-redact",
                    "-o", str(out), cwd=tmp_path)
     assert "redaction is off" in kept.stderr and "BENCHTOK123" in out.read_text()
+
+
+def test_a_failing_step_command_is_redacted_in_the_error_line(tmp_path):
+    """Found by a review: the one-line error quoted the step command with its token."""
+    proc = run_cli("bench", "--cmd", "python3 -c 'import sys; sys.exit(3)' --token=SECRET123 HF_TOKEN=\"SECRET456\"",
+                   "--processes", "1", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "SECRET" not in proc.stderr + proc.stdout
+    assert "exited with status 3" in proc.stderr and "--token=<redacted>" in proc.stderr
+
+
+# A review's list: realistic secrets the first word rules missed, and lines without secrets they changed.
+MORE_SECRETS = [
+    ('export WANDB_API_KEY="0123abcdef0123abcdef"', "0123abcdef"), ("docker run -e HF_TOKEN='secretvalue123' img", "secretvalue123"),
+    ('--token="abc def"', "def"), ("https://s3/x?X-Amz-Credential=CREDX123&X-Amz-Signature=abcdef0123", "abcdef0123"),
+    ("Authorization: token abcdef0123456789abcdef", "abcdef0123456789"), ('curl -H "PRIVATE-TOKEN: ptok123" x', "ptok123"),
+    ("curl -u admin:hunter2 https://x", "hunter2"), ("docker login -u user -p hunter2 nvcr.io", "hunter2"),
+    ("mysql -u root -phunter2 db", "hunter2"), ("--wandb-key abc123", "abc123"), ("Cookie: session=abc123; theme=dark", "abc123"),
+    ('"api_key": "k3y999"', "k3y999"), ("aws_secret_access_key = AWSSEC123", "AWSSEC123"),
+    ("nvapi-abcdefghijklmnopqrstuvwxyz0123", "abcdefghijklmnop"), ("https://hooks.slack.com/services/T000/B000/XXXXabcd", "XXXXabcd"),
+]
+NOT_SECRETS = [
+    "--pad_token_id 0", "--eos_token 2", "--token-budget 4096", "--auth-type none", "--use-auth-token False",
+    "--password-file /a/p", "MAX_TOKENS=4096", "SSH_AUTH_SOCK=/tmp/ssh-x/agent.1", "HF_TOKEN_PATH=/h",
+    "https://h/x?tokenizer=gpt2", "https://h/x?signature_version=4", "git+ssh://git@github.com/org/repo.git@main",
+    "sk-learn-ensemble-abcdefghijklmnopqrstu", "feat(auth): add retry on 401", '"signature": "(Tensor self) -> Tensor"',
+]
+
+
+def test_more_realistic_secrets_and_non_secrets():
+    for text, secret in MORE_SECRETS:
+        assert secret not in redact_text(text)[0], text
+    for text in NOT_SECRETS:
+        assert redact_text(text) == (text, []), text

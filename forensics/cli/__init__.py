@@ -56,7 +56,7 @@ def run(argv: list[str] | None = None) -> None:
     """Console-script entry point: click usage errors become one line and exit code 2."""
     import sys
 
-    from forensics.cli.common import Terminated, signals_raise
+    from forensics.cli.common import Terminated, safe, signals_raise
 
     try:
         with signals_raise():
@@ -69,13 +69,13 @@ def run(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except click.UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx is not None else "forensics"
-        click.echo(f"forensics: error: {exc.format_message()} (see '{cmd} --help')", err=True)
+        click.echo(f"forensics: error: {safe(exc.format_message())} (see '{cmd} --help')", err=True)
         sys.exit(exc.exit_code)  # 2, or 128 for bisect-step (git bisect run must abort, not read "slow")
     except click.exceptions.Abort:
         click.echo("forensics: error: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        click.echo(f"forensics: error: {exc.format_message()}", err=True)
+        click.echo(f"forensics: error: {safe(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
     sys.exit(rv if isinstance(rv, int) else 0)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import POSITIVE, Terminated, console, error_boundary, fail, parse_threshold, signals_raise
+from forensics.cli.common import POSITIVE, Terminated, console, error_boundary, fail, parse_threshold, safe, signals_raise
 
 
 def _step_options(f):
@@ -113,7 +113,7 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
     counts: dict[str, int] = {}
 
     def on_log(entry):
-        err.print(f"[bold]{escape(entry.phase)}[/bold] {escape(entry.message)}")
+        err.print(f"[bold]{escape(entry.phase)}[/bold] {escape(safe(entry.message))}")
 
     def on_process(sha, value):
         counts[sha] = counts.get(sha, 0) + 1
@@ -128,11 +128,11 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
     for out in outputs:
         write_report(result, out)
         err.print(f"wrote {escape(str(out))}")
-    click.echo(f"{result.outcome.value}: {result.sentence}")
+    click.echo(safe(f"{result.outcome.value}: {result.sentence}"))
     if result.hypotheses:
         click.echo(f"look at: {', '.join(result.hypotheses)}")
     for note in result.notes:
-        click.echo(f"note: {note}")
+        click.echo(safe(f"note: {note}"))
     sys.exit(0 if result.outcome is Outcome.CULPRIT and result.confirmed else 3)
 
 
@@ -168,7 +168,7 @@ def bisect_step(good, bad, repo, cmd, target, callable_timer, setup, metric, met
         with signals_raise():
             cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
                           processes, max_processes, timeout_s)
-            code, reason = run_step(cfg, lambda e: err.print(f"[bold]{escape(e.phase)}[/bold] {escape(e.message)}"))
+            code, reason = run_step(cfg, lambda e: err.print(f"[bold]{escape(e.phase)}[/bold] {escape(safe(e.message))}"))
     except ForensicsError as exc:
         fail(f"{exc} (aborting the bisect)", StepExit.ABORT.value)
     except click.BadParameter as exc:
@@ -179,5 +179,5 @@ def bisect_step(good, bad, repo, cmd, target, callable_timer, setup, metric, met
         fail(f"terminated by signal {exc.signum}", 128 + exc.signum)
     except Exception as exc:  # never let git read a crash as "slow"
         fail(f"internal error: {type(exc).__name__}: {exc} (aborting the bisect)", 129)
-    click.echo(f"{code.name.lower()}: {reason}")
+    click.echo(safe(f"{code.name.lower()}: {reason}"))
     sys.exit(code.value)

@@ -133,9 +133,17 @@ def check_repo(repo: Path | None) -> None:
         raise BadInputError(f"--repo {repo}: not a git repository; give the folder of your clone, or leave --repo out")
 
 
+def safe(message: str) -> str:
+    """``message`` with secrets replaced (:func:`forensics.redact.redact_text`): error lines and progress
+    quote the user's step command, which may carry ``--token X``."""
+    from forensics.redact import redact_text
+
+    return redact_text(message)[0]
+
+
 def fail(message: str, code: int) -> None:
-    """Print ``forensics: error: <message>`` on stderr and exit with ``code``."""
-    click.echo(f"forensics: error: {message}", err=True)
+    """Print ``forensics: error: <message>`` (secrets redacted) on stderr and exit with ``code``."""
+    click.echo(f"forensics: error: {safe(message)}", err=True)
     sys.exit(code)
 
 
