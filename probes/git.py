@@ -17,7 +17,8 @@ never changing anything:
 - ``head``: ``{"sha", "subject", "author", "authored_at", "committed_at"}`` (UTC ISO).
 - ``branch`` (null when detached), ``detached``.
 - ``upstream``: ``{"name", "ahead", "behind"}`` (``git rev-list --left-right --count``) or null.
-- ``dirty``, ``modified`` (unstaged), ``staged``, ``untracked`` (first 200 names), ``untracked_count``.
+- ``dirty``, ``modified`` (unstaged), ``staged``, ``conflicted`` (unmerged index entries: a merge or
+  rebase stopped on them), ``untracked`` (first 200 names), ``untracked_count``.
 - ``stash_count``: entries of ``refs/stash``'s reflog.
 - ``reflog``: the last 100 entries of HEAD's reflog (``.git/logs/HEAD``), newest
   first: ``{"old", "new", "time", "action"}`` where action is git's message,
@@ -49,7 +50,7 @@ _OPERATIONS = (("rebase-merge", "rebase"), ("rebase-apply", "rebase"), ("MERGE_H
 def _well_typed(rec: dict[str, Any]) -> dict[str, Any]:
     """A repo record with list fields that are not lists (a hand-edited file) read as empty."""
     rec = dict(rec)
-    for key in ("reflog", "modified", "staged", "untracked"):
+    for key in ("reflog", "modified", "staged", "conflicted", "untracked"):
         if not isinstance(rec.get(key), list):
             rec[key] = []
     rec["reflog"] = [e for e in rec["reflog"] if isinstance(e, dict)]
@@ -232,12 +233,16 @@ class GitProbe(Probe):
     @staticmethod
     def _read_worktree(repo) -> dict[str, Any]:
         if repo.bare:
-            return {"dirty": False, "modified": [], "staged": [], "untracked": [], "untracked_count": 0}
+            return {"dirty": False, "modified": [], "staged": [], "conflicted": [], "untracked": [], "untracked_count": 0}
         modified = sorted({d.a_path for d in repo.index.diff(None)})
         staged = sorted({d.a_path or d.b_path for d in repo.index.diff("HEAD")})
         untracked = repo.untracked_files
-        return {"dirty": bool(modified or staged or untracked), "modified": modified, "staged": staged,
-                "untracked": untracked[:UNTRACKED_LIST], "untracked_count": len(untracked)}
+        try:  # index entries at stage 1-3: a merge or rebase stopped on these files
+            conflicted = sorted({str(path) for path in repo.index.unmerged_blobs()})
+        except Exception:
+            conflicted = []
+        return {"dirty": bool(modified or staged or untracked or conflicted), "modified": modified, "staged": staged,
+                "conflicted": conflicted, "untracked": untracked[:UNTRACKED_LIST], "untracked_count": len(untracked)}
 
     @staticmethod
     def _read_upstream(repo) -> dict[str, Any] | None:

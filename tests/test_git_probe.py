@@ -89,6 +89,7 @@ def test_mid_rebase(repo):
     rec = _collect(repo)
     assert rec["operation"] == "rebase"
     assert rec["detached"] and rec["rebasing_branch"] == "feature"  # HEAD is detached; the branch is not lost
+    assert rec["conflicted"] == ["step.py"]
 
 
 def test_shallow_clone(repo, tmp_path):
