@@ -9,15 +9,62 @@ SIGKILL regardless.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 
 GRACE_S = 2.0
+HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+_HOLD: dict = {"depth": 0, "pending": []}
+
+
+def defer_signal(signum: int) -> bool:
+    """For a Python-level signal handler: True (and the signal kept for later) while a
+    :func:`signals_held` block runs; the handler then returns without acting."""
+    if _HOLD["depth"]:
+        _HOLD["pending"].append(signum)
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Hold Ctrl-C, SIGTERM and SIGHUP for the block; the first one that came is re-raised after it.
+
+    Clean-up must not be cut half way by a second signal (a supervisor that
+    signals twice, an impatient Ctrl-C): a rank left without its SIGKILL keeps
+    its GPU memory. Two layers, because blocking alone is not enough: the
+    calling thread blocks them (``pthread_sigmask``), and since another thread
+    may still receive a process-directed signal, forensics' own handlers
+    (:func:`forensics.cli.common.signals_raise`) ask :func:`defer_signal` first.
+    """
+    _HOLD["depth"] += 1
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _HOLD["depth"] -= 1
+        if not _HOLD["depth"] and _HOLD["pending"]:
+            signum = _HOLD["pending"][0]
+            _HOLD["pending"].clear()
+            signal.raise_signal(signum)  # now the handler acts (raises), after the clean-up
 
 
 def kill_group(proc: subprocess.Popen, grace_s: float = GRACE_S) -> None:
-    """Stop ``proc``'s whole process group (SIGTERM, ``grace_s``, SIGKILL) and reap ``proc``. Never raises."""
+    """Stop ``proc``'s whole process group (SIGTERM, ``grace_s``, SIGKILL) and reap ``proc``. Never raises.
+
+    Signals to forensics itself are held meanwhile (:func:`signals_held`).
+    """
+    with signals_held():
+        _kill_group(proc, grace_s)
+
+
+def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except OSError:

@@ -35,8 +35,10 @@ REDACTED = "<redacted>"
 # HF_TOKEN, --hf-token and ?private_token= are secrets while MAX_TOKENS, --tokenizer, --pad-token-id,
 # HF_TOKEN_PATH and ?signature_version= are not.
 _SECRET_WORDS = {"token", "password", "passwd", "passphrase", "secret", "apikey", "credential", "credentials",
-                 "pat", "cookie", "bearer", "pwd"}
+                 "pat", "cookie", "bearer", "pwd", "auth"}
 _QUERY_WORDS = {"signature", "sig", "key"}  # in a URL's query string these sign or open a request
+_JOINED = ("password", "passwd", "passphrase", "secret", "apikey", "accesskey")
+_SUFFIXES = ("token", "apikey", "credentials")
 _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("session", "key"),
                  ("client", "secret"), ("auth", "token"), ("auth", "key"), ("wandb", "key"), ("openai", "key")}
 # a last word that makes the value a description of a secret, not the secret itself
@@ -54,12 +56,20 @@ def _words(name: str) -> list[str]:
 
 
 def _secret_words(name: str, *, last_key: bool = False) -> bool:
-    """True when ``name``'s words name a secret (see the word sets above); ``last_key``: "..._KEY" counts."""
+    """True when ``name``'s words name a secret (see the word sets above); ``last_key``: "..._KEY" counts.
+
+    A secret word run together with another (PGPASSWORD, HFTOKEN, ACCESSTOKEN, passWord) counts:
+    a word ending in one, or the name holding password/passwd/passphrase/secret anywhere.
+    """
     words = _words(name)
     if not words or words[-1] in _QUALIFIERS:
         return False
+    if any(x in "".join(words) for x in _JOINED):
+        return True
     for i, w in enumerate(words):
         if w in _SECRET_WORDS and not (w == "token" and i and words[i - 1] in _TOKENIZER_WORDS):
+            return True
+        if w.endswith(_SUFFIXES) and w not in _SECRET_WORDS and w[:-5] not in _TOKENIZER_WORDS:
             return True
     if any(p in _SECRET_PAIRS for p in zip(words, words[1:])):
         return True
@@ -71,22 +81,22 @@ _NOT_SECRET_NAMES = re.compile(r"^(NCCL_IB_.*|GIT_AUTHOR_.*)$", re.IGNORECASE)
 
 _VALUE = r"(?:\"[^\"]*\"|'[^']*'|[^\s'\"&;,]+)"
 # userinfo runs to the last "@" before the path: a password may hold a literal "@"
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
+_URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
 # user:password@host without a scheme (MASTER_ADDR=user:pw@host, proxy settings)
-_BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>-])(?P<cred>[A-Za-z0-9._%+-]+:[^\s/@:<>]+)@(?!sha\d+:)"
+_BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>%+-])(?P<cred>[A-Za-z0-9._%+-]{1,256}:[^\s/@:<>]+)@(?!sha\d+:)"
                                r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
 _QUERY = re.compile(r"(?P<key>[?&;](?P<name>[A-Za-z0-9_.-]+)=)(?P<value>[^&\s#]+)")
 _FLAG = re.compile(r"(?<![^\s\"'(])(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<value>" + _VALUE + ")")
 _ASSIGNMENT = re.compile(r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>" + _VALUE + ")")
 # "api_key: x", "\"password\": \"x\"", "HF_TOKEN: hf_..", "aws_secret_access_key = x" (config lines, headers)
-_KEY_VALUE = re.compile(r"(?P<key>(?<![\w-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]*)[\"']?\s*[:=]\s*)(?P<value>" + _VALUE + ")")
+_KEY_VALUE = re.compile(r"(?P<key>(?<![\w.-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?\s*[:=]\s*)(?P<value>" + _VALUE + ")")
 _AUTH_HEADER = re.compile(r"(?P<key>\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
                           r"(?P<value>[^\s\"',]+)", re.IGNORECASE)
 _AUTH_SCHEME = re.compile(r"(?P<key>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
 _COOKIE = re.compile(r"(?P<key>\b(?:set-)?cookie\s*:\s*)(?P<value>[^\n\"']+)", re.IGNORECASE)
 _USER_FLAG = re.compile(r"(?P<key>(?<!\S)(?:-u|--user)\s+)(?P<value>[^\s:]+:\S+)")
-_LOGIN_P = re.compile(r"(?P<key>\blogin\b[^\n]*?\s-p\s+)(?P<value>\S+)")
-_MYSQL_P = re.compile(r"(?P<key>\bmysql\b[^\n]*?\s-p)(?P<value>[^\s-]\S*)")
+_LOGIN_P = re.compile(r"(?P<key>\blogin\b[^\n]{0,200}?\s-p\s+)(?P<value>\S+)")
+_MYSQL_P = re.compile(r"(?P<key>\bmysql\b[^\n]{0,200}?\s-p)(?P<value>[^\s-]\S*)")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _TOKEN_SHAPES: list[tuple[str, re.Pattern[str]]] = [
     ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b")),
@@ -131,6 +141,12 @@ def _is_secret_flag(flag: str) -> bool:
     return _secret_words(flag, last_key=True) or flag.lstrip("-").lower() == "key"
 
 
+def _token_like(user: str) -> bool:
+    """A URL's user part that is a token in disguise (``https://<token>@github.com``): long, or mixing
+    letters and digits over 8 characters; ``git``, ``ubuntu``, ``oauth2`` are names."""
+    return len(user) >= 20 or (len(user) >= 8 and any(c.isdigit() for c in user) and any(c.isalpha() for c in user))
+
+
 def redact_text(text: str) -> tuple[str, list[str]]:
     """Replace credentials in URLs and token-shaped substrings of ``text``.
 
@@ -141,7 +157,7 @@ def redact_text(text: str) -> tuple[str, list[str]]:
 
     def _url(m: re.Match[str]) -> str:
         cred = m.group("cred")
-        if cred == REDACTED or (":" not in cred and len(cred) < 16):  # git@, user@: a name, not a secret
+        if cred == REDACTED or (":" not in cred and not _token_like(cred)):  # git@, user@: a name, not a secret
             return m.group(0)
         reasons.append("credentials in URL")
         return f"{m.group('scheme')}{REDACTED}@"

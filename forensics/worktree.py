@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forensics.errors import BadInputError
+from forensics.procgroup import signals_held
 
 GIT_TIMEOUT_S = 120.0
 _NO_HOOKS = ["-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
@@ -311,12 +312,6 @@ class WorktreePool:
         return None
 
     def __exit__(self, *exc) -> None:
-        import signal
-
-        # A second Ctrl-C/SIGTERM must not interrupt the clean-up half way: hold them until it is done.
-        held = {signal.SIGINT, signal.SIGTERM}
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-        try:
+        # A second Ctrl-C/SIGTERM/SIGHUP must not interrupt the clean-up half way: hold them until it is done.
+        with signals_held():
             self.close()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)

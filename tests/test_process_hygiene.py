@@ -79,3 +79,52 @@ def test_a_signal_to_bench_stops_the_canary_ranks(tmp_path, sig, code):
     assert _ranks_marked(mark) == []
     assert not out.exists()  # no half-written bench file
     assert list(tmp.iterdir()) == []  # the ranks' temporary folder is gone too
+
+
+def _start_bench_step(tmp_path, step: str, mark: str, **popen):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "forensics", "bench", "--cmd", step, "--processes", "1", "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "FORENSICS_TEST_MARK": mark}, **popen)
+
+
+def _wait_for(pred, what: str, limit_s: float = 30.0):
+    deadline = time.monotonic() + limit_s
+    while not pred():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_second_sigterm_during_clean_up_still_stops_the_step(tmp_path):
+    """Found by a review: a second SIGTERM inside the 2 s grace skipped the SIGKILL, and a step that
+    ignores SIGTERM (think a rank stuck in a collective) outlived forensics."""
+    import signal
+    import uuid
+
+    mark = uuid.uuid4().hex
+    proc = _start_bench_step(tmp_path, "trap '' TERM; sleep 41.5; echo '{\"metric\": \"s\", \"value\": 1}'", mark)
+    _wait_for(lambda: any(p.name() == "sleep" for p in _ranks_marked(mark)), "the step never started")
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    _wait_for(lambda: _ranks_marked(mark) == [], "the step outlived forensics", 10)
+
+
+def test_nohup_keeps_sighup_ignored(tmp_path):
+    """`nohup forensics bisect ... &` must survive the terminal closing (SIGHUP ignored by the parent)."""
+    import signal
+    import uuid
+
+    mark = uuid.uuid4().hex
+    proc = _start_bench_step(tmp_path, "sleep 2; echo '{\"metric\": \"s\", \"value\": 1}'", mark,
+                             preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    _wait_for(lambda: any(p.name() == "sleep" for p in _ranks_marked(mark)), "the step never started")
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err  # ran to the end
+    assert out.startswith("user.s ")

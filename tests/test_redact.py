@@ -153,3 +153,23 @@ def test_more_realistic_secrets_and_non_secrets():
         assert secret not in redact_text(text)[0], text
     for text in NOT_SECRETS:
         assert redact_text(text) == (text, []), text
+
+
+def test_long_pathological_strings_are_swept_quickly():
+    """Found by a review: a dotted run ('a.' x 100000) took minutes (regex backtracking); every swept
+    string and every error line goes through the redactor. A subprocess so that a hang fails the test."""
+    import subprocess
+    import sys
+
+    code = ("from forensics.redact import redact_text\n"
+            "for s in ['a.' * 100000, 'torch.' * 20000, 'https://' + 'a' * 100000, '%a' * 50000, 'login ' * 20000,\n"
+            "          'a:b@' * 30000, '--a ' * 30000, 'key: ' * 20000]:\n"
+            "    redact_text(s)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_secret_words_run_together_are_found():
+    for name in ("PGPASSWORD", "HFTOKEN", "JFROG_ACCESSTOKEN", "NPM_AUTH", "DOCKER_AUTH_CONFIG"):
+        assert is_secret_name(name), name
+    assert redact_text("PGPASSWORD=abc123 psql")[0] == "PGPASSWORD=<redacted> psql"
+    assert redact_text("https://ghtoken12345@github.com/o/r")[0] == "https://<redacted>@github.com/o/r"

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from forensics.bench.config import CanaryConfig
 from forensics.errors import BadInputError
-from forensics.procgroup import kill_group
+from forensics.procgroup import kill_group, signals_held
 from forensics.stats import summarize
 
 PROCESS_TIMEOUT_S = 300.0
@@ -125,10 +125,11 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
                 with open(out, encoding="utf-8") as fh:
                     ranks.append(json.load(fh))
         finally:  # on failure, timeout or Ctrl-C: no rank outlives the run (they run in their own sessions)
-            for p, _, err in procs:
-                if p.poll() is None:
-                    kill_group(p)
-                err.close()
+            with signals_held():  # a second signal must not skip the next rank's kill
+                for p, _, err in procs:
+                    if p.poll() is None:
+                        kill_group(p)
+                    err.close()
         return {"ranks": ranks, "wall_s": round(time.perf_counter() - t0, 3), "pids": [p.pid for p, _, _ in procs]}
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import POSITIVE, Terminated, console, error_boundary, fail, parse_threshold, safe, signals_raise
+from forensics.cli.common import POSITIVE, POSITIVE_VALUE, Terminated, console, error_boundary, fail, parse_threshold, safe, signals_raise
 
 
 def _step_options(f):
@@ -74,7 +74,7 @@ def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_
 
 @click.command()
 @_step_options
-@click.option("--good-was", type=POSITIVE, default=None, metavar="VALUE",
+@click.option("--good-was", type=POSITIVE_VALUE, default=None, metavar="VALUE",
               help="The good commit's earlier result (the metric's unit), to tell an environment change apart.")
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Report file: .html, .md or .json (repeatable).")

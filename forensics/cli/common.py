@@ -37,15 +37,33 @@ class Terminated(BaseException):
 
 @contextlib.contextmanager
 def signals_raise():
-    """Turn SIGTERM and SIGHUP into :class:`Terminated` for the block (main thread only; else a no-op)."""
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` (and Ctrl-C into KeyboardInterrupt) for the block.
+
+    Main thread only; else a no-op. A signal already ignored (``nohup forensics
+    bisect ... &``) stays ignored. While clean-up runs under
+    :func:`forensics.procgroup.signals_held`, a signal is deferred to its end.
+    """
+
+    from forensics.procgroup import defer_signal
 
     def handler(signum, frame):
+        if defer_signal(signum):  # clean-up in progress: acted on when it is done
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(signum)
 
+    old = {}
     try:
-        old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            current = signal.getsignal(s)
+            if current is signal.SIG_IGN:  # nohup, or a parent that ignores it: keep ignoring
+                continue
+            if s == signal.SIGINT and current is not signal.default_int_handler:
+                continue  # someone else's Ctrl-C handler: leave it
+            old[s] = signal.signal(s, handler)
     except ValueError:  # not the main thread (an embedding application): leave its handlers alone
-        old = {}
+        pass
     try:
         yield
     finally:
@@ -62,8 +80,9 @@ class FiniteFloat(click.ParamType):
 
     name = "number"
 
-    def __init__(self, allow_zero: bool = False):
+    def __init__(self, allow_zero: bool = False, maximum: float = 1e7):
         self.allow_zero = allow_zero
+        self.maximum = maximum  # ~116 days: beyond it the standard library's time conversions overflow
 
     def convert(self, value, param, ctx):
         if isinstance(value, float):
@@ -73,13 +92,15 @@ class FiniteFloat(click.ParamType):
                 v = float(value)
             except (TypeError, ValueError):
                 self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(v) or v < 0 or (v == 0 and not self.allow_zero):
-            self.fail(f"{value!r} must be a finite number {'>= 0' if self.allow_zero else '> 0'}", param, ctx)
+        if not math.isfinite(v) or v < 0 or (v == 0 and not self.allow_zero) or v > self.maximum:
+            cap = f" and at most {self.maximum:g}" if math.isfinite(self.maximum) else ""
+            self.fail(f"{value!r} must be a finite number {'>= 0' if self.allow_zero else '> 0'}{cap}", param, ctx)
         return v
 
 
-POSITIVE = FiniteFloat()
-NON_NEGATIVE = FiniteFloat(allow_zero=True)
+POSITIVE = FiniteFloat()  # seconds
+NON_NEGATIVE = FiniteFloat(allow_zero=True)  # seconds
+POSITIVE_VALUE = FiniteFloat(maximum=math.inf)  # a measured value in any unit (bytes/s can be large)
 
 
 def parse_threshold(text: str, option: str = "--threshold") -> float:
