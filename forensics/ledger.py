@@ -207,13 +207,17 @@ def _repo_label(summary: str) -> str:
 
 
 def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
-               probes: dict[str, Probe | None], notes: list[str]) -> list[Finding]:
+               probes: dict[str, Probe | None], notes: list[str], one_sided: list[str]) -> list[Finding]:
+    """Every probe's findings; ``one_sided`` gets "name (no data in AFTER)" for probes usable on one side only."""
     pb, pa = before.get("probes") or {}, after.get("probes") or {}
     jctx = JudgeContext(dict(before), dict(after))
     out: list[Finding] = []
     for name, probe in probes.items():
         sb = ProbeResult.from_json(pb[name]) if name in pb else None
         sa = ProbeResult.from_json(pa[name]) if name in pa else None
+        usable = [s for s in (sb, sa) if s is not None and s.usable]
+        if len(usable) == 1:
+            one_sided.append(f"{name} (no data in {'AFTER' if usable[0] is sb else 'BEFORE'})")
         if probe is None:
             notes.append(f"probe {name!r} is not installed here: its changes are listed but not judged")
             continue
@@ -224,7 +228,6 @@ def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
             found = []
         for f in found:
             f.probe = f.probe or name
-        usable = [s for s in (sb, sa) if s is not None and s.usable]
         if len(usable) == 1:
             # "ruled out" means "did not change": with one side missing nobody can say that. A one-sided
             # problem (an implicated finding) still stands.
@@ -359,7 +362,8 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     specs = {n: dict(p.fields) for n, p in probes.items() if p is not None and p.fields}
     changes = diff_snapshots(before, after, specs)
     notes: list[str] = []
-    findings = _judge_all(before, after, probes, notes)
+    one_sided: list[str] = []
+    findings = _judge_all(before, after, probes, notes, one_sided)
     try:
         repos = commits_mod.analyse(before, after, repo=repo, config=config)
     except BadInputError:
@@ -393,7 +397,8 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     order = {HypothesisStatus.IMPLICATED: 0, HypothesisStatus.INCONCLUSIVE: 1, HypothesisStatus.RULED_OUT: 2}
     hyps.sort(key=lambda h: (order[h.status], -h.score))
     result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)
-    result.verdict = _verdict(result)
+    result.verdict = _verdict(result) + (
+        f" Not compared, their hypotheses inconclusive: {', '.join(sorted(one_sided))}." if one_sided else "")
     return result
 
 
@@ -419,28 +424,7 @@ def _multiplier(hyp: str, bench: BenchEffect | None) -> float:
     return 1.0 + size / 2
 
 
-def _one_sided_probes(a: Analysis) -> str:
-    """" Not compared: the nccl_env probe (no data in AFTER)." or "" (probes usable on exactly one side)."""
-    pb, pa = a.before.get("probes") or {}, a.after.get("probes") or {}
-    lost = []
-    for name in sorted(set(pb) | set(pa)):
-        try:
-            ub = name in pb and ProbeResult.from_json(pb[name]).usable
-            ua = name in pa and ProbeResult.from_json(pa[name]).usable
-        except Exception:
-            continue
-        if ub != ua:
-            lost.append(f"{name} (no data in {'AFTER' if ub else 'BEFORE'})")
-    if not lost:
-        return ""
-    return f" Not compared, their hypotheses inconclusive: {', '.join(lost)}."
-
-
 def _verdict(a: Analysis) -> str:
-    return _verdict_core(a) + _one_sided_probes(a)
-
-
-def _verdict_core(a: Analysis) -> str:
     imp = a.implicated
     slow = ""
     if a.bench is not None and a.bench.pointer is not Pointer.NONE:

@@ -92,12 +92,20 @@ def build(results: dict[str, ProbeResult], *, label: str | None, options: dict[s
         "probes": {name: r.to_json() for name, r in results.items()},
         "bench": bench,
     }
-    doc["probes"] = redactor.sweep(doc["probes"], "probes")
-    doc["options"] = redactor.sweep(doc["options"], "options")
-    if bench is not None:
-        doc["bench"] = redactor.sweep(bench, "bench")
+    _sweep_sections(doc, redactor, SWEPT_SECTIONS)
     doc["redaction"] = "on" if redactor.enabled else "off (--no-redact)"
     doc["redactions"] = [r.to_json() for r in redactor.records]
+    return doc
+
+
+SWEPT_SECTIONS = ("probes", "options", "bench")  # what a snapshot holds that can carry a secret
+
+
+def _sweep_sections(doc: dict[str, Any], red: Redactor, keys: tuple[str, ...]) -> dict[str, Any]:
+    """Replace each present, non-null ``doc[key]`` by its :meth:`Redactor.sweep`; returns ``doc``."""
+    for key in keys:
+        if doc.get(key) is not None:
+            doc[key] = red.sweep(doc[key], key)
     return doc
 
 
@@ -114,10 +122,7 @@ def redact_loaded(doc: dict[str, Any]) -> tuple[dict[str, Any], int]:
         (the swept copy, how many values were newly redacted).
     """
     red = Redactor()
-    out = dict(doc)
-    for key in ("probes", "options", "bench", "label"):
-        if out.get(key) is not None:
-            out[key] = red.sweep(out[key], key)
+    out = _sweep_sections(dict(doc), red, SWEPT_SECTIONS + ("label",))
     new = [{"where": r.where, "why": f"{r.why} (when reporting)"} for r in red.records]
     if new:
         out["redactions"] = list(out.get("redactions") or []) + new

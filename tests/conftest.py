@@ -37,3 +37,20 @@ def git(cwd: Path, *args: str, env: dict | None = None) -> str:
     if env:
         full_env.update(env)
     return subprocess.run(["git", *args], cwd=cwd, env=full_env, check=True, capture_output=True, text=True).stdout
+
+
+def processes_with_env(var: str, value: str, name: str | None = None) -> list:
+    """Live processes whose environment has ``var=value`` (and, if given, whose name is ``name``).
+
+    Tests mark what they start with a unique value and look for survivors this way.
+    """
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(var) == value and (name is None or proc.name() == name):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found

@@ -26,6 +26,7 @@ from forensics.bisect import BisectConfig, CommitClass, Outcome, StepExit, run_b
 from forensics.bisect_measure import StepSpec
 from forensics.bisect_report import render
 from forensics.errors import BadInputError
+from tests.conftest import processes_with_env
 
 STEP = r'''
 import json, os, random, sys, time
@@ -218,16 +219,7 @@ def test_signal_mid_run_leaves_the_checkout_exactly_as_it_was(tmp_path, factor_f
 
 
 def _marked(value: str, name: str | None = None) -> list:
-    import psutil
-
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("BISECT_TEST_FACTOR") == value and (name is None or proc.name() == name):
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
+    return processes_with_env("BISECT_TEST_FACTOR", value, name)
 
 
 def test_interrupt_stops_what_the_step_left_running(tmp_path, factor_file):

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from forensics.errors import BadInputError
+from tests.conftest import processes_with_env
 from forensics.procgroup import run_group
 
 
@@ -38,16 +39,7 @@ def test_duplicate_probe_name_keeps_the_loaded_probe(monkeypatch):
 
 
 def _ranks_marked(mark: str) -> list:
-    import psutil
-
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("FORENSICS_TEST_MARK") == mark:
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
+    return processes_with_env("FORENSICS_TEST_MARK", mark)
 
 
 @pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])

@@ -124,14 +124,16 @@ def parse_threshold(text: str, option: str = "--threshold") -> float:
 def check_repo(repo: Path | None) -> None:
     """Reject a ``--repo`` that is not a folder inside a git work tree, before any work starts.
 
-    Runs ``git -C REPO rev-parse --git-dir`` (read-only). Without a ``git``
-    executable nothing is checked (the git probe then records why it failed).
+    Runs ``git -C REPO rev-parse --git-dir`` (read-only) through
+    :func:`forensics.worktree.git`. Without a ``git`` executable, or when git
+    times out, nothing is checked (the git probe then records why it failed).
 
     Raises:
         BadInputError: the path is missing, a file, or not in a git repository.
     """
     import shutil
-    import subprocess
+
+    from forensics.worktree import GitError, git
 
     if repo is None:
         return
@@ -139,19 +141,19 @@ def check_repo(repo: Path | None) -> None:
         raise BadInputError(f"--repo {repo}: no such folder")
     if not repo.is_dir():
         raise BadInputError(f"--repo {repo}: is a file; give the folder of your clone")
-    git = shutil.which("git")
-    if git is None:
+    if shutil.which("git") is None:
         return
     try:
-        proc = subprocess.run([git, "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True, text=True,
-                              timeout=10, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return
-    if proc.returncode != 0 and "dubious ownership" in proc.stderr:
-        raise BadInputError(f"--repo {repo}: git refuses it, the folder is owned by another user; if you trust it: "
-                            f"git config --global --add safe.directory {repo.resolve()}")
-    if proc.returncode != 0:
-        raise BadInputError(f"--repo {repo}: not a git repository; give the folder of your clone, or leave --repo out")
+        git(repo, "rev-parse", "--git-dir", timeout_s=10)
+    except GitError as exc:
+        why = str(exc)
+        if "timed out" in why:
+            return
+        if "safe.directory" in why or "dubious ownership" in why:
+            raise BadInputError(f"--repo {repo}: git refuses it, the folder is owned by another user; if you trust "
+                                f"it: git config --global --add safe.directory {repo.resolve()}") from None
+        raise BadInputError(f"--repo {repo}: not a git repository; give the folder of your clone, or leave --repo "
+                            "out") from None
 
 
 def safe(message: str) -> str:
