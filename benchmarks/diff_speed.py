@@ -44,7 +44,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=9)
     args = ap.parse_args()
     from forensics import snapshot as snap
-    from forensics.ledger import analyse
+    from forensics.diff.ledger import analyse
     from forensics.render.report import render_html
 
     if len(args.files) == 2:

@@ -106,7 +106,7 @@ def main() -> int:
     ap.add_argument("--height", type=int, default=1800)
     args = ap.parse_args()
     from forensics import snapshot as snap
-    from forensics.ledger import analyse
+    from forensics.diff.ledger import analyse
     from forensics.render.report import write
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -66,8 +66,8 @@ class NcclEnvProbe(Probe):
         return extra
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
-        """Run the workers and gather what they saw (:func:`forensics.envdata.collect_nccl_env`)."""
-        from forensics.envdata import collect_nccl_env
+        """Run the workers and gather what they saw (:func:`forensics.env.data.collect_nccl_env`)."""
+        from forensics.env.data import collect_nccl_env
 
         try:
             return collect_nccl_env(ctx.options, ctx.redactor, ctx.timeout_s, ctx.error)
@@ -77,14 +77,14 @@ class NcclEnvProbe(Probe):
 
     def judge(self, before: ProbeResult | None, after: ProbeResult | None,
               jctx: JudgeContext | None = None) -> list[Finding]:
-        """``nccl.env`` and ``nccl.env-propagation`` (rules in :mod:`forensics.envjudge`)."""
-        from forensics.envjudge import judge
+        """``nccl.env`` and ``nccl.env-propagation`` (rules in :mod:`forensics.env.judge`)."""
+        from forensics.env.judge import judge
 
         return judge(before, after)
 
     def headline(self, data: dict[str, Any]) -> str:
         """E.g. ``7 vars; workers agree (spawn, forkserver, subprocess)`` or the variables that differ."""
-        from forensics.envjudge import problems
+        from forensics.env.judge import problems
 
         n = len((data.get("parent") or {}).get("env") or {})
         probs = problems(data)

@@ -13,7 +13,7 @@ import pytest
 
 from forensics import snapshot as snap
 from forensics.errors import BadInputError
-from forensics.userstep import parse_output, run_command
+from forensics.step.command import parse_output, run_command
 from tests.conftest import run_cli
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -59,7 +59,7 @@ def test_malformed_snapshot_fields_are_bad_input(tmp_path, field, value, expecte
 
 
 def test_malformed_git_data_degrades_to_a_note():
-    from forensics.ledger import analyse
+    from forensics.diff.ledger import analyse
     from forensics.render.report import render
 
     b = snap.load(EXAMPLES / "silent-pull" / "before.json")

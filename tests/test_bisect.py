@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from forensics.bisect import BisectConfig, CommitClass, Outcome, StepExit, run_bisect, run_step
-from forensics.bisect_measure import StepSpec
-from forensics.bisect_report import render
+from forensics.bisect.run import BisectConfig, CommitClass, Outcome, StepExit, run_bisect, run_step
+from forensics.bisect.measure import StepSpec
+from forensics.render.bisect import render
 from forensics.errors import BadInputError
 from tests.conftest import processes_with_env
 
@@ -323,7 +323,7 @@ def test_callable_is_timed_from_the_worktree_not_an_installed_copy(tmp_path, mon
 
 
 def test_bench_callable_refuses_a_module_from_outside_the_worktree(tmp_path, monkeypatch, capsys):
-    from forensics import bench_callable
+    from forensics.step import callable as bench_callable
 
     pkg = tmp_path / "elsewhere"
     pkg.mkdir()
@@ -346,7 +346,7 @@ def _cmp(a_ms: float, b_ms: float):
 
 
 def test_classify_uses_both_endpoints():
-    from forensics.bisect import classify
+    from forensics.bisect.run import classify
 
     assert classify(_cmp(10, 10), _cmp(10, 13)) is CommitClass.FAST
     assert classify(_cmp(10, 13), _cmp(13, 13)) is CommitClass.SLOW
@@ -378,7 +378,7 @@ def test_cli_writes_reports_and_says_environment_changed(tmp_path, factor_file):
 
 
 def test_endpoint_verdicts_name_the_reason():
-    from forensics.bisect import ENV_HYPOTHESES, _endpoint_verdict
+    from forensics.bisect.run import ENV_HYPOTHESES, _endpoint_verdict
 
     cfg = BisectConfig(".", "a", "b", StepSpec(cmd="x"), threshold=0.05)
     assert _endpoint_verdict(cfg, _cmp(10, 13), 10) is None

@@ -15,7 +15,7 @@ import pytest
 
 from forensics import snapshot as snap
 from forensics.hypotheses import HYPOTHESES
-from forensics.ledger import analyse
+from forensics.diff.ledger import analyse
 from forensics.registry import find_probe_class
 from forensics.render.report import render_html, render_json
 

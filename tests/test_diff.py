@@ -1,9 +1,9 @@
-"""The generic snapshot diff (forensics.diff) and the ledger's plumbing (forensics.ledger)."""
+"""The generic snapshot diff (forensics.diff.changes) and the ledger's plumbing (forensics.diff.ledger)."""
 
 from __future__ import annotations
 
-from forensics.diff import ChangeKind, diff_probe, diff_snapshots
-from forensics.ledger import analyse, machine_note
+from forensics.diff.changes import ChangeKind, diff_probe, diff_snapshots
+from forensics.diff.ledger import analyse, machine_note
 from forensics.model import HypothesisStatus, missing
 from forensics.probe import FieldSpec
 from forensics.hypotheses import HYPOTHESES

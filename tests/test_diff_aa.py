@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from forensics.collect import take_snapshot
-from forensics.ledger import analyse
+from forensics.diff.ledger import analyse
 from forensics.model import HypothesisStatus, Severity
 from forensics.registry import load_probes
 from forensics.render.report import render_html

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from forensics.commits import MoveKind, analyse as commits_analyse, classify_reflog_action, head_move, load_hot_paths
+from forensics.diff.commits import MoveKind, analyse as commits_analyse, classify_reflog_action, head_move, load_hot_paths
 from forensics.errors import BadInputError
-from forensics.ledger import analyse
+from forensics.diff.ledger import analyse
 from forensics.render.report import render_json, render_markdown
 
 from _diffkit import commit_file, git, repo_data, section, snapshot

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from forensics import snapshot as snap
-from forensics.ledger import analyse, machine_note
+from forensics.diff.ledger import analyse, machine_note
 from forensics.model import HypothesisStatus
 from tests.conftest import run_cli
 

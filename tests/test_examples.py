@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from forensics import snapshot as snap
-from forensics.ledger import analyse
+from forensics.diff.ledger import analyse
 from forensics.model import HypothesisStatus, Severity
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -95,8 +95,8 @@ def test_silent_pull_bisect_named_and_confirmed_the_comm_commit():
 def test_classify_places_a_commit_as_noisy_as_the_bad_endpoint_by_the_gap():
     """The H200 run's culprit: 1.44x slower than good, but its 5 processes (4.77-5.76 ms) could not be
     told from the bad endpoint's 10 (4.75-5.77 ms) at p <= 0.01; before the gap rule it was skipped."""
-    from forensics.bisect import classify, gap_position
-    from forensics.bisect_model import CommitClass
+    from forensics.bisect.run import classify, gap_position
+    from forensics.bisect.model import CommitClass
     from forensics.stats import compare
 
     samples = {r["commit"]["short"]: r["samples"] for r in _bisect_json()["records"]}

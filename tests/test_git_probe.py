@@ -11,7 +11,7 @@ import pytest
 from forensics.model import HypothesisStatus, ProbeStatus
 from forensics.probe import ProbeContext, ProbeResult
 from forensics.runner import run_probes
-from forensics_probes.git import GitProbe, parse_reflog
+from forensics_probes.git.probe import GitProbe, parse_reflog
 from tests.conftest import git
 
 

@@ -5,9 +5,9 @@ import copy
 import pytest
 
 from _fakenvml import FakePynvml
-from forensics.gpusample import summarise
+from forensics.gpu.sampler import summarise
 from forensics.model import HypothesisStatus as H, ProbeStatus, Severity
-from forensics.nvml import Nvml
+from forensics.gpu.nvml import Nvml
 from forensics.probe import JudgeContext, ProbeContext, ProbeResult
 from forensics.readers import CommandResult
 from forensics_probes.gpu import GpuProbe

@@ -7,7 +7,7 @@ import pytest
 
 from _fakenvml import FakePynvml
 from forensics.model import is_missing
-from forensics.nvml import Nvml
+from forensics.gpu.nvml import Nvml
 
 UUID0 = "GPU-00000000-1111-2222-3333-000000000000"
 
@@ -78,8 +78,8 @@ def test_field_values_by_name_with_per_entry_return_codes():
 
 
 def test_field_ids_come_from_the_installed_module_not_hard_coded():
-    src = open(__import__("forensics.gpureadings").gpureadings.__file__).read()
-    src += open(__import__("forensics.nvml").nvml.__file__).read()
+    src = open(__import__("forensics.gpu.readings").gpureadings.__file__).read()
+    src += open(__import__("forensics.gpu.nvml").nvml.__file__).read()
     assert not re.search(r"nvmlDeviceGetFieldValues\([^)]*\d", src)
 
 
@@ -108,19 +108,19 @@ def test_driverless_machine_with_real_pynvml():
 def test_function_not_found_is_logged_once(caplog):
     import logging
 
-    from forensics import nvml as mod
+    from forensics.gpu import nvml as mod
 
     mod._LOGGED_NOT_FOUND.discard("nvmlDeviceGetPcieSpeed")
     nv = nvml(not_found={"nvmlDeviceGetPcieSpeed"})
     h = nv.devices()[0][1]
-    with caplog.at_level(logging.INFO, logger="forensics.nvml"):
+    with caplog.at_level(logging.INFO, logger="forensics.gpu.nvml"):
         nv.call("nvmlDeviceGetPcieSpeed", h)
         nv.call("nvmlDeviceGetPcieSpeed", h)
     assert sum("nvmlDeviceGetPcieSpeed" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_reason_bits_decode_by_value_and_keep_unknown_bits():
-    from forensics.gpureadings import decode_reasons
+    from forensics.gpu.readings import decode_reasons
 
     assert decode_reasons(0x1) == ["gpu_idle"]
     assert decode_reasons(0x88) == ["hw_slowdown", "hw_power_brake_slowdown"]

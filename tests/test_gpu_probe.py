@@ -7,10 +7,10 @@ import pytest
 
 from _fakenvml import FakePynvml
 from forensics.model import is_missing
-from forensics.nvml import Nvml
+from forensics.gpu.nvml import Nvml
 from forensics.probe import ProbeContext
 from forensics.readers import CommandResult
-from forensics_probes.gpu import GpuProbe, parse_topo
+from forensics_probes.gpu.probe import GpuProbe, parse_topo
 
 UUID0 = "GPU-00000000-1111-2222-3333-000000000000"
 KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -128,7 +128,7 @@ def test_real_driverless_path_here():
 
 
 def test_probe_module_never_imports_pynvml_or_torch():
-    import forensics_probes.gpu as mod
+    import forensics_probes.gpu.probe as mod
 
     src = open(mod.__file__).read()
     assert "import pynvml" not in src and "import torch" not in src

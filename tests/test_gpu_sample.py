@@ -3,8 +3,8 @@
 import json
 
 from _fakenvml import FakePynvml, load_capture
-from forensics.gpusample import Sampler, summarise
-from forensics.nvml import Nvml
+from forensics.gpu.sampler import Sampler, summarise
+from forensics.gpu.nvml import Nvml
 
 UUID0 = "GPU-00000000-1111-2222-3333-000000000000"
 

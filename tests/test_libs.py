@@ -7,8 +7,8 @@ import pytest
 from forensics.model import HypothesisStatus as H, ProbeStatus, Severity
 from forensics.probe import ProbeContext, ProbeResult
 from forensics.readers import CommandResult
-from forensics_probes import libs
-from forensics_probes.libs import LibsProbe, decode_version, find_library, parse_version_py, query_versions, read_nvcc
+from forensics_probes.libs import probe as libs
+from forensics_probes.libs.probe import LibsProbe, decode_version, find_library, parse_version_py, query_versions, read_nvcc
 
 # What the H200 machine reports (tests/fixtures/h200x2: collect_env.txt, nvml_torch.json "torch", env.txt).
 H200 = {

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from forensics import envcollect
-from forensics.envdata import collect_nccl_env
-from forensics.envjudge import judge_propagation
+from forensics.env import collect as envcollect
+from forensics.env.data import collect_nccl_env
+from forensics.env.judge import judge_propagation
 from forensics.model import HypothesisStatus, Severity
 from forensics.probe import ProbeContext
 from forensics.redact import Redactor
@@ -69,7 +69,7 @@ def test_each_start_method_sees_the_parent(clean_env):
 
 
 def test_default_probe_does_not_import_torch_in_the_parent(tmp_path):
-    code = ("import sys; from forensics.envdata import collect_nccl_env; from forensics.redact import Redactor\n"
+    code = ("import sys; from forensics.env.data import collect_nccl_env; from forensics.redact import Redactor\n"
             "if __name__ == '__main__':\n"
             "    d = collect_nccl_env({}, Redactor(), 60, lambda f, m: None)\n"
             "    assert d['start_methods']['spawn']['status'] == 'ok'\n"
@@ -225,7 +225,7 @@ def test_launcher_argv_for_torchrun_and_others():
 def test_worker_entry_point_writes_json(tmp_path, clean_env):
     out = tmp_path / "me.json"
     env = dict(os.environ, FORENSICS_ENVDUMP_OUT=str(out), RANK="3")
-    proc = subprocess.run([sys.executable, "-m", "forensics.workers.envdump"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "forensics.env.workers.envdump"], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     rec = json.loads(out.read_text())
@@ -233,13 +233,13 @@ def test_worker_entry_point_writes_json(tmp_path, clean_env):
     assert rec["rank"] == 3 and rec["rank_vars"]["RANK"] == "3"
     assert rec["env"]["NCCL_ALGO"] == "Ring"
     assert rec["env_at_exec"]["NCCL_ALGO"] == "Ring"
-    bad = subprocess.run([sys.executable, "-m", "forensics.workers.envdump"], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "forensics.env.workers.envdump"], capture_output=True, text=True,
                          timeout=60, env={k: v for k, v in os.environ.items() if k != "FORENSICS_ENVDUMP_OUT"})
     assert bad.returncode == 2 and "--out" in bad.stderr
 
 
 def test_gather_files_and_marked_stdout_lines(tmp_path):
-    from forensics.workers import envdump
+    from forensics.env.workers import envdump
 
     envdump.write_record({"host": "a", "pid": 1, "rank": 1, "env": {}}, str(tmp_path / "envdump-a-1.json"))
     (tmp_path / "envdump-a-2.json").write_text("{truncated")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from forensics import snapshot as snap
-from forensics.envjudge import judge, judge_env, judge_propagation, problems
+from forensics.env.judge import judge, judge_env, judge_propagation, problems
 from forensics.model import HypothesisStatus, ProbeStatus, Severity
 from forensics.probe import ProbeResult
 from forensics.registry import find_probe_class

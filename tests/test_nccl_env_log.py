@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from forensics import nccllog
-from forensics.envdata import _Redact, nccl_entry
+from forensics.env import nccllog
+from forensics.env.data import _Redact, nccl_entry
 from forensics.redact import Redactor
 
 LOG = Path(__file__).parent / "fixtures" / "h200x2" / "nccl-debug-info.log"

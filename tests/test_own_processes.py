@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from forensics.bench.compare import foreign_processes
-from forensics.gpusample import _descends_from_us
+from forensics.gpu.sampler import _descends_from_us
 
 
 def test_descendants_are_ours():

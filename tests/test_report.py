@@ -8,7 +8,7 @@ import re
 import pytest
 
 from forensics.errors import BadInputError
-from forensics.ledger import analyse
+from forensics.diff.ledger import analyse
 from forensics.render.report import format_for, md_escape, render_html, render_json, render_markdown, show_value, write
 from forensics.model import missing
 

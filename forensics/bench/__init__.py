@@ -1,12 +1,17 @@
 """The benchmark: the verify-step canary, the user's step, telemetry during the run.
 
-Modules: ``config`` (sizes, no torch), ``model`` and ``worker`` (torch; run
-only in the canary's child processes), ``harness`` (fresh processes,
-slowest rank), ``session`` (a whole run with telemetry), ``user`` and
-``callable_worker`` (the user's step), ``document`` (the
-``forensics.bench/1`` file), ``compare`` (two files -> verdict), ``power``
-(detection-power estimates from recorded runs). Nothing here imports torch
-at module level.
+Modules: ``config`` (the canary's sizes, no torch), ``canary`` (the canary's
+model) and ``worker`` (one canary rank; both import torch and run only in
+the canary's child processes), ``harness`` (fresh processes, slowest rank),
+``session`` (a whole run with GPU telemetry from ``forensics.gpu.sampler``),
+``user`` (the user's step as bench results, run through ``forensics.step``),
+``document`` (the ``forensics.bench/1`` file), ``compare`` (two files ->
+verdict), ``effect`` (bench results inside two snapshots -> findings for
+the diff), ``power`` (detection-power estimates from recorded runs).
+Nothing here imports torch at module level.
+
+May import the core, ``forensics.gpu`` and ``forensics.step``; never
+``diff``, ``render``, ``cli`` or a probe.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
         launcher: a command prefix (string) every canary rank is started
             under, the same one ``--launcher`` gives the NCCL env probe.
         cmd: the user's step command (JSON metric lines, see
-            :mod:`forensics.userstep`); it runs ``processes`` fresh times
+            :mod:`forensics.step.command`); it runs ``processes`` fresh times
             after the canary and its result (kind ``user``) joins the document.
         metric, metric_regex, higher_is_better: how to read ``cmd``'s output.
 
@@ -41,7 +46,7 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
         forensics.errors.BadInputError: bad options, or a canary or step process failed.
     """
     from forensics.bench.session import canary_config, run_canary
-    from forensics.userstep import split_command
+    from forensics.step.command import split_command
 
     opts = {"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **{k: v for k, v in dict(options or {}).items()
                                                                           if v is not None}}

@@ -30,7 +30,7 @@ from forensics.bench.config import CanaryConfig
 from forensics.errors import BadInputError, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from forensics.stats import Comparison, Verdict, compare
 
-from forensics.gpureadings import THROTTLE_REASONS as THROTTLE_KEYS  # noqa: E402  (one list of throttling reasons)
+from forensics.gpu.readings import THROTTLE_REASONS as THROTTLE_KEYS  # noqa: E402  (one list of throttling reasons)
 
 THROTTLE_FRACTION = 0.05
 THROTTLE_CHANGE = 0.10

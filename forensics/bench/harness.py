@@ -54,7 +54,7 @@ def visible_gpus() -> int:
     Source: NVML ``nvmlDeviceGetCount`` (nvidia-ml-py), narrowed by
     ``CUDA_VISIBLE_DEVICES`` when set. 0 when NVML is unavailable.
     """
-    from forensics.nvml import Nvml  # the one NVML wrapper (timeouts, error mapping)
+    from forensics.gpu.nvml import Nvml  # the one NVML wrapper (timeouts, error mapping)
 
     nvml = Nvml()
     try:

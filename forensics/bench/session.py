@@ -1,6 +1,6 @@
 """A whole bench run: choose the canary's settings, sample GPU telemetry, run, build documents.
 
-Telemetry comes from ``forensics.gpusample.Sampler`` (NVML at ~10 Hz); without
+Telemetry comes from ``forensics.gpu.sampler.Sampler`` (NVML at ~10 Hz); without
 a usable NVML the sampler's summary is itself a missing value. The sampler runs for the whole session.
 """
 
@@ -14,7 +14,7 @@ from forensics.bench.config import CanaryConfig, Variant
 from forensics.bench.document import build, canary_results, process_records
 from forensics.bench.harness import Side, run_sides, visible_gpus
 from forensics.errors import BadInputError
-from forensics.gpusample import Sampler
+from forensics.gpu.sampler import Sampler
 from forensics.model import MissingReason, missing
 
 CANARY_FIELDS = ("tp", "layers", "hidden", "heads", "ffn", "draft_tokens", "batch", "kv_len", "blocks",

@@ -3,11 +3,11 @@
 Both run as several fresh processes; each process gives one value to the
 statistics, the median of its measurements.
 
-- ``--cmd``: :func:`forensics.userstep.run_command` runs the command once per
+- ``--cmd``: :func:`forensics.step.command.run_command` runs the command once per
   process and parses its output. When a process prints 3 or more values the
   first is dropped as warm-up (recorded as ``warmup_dropped``).
 - ``--callable package.module:function``: a child process
-  (``python -m forensics.bench.callable_worker``) imports the function and
+  (``python -m forensics.step.callable --summary``) imports the function and
   times it in-process in blocks of >= 1 ms with ``time.perf_counter``; if the
   function has initialised CUDA through torch, each block is bracketed by
   ``torch.cuda.synchronize()``. Warm-up is checked like the canary's.
@@ -26,7 +26,7 @@ from forensics.bench.document import ResultKind, make_result
 from forensics.bench.harness import MIN_PROCESSES
 from forensics.errors import BadInputError
 from forensics.stats import summarize
-from forensics.userstep import child_env, run_command
+from forensics.step.command import child_env, run_command
 
 CALLABLE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -56,7 +56,8 @@ def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s:
     """
     if not CALLABLE_RE.match(target):
         raise BadInputError(f"--callable {target!r}: expected package.module:function")
-    args = [sys.executable, "-m", "forensics.bench.callable_worker", target, str(blocks), str(block_ms), str(warmup_s)]
+    args = [sys.executable, "-m", "forensics.step.callable", target, "--summary", "--blocks", str(blocks),
+            "--min-block-ms", str(block_ms), "--warmup-s", str(warmup_s)]
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, env=child_env(env),
                               errors="replace")

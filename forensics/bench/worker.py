@@ -167,7 +167,7 @@ def run(cfg: CanaryConfig) -> dict:
     variant = cfg.variant
     with torch.inference_mode():
         full = variant != Variant.SPLIT.value and r.world > 1
-        model = __import__("forensics.bench.model", fromlist=["VerifyModel"]).VerifyModel(
+        model = __import__("forensics.bench.canary", fromlist=["VerifyModel"]).VerifyModel(
             cfg, r.device, _allreduce if full else (lambda t: None))
         guard = _guard(cfg.graph_timeout_s) if full and variant == Variant.GRAPH.value else None
         if r.cuda and variant in (Variant.SPLIT.value, Variant.GRAPH.value):

@@ -1,4 +1,4 @@
-"""``forensics bisect`` and ``forensics bisect-step`` (thin click layer over :mod:`forensics.bisect`).
+"""``forensics bisect`` and ``forensics bisect-step`` (thin click layer over :mod:`forensics.bisect.run`).
 
 Exit codes of ``bisect``: 0 a culprit named and confirmed against its parent;
 3 no culprit named (endpoints not different, the environment changed, the
@@ -48,8 +48,8 @@ def _step_options(f):
 
 def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
             max_processes, timeout_s, good_was=None):
-    from forensics.bisect import BisectConfig
-    from forensics.bisect_measure import StepSpec
+    from forensics.bisect.run import BisectConfig
+    from forensics.bisect.measure import StepSpec
     from forensics.errors import BadInputError
 
     if bool(cmd) == bool(target):
@@ -93,8 +93,8 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
     environment changed, endpoints not different, a range of candidates, or
     not confirmed), 2 bad input, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
     """
-    from forensics.bisect import Outcome, run_bisect
-    from forensics.bisect_report import format_for, write_report
+    from forensics.bisect.run import Outcome, run_bisect
+    from forensics.render.bisect import format_for, write_report
 
     cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
                   processes, max_processes, timeout_s, good_was)
@@ -158,7 +158,7 @@ def bisect_step(good, bad, repo, cmd, target, callable_timer, setup, metric, met
     `git bisect start --term-old=fast --term-new=slow BAD GOOD` then
     `git bisect run forensics bisect-step --good GOOD --bad BAD --cmd "..."`.
     """
-    from forensics.bisect import StepExit, run_step
+    from forensics.bisect.run import StepExit, run_step
     from forensics.errors import ForensicsError
 
     err = console(stderr=True)

@@ -125,7 +125,7 @@ def check_repo(repo: Path | None) -> None:
     """Reject a ``--repo`` that is not a folder inside a git work tree, before any work starts.
 
     Runs ``git -C REPO rev-parse --git-dir`` (read-only) through
-    :func:`forensics.worktree.git`. Without a ``git`` executable, or when git
+    :func:`forensics.bisect.worktree.git`. Without a ``git`` executable, or when git
     times out, nothing is checked (the git probe then records why it failed).
 
     Raises:
@@ -133,7 +133,7 @@ def check_repo(repo: Path | None) -> None:
     """
     import shutil
 
-    from forensics.worktree import GitError, git
+    from forensics.bisect.worktree import GitError, git
 
     if repo is None:
         return

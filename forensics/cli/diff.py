@@ -45,7 +45,7 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
     """
     from forensics import snapshot as snap
     from forensics.errors import BadInputError
-    from forensics.ledger import analyse
+    from forensics.diff.ledger import analyse
     from forensics.render import report
 
     check_repo(repo)

@@ -32,8 +32,8 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
     nccl.env-propagation. Exit code 0 (2 for a bad option).
     """
     from forensics import __version__
-    from forensics.envdata import collect_nccl_env
-    from forensics.envjudge import judge_propagation
+    from forensics.env.data import collect_nccl_env
+    from forensics.env.judge import judge_propagation
     from forensics.errors import BadInputError
     from forensics.redact import Redactor
     from forensics import snapshot as snap
@@ -43,7 +43,7 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
     if output is not None and output.suffix.lower() not in (".json", ".yaml", ".yml"):
         raise BadInputError(f"{output}: output name must end in .json, .yaml or .yml")
     if launcher is not None:
-        from forensics.userstep import check_launcher
+        from forensics.step.command import check_launcher
 
         check_launcher(launcher)
     redactor = Redactor(enabled=not no_redact)
@@ -70,7 +70,7 @@ def print_env_output(data, findings, errors) -> None:
     """Print the table, findings and field errors to stdout."""
     from rich.markup import escape
 
-    from forensics.render.envtable import print_env
+    from forensics.render.env import print_env
 
     c = console()
     print_env(c, data, findings)

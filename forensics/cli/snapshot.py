@@ -77,7 +77,7 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise BadInputError(f"{out}: folder {out.parent} does not exist; create it or choose another -o")
     if launcher is not None:
-        from forensics.userstep import check_launcher
+        from forensics.step.command import check_launcher
 
         check_launcher(launcher)
     check_repo(repo)

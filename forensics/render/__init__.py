@@ -1,1 +1,10 @@
-"""Rendering: terminal (rich), HTML and Markdown (Jinja2), JSON. Reads core objects only."""
+"""Rendering: terminal (rich), HTML and Markdown (Jinja2), JSON. Reads core objects only.
+
+Owns ``report`` (the diff report in HTML/Markdown/JSON), ``summary`` (the
+one-paragraph verdict), ``terminal`` (snapshot and probe listings),
+``env`` (the ``forensics env`` table), ``bench`` (bench results as text) and
+``bisect`` (the bisect document and its text).
+
+May import the core, ``forensics.env.judge`` and the documents of ``diff``,
+``bench`` and ``bisect``; nothing in the core imports ``render``.
+"""

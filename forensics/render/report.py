@@ -5,7 +5,7 @@
   values) is escaped. Template: ``reports/templates/report.html.j2``.
 - Markdown: the same content, compact, with ``<details>`` blocks for the long
   parts; values go through :func:`md_escape`. Template: ``report.md.j2``.
-- JSON: :meth:`forensics.ledger.Analysis.to_json` (the stable interface).
+- JSON: :meth:`forensics.diff.ledger.Analysis.to_json` (the stable interface).
 
 Rendering reads the analysis only; nothing here judges or collects.
 """
@@ -123,7 +123,7 @@ def context(analysis) -> dict[str, Any]:
     """The template context: the JSON document plus display-ready pieces.
 
     Args:
-        analysis: a :class:`forensics.ledger.Analysis`.
+        analysis: a :class:`forensics.diff.ledger.Analysis`.
     """
     doc = analysis.to_json()
     hyps = doc["hypotheses"]

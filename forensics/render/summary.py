@@ -10,7 +10,7 @@ def print_diff_summary(console, analysis, report_path: str | None = None, max_ro
 
     Args:
         console: a ``rich.console.Console``.
-        analysis: a :class:`forensics.ledger.Analysis`.
+        analysis: a :class:`forensics.diff.ledger.Analysis`.
         report_path: where the full report was written (``None``: not written).
         max_rows: at most this many suspects and commits per repository.
     """

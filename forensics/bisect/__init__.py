@@ -1,0 +1,11 @@
+"""``forensics bisect``: find the commit that made a step slower, with statistics at each step.
+
+Owns ``run`` (the search over commits), ``model`` (the probabilistic model
+of good/bad under noise), ``measure`` (one measurement of one commit in a
+worktree) and ``worktree`` (temporary git worktrees; never touches the
+user's checkout). Rendering of bisect documents lives in
+``forensics.render.bisect``.
+
+May import the core (``errors``, ``stats``, ``hypotheses``, ``procgroup``,
+``docfile``) and ``forensics.step``; never ``cli``, ``render`` or a probe.
+"""

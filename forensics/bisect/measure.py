@@ -1,0 +1,182 @@
+"""Measuring one commit of the user's repository, in a private worktree.
+
+A :class:`Measurer` owns the :class:`~forensics.bisect.worktree.WorktreePool` of a
+bisect run. For each commit it checks out a worktree, runs ``--setup`` there
+once, then runs the step as fresh processes (:func:`forensics.step.command.run_command`,
+one call = one process). The sample of one process is the median of the values
+it printed (the unit of evidence of :mod:`forensics.stats`).
+
+How the code under test is the code that runs (said in the report, too):
+the step's working folder is the worktree, ``PYTHONPATH`` starts with the
+worktree (and its ``src/`` when there is one), so its packages shadow an
+installed or editable copy; git's location variables (``GIT_DIR``...) are
+removed; ``FORENSICS_BISECT_COMMIT`` holds the commit. With ``--callable`` the
+runner also checks that the module was imported from inside the worktree.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from forensics.errors import BadInputError
+from forensics.procgroup import run_group
+from forensics.step.command import run_command
+from forensics.bisect.worktree import GitError, Worktree, WorktreePool, clean_env
+
+ISOLATION_NOTE = ("each commit ran in its own `git worktree` (detached, in a temporary folder) with the worktree as "
+                  "the working folder and first on PYTHONPATH (then its src/ if present), so its modules shadow any "
+                  "installed or editable copy; GIT_DIR and similar variables were removed")
+CALLABLE_NOTE = "; --callable also checked that the module was imported from inside the worktree"
+
+
+class StepFailed(Exception):
+    """The setup or the step failed on a commit; ``str()`` says which and why (one line)."""
+
+
+@dataclass
+class StepSpec:
+    """What to run for one commit.
+
+    Attributes:
+        cmd: the user's shell command printing JSON metric lines, or None.
+        target: ``module:function`` for ``--callable``, or None.
+        setup: shell command run once per checkout before measuring, or None.
+        metric, metric_regex: passed to :func:`forensics.step.command.parse_output`.
+        higher_is_better: the metric is a throughput (tok/s).
+        timeout_s: wall-clock limit of one process, and of the setup.
+        callable_timer: ``wall`` or ``cpu`` (:mod:`forensics.step.callable` ``--timer``).
+        callable_args: more options for :mod:`forensics.step.callable` (e.g. ``--blocks``).
+    """
+
+    cmd: str | None = None
+    target: str | None = None
+    setup: str | None = None
+    metric: str | None = None
+    metric_regex: str | None = None
+    higher_is_better: bool = False
+    timeout_s: float = 600.0
+    callable_timer: str = "wall"
+    callable_args: tuple[str, ...] = ()
+
+    def command_for(self, tree: Path) -> str:
+        """The shell command line measuring one process in ``tree``."""
+        if self.cmd:
+            return self.cmd
+        return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.step.callable", str(self.target),
+                                                 "--expect-under", str(tree), "--timer", self.callable_timer,
+                                                 *self.callable_args))
+
+    def describe(self) -> str:
+        """The step as the user gave it (``--cmd`` text or ``--callable`` target)."""
+        return self.cmd if self.cmd else f"--callable {self.target}"
+
+
+def step_env(tree: Path, sha: str, session: str = "") -> dict[str, str]:
+    """Environment of the setup and of each process: worktree first on PYTHONPATH (see module docstring).
+
+    ``session`` (``FORENSICS_BISECT_SESSION``) lets :func:`forensics.bisect.worktree.reap` find
+    what the step left running when the bisect is interrupted.
+    """
+    paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
+    old = os.environ.get("PYTHONPATH")
+    if old:
+        paths.append(old)
+    return clean_env({"PYTHONPATH": os.pathsep.join(paths), "FORENSICS_BISECT_COMMIT": sha,
+                      "FORENSICS_WORKTREE": str(tree), "FORENSICS_BISECT_SESSION": session})
+
+
+class Measurer:
+    """Per-commit samples (one float per process, the user's unit) and failures of one session.
+
+    Args:
+        pool: the worktree pool (entered by the caller).
+        spec: what to run.
+        on_process: called after each process with (sha, sample or None) for progress.
+    """
+
+    def __init__(self, pool: WorktreePool, spec: StepSpec, on_process: Callable[[str, float | None], None] | None = None):
+        self.pool = pool
+        self.spec = spec
+        self.samples: dict[str, list[float]] = {}
+        self.failures: dict[str, str] = {}
+        self.metric: str = spec.metric or ""
+        self.on_process = on_process or (lambda sha, value: None)
+        self._ready: dict[str, Worktree] = {}
+
+    def tree_for(self, sha: str, role: str) -> Worktree:
+        """A worktree at ``sha`` with the setup done (reuses one already there).
+
+        Raises:
+            StepFailed: checkout or setup failed.
+        """
+        if sha in self._ready:
+            return self._ready[sha]
+        old = self.pool.trees.get(role)
+        if old is not None:
+            self._ready.pop(old.sha, None)
+        try:
+            tree = self.pool.add(role, sha)
+        except GitError as exc:
+            raise StepFailed(f"checkout failed: {exc}") from None
+        if self.spec.setup:
+            self._run_setup(tree.path, sha)
+        self._ready[sha] = tree
+        return tree
+
+    def _run_setup(self, path: Path, sha: str) -> None:
+        try:  # its own process group: a timeout stops the whole setup, nothing keeps writing in the worktree
+            code, out, err = run_group(self.spec.setup, self.spec.timeout_s, shell=True, cwd=path,
+                                       env=step_env(path, sha, self.pool.session))
+        except OSError as exc:
+            raise StepFailed(f"setup could not start: {exc}") from None
+        if code is None:
+            raise StepFailed(f"setup timed out after {self.spec.timeout_s:g} s (its processes were stopped)")
+        if code != 0:
+            last = (err.strip().splitlines() or out.strip().splitlines() or [""])[-1]
+            raise StepFailed(f"setup exited with status {code}" + (f": {last[:200]}" if last else ""))
+
+    def run_once(self, sha: str, role: str) -> float:
+        """One fresh process of the step at ``sha``; returns the median of its values.
+
+        Raises:
+            StepFailed: setup or step failed, or the step printed no measurement.
+        """
+        if sha in self.failures:
+            raise StepFailed(self.failures[sha])
+        try:
+            tree = self.tree_for(sha, role)
+            run = run_command(self.spec.command_for(tree.path), cwd=str(tree.path),
+                              env=step_env(tree.path, sha, self.pool.session), timeout_s=self.spec.timeout_s,
+                              metric=self.spec.metric or (self.metric or None),
+                              metric_regex=self.spec.metric_regex)
+        except (StepFailed, BadInputError) as exc:
+            self.failures[sha] = str(exc)
+            self.on_process(sha, None)
+            raise StepFailed(str(exc)) from None
+        self.metric = self.metric or run.metric
+        value = statistics.median(run.values)
+        if value <= 0:
+            self.failures[sha] = f"the step printed a non-positive {run.metric} ({value:g})"
+            raise StepFailed(self.failures[sha])
+        self.samples.setdefault(sha, []).append(value)
+        self.on_process(sha, value)
+        return value
+
+    def top_up(self, wanted: list[tuple[str, str]], n: int) -> None:
+        """Bring each (sha, role) to at least ``n`` processes, interleaved A B C A B C...
+
+        Raises:
+            StepFailed: of the first commit that failed (the others keep their samples).
+        """
+        while True:
+            todo = [(sha, role) for sha, role in wanted if len(self.samples.get(sha, [])) < n]
+            if not todo:
+                return
+            for sha, role in todo:
+                self.run_once(sha, role)

@@ -1,0 +1,157 @@
+"""Data of a bisect: commit classes, outcomes, the log, per-commit records and the result.
+
+Plain dataclasses and enums read by the reports (:mod:`forensics.render.bisect`)
+and the CLI; the algorithm is in :mod:`forensics.bisect.run`. Enum values are the
+strings of the JSON report.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import statistics
+from dataclasses import dataclass, field
+
+from forensics.bisect.measure import StepSpec
+from forensics.stats import DEFAULT_THRESHOLD, Comparison, Verdict
+from forensics.bisect.worktree import CommitInfo
+
+class CommitClass(str, enum.Enum):
+    """How a measured commit compares with the two endpoints."""
+
+    GOOD = "good-endpoint"
+    BAD = "bad-endpoint"
+    FAST = "fast"
+    SLOW = "slow"
+    INTERMEDIATE = "intermediate"
+    UNKNOWN = "unknown"
+    SKIPPED = "skipped"
+
+
+class Outcome(str, enum.Enum):
+    """How the bisect ended (the ``outcome`` key of the JSON report)."""
+
+    CULPRIT = "culprit"
+    CULPRIT_RANGE = "culprit-range"
+    ENVIRONMENT = "environment-changed"
+    NOT_REPRODUCED = "not-reproduced"
+    NO_DIFFERENCE = "no-difference"
+    BAD_FASTER = "bad-faster"
+
+
+@dataclass
+class LogEntry:
+    """One line of the bisect log (also the progress event)."""
+
+    phase: str  # "endpoints", "round N", "confirm", "verdict"
+    message: str
+    sha: str = ""
+    left: int | None = None  # commits still in the suspect range
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class CommitRecord:
+    """A commit that was measured (or tried)."""
+
+    info: CommitInfo
+    index: int  # 0 = good, len(range) = bad
+    cls: CommitClass
+    samples: list[float] = field(default_factory=list)
+    vs_good: Comparison | None = None
+    vs_bad: Comparison | None = None
+    note: str = ""
+    round: int = 0
+
+    def relation(self) -> tuple[str, str]:
+        """("same (1.02x)", "faster (0.77x)"): this commit against good and against bad, as time ratios."""
+        flip = {Verdict.SLOWER: "faster", Verdict.FASTER: "slower", Verdict.SAME: "same",
+                Verdict.INCONCLUSIVE: "inconclusive"}
+        g = f"{self.vs_good.verdict.value} ({self.vs_good.time_ratio:.3f}x)" if self.vs_good else ""
+        b = f"{flip[self.vs_bad.verdict]} ({1 / self.vs_bad.time_ratio:.3f}x)" if self.vs_bad else ""
+        return g, b
+
+    def to_json(self) -> dict:
+        g, b = self.relation()
+        return {"commit": self.info.to_json(), "index": self.index, "vs_good_text": g, "vs_bad_text": b,
+                "class": self.cls.value, "samples": self.samples,
+                "median": statistics.median(self.samples) if self.samples else None,
+                "vs_good": self.vs_good.to_json() if self.vs_good else None,
+                "vs_bad": self.vs_bad.to_json() if self.vs_bad else None, "note": self.note, "round": self.round}
+
+
+@dataclass
+class BisectConfig:
+    """Inputs of :func:`run_bisect` (the CLI options)."""
+
+    repo: str
+    good: str
+    bad: str
+    spec: StepSpec
+    processes: int = 5
+    cap_factor: int = 4
+    confirm_factor: int = 2
+    threshold: float = DEFAULT_THRESHOLD
+    good_was: float | None = None
+
+
+@dataclass
+class BisectResult:
+    """Everything the report shows. ``outcome`` decides the exit code (CLI)."""
+
+    outcome: Outcome
+    sentence: str
+    repo: str
+    good: CommitInfo
+    bad: CommitInfo
+    n_commits: int
+    linear: bool
+    step: str
+    setup: str | None
+    metric: str
+    higher_is_better: bool
+    threshold: float
+    processes: int
+    isolation: str
+    endpoints: Comparison | None = None
+    records: list[CommitRecord] = field(default_factory=list)
+    culprit: CommitInfo | None = None
+    candidates: list[CommitInfo] = field(default_factory=list)
+    parent: CommitInfo | None = None
+    confirmation: Comparison | None = None
+    confirmed: bool = False
+    gap_share: float | None = None
+    drift: Comparison | None = None
+    diffstat: str = ""
+    rounds: int = 0
+    hypotheses: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    log: list[LogEntry] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        """The JSON report (stable keys: outcome, sentence, culprit, confirmation, records, log)."""
+        def info(c):
+            return c.to_json() if c else None
+        return {"outcome": self.outcome.value, "sentence": self.sentence, "repo": self.repo,
+                "repo_name": os.path.basename(self.repo), "good": info(self.good), "bad": info(self.bad),
+                "n_commits": self.n_commits, "linear_history": self.linear, "step": self.step, "setup": self.setup,
+                "metric": self.metric, "higher_is_better": self.higher_is_better, "threshold": self.threshold,
+                "processes": self.processes, "isolation": self.isolation,
+                "endpoints": self.endpoints.to_json() if self.endpoints else None,
+                "culprit": info(self.culprit), "candidates": [c.to_json() for c in self.candidates],
+                "parent": info(self.parent), "confirmation": self.confirmation.to_json() if self.confirmation else None,
+                "confirmed": self.confirmed, "gap_share": self.gap_share,
+                "drift": self.drift.to_json() if self.drift else None, "diffstat": self.diffstat,
+                "rounds": self.rounds, "hypotheses": self.hypotheses, "notes": self.notes,
+                "records": [r.to_json() for r in self.records], "log": [e.to_json() for e in self.log]}
+
+
+class StepExit(int, enum.Enum):
+    """Exit codes of ``forensics bisect-step`` (the ``git bisect run`` protocol)."""
+
+    FAST = 0
+    SLOW = 1
+    SKIP = 125
+    ABORT = 128

@@ -1,0 +1,385 @@
+"""``code.change`` evidence at diff time: the commits between two HEADs and how HEAD moved.
+
+Input is the ``git`` probe's data in each snapshot (``{"repos": [{"path", "role",
+"head": {"sha", ...}, "reflog": [{"old", "new", "time", "action"}] newest first,
+"dirty", "modified", "staged", ...}]}``). For each repository named on both
+sides (matched by path) this module
+
+- says how HEAD moved, from the reflog entries that appeared between the two
+  snapshots (:func:`head_move`): fast-forward pull, pull with a merge or a
+  rebase, checkout, reset, rebase, commit, amend, merge, cherry-pick;
+- lists the commits between the two HEADs with GitPython (subject, author
+  date, files touched, lines added/deleted; ``git rev-list`` and ``git diff
+  --numstat``), when the repository is on this machine (or ``--repo`` points
+  at a clone of it);
+- flags files matching performance-sensitive path patterns
+  (:data:`DEFAULT_HOT_PATHS`, extended by ``hot_paths`` in ``.forensics.yaml``
+  in the repository or in ``--config``) and ranks commits by the hot lines
+  they touch;
+- flags hot files in a dirty working tree.
+
+Only read-only git commands are run (``rev-list``, ``diff``, ``merge-base
+--is-ancestor``, ``cat-file``), with ``GIT_OPTIONAL_LOCKS=0`` so git does not
+even refresh the index. A commit the repository no longer has (garbage
+collected, shallow clone) degrades to "commit not available".
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from forensics.errors import BadInputError
+from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, load_hot_paths  # noqa: F401  (re-exported)
+
+MAX_COMMITS = 200
+"""At most this many commits are listed per side (newest first)."""
+
+
+
+class MoveKind(str, enum.Enum):
+    """How HEAD moved, read from one reflog entry's message."""
+
+    FAST_FORWARD_PULL = "fast-forward pull"
+    PULL_MERGE = "pull with a merge"
+    PULL_REBASE = "pull with a rebase"
+    CHECKOUT = "checkout"
+    RESET = "reset"
+    REBASE = "rebase"
+    COMMIT = "commit"
+    AMEND = "amend"
+    MERGE = "merge"
+    CHERRY_PICK = "cherry-pick"
+    REVERT = "revert"
+    CLONE = "clone"
+    OTHER = "other"
+
+
+_MOVE_RULES: list[tuple[re.Pattern[str], MoveKind]] = [
+    (re.compile(r"^pull\b.*fast-forward", re.I), MoveKind.FAST_FORWARD_PULL),
+    (re.compile(r"^pull\b.*(--rebase|rebase)", re.I), MoveKind.PULL_REBASE),
+    (re.compile(r"^pull\b", re.I), MoveKind.PULL_MERGE),
+    (re.compile(r"^checkout:", re.I), MoveKind.CHECKOUT),
+    (re.compile(r"^switch:", re.I), MoveKind.CHECKOUT),
+    (re.compile(r"^reset:", re.I), MoveKind.RESET),
+    (re.compile(r"^rebase", re.I), MoveKind.REBASE),
+    (re.compile(r"^commit \(amend\)", re.I), MoveKind.AMEND),
+    (re.compile(r"^commit \(merge\)", re.I), MoveKind.MERGE),
+    (re.compile(r"^commit", re.I), MoveKind.COMMIT),
+    (re.compile(r"^merge\b", re.I), MoveKind.MERGE),
+    (re.compile(r"^cherry-pick", re.I), MoveKind.CHERRY_PICK),
+    (re.compile(r"^revert", re.I), MoveKind.REVERT),
+    (re.compile(r"^clone", re.I), MoveKind.CLONE),
+]
+
+
+def classify_reflog_action(action: str) -> MoveKind:
+    """Map a reflog message ("pull origin main: Fast-forward") to a :class:`MoveKind`."""
+    for pattern, kind in _MOVE_RULES:
+        if pattern.search(action or ""):
+            return kind
+    return MoveKind.OTHER
+
+
+@dataclass
+class HeadMove:
+    """How HEAD moved between two snapshots of one repository.
+
+    Attributes:
+        moved: HEAD's commit differs.
+        kinds: one :class:`MoveKind` per new reflog entry, oldest first.
+        entries: the reflog entries that appeared between the snapshots, oldest first.
+        sentence: one line for the report ("HEAD moved 1a2b3c4 -> 5d6e7f8 by a fast-forward pull ...").
+        short: the same without the reflog times (for summaries and the verdict).
+    """
+
+    moved: bool
+    kinds: list[MoveKind]
+    entries: list[dict[str, Any]]
+    sentence: str
+    short: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"moved": self.moved, "kinds": [k.value for k in self.kinds], "entries": self.entries,
+                "sentence": self.sentence, "short": self.short or self.sentence}
+
+
+def _short(sha: Any) -> str:
+    return str(sha)[:10] if isinstance(sha, str) and sha else "?"
+
+
+def _head_sha(repo: Mapping[str, Any]) -> str | None:
+    head = repo.get("head")
+    sha = head.get("sha") if isinstance(head, dict) else None
+    return sha if isinstance(sha, str) and sha else None
+
+
+def head_move(before: Mapping[str, Any], after: Mapping[str, Any]) -> HeadMove:
+    """Say how HEAD moved, from the reflog entries in AFTER that BEFORE did not have.
+
+    Args:
+        before, after: one repository's entry of the git probe data on each side.
+
+    Returns:
+        a :class:`HeadMove`; pure (reads only the two dicts).
+    """
+    old, new = _head_sha(before), _head_sha(after)
+    seen = {(e.get("old"), e.get("new"), e.get("time"), e.get("action"))
+            for e in before.get("reflog") or [] if isinstance(e, dict)}
+    fresh = [e for e in after.get("reflog") or []
+             if isinstance(e, dict) and (e.get("old"), e.get("new"), e.get("time"), e.get("action")) not in seen]
+    fresh.reverse()  # the probe lists newest first; tell the story oldest first
+    kinds = [classify_reflog_action(str(e.get("action", ""))) for e in fresh]
+    moved = bool(old and new and old != new)
+    span = f"{_short(old)} -> {_short(new)}"
+
+    def how(with_time: bool) -> str:
+        def one(k: MoveKind, e: dict[str, Any]) -> str:
+            when = f", {e.get('time', '?')}" if with_time else ""
+            return f"{k.value} (\"{e.get('action', '')}\"{when})"
+        if len(fresh) == 1:
+            return f"a {one(kinds[0], fresh[0])}"
+        return f"{len(fresh)} reflog events: " + "; ".join(one(k, e) for k, e in zip(kinds, fresh))
+
+    if fresh:
+        lead = f"HEAD moved {span} by " if moved else f"HEAD is back at {_short(new)} after "
+        sentence, short = lead + how(True), lead + how(False)
+    elif moved:
+        sentence = short = (f"HEAD moved {span} with no new reflog entry (reflog expired or disabled, or HEAD was "
+                            "written directly)")
+    else:
+        sentence = short = f"HEAD unchanged at {_short(new)}"
+    return HeadMove(moved, kinds, fresh, sentence, short)
+
+
+@dataclass
+class FileChange:
+    """One file a commit touched: lines added/deleted (``None`` for binary files) and hot categories."""
+
+    path: str
+    added: int | None
+    deleted: int | None
+    hot: list[str] = field(default_factory=list)
+
+    @property
+    def lines(self) -> int:
+        return (self.added or 0) + (self.deleted or 0) if self.added is not None else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "added": self.added, "deleted": self.deleted, "hot": list(self.hot)}
+
+
+@dataclass
+class CommitInfo:
+    """A commit between the two HEADs (from ``git rev-list`` and ``git diff --numstat``).
+
+    Attributes:
+        side: ``new`` (in AFTER's history, not BEFORE's) or ``dropped`` (the reverse,
+            after a reset or a rebase).
+        authored_at: author date, ISO 8601 UTC.
+        hot_lines: lines added + deleted in files matching a hot pattern.
+    """
+
+    sha: str
+    subject: str
+    author: str
+    authored_at: str
+    files: list[FileChange]
+    side: str = "new"
+
+    @property
+    def added(self) -> int:
+        return sum(f.added or 0 for f in self.files)
+
+    @property
+    def deleted(self) -> int:
+        return sum(f.deleted or 0 for f in self.files)
+
+    @property
+    def hot_files(self) -> list[FileChange]:
+        return [f for f in self.files if f.hot]
+
+    @property
+    def hot_lines(self) -> int:
+        return sum(f.lines for f in self.hot_files)
+
+    @property
+    def hot_categories(self) -> list[str]:
+        return sorted({c for f in self.files for c in f.hot})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha": self.sha, "subject": self.subject, "author": self.author, "authored_at": self.authored_at,
+                "side": self.side, "added": self.added, "deleted": self.deleted, "hot_lines": self.hot_lines,
+                "hot_categories": self.hot_categories, "files": [f.to_json() for f in self.files]}
+
+
+@dataclass
+class RepoChanges:
+    """Everything ``code.change`` knows about one repository between the two snapshots.
+
+    Attributes:
+        path: the repository path as the snapshots name it.
+        read_from: the folder commits were read from ("" when none could be).
+        availability: ``ok``, or why the commit list is absent ("commit not available ...").
+        commits: new commits, hottest first, then newest first.
+        dropped: commits no longer in HEAD's history (reset, rebase), same order.
+        dirty_hot: hot files modified or staged in AFTER's working tree.
+        notes: other evidence lines (dirty tree, shallow clone, operation in progress).
+    """
+
+    path: str
+    role: str
+    before_sha: str | None
+    after_sha: str | None
+    move: HeadMove
+    read_from: str = ""
+    availability: str = "ok"
+    commits: list[CommitInfo] = field(default_factory=list)
+    dropped: list[CommitInfo] = field(default_factory=list)
+    dirty_hot: list[FileChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.move.moved or bool(self.move.entries) or bool(self.notes) or bool(self.dirty_hot)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "role": self.role, "before": self.before_sha, "after": self.after_sha,
+                "head_move": self.move.to_json(), "read_from": self.read_from, "availability": self.availability,
+                "commits": [c.to_json() for c in self.commits], "dropped": [c.to_json() for c in self.dropped],
+                "dirty_hot": [f.to_json() for f in self.dirty_hot], "notes": list(self.notes)}
+
+
+def _rank(commits: list[CommitInfo]) -> list[CommitInfo]:
+    """Hot commits first (most hot lines first), the rest in their original (newest first) order."""
+    order = {id(c): i for i, c in enumerate(commits)}
+    return sorted(commits, key=lambda c: (-c.hot_lines, -len(c.hot_files), order[id(c)]))
+
+
+def _open_repo(path: Path):
+    import git
+
+    repo = git.Repo(str(path), search_parent_directories=False)
+    repo.git.update_environment(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
+    return repo
+
+
+def _commit_info(commit, hot: HotPaths, side: str) -> CommitInfo:
+    import datetime as dt
+
+    files = []
+    for path, st in commit.stats.files.items():
+        added = st.get("insertions")
+        deleted = st.get("deletions")
+        files.append(FileChange(str(path), added if isinstance(added, int) else None,
+                                deleted if isinstance(deleted, int) else None, hot.categories(str(path))))
+    when = dt.datetime.fromtimestamp(commit.authored_date, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    subject = (commit.message or "").strip().splitlines()[0] if (commit.message or "").strip() else ""
+    return CommitInfo(commit.hexsha, subject, str(commit.author.name or ""), when, files, side)
+
+
+def list_commits(path: Path, old: str, new: str, hot: HotPaths) -> tuple[list[CommitInfo], list[CommitInfo], list[str]]:
+    """Commits in ``new`` not in ``old`` and the reverse, read from the repository at ``path``.
+
+    Returns:
+        (new commits ranked, dropped commits ranked, notes).
+
+    Raises:
+        LookupError: a commit is not in the repository (message says which).
+        OSError: the folder is not a git repository / git is not installed.
+    """
+    try:
+        repo = _open_repo(path)
+    except ImportError as exc:
+        raise OSError(f"GitPython or git is not available ({exc})") from None
+    except Exception as exc:  # InvalidGitRepositoryError, NoSuchPathError
+        raise OSError(f"{path} is not a git repository ({type(exc).__name__})") from None
+    notes = []
+    try:
+        for sha in (old, new):
+            try:
+                repo.commit(sha)
+            except Exception:
+                raise LookupError(f"commit {sha[:10]} not available in {path} (garbage-collected, or a shallow "
+                                  "or different clone)") from None
+        if (Path(repo.git_dir) / "shallow").exists():
+            notes.append(f"{path} is a shallow clone: older commits may be missing from the list")
+        fresh = [_commit_info(c, hot, "new") for c in repo.iter_commits(f"{old}..{new}", max_count=MAX_COMMITS)]
+        gone = [_commit_info(c, hot, "dropped") for c in repo.iter_commits(f"{new}..{old}", max_count=MAX_COMMITS)]
+    finally:
+        repo.close()
+    if len(fresh) >= MAX_COMMITS:
+        notes.append(f"only the newest {MAX_COMMITS} commits are listed")
+    return _rank(fresh), _rank(gone), notes
+
+
+def _dirty_notes(before: Mapping[str, Any], after: Mapping[str, Any], hot: HotPaths) -> tuple[list[str], list[FileChange]]:
+    notes: list[str] = []
+    files = [str(f) for f in (after.get("modified") or []) + (after.get("staged") or [])]
+    hot_files = [FileChange(f, None, None, hot.categories(f)) for f in dict.fromkeys(files) if hot.categories(f)]
+    was, now = bool(before.get("dirty")), bool(after.get("dirty"))
+    before_files = set(map(str, (before.get("modified") or []) + (before.get("staged") or [])))
+    new_files = [f for f in dict.fromkeys(files) if f not in before_files]
+    if now and (not was or new_files):
+        notes.append(f"working tree {'became dirty' if not was else 'has new uncommitted changes'}: "
+                     f"{len(new_files)} file(s) newly modified or staged"
+                     + (f" ({', '.join(new_files[:5])}{' ...' if len(new_files) > 5 else ''})" if new_files else ""))
+    elif was and not now:
+        notes.append("working tree was dirty before and is clean now (uncommitted changes were committed, "
+                     "stashed or discarded)")
+    if after.get("operation"):
+        notes.append(f"a git {after['operation']} is in progress in the AFTER snapshot")
+    return notes, hot_files
+
+
+def _repos(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
+    section = (snapshot.get("probes") or {}).get("git") or {}
+    repos = (section.get("data") or {}).get("repos")
+    return [r for r in repos if isinstance(r, dict) and isinstance(r.get("path"), str)] if isinstance(repos, list) else []
+
+
+def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path | None = None,
+            config: Path | None = None) -> list[RepoChanges]:
+    """``code.change`` evidence for every repository named in both snapshots' git data.
+
+    Args:
+        before, after: loaded snapshots.
+        repo: ``--repo``: read commits of the main repository from this clone
+            (e.g. when the snapshots were taken on another machine).
+        config: ``--config``: extra hot-path patterns (see :func:`load_hot_paths`).
+
+    Returns:
+        one :class:`RepoChanges` per repository present on both sides, main first.
+
+    Raises:
+        BadInputError: ``repo`` is not a folder, or a config file is invalid.
+    """
+    if repo is not None and not Path(repo).is_dir():
+        raise BadInputError(f"--repo {repo}: no such folder")
+    load_hot_paths(None, config)  # a bad --config is an error even when no repository moved
+    b_repos = {r["path"]: r for r in _repos(before)}
+    out: list[RepoChanges] = []
+    pairs = [(b_repos[r["path"]], r) for r in _repos(after) if r["path"] in b_repos]
+    pairs.sort(key=lambda p: p[1].get("role") != "main")
+    for i, (b, a) in enumerate(pairs):
+        where = Path(repo) if (repo is not None and i == 0 and a.get("role", "main") == "main") else Path(a["path"])
+        hot = load_hot_paths(where if where.is_dir() else None, config)
+        rc = RepoChanges(a["path"], str(a.get("role", "main")), _head_sha(b), _head_sha(a), head_move(b, a))
+        rc.notes, rc.dirty_hot = _dirty_notes(b, a, hot)
+        if rc.move.moved:
+            if not where.is_dir():
+                rc.availability = f"commit list not available: {where} is not on this machine (use --repo)"
+            else:
+                try:
+                    rc.commits, rc.dropped, notes = list_commits(where, rc.before_sha, rc.after_sha, hot)
+                    rc.read_from = str(where)
+                    rc.notes.extend(notes)
+                except LookupError as exc:
+                    rc.availability = str(exc)
+                except OSError as exc:
+                    rc.availability = f"commit list not available: {exc}"
+        out.append(rc)
+    return out

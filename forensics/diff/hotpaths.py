@@ -1,0 +1,83 @@
+"""Performance-sensitive path patterns: which files of a repository are hot code.
+
+Used by :mod:`forensics.diff.commits` to flag and rank commits and dirty files. The
+built-in categories cover distributed communication, CUDA graphs, kernels,
+attention, MoE, speculative decoding, quantization, schedulers and memory
+pools; ``hot_paths`` in ``.forensics.yaml`` at the repository root, or in a
+file given with ``--config``, adds categories or patterns.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Mapping
+
+from forensics.errors import BadInputError
+
+DEFAULT_HOT_PATHS: dict[str, list[str]] = {
+    "distributed communication": [r"nccl", r"all_?reduce", r"parallel_state", r"communicat",
+                                  r"(^|[/_.])comms?([/_.]|$)", r"all_?gather", r"reduce_scatter"],
+    "CUDA graphs": [r"cuda_?graph", r"graph_runner"],
+    "kernels": [r"\.cuh?$", r"triton", r"cutlass", r"(^|/)csrc/", r"(^|/)kernels?(/|\.py$)"],
+    "attention": [r"attention", r"(^|[/_.])attn", r"flash_?attn", r"flashinfer"],
+    "MoE": [r"(^|[/_.])moe([/_.]|$)", r"fused_moe", r"mixture_of_experts", r"(^|[/_.])experts?([/_.]|$)"],
+    "speculative decoding": [r"spec_?decod", r"speculative", r"eagle", r"(^|[/_.])draft", r"verif(y|ier)"],
+    "quantization": [r"quant", r"(^|[/_.])fp8([/_.]|$)", r"(^|[/_.])(awq|gptq|marlin)"],
+    "scheduler": [r"schedul"],
+    "memory pool": [r"mem(ory)?_?pool", r"allocator", r"block_manager", r"kv_cache"],
+}
+"""Category -> regular expressions searched (case-insensitively) in repo-relative paths."""
+
+CONFIG_NAME = ".forensics.yaml"
+
+
+class HotPaths:
+    """Compiled hot-path patterns: category -> regexes searched in repo-relative paths."""
+
+    def __init__(self, patterns: Mapping[str, list[str]]):
+        self.patterns = {cat: [re.compile(p, re.I) for p in pats] for cat, pats in patterns.items()}
+
+    def categories(self, path: str) -> list[str]:
+        """Hot categories ``path`` matches, sorted; empty when it is not hot."""
+        return sorted(cat for cat, pats in self.patterns.items() if any(p.search(path) for p in pats))
+
+
+def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotPaths:
+    """The default hot-path patterns extended by ``hot_paths`` from the config files.
+
+    Reads ``<repo>/.forensics.yaml`` (when present) and then ``config``. Format::
+
+        hot_paths:
+          my custom ops: ["csrc/my_ops/", "fused_.*\\\\.py$"]
+
+    Raises:
+        BadInputError: ``config`` is missing or either file is not valid YAML of that shape.
+    """
+    import yaml
+
+    patterns = {cat: list(p) for cat, p in DEFAULT_HOT_PATHS.items()}
+    files: list[Path] = []
+    if repo is not None and (Path(repo) / CONFIG_NAME).is_file():
+        files.append(Path(repo) / CONFIG_NAME)
+    if config is not None:
+        if not Path(config).is_file():
+            raise BadInputError(f"--config {config}: no such file")
+        files.append(Path(config))
+    for path in files:
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise BadInputError(f"{path}: cannot read as YAML ({type(exc).__name__}); fix or remove it") from None
+        hot = doc.get("hot_paths", {}) if isinstance(doc, dict) else None
+        if not isinstance(hot, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
+                                                for v in hot.values()):
+            raise BadInputError(f"{path}: 'hot_paths' must map a category name to a list of regular expressions")
+        for cat, pats in hot.items():
+            for p in pats:
+                try:
+                    re.compile(p)
+                except re.error as exc:
+                    raise BadInputError(f"{path}: hot_paths[{cat!r}] pattern {p!r} is not a regular expression ({exc})") from None
+            patterns.setdefault(str(cat), []).extend(pats)
+    return HotPaths(patterns)

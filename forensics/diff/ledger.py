@@ -1,0 +1,442 @@
+"""The hypothesis ledger: two snapshots in, every hypothesis judged and ranked (DESIGN section 5).
+
+:func:`analyse` is the core of ``forensics diff``:
+
+1. each probe section of either snapshot gets its probe from the registry
+   (:func:`forensics.registry.find_probe_class`; never imported by name) and
+   the probe's field table labels its fields in the generic diff
+   (:mod:`forensics.diff.changes`);
+2. each probe's ``judge(before, after, jctx)`` turns its section pair into
+   :class:`~forensics.model.Finding` objects; a judge that crashes is noted and
+   its hypotheses end inconclusive;
+3. a probe absent, unavailable or failed on one side makes the hypotheses it
+   covers ``inconclusive``, said plainly (which side, and the probe's reason);
+4. ``code.change`` gets the commits between the two HEADs and how HEAD moved
+   (:mod:`forensics.diff.commits`);
+5. benchmark results in the snapshots are compared (:mod:`forensics.bench.effect`):
+   a slower canary weighs toward the environment, a slower user step with a
+   same canary and a clean environment implicates ``code.change``;
+6. every hypothesis of :data:`forensics.hypotheses.HYPOTHESES` ends
+   ``implicated``, ``ruled-out`` or ``inconclusive`` with evidence; implicated
+   ones are ranked by :func:`score`.
+
+Findings at ``info`` severity never implicate a hypothesis (an idle machine's
+temperature is not a cause); they stay in its evidence.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from forensics.diff import commits as commits_mod
+from forensics.errors import BadInputError
+from forensics.diff.changes import Change, diff_snapshots
+from forensics.bench.effect import BenchEffect, Pointer, compare_bench, effect_size
+from forensics.hypotheses import HYPOTHESES
+from forensics.model import Finding, HypothesisStatus, Severity, implicated, inconclusive
+from forensics.probe import JudgeContext, Probe, ProbeResult
+from forensics.registry import find_probe_class
+
+CODE = "code.change"
+
+
+@dataclass
+class Hypothesis:
+    """One line of the ledger.
+
+    Attributes:
+        id: a stable hypothesis id (``gpu.throttling``).
+        status: implicated / ruled-out / inconclusive.
+        score: ranking score, 0 unless implicated (see :func:`score`).
+        severity: the highest severity among implicating findings (``info`` otherwise).
+        summary: the sentence a reader sees first.
+        evidence: every evidence line, deduplicated, in finding order.
+        findings: the findings behind it.
+    """
+
+    id: str
+    status: HypothesisStatus
+    score: float
+    severity: Severity
+    summary: str
+    evidence: list[str]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def description(self) -> str:
+        return HYPOTHESES.get(self.id, "reported by a third-party probe")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "status": self.status.value, "score": round(self.score, 3),
+                "severity": self.severity.value, "summary": self.summary, "description": self.description,
+                "evidence": list(self.evidence), "findings": [f.to_json() for f in self.findings]}
+
+
+@dataclass
+class Analysis:
+    """Everything a diff report shows. Built by :func:`analyse`; rendered by :mod:`forensics.render.report`.
+
+    Attributes:
+        verdict: the one sentence the report leads with.
+        hypotheses: implicated first (highest score first), then inconclusive, then ruled-out.
+        changes: every changed field.
+        repos: ``code.change`` evidence per repository.
+        bench: the benchmark comparison, ``None`` when neither side has results.
+        machine_note: "" when both snapshots are of the same machine, else the sentence saying they are not.
+        notes: problems met while judging (probe not installed, judge crashed).
+    """
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    verdict: str
+    hypotheses: list[Hypothesis]
+    changes: list[Change]
+    repos: list[commits_mod.RepoChanges]
+    bench: BenchEffect | None
+    machine_note: str = ""
+    notes: list[str] = field(default_factory=list)
+    names: tuple[str, str] = ("BEFORE", "AFTER")
+
+    @property
+    def implicated(self) -> list[Hypothesis]:
+        """The implicated hypotheses, highest score first."""
+        return [h for h in self.hypotheses if h.status is HypothesisStatus.IMPLICATED]
+
+    @property
+    def top(self) -> Hypothesis | None:
+        """The most likely cause, or ``None`` when nothing is implicated."""
+        imp = self.implicated
+        return imp[0] if imp else None
+
+    def regression(self, fail_on: str) -> bool | None:
+        """Does this analysis fail ``--fail-on``? ``None`` when it cannot tell (exit code 3).
+
+        ``regression``: a benchmark result measured slower, or a hypothesis
+        implicated at ``high`` severity or above. ``any``: also any implicated
+        hypothesis at all. Undecidable when a benchmark comparison was
+        inconclusive and nothing else met the rule.
+        """
+        slower = self.bench is not None and any(r.slower for r in self.bench.results)
+        worst = max((h.severity for h in self.implicated), default=Severity.INFO, key=lambda s: s.weight)
+        hit = slower or worst.weight >= Severity.HIGH.weight or (fail_on == "any" and bool(self.implicated))
+        if hit:
+            return True
+        undecided = self.bench is not None and any(
+            r.comparison is not None and r.comparison.verdict.value == "inconclusive" for r in self.bench.results)
+        return None if undecided else False
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON interface (DESIGN section 5): extend, never rename keys."""
+        return {
+            "schema": "forensics.diff/1",
+            "verdict": self.verdict,
+            "same_machine": not self.machine_note,
+            "machine_note": self.machine_note,
+            "hypotheses": [h.to_json() for h in self.hypotheses],
+            "changes": [c.to_json() for c in self.changes],
+            "commits": [r.to_json() for r in self.repos],
+            "bench": self.bench.to_json() if self.bench else None,
+            "notes": list(self.notes),
+            "snapshots": {"before": _meta(self.before, self.names[0]), "after": _meta(self.after, self.names[1])},
+        }
+
+
+def _meta(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
+    probes = doc.get("probes") or {}
+    return {"file": name, "label": doc.get("label", ""), "created": doc.get("created", ""),
+            "machine": doc.get("machine") or {}, "tool": doc.get("tool") or {},
+            "redaction": doc.get("redaction", "on"), "redactions": doc.get("redactions") or [],
+            "probes": {n: {"status": s.get("status"), "reason": s.get("reason", ""),
+                           "duration_s": s.get("duration_s")} for n, s in probes.items()}}
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(name: str) -> Probe | None:
+    """The registered probe ``name`` (judges are pure, so one instance per process serves every diff)."""
+    return find_probe_class(name)
+
+
+def score(findings: list[Finding], multiplier: float = 1.0) -> float:
+    """Ranking score of a hypothesis from its implicating findings (0 when none).
+
+    ``max(severity weight x (0.4 + 0.6 x relevance))`` over findings at ``low``
+    or above, plus 0.1 per further such finding (at most 0.5), times the
+    benchmark ``multiplier`` (1 + the measured effect when it points this way).
+    """
+    strong = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+    if not strong:
+        return 0.0
+    rel = [max(0.0, min(1.0, float(f.relevance))) for f in strong]
+    base = max(f.severity.weight * (0.4 + 0.6 * r) for f, r in zip(strong, rel))
+    return (base + min(0.1 * (len(strong) - 1), 0.5)) * multiplier
+
+
+def machine_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """"" when both snapshots name the same machine, else a sentence saying they differ or cannot be matched.
+
+    The machine id hash decides when both sides have one. Without it (containers, VMs without
+    /etc/machine-id) the hostname and, where both record it, the hardware fingerprint must match;
+    when only one side has a machine id, a shared generic hostname ("vm", "localhost") proves
+    nothing, so the note says it cannot tell.
+    """
+    mb, ma = before.get("machine") or {}, after.get("machine") or {}
+    hb, ha = mb.get("hostname", "?"), ma.get("hostname", "?")
+    if mb.get("machine_id") and ma.get("machine_id"):
+        same = mb["machine_id"] == ma["machine_id"]
+    elif bool(mb.get("machine_id")) != bool(ma.get("machine_id")) and hb == ha:
+        which = "AFTER" if ma.get("machine_id") else "BEFORE"
+        return (f"Cannot tell whether BEFORE and AFTER were taken on the same machine: only {which} records a "
+                f"machine id, and a shared hostname ({hb!r}) proves nothing; differences may be the machines'.")
+    else:
+        same = hb == ha
+        if same and mb.get("hardware") and ma.get("hardware") and mb["hardware"] != ma["hardware"]:
+            return (f"BEFORE and AFTER were taken on different hardware ({mb['hardware']} and {ma['hardware']}, "
+                    f"both named {hb!r}): differences may be the machines', not a change on one machine.")
+    if same:
+        return ""
+    return (f"BEFORE and AFTER were taken on different machines ({hb} and {ha}): differences may be the "
+            "machines', not a change on one machine.")
+
+
+def _repo_label(summary: str) -> str:
+    """The repository a code.change summary starts with ("serving: HEAD moved..." -> "serving")."""
+    return summary.split(":", 1)[0].split(" (editable install")[0].strip()
+
+
+def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
+               probes: dict[str, Probe | None], notes: list[str], one_sided: list[str]) -> list[Finding]:
+    """Every probe's findings; ``one_sided`` gets "name (no data in AFTER)" for probes usable on one side only."""
+    pb, pa = before.get("probes") or {}, after.get("probes") or {}
+    jctx = JudgeContext(dict(before), dict(after))
+    out: list[Finding] = []
+    for name, probe in probes.items():
+        sb = ProbeResult.from_json(pb[name]) if name in pb else None
+        sa = ProbeResult.from_json(pa[name]) if name in pa else None
+        usable = [s for s in (sb, sa) if s is not None and s.usable]
+        if len(usable) == 1:
+            one_sided.append(f"{name} (no data in {'AFTER' if usable[0] is sb else 'BEFORE'})")
+        if probe is None:
+            notes.append(f"probe {name!r} is not installed here: its changes are listed but not judged")
+            continue
+        try:
+            found = list(probe.judge(sb, sa, jctx))
+        except Exception as exc:  # a third-party judge may break; its hypotheses end inconclusive
+            notes.append(f"probe {name!r}: judge failed ({type(exc).__name__}: {exc}); its hypotheses are inconclusive")
+            found = []
+        for f in found:
+            f.probe = f.probe or name
+        if len(usable) == 1:
+            # "ruled out" means "did not change": with one side missing nobody can say that. A one-sided
+            # problem (an implicated finding) still stands.
+            found = [f for f in found if f.status is not HypothesisStatus.RULED_OUT]
+            found = _one_sided(name, probe, usable[0], sb, sa, found, jctx) + found  # the plainer reason first
+        out.extend(found)
+    return out
+
+
+def _one_sided(name: str, probe: Probe, usable: ProbeResult, sb: ProbeResult | None, sa: ProbeResult | None,
+               found: list[Finding], jctx: JudgeContext) -> list[Finding]:
+    """Inconclusive findings for the hypotheses a probe covers when one side has no data.
+
+    Which hypotheses a probe covers is learnt by judging the usable side against itself.
+    """
+    try:
+        covered = {f.hypothesis for f in probe.judge(usable, usable, jctx)}
+    except Exception:
+        return []
+    decided = {f.hypothesis for f in found if f.status is not HypothesisStatus.INCONCLUSIVE}
+    side, sec = ("BEFORE", sb) if usable is sa else ("AFTER", sa)
+    why = "probe absent" if sec is None else f"{sec.status.value}{': ' + sec.reason if sec.reason else ''}"
+    out = []
+    for hyp in sorted(covered - decided):
+        f = inconclusive(hyp, f"probe {name!r} has no data in {side} ({why}); cannot compare")
+        f.probe = name
+        out.append(f)
+    return out
+
+
+def _code_findings(repos: list[commits_mod.RepoChanges]) -> list[Finding]:
+    out: list[Finding] = []
+    for rc in repos:
+        if not rc.changed:
+            continue
+        evidence = [f"repository {rc.path} ({rc.role}): {rc.move.sentence}"]
+        hot = [c for c in rc.commits if c.hot_lines]
+        if rc.commits or rc.dropped:
+            evidence.append(f"{len(rc.commits)} new commit(s), {len(rc.dropped)} dropped; {len(hot)} touch "
+                            "performance-sensitive paths")
+        for c in hot[:3]:
+            evidence.append(f"{c.sha[:10]} \"{c.subject}\" touches {', '.join(f.path for f in c.hot_files[:3])} "
+                            f"({', '.join(c.hot_categories)}; {c.hot_lines} hot lines)")
+        if rc.availability != "ok":
+            evidence.append(rc.availability)
+        evidence.extend(rc.notes)
+        evidence.extend(f"uncommitted change to hot file {f.path} ({', '.join(f.hot)})" for f in rc.dirty_hot)
+        if hot or rc.dirty_hot:
+            sev, rel = Severity.HIGH, 0.9
+        elif rc.move.moved or rc.notes:
+            sev, rel = Severity.MEDIUM, 0.6
+        else:
+            sev, rel = Severity.LOW, 0.3
+        what = rc.move.short if (rc.move.moved or rc.move.entries) else (rc.notes or ["code changed"])[0]
+        if hot:
+            what += f"; {len(hot)} commit(s) touch hot paths, first {hot[0].sha[:10]} \"{hot[0].subject}\""
+        f = implicated(CODE, sev, f"{Path(rc.path).name or rc.path}: {what}", evidence, relevance=rel)
+        f.probe = "git"
+        out.append(f)
+    return out
+
+
+def _merge_code(findings: list[Finding], mine: list[Finding]) -> list[Finding]:
+    """Dedupe ``code.change``: the git judge's "HEAD moved" finding of a repository is folded
+    into the commits finding of the same repository (which says how HEAD moved, with the
+    commits); the higher severity and relevance of the two are kept."""
+    out = list(findings)
+    for f in mine:
+        name = _repo_label(f.summary)
+        dups = [g for g in out if g.hypothesis == CODE and g.status is HypothesisStatus.IMPLICATED
+                and _repo_label(g.summary) == name and "HEAD moved" in g.summary]
+        for g in dups:
+            if g.severity.weight > f.severity.weight:
+                f.severity = g.severity
+            f.relevance = max(f.relevance, g.relevance)
+            f.evidence.extend(line for line in g.evidence if line not in f.evidence and "reflog" not in line)
+            out.remove(g)
+    return mine + out
+
+
+def _build(hyp: str, findings: list[Finding], multiplier: float, present: str = "") -> Hypothesis:
+    strong = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+    ruled = [f for f in findings if f.status is HypothesisStatus.RULED_OUT]
+    weak = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight == 0]
+    undecided = [f for f in findings if f.status is HypothesisStatus.INCONCLUSIVE]
+    if strong:
+        strong.sort(key=lambda f: (-f.severity.weight, -f.relevance))
+        status, lead = HypothesisStatus.IMPLICATED, strong[0]
+        ordered = strong + weak + ruled + undecided
+    elif ruled or weak:
+        # checked: clean, or changed only in ways the judge rates info (not a cause);
+        # parts that could not be checked stay in the evidence, marked as such
+        status, lead = HypothesisStatus.RULED_OUT, (ruled or weak)[0]
+        ordered = ruled + weak + undecided
+    elif undecided:
+        status, lead, ordered = HypothesisStatus.INCONCLUSIVE, undecided[0], undecided
+    else:
+        return Hypothesis(hyp, HypothesisStatus.INCONCLUSIVE, 0.0, Severity.INFO,
+                          f"not checked: none of the probes in these snapshots ({present or 'none'}) reported on it",
+                          [], [])
+    evidence: list[str] = []
+    for f in ordered:
+        head = f.summary
+        if f.status is HypothesisStatus.INCONCLUSIVE and status is not HypothesisStatus.INCONCLUSIVE:
+            head = f"not checked: {f.summary}"
+        for line in [head] + list(f.evidence):
+            if line and line not in evidence:
+                evidence.append(line)
+    sev = lead.severity if status is HypothesisStatus.IMPLICATED else Severity.INFO
+    sc = score(findings, multiplier) if status is HypothesisStatus.IMPLICATED else 0.0
+    return Hypothesis(hyp, status, sc, sev, lead.summary, evidence, ordered)
+
+
+def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None = None,
+            config: Path | None = None, names: tuple[str, str] = ("BEFORE", "AFTER")) -> Analysis:
+    """Diff, judge and rank two loaded snapshots.
+
+    Args:
+        before, after: validated snapshots (:func:`forensics.snapshot.load`).
+        repo: ``--repo``, a clone to read commits from (see :func:`forensics.diff.commits.analyse`).
+        config: ``--config``, extra hot-path patterns.
+        names: how the report names the two inputs (their file names).
+
+    Returns:
+        an :class:`Analysis`. Pure apart from read-only git commands.
+
+    Raises:
+        BadInputError: ``repo`` is not a folder or a config file is invalid.
+    """
+    names_all = list(before.get("probes") or {}) + [n for n in (after.get("probes") or {}) if n not in (before.get("probes") or {})]
+    probes = {n: _probe(n) for n in names_all}
+    specs = {n: dict(p.fields) for n, p in probes.items() if p is not None and p.fields}
+    changes = diff_snapshots(before, after, specs)
+    notes: list[str] = []
+    one_sided: list[str] = []
+    findings = _judge_all(before, after, probes, notes, one_sided)
+    try:
+        repos = commits_mod.analyse(before, after, repo=repo, config=config)
+    except BadInputError:
+        raise
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # malformed git data in a snapshot
+        repos = []
+        notes.append(f"the git probe's data could not be read for the commit list ({type(exc).__name__}: {exc}); "
+                     "code.change rests on the git probe's own judgement")
+    if repo is not None and not repos:
+        notes.append(f"--repo {repo}: the snapshots name no repository on both sides (git probe absent or "
+                     "unavailable), so there are no two HEADs to list commits between")
+    findings = _merge_code(findings, _code_findings(repos))
+    bench = compare_bench(before, after)
+    by_hyp: dict[str, list[Finding]] = {h: [] for h in HYPOTHESES}
+    for f in findings:
+        by_hyp.setdefault(f.hypothesis, []).append(f)
+    env_dirty = any(f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0 and f.hypothesis != CODE
+                    for f in findings)
+    if bench is not None and bench.pointer is Pointer.CODE and not env_dirty:
+        code = [f for f in by_hyp[CODE] if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+        if code:  # the code change is named already: the measurement supports it
+            code[0].evidence.insert(0, f"measured: {bench.sentence}")
+            code[0].relevance = max(code[0].relevance, 0.9)
+        else:
+            f = implicated(CODE, Severity.HIGH, "the user's step slowed down while the canary and the environment "
+                           "did not change: the cause is in the code", [bench.sentence], relevance=0.8)
+            f.probe = "bench"
+            by_hyp[CODE].append(f)
+    present = ", ".join(_probe_state(n, before, after) for n in names_all)
+    hyps = [_build(h, fs, _multiplier(h, bench), present) for h, fs in by_hyp.items()]
+    order = {HypothesisStatus.IMPLICATED: 0, HypothesisStatus.INCONCLUSIVE: 1, HypothesisStatus.RULED_OUT: 2}
+    hyps.sort(key=lambda h: (order[h.status], -h.score))
+    result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)
+    result.verdict = _verdict(result) + (
+        f" Not compared, their hypotheses inconclusive: {', '.join(sorted(one_sided))}." if one_sided else "")
+    return result
+
+
+def _probe_state(name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """``gpu`` or ``gpu unavailable on both sides: no NVIDIA driver found`` (for "not checked" lines)."""
+    secs = [(doc.get("probes") or {}).get(name) or {} for doc in (before, after)]
+    statuses = {s.get("status", "absent") for s in secs}
+    if statuses <= {"ok", "partial"}:
+        return name
+    reason = next((s.get("reason") for s in secs if s.get("reason")), "")
+    state = "/".join(sorted(statuses))
+    return f"{name} {state}{': ' + reason if reason else ''}"
+
+
+def _multiplier(hyp: str, bench: BenchEffect | None) -> float:
+    if bench is None or bench.pointer is Pointer.NONE:
+        return 1.0
+    size = effect_size(bench.ratio)
+    if bench.pointer is Pointer.ENVIRONMENT:
+        return 0.5 if hyp == CODE else 1.0 + size
+    if bench.pointer is Pointer.CODE:
+        return 1.0 + size if hyp == CODE else 1.0 + size / 2
+    return 1.0 + size / 2
+
+
+def _verdict(a: Analysis) -> str:
+    imp = a.implicated
+    slow = ""
+    if a.bench is not None and a.bench.pointer is not Pointer.NONE:
+        slow = f"measured {a.bench.ratio:.2f}x slower; "
+    if imp:
+        top = imp[0]
+        also = f"; also implicated: {', '.join(h.id for h in imp[1:4])}" if len(imp) > 1 else ""
+        text = f"{slow}most likely cause: {top.id} ({top.summary}){also}."
+        return text[0].upper() + text[1:]
+    ruled = sum(h.status is HypothesisStatus.RULED_OUT for h in a.hypotheses)
+    unknown = sum(h.status is HypothesisStatus.INCONCLUSIVE for h in a.hypotheses)
+    if slow:
+        return (f"Measured {a.bench.ratio:.2f}x slower, but no checked hypothesis explains it "  # type: ignore[union-attr]
+                f"({ruled} ruled out, {unknown} inconclusive); see the inconclusive ones.")
+    return f"No significant change: {ruled} hypotheses ruled out, {unknown} inconclusive, nothing implicated."

@@ -1,0 +1,11 @@
+"""NCCL and CUDA environment as the workers see it: shared by the ``nccl_env`` probe and ``forensics env``.
+
+Owns ``collect`` (start fresh worker processes the way the user's launcher
+does and read their environment), ``data`` (the probe's document), ``judge``
+(which variable changed, which one the workers never saw), ``nccllog``
+(parsing ``NCCL_DEBUG=INFO`` output) and ``workers/`` (the tiny
+standard-library entry points run in those processes).
+
+May import ``forensics.model``, ``procgroup``, ``redact`` and ``errors``;
+never a probe, ``render`` or ``cli``.
+"""

@@ -1,0 +1,227 @@
+"""GPU readings shared by the ``gpu`` probe and the window sampler.
+
+Decoding tables (clocks-event reason bits by numeric value, DESIGN section 6,
+research/nvml.md section 2) and the two reads both need: the cumulative
+counters (read at the start and end of a window) and one instant sample.
+All NVML access goes through :class:`forensics.gpu.nvml.Nvml`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forensics.model import is_missing
+from forensics.gpu.nvml import Nvml
+
+# nvmlClocksEventReason* bit values (same as nvmlClocksThrottleReason*).
+REASON_BITS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+    0x200: "board_limit",
+    0x400: "reliability",
+}
+IDLE_BIT = 0x1
+# Bits that mean clocks were cut (research/nvml.md section 3.3); 0x2/0x100 are configuration.
+THROTTLE_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                    "hw_power_brake_slowdown", "board_limit", "reliability")
+CONFIG_REASONS = ("applications_clocks_setting", "display_clock_setting")
+HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+
+# Cumulative violation time per policy (ns), NVML_FI_DEV_PERF_POLICY_* fields,
+# falling back to nvmlDeviceGetViolationStatus(policy).
+VIOLATION_FIELDS: dict[str, tuple[str, str]] = {
+    "power": ("NVML_FI_DEV_PERF_POLICY_POWER", "NVML_PERF_POLICY_POWER"),
+    "thermal": ("NVML_FI_DEV_PERF_POLICY_THERMAL", "NVML_PERF_POLICY_THERMAL"),
+    "sync_boost": ("NVML_FI_DEV_PERF_POLICY_SYNC_BOOST", "NVML_PERF_POLICY_SYNC_BOOST"),
+    "board_limit": ("NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT", "NVML_PERF_POLICY_BOARD_LIMIT"),
+    "low_utilization": ("NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION", "NVML_PERF_POLICY_LOW_UTILIZATION"),
+    "reliability": ("NVML_FI_DEV_PERF_POLICY_RELIABILITY", "NVML_PERF_POLICY_RELIABILITY"),
+    "total_app_clocks": ("NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS", "NVML_PERF_POLICY_TOTAL_APP_CLOCKS"),
+    "total_base_clocks": ("NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS", "NVML_PERF_POLICY_TOTAL_BASE_CLOCKS"),
+}
+# Accumulated time per clocks-event reason (ns on R580, see research/nvml.md section 4).
+CLOCKS_EVENT_FIELDS: dict[str, str] = {
+    "sw_power_cap": "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP",
+    "sync_boost": "NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST",
+    "sw_thermal_slowdown": "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN",
+    "hw_thermal_slowdown": "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN",
+    "hw_power_brake_slowdown": "NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN",
+}
+# PCIe link error counters (cumulative counts); rx/tx byte counters are traffic, not health.
+PCIE_COUNTER_FIELDS: dict[str, str] = {
+    "replay": "NVML_FI_DEV_PCIE_REPLAY_COUNTER",
+    "replay_rollover": "NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER",
+    "l0_to_recovery": "NVML_FI_DEV_PCIE_L0_TO_RECOVERY_COUNTER",
+    "correctable_errors": "NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS",
+    "naks_received": "NVML_FI_DEV_PCIE_COUNT_NAKS_RECEIVED",
+    "naks_sent": "NVML_FI_DEV_PCIE_COUNT_NAKS_SENT",
+    "receiver_error": "NVML_FI_DEV_PCIE_COUNT_RECEIVER_ERROR",
+    "bad_tlp": "NVML_FI_DEV_PCIE_COUNT_BAD_TLP",
+    "bad_dllp": "NVML_FI_DEV_PCIE_COUNT_BAD_DLLP",
+    "lane_error": "NVML_FI_DEV_PCIE_COUNT_LANE_ERROR",
+    "lcrc_error": "NVML_FI_DEV_PCIE_COUNT_LCRC_ERROR",
+    "fatal_error": "NVML_FI_DEV_PCIE_COUNT_FATAL_ERROR",
+    "non_fatal_error": "NVML_FI_DEV_PCIE_COUNT_NON_FATAL_ERROR",
+    "unsupported_req": "NVML_FI_DEV_PCIE_COUNT_UNSUPPORTED_REQ",
+}
+
+
+def decode_reasons(mask: Any) -> list[str] | Any:
+    """Names of the set bits of a clocks-event reason mask, lowest bit first.
+
+    Unknown bits are kept as ``"unknown_0x800"``. A missing mask is returned as is.
+    """
+    if not isinstance(mask, int):
+        return mask
+    names, bit = [], 1
+    while bit <= mask:
+        if mask & bit:
+            names.append(REASON_BITS.get(bit, f"unknown_{bit:#x}"))
+        bit <<= 1
+    return names
+
+
+def read_reason_masks(nvml: Nvml, handle: Any) -> dict[str, Any]:
+    """Current and supported clocks-event reason masks (uint64 bitmasks).
+
+    Sources: ``nvmlDeviceGetCurrentClocksEventReasons`` /
+    ``nvmlDeviceGetSupportedClocksEventReasons`` (R535+), falling back to the
+    deprecated ``...ClocksThrottleReasons`` calls when the new one is absent.
+    """
+    cur, used = nvml.first(("nvmlDeviceGetCurrentClocksEventReasons", handle),
+                           ("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
+    sup, _ = nvml.first(("nvmlDeviceGetSupportedClocksEventReasons", handle),
+                        ("nvmlDeviceGetSupportedClocksThrottleReasons", handle))
+    return {"current_mask": cur, "supported_mask": sup, "source": used}
+
+
+def read_violations(nvml: Nvml, handle: Any) -> dict[str, Any]:
+    """Cumulative violation time per policy, ns (``violation_ns`` keys).
+
+    Source: field values ``NVML_FI_DEV_PERF_POLICY_*``; a field the batch
+    cannot give falls back to ``nvmlDeviceGetViolationStatus(policy).violationTime``.
+    """
+    vals = nvml.field_values(handle, [f for f, _ in VIOLATION_FIELDS.values()])
+    out: dict[str, Any] = {}
+    for key, (fname, policy_name) in VIOLATION_FIELDS.items():
+        value = vals.get(fname)
+        if is_missing(value) and value.get("missing") not in ("gpu_lost", "timed_out"):
+            policy = nvml.constant(policy_name)
+            if policy is not None:
+                status = nvml.call("nvmlDeviceGetViolationStatus", handle, policy)
+                if not is_missing(status):
+                    value = int(status.violationTime)
+        out[key] = value
+    return out
+
+
+def read_counters(nvml: Nvml, handle: Any) -> dict[str, Any]:
+    """Cumulative counters for a before/after delta over a window.
+
+    Returns flat keys: ``violation_<policy>_ns``, ``clocks_event_<reason>_ns``,
+    ``pcie_replay``, ``ecc_corrected_volatile``, ``ecc_uncorrected_volatile``,
+    ``energy_mj``. Sources: see :func:`read_violations`, field values
+    ``NVML_FI_DEV_CLOCKS_EVENT_REASON_*``, ``NVML_FI_DEV_PCIE_REPLAY_COUNTER``,
+    ``nvmlDeviceGetTotalEccErrors(type, NVML_VOLATILE_ECC)``,
+    ``nvmlDeviceGetTotalEnergyConsumption`` (mJ).
+    """
+    out: dict[str, Any] = {f"violation_{k}_ns": v for k, v in read_violations(nvml, handle).items()}
+    names = list(CLOCKS_EVENT_FIELDS.values()) + [PCIE_COUNTER_FIELDS["replay"]]
+    vals = nvml.field_values(handle, names)
+    for key, fname in CLOCKS_EVENT_FIELDS.items():
+        out[f"clocks_event_{key}_ns"] = vals[fname]
+    out["pcie_replay"] = vals[PCIE_COUNTER_FIELDS["replay"]]
+    for kind, const in (("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+                        ("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED")):
+        out[f"ecc_{kind}_volatile"] = nvml.call("nvmlDeviceGetTotalEccErrors", handle,
+                                                nvml.constant(const, 0 if kind == "corrected" else 1),
+                                                nvml.constant("NVML_VOLATILE_ECC", 0))
+    out["energy_mj"] = nvml.call("nvmlDeviceGetTotalEnergyConsumption", handle)
+    return out
+
+
+def read_instant(nvml: Nvml, handle: Any) -> dict[str, Any]:
+    """One instant sample: clocks, power, utilization, temperature, PCIe link, P-state, reasons.
+
+    Keys: ``clock_sm_mhz``, ``clock_mem_mhz`` (``nvmlDeviceGetClockInfo``),
+    ``power_mw`` (``nvmlDeviceGetPowerUsage``; a 1 s average on Ampere+),
+    ``util_gpu_pct`` (``nvmlDeviceGetUtilizationRates().gpu``), ``temp_c``
+    (``nvmlDeviceGetTemperature(GPU)``), ``pcie_gen``/``pcie_width``
+    (``nvmlDeviceGetCurrPcieLinkGeneration``/``...Width``), ``pstate``
+    (``nvmlDeviceGetPerformanceState``, read after the link), ``reasons``
+    (current clocks-event mask).
+    """
+    util = nvml.call("nvmlDeviceGetUtilizationRates", handle)
+    reasons, _ = nvml.first(("nvmlDeviceGetCurrentClocksEventReasons", handle),
+                            ("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
+    return {
+        "clock_sm_mhz": nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_SM", 1)),
+        "clock_mem_mhz": nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_MEM", 2)),
+        "power_mw": nvml.call("nvmlDeviceGetPowerUsage", handle),
+        "util_gpu_pct": util if is_missing(util) else int(util.gpu),
+        "temp_c": nvml.call("nvmlDeviceGetTemperature", handle, nvml.constant("NVML_TEMPERATURE_GPU", 0)),
+        "pcie_gen": nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+        "pcie_width": nvml.call("nvmlDeviceGetCurrPcieLinkWidth", handle),
+        "pstate": nvml.call("nvmlDeviceGetPerformanceState", handle),
+        "reasons": reasons,
+    }
+
+
+def is_busy(pstate: Any, util_gpu_pct: Any, reasons: Any) -> bool:
+    """True for an under-load reading: P0, utilization > 0 and the GPU-idle bit clear."""
+    return (pstate == 0 and isinstance(util_gpu_pct, (int, float)) and util_gpu_pct > 0
+            and isinstance(reasons, int) and not reasons & IDLE_BIT)
+
+
+def read_processes(nvml: Nvml, handle: Any) -> list[dict[str, Any]] | dict[str, str]:
+    """Processes using the GPU: pid, used memory, kind, and name/user from psutil.
+
+    Sources: ``nvmlDeviceGetComputeRunningProcesses`` and
+    ``nvmlDeviceGetGraphicsRunningProcesses``; ``psutil.Process(pid).name()``
+    and ``.username()`` (missing ``not_found`` when the pid is in another PID
+    namespace, e.g. another container). ``used_memory_bytes`` is missing
+    ``not_supported`` when NVML reports it as unavailable.
+    """
+    from forensics.model import MissingReason, missing
+
+    out: list[dict[str, Any]] = []
+    compute = nvml.call("nvmlDeviceGetComputeRunningProcesses", handle)
+    if is_missing(compute):
+        return compute
+    graphics = nvml.call("nvmlDeviceGetGraphicsRunningProcesses", handle)
+    seen = set()
+    for kind, procs in (("compute", compute), ("graphics", [] if is_missing(graphics) else graphics)):
+        for p in procs:
+            pid = int(p.pid)
+            if (pid, kind) in seen:
+                continue
+            seen.add((pid, kind))
+            mem = getattr(p, "usedGpuMemory", None)
+            out.append({"pid": pid, "kind": kind,
+                        "used_memory_bytes": int(mem) if isinstance(mem, int) and mem < 2**63 else
+                        missing(MissingReason.NOT_SUPPORTED, "usedGpuMemory unavailable"),
+                        **_process_owner(pid)})
+    return out
+
+
+def _process_owner(pid: int) -> dict[str, Any]:
+    from forensics.model import MissingReason, missing
+
+    try:
+        import psutil
+
+        proc = psutil.Process(pid)
+        return {"name": proc.name(), "user": proc.username()}
+    except ImportError:
+        return {"name": missing(MissingReason.NOT_FOUND, "psutil not installed"),
+                "user": missing(MissingReason.NOT_FOUND, "psutil not installed")}
+    except Exception as exc:  # noqa: BLE001 - NoSuchProcess, AccessDenied, another PID namespace
+        m = missing(MissingReason.NOT_FOUND, f"pid {pid} not visible here ({type(exc).__name__})")
+        return {"name": m, "user": m}

@@ -1,0 +1,12 @@
+"""The user's own step, run as fresh processes: a command, or a Python callable.
+
+Owns ``command`` (run the user's step command, read its JSON metric lines or
+a regex) and ``callable`` (the one in-process worker that times a
+``package.module:function``; ``python -m forensics.step.callable``). Used by
+``forensics bench`` (``bench.user``), ``forensics bisect`` and
+``forensics env``.
+
+May import the standard library, ``forensics.errors`` and
+``forensics.procgroup``; nothing else of forensics (``callable`` runs in
+the user's environment and imports only the standard library at module level).
+"""

@@ -1,5 +1,0 @@
-"""Small entry points that forensics starts in fresh processes (``python -m forensics.workers.<name>``).
-
-They import only the standard library at module level, so a fresh worker
-costs one interpreter start and nothing more.
-"""

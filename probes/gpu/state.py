@@ -1,0 +1,274 @@
+"""Judging the ``gpu`` probe's settled state: gpu.config, gpu.health, gpu.topology, driver.version.
+
+These fields do not move on an idle machine, so a change between the two
+snapshots is itself the evidence. Counters (ECC, remapped rows, PCIe and
+NVLink errors) are judged by their growth; a value that became a missing
+``gpu_lost`` is critical. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
+from forensics_probes.gpu.views import get, label, num, worst
+
+# (path, label, severity when it changes, relevance, "lower is worse")
+_CONFIG = [
+    (("power", "enforced_limit_mw"), "enforced power limit", Severity.HIGH, 0.8, True),
+    (("power", "limit_mw"), "power limit", Severity.HIGH, 0.8, True),
+    (("power", "default_limit_mw"), "default power limit", Severity.MEDIUM, 0.5, True),
+    (("clocks", "graphics", "app_mhz"), "application graphics clock", Severity.HIGH, 0.8, True),
+    (("clocks", "sm", "app_mhz"), "application SM clock", Severity.HIGH, 0.8, True),
+    (("clocks", "mem", "app_mhz"), "application memory clock", Severity.HIGH, 0.8, True),
+    (("clocks", "sm", "max_mhz"), "max SM clock", Severity.MEDIUM, 0.6, True),
+    (("modes", "persistence"), "persistence mode", Severity.LOW, 0.3, False),
+    (("modes", "compute"), "compute mode", Severity.MEDIUM, 0.5, False),
+    (("modes", "mig_current"), "MIG mode", Severity.HIGH, 0.8, False),
+    (("ecc", "mode_current"), "ECC mode", Severity.MEDIUM, 0.5, False),
+]
+# (path, label, severity when it grows)
+_HEALTH = [
+    (("ecc", "uncorrected_volatile"), "uncorrected ECC errors (volatile)", Severity.HIGH),
+    (("ecc", "uncorrected_aggregate"), "uncorrected ECC errors (aggregate)", Severity.HIGH),
+    (("ecc", "corrected_volatile"), "corrected ECC errors (volatile)", Severity.LOW),
+    (("remapped_rows", "uncorrectable"), "rows remapped for uncorrectable errors", Severity.HIGH),
+    (("remapped_rows", "pending"), "row remap pending", Severity.HIGH),
+    (("remapped_rows", "failure"), "row remap failure", Severity.CRITICAL),
+    (("remapped_rows", "correctable"), "rows remapped for correctable errors", Severity.LOW),
+    (("retired_pages", "double_bit_ecc"), "pages retired (double-bit ECC)", Severity.MEDIUM),
+    (("retired_pages", "single_bit_ecc"), "pages retired (single-bit ECC)", Severity.LOW),
+    (("pcie", "counters", "replay"), "PCIe replays", Severity.LOW),
+    (("pcie", "counters", "fatal_error"), "PCIe fatal errors", Severity.HIGH),
+    (("pcie", "counters", "non_fatal_error"), "PCIe non-fatal errors", Severity.LOW),
+]
+
+
+def _fmt(path, value) -> str:
+    if is_missing(value):
+        return str(value.get("missing")).replace("_", " ")
+    if path[-1].endswith("_mw") and num(value) is not None:
+        return f"{value / 1000:g} W"
+    if path[-1].endswith("_mhz") and num(value) is not None:
+        return f"{value:g} MHz"
+    return str(value)
+
+
+def judge_config(pairs) -> Finding:
+    """``gpu.config``: enforced/default power limit (mW), application clocks (MHz), persistence,
+    compute, ECC and MIG modes changed (nvmlDeviceGetEnforcedPowerLimit, ...GetApplicationsClock,
+    ...GetPersistenceMode, ...GetComputeMode, ...GetEccMode, ...GetMigMode)."""
+    found, evidence, same = [], [], []
+    for key, gb, ga in pairs:
+        if gb is None or ga is None:
+            continue
+        name = label(key, ga)
+        for path, what, sev, rel, lower_worse in _CONFIG:
+            vb, va = get(gb, *path), get(ga, *path)
+            if vb is None and va is None:
+                continue
+            if vb == va:
+                continue
+            nb, na = num(vb), num(va)
+            s = sev
+            if lower_worse and nb is not None and na is not None and na > nb:
+                s, rel = Severity.LOW, 0.3  # a raised limit or clock does not slow a step down
+            if is_missing(va) or is_missing(vb):
+                s, rel = Severity.LOW, 0.3
+            found.append((s, rel, f"{name}: {what} {_fmt(path, vb)} -> {_fmt(path, va)}", []))
+            evidence.append(f"{name}: {what} {_fmt(path, vb)} -> {_fmt(path, va)} ({'.'.join(path)})")
+        for gpu, side in ((gb, "before"), (ga, "after")):
+            enf, dflt = num(get(gpu, "power", "enforced_limit_mw")), num(get(gpu, "power", "default_limit_mw"))
+            if enf is not None and dflt is not None and enf < dflt:
+                evidence.append(f"{name} {side}: enforced power limit {enf / 1000:g} W below the default "
+                                f"{dflt / 1000:g} W (nvidia-smi -pl or a datacenter cap)")
+            pend, cur = get(gpu, "ecc", "mode_pending"), get(gpu, "ecc", "mode_current")
+            if isinstance(pend, str) and isinstance(cur, str) and pend != cur:
+                evidence.append(f"{name} {side}: ECC mode {cur}, {pend} after the next reboot")
+        same.append(f"{name}: power limit {_fmt(('x_mw',), get(ga, 'power', 'enforced_limit_mw'))}, "
+                    f"app SM clock {_fmt(('x_mhz',), get(ga, 'clocks', 'sm', 'app_mhz'))}, persistence "
+                    f"{_fmt(('',), get(ga, 'modes', 'persistence'))}, compute {_fmt(('',), get(ga, 'modes', 'compute'))}, "
+                    f"MIG {_fmt(('',), get(ga, 'modes', 'mig_current'))}, ECC {_fmt(('',), get(ga, 'ecc', 'mode_current'))}")
+    if found:
+        sev, rel, summary, _ = worst(found)
+        return implicated("gpu.config", sev, summary, evidence, relevance=rel,
+                          fields=["gpus.*.power", "gpus.*.clocks", "gpus.*.modes", "gpus.*.ecc"])
+    if same:
+        return ruled_out("gpu.config", "same on both sides: " + "; ".join(same), evidence)
+    return inconclusive("gpu.config", "no GPU present on both sides to compare", evidence)
+
+
+def _window_deltas(doc, data, pairs, side):
+    """{gpu label: counter_deltas} of one side's benchmark or --sample window."""
+    for summary in (get(doc, "bench", "telemetry"), get(data, "sample")):
+        gpus = get(summary, "gpus")
+        if not isinstance(gpus, dict):
+            continue
+        out = {}
+        for key, gb, ga in pairs:
+            entry = gpus.get(key)
+            if isinstance(entry, dict) and isinstance(entry.get("counter_deltas"), dict):
+                out[label(key, ga or gb)] = entry["counter_deltas"]
+        return out
+    return {}
+
+
+CRC_ALERT_PER_S = 100
+"""NVLink CRC errors per second per link at which DCGM's health watch alerts (research/nvml.md section 4)."""
+
+
+def seconds_between(docs) -> float | None:
+    """Seconds from the before snapshot's ``created`` to the after one's, or None if unknown."""
+    import datetime as _dt
+
+    try:
+        t0, t1 = (_dt.datetime.strptime(d["created"], "%Y-%m-%dT%H:%M:%SZ") for d in docs)
+    except (KeyError, TypeError, ValueError):
+        return None
+    span = (t1 - t0).total_seconds()
+    return span if span > 0 else None
+
+
+def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
+    """``gpu.health``: ECC, remapped-row, retired-page, PCIe replay and NVLink error counters that grew.
+
+    NVLink CRC errors are judged as a rate between the snapshots' ``created`` times against
+    :data:`CRC_ALERT_PER_S` (they are corrected by link retry and trickle up under traffic);
+    replay/recovery errors and a GPU lost (NVML_ERROR_GPU_IS_LOST) always count.
+    """
+    found, evidence, checked = [], [], []
+    elapsed = seconds_between(docs)
+    for key, gb, ga in pairs:
+        name = label(key, ga or gb)
+        if ga is None:
+            found.append((Severity.HIGH, 0.9, f"{name}: present before, absent after (fell off the bus?)", []))
+            continue
+        if gb is None:
+            evidence.append(f"{name}: absent before, present after")
+            continue
+        lost = [k for k in ("name", "pstate", "uuid") if is_missing(ga.get(k)) and ga[k].get("missing") == "gpu_lost"]
+        if lost or (is_missing(get(ga, "handle"))):
+            found.append((Severity.CRITICAL, 1.0, f"{name}: NVML reports the GPU lost (NVML_ERROR_GPU_IS_LOST)", []))
+            continue
+        grew = []
+        for path, what, sev in _HEALTH:
+            b0, a0 = num(get(gb, *path)), num(get(ga, *path))
+            if b0 is None or a0 is None:
+                continue
+            if a0 < b0:
+                evidence.append(f"{name}: {what} {b0:g} -> {a0:g} (counter reset: driver reload or reboot)")
+            elif a0 > b0:
+                grew.append(what)
+                found.append((sev, 0.7, f"{name}: {what} grew {b0:g} -> {a0:g} between the snapshots", []))
+                evidence.append(f"{name}: {what} {b0:g} -> {a0:g} ({'.'.join(path)})")
+        links_b, links_a = get(gb, "nvlink", "links") or {}, get(ga, "nvlink", "links") or {}
+        crc_quiet = []
+        for link, la in links_a.items() if isinstance(links_a, dict) else ():
+            for err, a0 in (get(la, "errors") or {}).items():
+                b0 = num(get(links_b, link, "errors", err))
+                if b0 is None or num(a0) is None or a0 <= b0:
+                    continue
+                rate = (a0 - b0) / elapsed if elapsed else None
+                if err.startswith("crc") and (rate < CRC_ALERT_PER_S if rate is not None else a0 - b0 < 1000):
+                    # CRC errors are corrected by link-level retry and trickle up under traffic on healthy
+                    # links (the 2 x H200 machine: ~1-3/s per link while the canary ran); DCGM's NVLink
+                    # health watch alerts at 100/s. Replay/recovery (link retraining) and floods matter.
+                    crc_quiet.append(f"NVLink {link} {err} +{a0 - b0:g}")
+                    continue
+                sev = Severity.HIGH if err.startswith("crc") else Severity.MEDIUM
+                per_s = f" ({rate:.0f}/s)" if rate is not None else ""
+                found.append((sev, 0.6, f"{name}: NVLink {link} {err} errors {b0:g} -> {a0:g}{per_s}", []))
+                evidence.append(f"{name}: NVLink {link} {err} {b0:g} -> {a0:g}{per_s} (nvmlDeviceGetNvLinkErrorCounter)")
+        if crc_quiet:
+            span = f" over {elapsed:.0f} s" if elapsed else ""
+            evidence.append(f"{name}: NVLink CRC errors corrected by link retry, below DCGM's {CRC_ALERT_PER_S}/s alert "
+                            f"rate{span}: {', '.join(crc_quiet[:4])}" + (" ..." if len(crc_quiet) > 4 else ""))
+        checked.append(f"{name}: no ECC, row-remap, retired-page, PCIe or NVLink error counter grew"
+                       if not grew else "")
+    before_w = _window_deltas(docs[0], b, pairs, "before")
+    for name, deltas in _window_deltas(docs[1], a, pairs, "after").items():
+        for key, what, sev in (("pcie_replay", "PCIe replays", Severity.MEDIUM),
+                               ("ecc_uncorrected_volatile", "uncorrected ECC errors", Severity.HIGH),
+                               ("ecc_corrected_volatile", "corrected ECC errors", Severity.LOW)):
+            d, d0 = num(deltas.get(key)), num(get(before_w, name, key)) or 0
+            if d and d > d0:  # more growth than in the before window (identical windows: nothing)
+                found.append((sev, 0.7, f"{name}: {what} grew by {d:g} during the measured window", []))
+                evidence.append(f"{name}: {key} +{d:g} during the window (counter_deltas)")
+    if found:
+        sev, rel, summary, _ = worst(found)
+        return implicated("gpu.health", sev, summary, evidence, relevance=rel,
+                          fields=["gpus.*.ecc", "gpus.*.remapped_rows", "gpus.*.pcie.counters", "gpus.*.nvlink"])
+    if any(checked):
+        return ruled_out("gpu.health", "; ".join(c for c in checked if c), evidence)
+    return inconclusive("gpu.health", "no GPU present on both sides to compare", evidence)
+
+
+def _nvlink_desc(gpu) -> str:
+    nv = get(gpu, "nvlink")
+    if is_missing(nv):
+        return f"NVLink {nv.get('missing', '').replace('_', ' ')}"
+    links = get(nv, "links") or {}
+    versions = sorted({str(e.get("version")) for e in links.values() if not is_missing(e.get("version"))})
+    return f"{get(nv, 'active_links')} NVLinks active (v{'/'.join(versions) or '?'})"
+
+
+def _topo_pairs(data) -> dict[str, str]:
+    matrix = get(data, "topology", "matrix")
+    if not isinstance(matrix, dict):
+        return {}
+    gpu = re.compile(r"^GPU\d+$")
+    return {f"{r}-{c}": v for r, row in matrix.items() if isinstance(row, dict) and gpu.match(r)
+            for c, v in row.items() if gpu.match(c) and r < c}
+
+
+def judge_topology(b, a, pairs) -> Finding:
+    """``gpu.topology``: NVLink links active/version (nvmlDeviceGetNvLinkState/Version) and the
+    ``nvidia-smi topo -m`` P2P matrix changed."""
+    found, evidence, same = [], [], []
+    for key, gb, ga in pairs:
+        if gb is None or ga is None:
+            continue
+        name = label(key, ga)
+        db, da = _nvlink_desc(gb), _nvlink_desc(ga)
+        ab, aa = num(get(gb, "nvlink", "active_links")), num(get(ga, "nvlink", "active_links"))
+        if db != da:
+            sev = Severity.HIGH if (ab is not None and (aa is None or aa < ab)) else Severity.MEDIUM
+            found.append((sev, 0.8, f"{name}: {db} -> {da}", []))
+            evidence.append(f"{name}: {db} -> {da} (nvmlDeviceGetNvLinkState/Version)")
+        else:
+            same.append(f"{name}: {da}")
+    tb, ta = _topo_pairs(b), _topo_pairs(a)
+    for pair in sorted(set(tb) | set(ta)):
+        if pair in tb and pair in ta and tb[pair] != ta[pair]:
+            found.append((Severity.HIGH, 0.8, f"{pair.replace('-', ' to ')} path {tb[pair]} -> {ta[pair]} "
+                          "(nvidia-smi topo -m)", []))
+    if tb and tb == ta:
+        same.append("topo " + ", ".join(f"{p} {v}" for p, v in sorted(ta.items())))
+    elif not tb or not ta:
+        evidence.append("nvidia-smi topo -m not available on both sides")
+    if found:
+        sev, rel, summary, _ = worst(found)
+        return implicated("gpu.topology", sev, summary, evidence, relevance=rel, fields=["gpus.*.nvlink", "topology"])
+    if same:
+        return ruled_out("gpu.topology", "same on both sides: " + "; ".join(same), evidence)
+    return inconclusive("gpu.topology", "no NVLink or topology data on both sides", evidence)
+
+
+def judge_driver(b, a) -> Finding:
+    """``driver.version``: nvmlSystemGetDriverVersion and nvmlSystemGetCudaDriverVersion on both sides."""
+    db, da = get(b, "driver_version"), get(a, "driver_version")
+    cb, ca = get(b, "cuda_driver_version"), get(a, "cuda_driver_version")
+    if not isinstance(db, str) or not isinstance(da, str):
+        return inconclusive("driver.version", f"driver version not read on both sides ({db!s} / {da!s})")
+    ev = [f"driver {db} -> {da}; CUDA driver API {cb} -> {ca} (nvmlSystemGetDriverVersion, "
+          "nvmlSystemGetCudaDriverVersion)"]
+    if db != da:
+        return implicated("driver.version", Severity.MEDIUM, f"NVIDIA driver {db} -> {da}", ev,
+                          relevance=0.6, fields=["driver_version", "cuda_driver_version"])
+    return ruled_out("driver.version", f"driver {da} on both (CUDA driver API {ca})", ev)
+
+
+def judge_state(b: dict[str, Any] | None, a: dict[str, Any] | None, pairs, docs=({}, {})) -> list[Finding]:
+    """gpu.config, gpu.health, gpu.topology and driver.version findings."""
+    return [judge_config(pairs), judge_health(pairs, docs, b, a), judge_topology(b, a, pairs), judge_driver(b, a)]
