@@ -1,5 +1,6 @@
 """The NVML wrapper: error mapping, fallbacks, field values, hangs, and the driverless path."""
 
+import importlib
 import json
 import re
 
@@ -78,8 +79,8 @@ def test_field_values_by_name_with_per_entry_return_codes():
 
 
 def test_field_ids_come_from_the_installed_module_not_hard_coded():
-    src = open(__import__("forensics.gpu.readings").gpureadings.__file__).read()
-    src += open(__import__("forensics.gpu.nvml").nvml.__file__).read()
+    src = open(importlib.import_module("forensics.gpu.readings").__file__).read()
+    src += open(importlib.import_module("forensics.gpu.nvml").__file__).read()
     assert not re.search(r"nvmlDeviceGetFieldValues\([^)]*\d", src)
 
 

@@ -29,7 +29,7 @@ import os
 import socket
 import sys
 
-from forensics.env.workers import record
+from forensics.env.workers import record as envrecord
 
 DEBUG_VARS = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV"}
 """Variables each rank sets for itself after its dump (plus NCCL_DEBUG_FILE)."""
@@ -44,7 +44,7 @@ def log_path(out_dir: str, rank: int) -> str:
 
 def _rank_main(rank: int, world: int, local_rank: int, out_dir: str, select, method: str, backend: str,
                reason: str, init_method: str, stdout: bool) -> None:
-    record = record.snapshot(select, method, rank)
+    record = envrecord.snapshot(select, method, rank)
     record.update(local_rank=local_rank, world_size=world)
     path = log_path(out_dir, rank)
     os.environ.update(DEBUG_VARS)
@@ -77,9 +77,9 @@ def _rank_main(rank: int, world: int, local_rank: int, out_dir: str, select, met
     except OSError:
         info["log_lines"] = []
     record["nccl_init"] = info
-    record.write_record(record, record.record_path(out_dir))
+    envrecord.write_record(record, envrecord.record_path(out_dir))
     if stdout:
-        sys.stdout.write(record.STDOUT_MARKER + json.dumps(record) + "\n")
+        sys.stdout.write(envrecord.STDOUT_MARKER + json.dumps(record) + "\n")
         sys.stdout.flush()
 
 
