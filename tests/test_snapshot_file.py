@@ -7,6 +7,7 @@ import json
 import pytest
 
 from forensics import snapshot as snap
+from forensics import docfile
 from forensics.errors import BadInputError
 from tests.conftest import run_cli
 
@@ -89,7 +90,7 @@ def test_write_is_atomic_and_keeps_old_file_on_failure(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(snap.os, "replace", boom)
+    monkeypatch.setattr(docfile.os, "replace", boom)
     with pytest.raises(RuntimeError):
         snap.save(dict(_valid_doc(), label="new"), path)
     assert path.read_text() == before

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from forensics import __version__
-from forensics import snapshot as snap
+from forensics import docfile
 from forensics.bench.config import CanaryConfig
 from forensics.bench.harness import slowest_rank_ms
 from forensics.errors import BadInputError
@@ -148,7 +148,7 @@ def build(config: dict[str, Any], results: list[dict[str, Any]], *, telemetry: d
     head = results[0]
     summary = (f"{head['name']} {head['median']:.4g} {head['unit']} (median of {len(head['process_medians'])} "
                f"processes, noise IQR/median {head['noise_iqr_over_median']:.1%})")
-    return {"schema": SCHEMA, "created": snap.utc_now(), "label": label,
+    return {"schema": SCHEMA, "created": docfile.utc_now(), "label": label,
             "tool": {"name": "forensics", "version": __version__}, "config": config, "results": results,
             "processes": processes or [], "telemetry": telemetry, "summary": summary}
 
@@ -171,8 +171,8 @@ def redact(doc: dict[str, Any], enabled: bool = True) -> dict[str, Any]:
 
 
 def save(doc: dict[str, Any], path: Path) -> Path:
-    """Write a bench document atomically (``forensics.snapshot.save``)."""
-    return snap.save(doc, path)
+    """Write a bench document atomically (:func:`forensics.docfile.save`)."""
+    return docfile.save(doc, path)
 
 
 def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -182,7 +182,7 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         BadInputError: wrong/newer schema, or a malformed ``results`` entry
             (one line naming the file and the entry).
     """
-    snap.check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
+    docfile.check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
     results = doc.get("results")
     if not isinstance(results, list) or not results:
         raise BadInputError(f"{path}: 'results' must be a non-empty list; the bench run recorded nothing")
@@ -213,4 +213,4 @@ def load(path: Path | str) -> dict[str, Any]:
         BadInputError: one line naming the file and the problem (exit code 2).
     """
     path = Path(path)
-    return validate(snap.read_document(path, what="bench file"), path)
+    return validate(docfile.read_document(path, what="bench file"), path)

@@ -36,7 +36,7 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
     from forensics.env.judge import judge_propagation
     from forensics.errors import BadInputError
     from forensics.redact import Redactor
-    from forensics import snapshot as snap
+    from forensics import docfile, snapshot as snap
 
     if timeout_s <= 0:
         raise BadInputError(f"--timeout must be positive, got {timeout_s:g}")
@@ -55,14 +55,14 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
     findings = judge_propagation(None, data)
     print_env_output(data, findings, errors)
     if output is not None:
-        doc = {"schema": "forensics.env/1", "created": snap.utc_now(), "tool": {"name": "forensics", "version": __version__},
+        doc = {"schema": "forensics.env/1", "created": docfile.utc_now(), "tool": {"name": "forensics", "version": __version__},
                "machine": snap.machine_identity(),
                "options": {k: v for k, v in options.items() if v not in (None, False, [], ())},
                "data": redactor.sweep(data, "data"), "errors": errors,
                "findings": [f.to_json() for f in findings],
                "redaction": "on" if redactor.enabled else "off (--no-redact)",
                "redactions": [r.to_json() for r in redactor.records]}
-        snap.save(doc, output)
+        docfile.save(doc, output)
         console().print(f"wrote [bold]{output}[/bold]")
 
 

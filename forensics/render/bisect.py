@@ -92,7 +92,7 @@ def write_report(result, path: Path) -> None:
     Raises:
         BadInputError: unknown suffix, or the folder is missing or not writable.
     """
-    from forensics.snapshot import write_atomic
+    from forensics.docfile import write_atomic
 
     write_atomic(Path(path), render(result, format_for(path)))
     umask = os.umask(0)

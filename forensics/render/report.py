@@ -21,7 +21,7 @@ from typing import Any
 from forensics import __version__
 from forensics.errors import BadInputError
 from forensics.model import HypothesisStatus, as_missing
-from forensics.snapshot import utc_now, write_atomic
+from forensics.docfile import utc_now, write_atomic
 
 FORMATS = ("html", "md", "json")
 _SUFFIX = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
@@ -193,7 +193,7 @@ def render_markdown(analysis) -> str:
 
 def render_json(analysis) -> str:
     """The JSON report: :meth:`Analysis.to_json`, indented."""
-    from forensics.snapshot import finite_json
+    from forensics.docfile import finite_json
 
     return json.dumps(finite_json(analysis.to_json()), indent=1, ensure_ascii=False, default=str, allow_nan=False) + "\n"
 
