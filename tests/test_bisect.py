@@ -371,7 +371,7 @@ def test_cli_writes_reports_and_says_environment_changed(tmp_path, factor_file):
     assert "gpu.throttling" in (out / "r.html").read_text() and "environment-changed" in (out / "r.md").read_text()
     bad = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--cmd", CMD,
                           "-o", str(out / "r.pdf")], capture_output=True, text=True)
-    assert bad.returncode == 2 and "must end in .html, .md or .json" in bad.stderr
+    assert bad.returncode == 2 and "give a report name ending in .html, .md or .json" in bad.stderr
     bad = subprocess.run([*CLI, "bisect", "--repo", str(repo), "--good", shas[0], "--bad", "HEAD", "--cmd", CMD,
                           "-o", str(out / "missing" / "r.html")], capture_output=True, text=True)
     assert bad.returncode == 2 and "does not exist" in bad.stderr and "endpoints" not in bad.stderr

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import POSITIVE, NON_NEGATIVE, console, error_boundary, parse_threshold
+from forensics.cli.common import console, error_boundary, parse_threshold
+from forensics.cli.types import NON_NEGATIVE, OUTPUT_FILE, POSITIVE
+from forensics.render.bench import print_comparison, print_results
 
 
 def _parse_env(pairs: tuple[str, ...], option: str) -> dict[str, str]:
@@ -33,20 +35,6 @@ def _progress(total: int, what: str):
                     transient=True)
     task = prog.add_task(what, total=total, last="")
     return prog, task
-
-
-def _print_results(c, doc: dict) -> None:
-    from rich.table import Table
-
-    t = Table(show_header=True, header_style="bold", title=doc.get("label") or None)
-    for col in ("result", "median", "unit", "processes", "noise (IQR/median)", "within process"):
-        t.add_column(col, justify="left" if col == "result" else "right", no_wrap=col == "result")
-    for r in doc["results"]:
-        within = r.get("within_process_iqr_over_median")
-        t.add_row(r["name"], f"{r['median']:.4g}", r["unit"], str(len(r["process_medians"])),
-                  f"{r['noise_iqr_over_median']:.1%}", f"{within:.1%}" if within is not None else "-")
-    c.print(t)
-    c.print(doc["summary"])
 
 
 @click.group(invoke_without_command=True)
@@ -82,9 +70,9 @@ def _print_results(c, doc: dict) -> None:
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set for the canary's processes.")
 @click.option("--b-env", "b_env_pairs", multiple=True, metavar="NAME=VALUE",
               help="Run a second side B with these variables too, interleaved A B A B, and compare.")
-@click.option("--b-output", type=click.Path(dir_okay=False, path_type=Path), help="Where side B is written.")
+@click.option("--b-output", type=OUTPUT_FILE, help="Where side B is written.")
 @click.option("--threshold", default="5%", show_default=True, help="With --b-env: practical threshold.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the bench file here.")
+@click.option("-o", "--output", type=OUTPUT_FILE, help="Write the bench file here.")
 @click.option("--label", default="", help="Free text stored in the bench file.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets (tokens in --cmd or --env values) in the bench file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or table; only the summary line.")
@@ -126,11 +114,6 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
     if cuda_graph and eager:
         raise BadInputError("--cuda-graph and --eager exclude each other")
     thr = parse_threshold(threshold)
-    for path in (output, b_output):
-        if path is not None and path.suffix.lower() not in (".json", ".yaml", ".yml"):
-            raise BadInputError(f"{path}: output name must end in .json, .yaml or .yml")
-        if path is not None and not (path.parent if str(path.parent) else Path(".")).is_dir():
-            raise BadInputError(f"{path}: folder {path.parent} does not exist; create it or choose another -o")
     c = console(stderr=False)
     if cmd or target:
         docs = [_run_user(cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s,
@@ -162,7 +145,7 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
         click.echo("forensics: redaction is off: the bench file may hold secrets (tokens in --cmd or --env)", err=True)
     for doc, path in zip(docs, (output, b_output)):
         if not quiet:
-            _print_results(c, doc)
+            print_results(c, doc)
         else:
             click.echo(doc["summary"])
         if path is not None:
@@ -173,7 +156,7 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
         from forensics.bench.compare import compare_docs
 
         result = compare_docs(docs[0], docs[1], threshold=thr)
-        _print_comparison(c, result)
+        print_comparison(c, result)
         ctx.exit(result.exit_code)
 
 
@@ -211,31 +194,6 @@ def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, process
     return document.build(config, [result], telemetry=tel, label=label)
 
 
-def _print_comparison(c, result) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table(show_header=True, header_style="bold")
-    for col in ("result", "A", "B", "change", "95% CI of ratio", "p", "verdict"):
-        t.add_column(col, justify="left" if col in ("result", "verdict") else "right", no_wrap=col == "result")
-    for name, cmp in result.results.items():
-        mark = {"slower": "+ slower", "faster": "- faster", "same": "same", "inconclusive": "~ inconclusive"}
-        t.add_row(name, f"{cmp.a.median:.4g}", f"{cmp.b.median:.4g}", f"{cmp.change_pct:+.1f}%",
-                  f"{cmp.ci_low:.3f}-{cmp.ci_high:.3f}", f"{cmp.p_value:.2g}", mark[cmp.verdict.value])
-    c.print(t)
-    head = result.results[result.headline]
-    c.print(f"[bold]{escape(result.headline)}: {result.verdict.value}[/bold] - {escape(head.sentence())}")
-    if result.noise_floor is not None:
-        c.print(f"A/A noise floor (odd vs even processes): {result.noise_floor:.1%}")
-    if result.pointing:
-        c.print("components that moved the same way: " + ", ".join(result.pointing))
-    for side in ("A", "B"):
-        for gpu, line in result.telemetry.get(side, {}).items():
-            c.print(f"telemetry {side}: {gpu}: {line}")
-    for note in result.notes:
-        c.print(escape(note))
-
-
 @bench.command("compare")
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
@@ -261,5 +219,5 @@ def compare(ctx, a, b, threshold, as_json):
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
     else:
-        _print_comparison(console(), result)
+        print_comparison(console(), result)
     ctx.exit(result.exit_code)

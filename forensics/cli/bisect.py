@@ -15,7 +15,8 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import POSITIVE, POSITIVE_VALUE, Terminated, console, error_boundary, fail, parse_threshold, safe, signals_raise
+from forensics.cli.types import POSITIVE, POSITIVE_VALUE, REPORT_FILE
+from forensics.cli.common import Terminated, console, error_boundary, fail, parse_threshold, safe, signals_raise
 
 
 def _step_options(f):
@@ -76,7 +77,7 @@ def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_
 @_step_options
 @click.option("--good-was", type=POSITIVE_VALUE, default=None, metavar="VALUE",
               help="The good commit's earlier result (the metric's unit), to tell an environment change apart.")
-@click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", "outputs", multiple=True, type=REPORT_FILE,
               help="Report file: .html, .md or .json (repeatable).")
 @error_boundary
 def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
@@ -94,17 +95,10 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
     not confirmed), 2 bad input, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
     """
     from forensics.bisect.run import Outcome, run_bisect
-    from forensics.render.bisect import format_for, write_report
+    from forensics.render.bisect import write_report
 
     cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
                   processes, max_processes, timeout_s, good_was)
-    from forensics.errors import BadInputError
-
-    for out in outputs:  # check before a long run, not after it
-        format_for(out)
-        folder = out.parent if str(out.parent) else Path(".")
-        if not folder.is_dir():
-            raise BadInputError(f"-o {out}: folder {folder} does not exist; create it or choose another -o")
     err = console(stderr=True)
     err.soft_wrap = True
     from rich.markup import escape

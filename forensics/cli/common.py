@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
 import signal
 import sys
@@ -69,38 +68,6 @@ def signals_raise():
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-
-
-class FiniteFloat(click.ParamType):
-    """A float option that must be finite and above (or, with ``allow_zero``, at least) zero.
-
-    click's own FloatRange lets ``nan`` through (every comparison with it is
-    false); a NaN timeout or budget then fails deep inside a measurement.
-    """
-
-    name = "number"
-
-    def __init__(self, allow_zero: bool = False, maximum: float = 1e7):
-        self.allow_zero = allow_zero
-        self.maximum = maximum  # ~116 days: beyond it the standard library's time conversions overflow
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, float):
-            v = value
-        else:
-            try:
-                v = float(value)
-            except (TypeError, ValueError):
-                self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(v) or v < 0 or (v == 0 and not self.allow_zero) or v > self.maximum:
-            cap = f" and at most {self.maximum:g}" if math.isfinite(self.maximum) else ""
-            self.fail(f"{value!r} must be a finite number {'>= 0' if self.allow_zero else '> 0'}{cap}", param, ctx)
-        return v
-
-
-POSITIVE = FiniteFloat()  # seconds
-NON_NEGATIVE = FiniteFloat(allow_zero=True)  # seconds
-POSITIVE_VALUE = FiniteFloat(maximum=math.inf)  # a measured value in any unit (bytes/s can be large)
 
 
 def parse_threshold(text: str, option: str = "--threshold") -> float:

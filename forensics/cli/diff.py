@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from forensics.cli.common import check_repo, console, error_boundary
+from forensics.cli.types import DIFF_REPORT_FILE
 
 _DEFAULT_NAME = "forensics-report"
 
@@ -15,7 +16,7 @@ _DEFAULT_NAME = "forensics-report"
 @click.command()
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
-@click.option("-o", "--output", metavar="FILE",
+@click.option("-o", "--output", metavar="FILE", type=DIFF_REPORT_FILE,
               help="Report file (.html, .md or .json; '-' for stdout). Default: forensics-report.<format> here.")
 @click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]),
               help="Report format. Default: from the -o suffix, else html.")
@@ -58,7 +59,7 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
         fmt = fmt or "json"
         path = None
     else:
-        path = Path(output) if output else Path(f"{_DEFAULT_NAME}.{fmt or 'html'}")
+        path = output or Path(f"{_DEFAULT_NAME}.{fmt or 'html'}")
         fmt = report.format_for(path, fmt)
         for given in (before, after):
             if path.exists() and Path(given).exists() and path.resolve() == Path(given).resolve():

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
-from forensics.cli.common import POSITIVE, console, error_boundary
+from forensics.cli.common import console, error_boundary
+from forensics.cli.types import OUTPUT_FILE, POSITIVE
 
 
 @click.command()
@@ -19,7 +19,7 @@ from forensics.cli.common import POSITIVE, console, error_boundary
               help="Also record this variable (or every variable with this prefix); repeatable.")
 @click.option("--timeout", "timeout_s", type=POSITIVE, default=120.0, show_default=True,
               help="Seconds before the workers (and the launcher's process group) are killed.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Also write JSON here.")
+@click.option("-o", "--output", type=OUTPUT_FILE, help="Also write JSON here.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the output.")
 @error_boundary
 def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
@@ -40,8 +40,6 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
 
     if timeout_s <= 0:
         raise BadInputError(f"--timeout must be positive, got {timeout_s:g}")
-    if output is not None and output.suffix.lower() not in (".json", ".yaml", ".yml"):
-        raise BadInputError(f"{output}: output name must end in .json, .yaml or .yml")
     if launcher is not None:
         from forensics.step.command import check_launcher
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import POSITIVE, check_repo, console, error_boundary
+from forensics.cli.common import check_repo, console, error_boundary
+from forensics.cli.types import OUTPUT_FILE, POSITIVE
 
 
 def default_output(label: str | None, folder: Path = Path(".")) -> Path:
@@ -30,7 +31,7 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
 
 
 @click.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=OUTPUT_FILE,
               help="Output file (.json, or .yaml/.yml). Default: forensics-<label or timestamp>.json here.")
 @click.option("--label", help="Free text stored in the snapshot, e.g. 'before' or 'after-pull'.")
 @click.option("--probe", "only", multiple=True, metavar="NAME", help="Run only this probe (repeatable).")
@@ -72,10 +73,6 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
     if not 0 < timeout_s <= 3600:
         raise BadInputError(f"--timeout must be between 0 and 3600 seconds, got {timeout_s:g}")
     out = output or default_output(label)
-    if out.suffix.lower() not in (".json", ".yaml", ".yml") or out.stem in ("", ".json", ".yaml", ".yml"):
-        raise BadInputError(f"-o {out}: give a file name ending in .json, .yaml or .yml")
-    if not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise BadInputError(f"{out}: folder {out.parent} does not exist; create it or choose another -o")
     if launcher is not None:
         from forensics.step.command import check_launcher
 
