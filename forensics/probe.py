@@ -13,9 +13,17 @@ Contract:
 - ``collect(ctx) -> dict``: JSON-serialisable data; field-level failures are
   :func:`forensics.model.missing` values plus ``ctx.error(...)`` records (the
   runner then marks the probe ``partial``). Keys carry units (``power_mw``).
+- ``hypotheses``: the hypothesis ids (:data:`forensics.hypotheses.HYPOTHESES`)
+  this probe's judge can decide; its findings use no others. When a side has no
+  data the ledger (:mod:`forensics.diff.ledger`) marks each of them
+  inconclusive itself: judges do not repeat that check.
 - ``judge(before, after, jctx) -> list[Finding]``: pure; compares this probe's
-  two sections (:class:`ProbeResult`, either may be ``None`` when the probe is
-  absent on that side). Identical input implicates nothing.
+  two sections (:class:`ProbeResult`; called when at least one is usable, the
+  other may be ``None`` or unusable: return only what one side alone shows,
+  often nothing). Identical input implicates nothing.
+- ``extra_timeout_s(options) -> float``: seconds this probe needs beyond the
+  runner's per-probe timeout for these options (a sampling window, a deep
+  scan); default 0.
 - ``fields``: optional field table (dotted path pattern -> :class:`FieldSpec`),
   read by both ``judge`` and the report; ``*`` matches one path element.
 - ``headline(data) -> str``: optional one-line summary for the terminal.
@@ -149,6 +157,11 @@ class Probe:
     description: str = ""
     fields: dict[str, FieldSpec] = {}
     map_fields: tuple[str, ...] = ()
+    hypotheses: tuple[str, ...] = ()
+
+    def extra_timeout_s(self, options: dict[str, Any]) -> float:
+        """Seconds needed beyond the per-probe timeout for ``options``; default 0."""
+        return 0.0
 
     def available(self, ctx: ProbeContext) -> str | None:
         """Return ``None`` if the probe applies here, else the reason it does not."""

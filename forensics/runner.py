@@ -65,8 +65,8 @@ def run_probes(
         probes: probe instances (names must be unique).
         options: passed to every probe as ``ctx.options``.
         timeout_s: per-probe wall-clock budget, seconds. A probe may ask for
-            more with an ``extra_timeout_s(options)`` method (e.g. a sampling
-            window it was told to take).
+            more through :meth:`forensics.probe.Probe.extra_timeout_s` (e.g. a
+            sampling window it was told to take).
         redactor: shared redactor (one per snapshot).
         on_done: called as each probe finishes (for progress display).
 
@@ -75,12 +75,10 @@ def run_probes(
     redactor = redactor or Redactor()
     slots: list[_Slot] = []
     for probe in probes:
-        extra = 0.0
-        if hasattr(probe, "extra_timeout_s"):
-            try:
-                extra = float(probe.extra_timeout_s(options or {}))
-            except Exception:
-                extra = 0.0
+        try:
+            extra = max(0.0, float(probe.extra_timeout_s(options or {})))
+        except Exception:  # a third-party probe's bug costs it the extra time, nothing else
+            extra = 0.0
         ctx = ProbeContext(options, redactor, timeout_s + extra)
         slot = _Slot(probe, ctx, threading.Thread(target=lambda: None), 0.0)
         slot.thread = threading.Thread(target=_run_one, args=(slot,), name=f"probe-{probe.name}", daemon=True)

@@ -35,7 +35,7 @@ import re
 import time
 from typing import Any
 
-from forensics.model import Finding, MissingReason, Severity, implicated, inconclusive, is_missing, missing, ruled_out
+from forensics.model import Finding, MissingReason, Severity, implicated, is_missing, missing, ruled_out
 from forensics.probe import FieldSpec, JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics.readers import read_first_line, read_text
 
@@ -115,6 +115,7 @@ class HostProbe(Probe):
 
     name = "host"
     description = "CPU model/cores/frequency/governor, load, memory, kernel, cgroup limits, NUMA, THP, top processes"
+    hypotheses = ("host.cpu",)
     map_fields = ("numa_nodes",)
     fields = {
         "load_avg_1m": FieldSpec("", "load average 1 min", "os.getloadavg()", volatile=True),
@@ -244,7 +245,7 @@ class HostProbe(Probe):
     def judge(self, before: ProbeResult | None, after: ProbeResult | None,
               jctx: JudgeContext | None = None) -> list[Finding]:
         if not (before and after and before.usable and after.usable):
-            return [inconclusive("host.cpu", "host probe missing or unavailable on one side")]
+            return []  # one side alone shows nothing here; the ledger marks host.cpu inconclusive
         b, a = before.data, after.data
         bc, ac = b.get("cpu") or {}, a.get("cpu") or {}
         out: list[Finding] = []

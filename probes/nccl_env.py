@@ -36,6 +36,7 @@ class NcclEnvProbe(Probe):
 
     name = "nccl_env"
     description = "NCCL/CUDA/torch variables as the launching process and its workers see them (per start method, per rank)"
+    hypotheses = ("nccl.env", "nccl.env-propagation")
     fields = {
         "parent.env.*": FieldSpec(label="variable of the launching process", source="os.environ"),
         "start_methods.*.duration_s": FieldSpec(unit="s", label="worker round trip", volatile=True),

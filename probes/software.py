@@ -28,7 +28,7 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from forensics.model import Finding, MissingReason, Severity, implicated, inconclusive, missing, ruled_out
+from forensics.model import Finding, MissingReason, Severity, implicated, missing, ruled_out
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 
 # Distributions whose change matters most to GPU step time (matched on the normalised name).
@@ -95,6 +95,7 @@ class SoftwareProbe(Probe):
 
     name = "software"
     description = "Python version/executable, installed distributions and versions, editable installs and their source"
+    hypotheses = ("torch.version", "python.packages")
     map_fields = ("packages", "editable")
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
@@ -140,8 +141,7 @@ class SoftwareProbe(Probe):
     def judge(self, before: ProbeResult | None, after: ProbeResult | None,
               jctx: JudgeContext | None = None) -> list[Finding]:
         if not (before and after and before.usable and after.usable):
-            return [inconclusive("torch.version", "software probe missing on one side"),
-                    inconclusive("python.packages", "software probe missing on one side")]
+            return []  # one side alone shows nothing here; the ledger marks both hypotheses inconclusive
         out: list[Finding] = []
         bp = {normalise(k): v for k, v in (before.data.get("packages") or {}).items()}
         ap = {normalise(k): v for k, v in (after.data.get("packages") or {}).items()}

@@ -140,11 +140,19 @@ def test_lost_gpu_is_critical():
 
 
 def test_missing_probe_on_one_side_is_inconclusive():
-    f = GpuProbe().judge(None, ProbeResult(ProbeStatus.OK, 0.1, IDLE), JudgeContext())
-    unav = ProbeResult(ProbeStatus.UNAVAILABLE, 0.0, reason="no NVIDIA driver found")
-    g = GpuProbe().judge(unav, unav, JudgeContext())
-    assert all(x.status is H.INCONCLUSIVE and "no gpu probe in the before snapshot" in x.summary for x in f)
-    assert all(x.status is H.INCONCLUSIVE and "no NVIDIA driver" in x.summary for x in g)
+    from _diffkit import section, snapshot
+    from forensics.diff.ledger import analyse
+
+    # the judge leaves a missing side to the ledger, which marks every declared hypothesis inconclusive
+    assert GpuProbe().judge(None, ProbeResult(ProbeStatus.OK, 0.1, IDLE), JudgeContext()) == []
+    one_side = analyse(snapshot({}), snapshot({"gpu": section(IDLE)}))
+    unav = snapshot({"gpu": section({}, status="unavailable", reason="no NVIDIA driver found")})
+    neither = analyse(unav, unav)
+    assert len(GpuProbe.hypotheses) == 7
+    for an, why in ((one_side, "'gpu' has no data in BEFORE (probe absent)"), (neither, "no NVIDIA driver")):
+        by_id = {h.id: h for h in an.hypotheses}
+        for hyp in GpuProbe.hypotheses:
+            assert by_id[hyp].status is H.INCONCLUSIVE and why in by_id[hyp].summary, hyp
 
 
 @pytest.mark.parametrize("d", [IDLE, LOAD])

@@ -121,8 +121,13 @@ def test_toolkit_on_path_change_is_medium_and_kept_apart():
 
 
 def test_libs_missing_on_one_side_is_inconclusive():
-    f = LibsProbe().judge(None, ProbeResult(ProbeStatus.OK, 0.1, H200))
-    assert all(x.status is H.INCONCLUSIVE for x in f)
+    from _diffkit import section, snapshot
+    from forensics.diff.ledger import analyse
+
+    assert LibsProbe().judge(None, ProbeResult(ProbeStatus.OK, 0.1, H200)) == []  # the ledger handles it
+    by_id = {h.id: h for h in analyse(snapshot({}), snapshot({"libs": section(H200)})).hypotheses}
+    for hyp in ("cuda.version", "nccl.version"):
+        assert by_id[hyp].status is H.INCONCLUSIVE and "'libs' has no data in BEFORE" in by_id[hyp].summary
 
 
 def test_deep_is_opt_in_and_extends_timeout():

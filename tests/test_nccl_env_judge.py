@@ -111,8 +111,13 @@ def test_nccl_env_unchanged_is_ruled_out_and_one_sided_inconclusive():
     s = _env_section({"NCCL_ALGO": "Ring"})
     [f] = judge_env(s, copy.deepcopy(s))
     assert f.status is HypothesisStatus.RULED_OUT and "1 set" in f.summary
-    [g] = judge_env(None, s)
-    assert g.status is HypothesisStatus.INCONCLUSIVE
+    assert judge_env(None, s) == []  # a missing side is the ledger's to mark
+    from _diffkit import section, snapshot
+    from forensics.diff.ledger import analyse
+
+    by_id = {h.id: h for h in analyse(snapshot({}), snapshot({"nccl_env": section(s)})).hypotheses}
+    g = by_id["nccl.env"]
+    assert g.status is HypothesisStatus.INCONCLUSIVE and "'nccl_env' has no data in BEFORE" in g.summary
 
 
 def test_no_data_is_inconclusive():

@@ -208,7 +208,12 @@ def _repo_label(summary: str) -> str:
 
 def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
                probes: dict[str, Probe | None], notes: list[str], one_sided: list[str]) -> list[Finding]:
-    """Every probe's findings; ``one_sided`` gets "name (no data in AFTER)" for probes usable on one side only."""
+    """Every probe's findings; ``one_sided`` gets "name (no data in AFTER)" for probes usable on one side only.
+
+    A probe's judge runs when at least one side has data. The hypotheses a probe
+    declares (:attr:`forensics.probe.Probe.hypotheses`) that it could not decide
+    because a side has no data become inconclusive here, once, for every probe.
+    """
     pb, pa = before.get("probes") or {}, after.get("probes") or {}
     jctx = JudgeContext(dict(before), dict(after))
     out: list[Finding] = []
@@ -221,38 +226,37 @@ def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
         if probe is None:
             notes.append(f"probe {name!r} is not installed here: its changes are listed but not judged")
             continue
-        try:
-            found = list(probe.judge(sb, sa, jctx))
-        except Exception as exc:  # a third-party judge may break; its hypotheses end inconclusive
-            notes.append(f"probe {name!r}: judge failed ({type(exc).__name__}: {exc}); its hypotheses are inconclusive")
-            found = []
+        found: list[Finding] = []
+        if usable:
+            try:
+                found = list(probe.judge(sb, sa, jctx))
+            except Exception as exc:  # a third-party judge may break; its hypotheses end inconclusive
+                notes.append(f"probe {name!r}: judge failed ({type(exc).__name__}: {exc}); its hypotheses are inconclusive")
+                found = []
         for f in found:
             f.probe = f.probe or name
-        if len(usable) == 1:
-            # "ruled out" means "did not change": with one side missing nobody can say that. A one-sided
+        if len(usable) < 2:
+            # "ruled out" means "did not change": with a side missing nobody can say that. A one-sided
             # problem (an implicated finding) still stands.
             found = [f for f in found if f.status is not HypothesisStatus.RULED_OUT]
-            found = _one_sided(name, probe, usable[0], sb, sa, found, jctx) + found  # the plainer reason first
+            found = _no_data(name, probe, sb, sa, found) + found  # the plainer reason first
         out.extend(found)
     return out
 
 
-def _one_sided(name: str, probe: Probe, usable: ProbeResult, sb: ProbeResult | None, sa: ProbeResult | None,
-               found: list[Finding], jctx: JudgeContext) -> list[Finding]:
-    """Inconclusive findings for the hypotheses a probe covers when one side has no data.
+def _why(sec: ProbeResult | None) -> str:
+    return "probe absent" if sec is None else f"{sec.status.value}{': ' + sec.reason if sec.reason else ''}"
 
-    Which hypotheses a probe covers is learnt by judging the usable side against itself.
-    """
-    try:
-        covered = {f.hypothesis for f in probe.judge(usable, usable, jctx)}
-    except Exception:
-        return []
+
+def _no_data(name: str, probe: Probe, sb: ProbeResult | None, sa: ProbeResult | None,
+             found: list[Finding]) -> list[Finding]:
+    """Inconclusive findings for the hypotheses ``probe`` declares and could not decide for lack of data."""
     decided = {f.hypothesis for f in found if f.status is not HypothesisStatus.INCONCLUSIVE}
-    side, sec = ("BEFORE", sb) if usable is sa else ("AFTER", sa)
-    why = "probe absent" if sec is None else f"{sec.status.value}{': ' + sec.reason if sec.reason else ''}"
+    missing = [(side, sec) for side, sec in (("BEFORE", sb), ("AFTER", sa)) if sec is None or not sec.usable]
+    where = " or ".join(f"{side} ({_why(sec)})" for side, sec in missing)
     out = []
-    for hyp in sorted(covered - decided):
-        f = inconclusive(hyp, f"probe {name!r} has no data in {side} ({why}); cannot compare")
+    for hyp in sorted(set(probe.hypotheses) - decided):
+        f = inconclusive(hyp, f"probe {name!r} has no data in {where}; cannot compare")
         f.probe = name
         out.append(f)
     return out

@@ -251,10 +251,10 @@ def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> li
     Returns:
         one implicated finding per added/removed/changed variable (severity and
         description from :data:`VARIABLES`), else one ruled-out finding;
-        inconclusive when a side is missing.
+        nothing when a side is missing (the ledger marks ``nccl.env`` inconclusive then).
     """
     if before is None or after is None:
-        return [inconclusive(H_ENV, "nccl_env data on one side only: cannot compare the launching process")]
+        return []
     findings: list[Finding] = []
     for source, get in (("environment", lambda d: (d.get("parent") or {}).get("env") or {}),
                         ("nccl.conf", _conf_vars)):

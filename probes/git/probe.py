@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.errors import ProbeUnavailable
-from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
+from forensics.model import Finding, Severity, implicated, ruled_out
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 
 REFLOG_ENTRIES = 100
@@ -118,6 +118,7 @@ class GitProbe(Probe):
 
     name = "git"
     description = "git HEAD, branch/detached, upstream ahead/behind, dirty files, stash, reflog of the code under test"
+    hypotheses = ("code.change",)
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
         targets: list[tuple[Path, str, str | None]] = []
@@ -283,7 +284,7 @@ class GitProbe(Probe):
     def judge(self, before: ProbeResult | None, after: ProbeResult | None,
               jctx: JudgeContext | None = None) -> list[Finding]:
         if not (before and after and before.usable and after.usable):
-            return [inconclusive("code.change", "git probe missing or unavailable on one side (use --repo)")]
+            return []  # one side alone shows nothing here; the ledger marks code.change inconclusive
         brepos = {r.get("path"): r for r in before.data.get("repos") or []}
         out: list[Finding] = []
         checked = []

@@ -48,6 +48,8 @@ class GpuProbe(Probe):
 
     name = "gpu"
     description = "NVIDIA GPUs via NVML: clocks, P-state, clocks-event reasons, PCIe, power, counters, NVLink, processes"
+    hypotheses = ("gpu.throttling", "gpu.pcie-link", "gpu.contention", "gpu.config", "gpu.health", "gpu.topology",
+                  "driver.version")
     fields = FIELDS
     map_fields = ("gpus", "gpus.*.nvlink.links", "topology.matrix", "topology.matrix.*", "sample.gpus")
 

@@ -72,17 +72,14 @@ def judge_libs(before: ProbeResult | None, after: ProbeResult | None) -> list[Fi
     b = before.data if before is not None and before.usable else None
     a = after.data if after is not None and after.usable else None
     if b is None or a is None:
-        why = "libs probe data missing on " + ("both sides" if b is None and a is None
-                                               else ("the before side" if b is None else "the after side"))
-        out = [inconclusive("cuda.version", why), inconclusive("nccl.version", why)]
-    else:
-        nb, na = _ver(b, "nvcc"), _ver(a, "nvcc")
-        extra = []
-        if nb and na and nb != na:
-            extra.append((Severity.MEDIUM, 0.6, f"CUDA toolkit on PATH (nvcc) {nb} -> {na}"))
-        cuda = _judge_one("cuda.version", "cuda_runtime", "CUDA runtime", "CUDA_VERSION", b, a, extra)
-        cuda.evidence.append(f"nvcc on PATH: {nb or 'none'} -> {na or 'none'} (toolkit, not what torch loads)")
-        out = [cuda, _judge_one("nccl.version", "nccl", "NCCL", "NCCL_VERSION", b, a)]
+        return []  # one side alone shows nothing here; the ledger marks both hypotheses inconclusive
+    nb, na = _ver(b, "nvcc"), _ver(a, "nvcc")
+    extra = []
+    if nb and na and nb != na:
+        extra.append((Severity.MEDIUM, 0.6, f"CUDA toolkit on PATH (nvcc) {nb} -> {na}"))
+    cuda = _judge_one("cuda.version", "cuda_runtime", "CUDA runtime", "CUDA_VERSION", b, a, extra)
+    cuda.evidence.append(f"nvcc on PATH: {nb or 'none'} -> {na or 'none'} (toolkit, not what torch loads)")
+    out = [cuda, _judge_one("nccl.version", "nccl", "NCCL", "NCCL_VERSION", b, a)]
     for f in out:
         f.probe = "libs"
     return out

@@ -212,6 +212,7 @@ class LibsProbe(Probe):
 
     name = "libs"
     description = "CUDA runtime, NCCL and cuDNN that torch loads (asked from the libraries), nvcc, version claims"
+    hypotheses = ("cuda.version", "nccl.version")
     map_fields = ("env_claims",)
     fields = {
         "torch.version": FieldSpec("", "torch", "package metadata"),
