@@ -140,6 +140,9 @@ class Finding:
         relevance: 0..1, how directly the evidence ties to step time (a clock cut
             under load is 1.0; a changed default power limit without throttling is lower).
         fields: the dotted field paths the finding is about (for linking to changes).
+        subject: the thing within the probe's data the finding is about, when
+            there can be several (the ``git`` probe: the repository path, by
+            which :func:`forensics.diff.commits.attach_evidence` adds the commits).
     """
 
     hypothesis: str
@@ -150,9 +153,10 @@ class Finding:
     probe: str = ""
     relevance: float = 1.0
     fields: list[str] = field(default_factory=list)
+    subject: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "hypothesis": self.hypothesis,
             "status": self.status.value,
             "severity": self.severity.value,
@@ -162,6 +166,9 @@ class Finding:
             "relevance": self.relevance,
             "fields": list(self.fields),
         }
+        if self.subject:
+            out["subject"] = self.subject
+        return out
 
 
 def implicated(hypothesis: str, severity: Severity, summary: str, evidence=(), *, relevance: float = 1.0, fields=()) -> Finding:

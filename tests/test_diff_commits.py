@@ -166,3 +166,19 @@ def test_editable_install_repositories_count(pulled_repo):
 def test_repo_option_without_git_data_says_why(tmp_path):
     a = analyse(snapshot({}), snapshot({}), repo=tmp_path)
     assert any("no two HEADs" in n for n in a.notes)
+
+
+def test_commits_go_to_the_repository_of_the_same_path_not_of_the_same_name(pulled_repo, tmp_path):
+    work, rb, ra = pulled_repo
+    other = tmp_path / "elsewhere" / "work"  # same folder name, another repository that did not move
+    other.mkdir(parents=True)
+    git(other, "init", "-q", "-b", "main")
+    commit_file(other, "vllm/engine.py", "MAX_TOKENS = 1\n", "unrelated")
+    (other / "vllm" / "engine.py").write_text("MAX_TOKENS = 2\n")  # dirty (a hot-looking file), on both sides
+    od = repo_data(other)
+    a = analyse(snapshot({"git": section({"repos": [od, rb]})}), snapshot({"git": section({"repos": [od, ra]})}))
+    code = [f for f in next(h for h in a.hypotheses if h.id == "code.change").findings if f.status.value == "implicated"]
+    assert [f.subject for f in code] == [str(work)]  # the unchanged repository is not implicated
+    assert "fast-forward pull" in code[0].summary and "1 commit(s) touch hot paths" in code[0].summary
+    assert any(line.startswith(f"repository {work} (main)") for line in code[0].evidence)
+    assert not any(str(other) in line for line in code[0].evidence)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from forensics.errors import BadInputError
+from forensics.model import Finding, HypothesisStatus, Severity
 from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, load_hot_paths  # noqa: F401  (re-exported)
 
 MAX_COMMITS = 200
@@ -383,3 +384,60 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
                     rc.availability = f"commit list not available: {exc}"
         out.append(rc)
     return out
+
+
+def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[Finding]:
+    """Add each repository's commits to the ``git`` judge's ``code.change`` finding about it.
+
+    The finding is matched by repository path (:attr:`forensics.model.Finding.subject`):
+    the HEAD-move finding (field ``head.sha``) when there is one, else the
+    repository's first implicated finding. A HEAD move takes the summary this
+    module can write with the commits ("HEAD moved ... by a fast-forward pull;
+    1 commit(s) touch hot paths, first ..."); severity becomes high when a commit
+    or a dirty file touches a hot path. A repository the judge reported nothing
+    about (nothing changed between the snapshots) gets nothing. The findings
+    that received evidence come first, in the order of ``repos``.
+
+    Returns:
+        the same findings, reordered; no finding is created or dropped.
+    """
+    leads: list[Finding] = []
+    for rc in repos:
+        if not rc.changed:
+            continue
+        mine = [f for f in findings if f.hypothesis == "code.change" and f.subject == rc.path
+                and f.status is HypothesisStatus.IMPLICATED and all(f is not g for g in leads)]
+        if not mine:
+            continue
+        lead = next((f for f in mine if "head.sha" in f.fields), mine[0])
+        evidence = [f"repository {rc.path} ({rc.role}): {rc.move.sentence}"]
+        hot = [c for c in rc.commits if c.hot_lines]
+        if rc.commits or rc.dropped:
+            evidence.append(f"{len(rc.commits)} new commit(s), {len(rc.dropped)} dropped; {len(hot)} touch "
+                            "performance-sensitive paths")
+        for c in hot[:3]:
+            evidence.append(f"{c.sha[:10]} \"{c.subject}\" touches {', '.join(f.path for f in c.hot_files[:3])} "
+                            f"({', '.join(c.hot_categories)}; {c.hot_lines} hot lines)")
+        if rc.availability != "ok":
+            evidence.append(rc.availability)
+        evidence.extend(rc.notes)
+        evidence.extend(f"uncommitted change to hot file {f.path} ({', '.join(f.hot)})" for f in rc.dirty_hot)
+        if hot or rc.dirty_hot:
+            sev, rel = Severity.HIGH, 0.9
+        elif rc.move.moved or rc.notes:
+            sev, rel = Severity.MEDIUM, 0.6
+        else:
+            sev, rel = Severity.LOW, 0.3
+        if "head.sha" in lead.fields:  # the HEAD move: this module says how, with the commits
+            what = rc.move.short if (rc.move.moved or rc.move.entries) else (rc.notes or ["code changed"])[0]
+            if hot:
+                what += f"; {len(hot)} commit(s) touch hot paths, first {hot[0].sha[:10]} \"{hot[0].subject}\""
+            lead.summary = f"{Path(rc.path).name or rc.path}: {what}"
+        if sev.weight > lead.severity.weight:
+            lead.severity = sev
+        lead.relevance = max(lead.relevance, rel)
+        moved = "head.sha" in lead.fields  # its reflog line is said better by the move sentence above
+        lead.evidence = evidence + [line for line in lead.evidence
+                                    if line not in evidence and not (moved and "reflog" in line)]
+        leads.append(lead)
+    return leads + [f for f in findings if all(f is not g for g in leads)]

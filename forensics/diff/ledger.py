@@ -11,8 +11,9 @@
    its hypotheses end inconclusive;
 3. a probe absent, unavailable or failed on one side makes the hypotheses it
    covers ``inconclusive``, said plainly (which side, and the probe's reason);
-4. ``code.change`` gets the commits between the two HEADs and how HEAD moved
-   (:mod:`forensics.diff.commits`);
+4. the git judge's ``code.change`` findings get the commits between the two HEADs and how HEAD moved,
+   matched by repository path
+   (:func:`forensics.diff.commits.attach_evidence`);
 5. benchmark results in the snapshots are compared (:mod:`forensics.bench.effect`):
    a slower canary weighs toward the environment, a slower user step with a
    same canary and a clean environment implicates ``code.change``;
@@ -201,11 +202,6 @@ def machine_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
             "machines', not a change on one machine.")
 
 
-def _repo_label(summary: str) -> str:
-    """The repository a code.change summary starts with ("serving: HEAD moved..." -> "serving")."""
-    return summary.split(":", 1)[0].split(" (editable install")[0].strip()
-
-
 def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
                probes: dict[str, Probe | None], notes: list[str], one_sided: list[str]) -> list[Finding]:
     """Every probe's findings; ``one_sided`` gets "name (no data in AFTER)" for probes usable on one side only.
@@ -260,56 +256,6 @@ def _no_data(name: str, probe: Probe, sb: ProbeResult | None, sa: ProbeResult | 
         f.probe = name
         out.append(f)
     return out
-
-
-def _code_findings(repos: list[commits_mod.RepoChanges]) -> list[Finding]:
-    out: list[Finding] = []
-    for rc in repos:
-        if not rc.changed:
-            continue
-        evidence = [f"repository {rc.path} ({rc.role}): {rc.move.sentence}"]
-        hot = [c for c in rc.commits if c.hot_lines]
-        if rc.commits or rc.dropped:
-            evidence.append(f"{len(rc.commits)} new commit(s), {len(rc.dropped)} dropped; {len(hot)} touch "
-                            "performance-sensitive paths")
-        for c in hot[:3]:
-            evidence.append(f"{c.sha[:10]} \"{c.subject}\" touches {', '.join(f.path for f in c.hot_files[:3])} "
-                            f"({', '.join(c.hot_categories)}; {c.hot_lines} hot lines)")
-        if rc.availability != "ok":
-            evidence.append(rc.availability)
-        evidence.extend(rc.notes)
-        evidence.extend(f"uncommitted change to hot file {f.path} ({', '.join(f.hot)})" for f in rc.dirty_hot)
-        if hot or rc.dirty_hot:
-            sev, rel = Severity.HIGH, 0.9
-        elif rc.move.moved or rc.notes:
-            sev, rel = Severity.MEDIUM, 0.6
-        else:
-            sev, rel = Severity.LOW, 0.3
-        what = rc.move.short if (rc.move.moved or rc.move.entries) else (rc.notes or ["code changed"])[0]
-        if hot:
-            what += f"; {len(hot)} commit(s) touch hot paths, first {hot[0].sha[:10]} \"{hot[0].subject}\""
-        f = implicated(CODE, sev, f"{Path(rc.path).name or rc.path}: {what}", evidence, relevance=rel)
-        f.probe = "git"
-        out.append(f)
-    return out
-
-
-def _merge_code(findings: list[Finding], mine: list[Finding]) -> list[Finding]:
-    """Dedupe ``code.change``: the git judge's "HEAD moved" finding of a repository is folded
-    into the commits finding of the same repository (which says how HEAD moved, with the
-    commits); the higher severity and relevance of the two are kept."""
-    out = list(findings)
-    for f in mine:
-        name = _repo_label(f.summary)
-        dups = [g for g in out if g.hypothesis == CODE and g.status is HypothesisStatus.IMPLICATED
-                and _repo_label(g.summary) == name and "HEAD moved" in g.summary]
-        for g in dups:
-            if g.severity.weight > f.severity.weight:
-                f.severity = g.severity
-            f.relevance = max(f.relevance, g.relevance)
-            f.evidence.extend(line for line in g.evidence if line not in f.evidence and "reflog" not in line)
-            out.remove(g)
-    return mine + out
 
 
 def _build(hyp: str, findings: list[Finding], multiplier: float, present: str = "") -> Hypothesis:
@@ -379,7 +325,7 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     if repo is not None and not repos:
         notes.append(f"--repo {repo}: the snapshots name no repository on both sides (git probe absent or "
                      "unavailable), so there are no two HEADs to list commits between")
-    findings = _merge_code(findings, _code_findings(repos))
+    findings = commits_mod.attach_evidence(findings, repos)
     bench = compare_bench(before, after)
     by_hyp: dict[str, list[Finding]] = {h: [] for h in HYPOTHESES}
     for f in findings:

@@ -25,9 +25,12 @@ never changing anything:
   e.g. ``pull origin main: Fast-forward``.
 - ``remotes``: ``{name: url}``, credentials in URLs redacted.
 
-Judged hypothesis: ``code.change`` (HEAD moved and how, tree got dirty, branch
-switched, an operation left in progress). The commit list between the two
-HEADs is added at diff time by the core (it needs the repository).
+Judged hypothesis: ``code.change`` (HEAD moved and how, tree got dirty or
+clean, branch switched, an operation left in progress). This judge is the only
+source of ``code.change`` findings from git; each carries the repository path
+as its ``subject``, by which :func:`forensics.diff.commits.attach_evidence`
+adds the commit list between the two HEADs at diff time (it needs the
+repository).
 """
 
 from __future__ import annotations
@@ -294,8 +297,11 @@ class GitProbe(Probe):
             if br is None:
                 out.append(implicated("code.change", Severity.LOW, f"{name}: repository appears only in the after snapshot",
                                       [str(ar.get("path"))], relevance=0.3))
+                out[-1].subject = str(ar.get("path"))
                 continue
-            out += self._judge_repo(name, br, ar)
+            for f in self._judge_repo(name, br, ar):
+                f.subject = str(ar.get("path"))  # forensics.diff.commits attaches the commit list by this path
+                out.append(f)
             checked.append(f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}")
         if not any(f.status.value == "implicated" for f in out):
             out.append(ruled_out("code.change", f"HEAD unchanged and working tree clean on both ({', '.join(checked) or 'no repository'})"))
@@ -331,6 +337,11 @@ class GitProbe(Probe):
             out.append(implicated("code.change", Severity.MEDIUM,
                                   f"{name}: uncommitted changes to {len(adirty)} file(s) after ({', '.join(newly[:3])}"
                                   + (" ..." if len(newly) > 3 else "") + ")", newly, relevance=0.6, fields=["modified"]))
+        elif bdirty and not adirty:
+            out.append(implicated("code.change", Severity.MEDIUM,
+                                  f"{name}: working tree was dirty before and is clean now (uncommitted changes were "
+                                  "committed, stashed or discarded)", sorted(bdirty)[:10], relevance=0.6,
+                                  fields=["modified"]))
         if ar.get("operation") and ar.get("operation") != br.get("operation"):
             out.append(implicated("code.change", Severity.MEDIUM, f"{name}: a {ar['operation']} is in progress",
                                   relevance=0.5, fields=["operation"]))
