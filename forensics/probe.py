@@ -33,6 +33,7 @@ Contract:
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,10 @@ from forensics.model import Finding, ProbeStatus
 if TYPE_CHECKING:  # pragma: no cover
     from forensics.redact import Redactor
 
-__all__ = ["Probe", "ProbeContext", "ProbeResult", "FieldSpec", "JudgeContext", "ProbeUnavailable"]
+__all__ = ["Probe", "ProbeContext", "ProbeResult", "FieldSpec", "JudgeContext", "ProbeUnavailable", "key_problems"]
+
+KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+"""A data key: lowercase snake_case (units as suffixes: ``power_mw``)."""
 
 
 @dataclass(frozen=True)
@@ -179,3 +183,36 @@ class Probe:
     def headline(self, data: dict[str, Any]) -> str:
         """One short line of the most telling facts, for terminal summaries ("" for none)."""
         return ""
+
+
+def key_problems(data: Any, map_fields: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """The dotted paths of keys in ``data`` that break the snake_case key rule.
+
+    Keys directly under a path matching one of ``map_fields`` are data (variable
+    names, package names, GPU UUIDs) and exempt; ``*`` in a pattern matches one
+    path element (``start_methods.*.env``). Missing values
+    (``{"missing", "detail"}``) are leaves. A list index is one path element
+    (``config_files.files.*.vars``). Used by the contract tests of built-in and third-party probes.
+
+    Returns:
+        ``"path.key"`` strings, in document order; empty when every key is fine.
+    """
+    exempt = [re.compile(re.escape(e).replace(r"\*", "[^.]+")) for e in map_fields]
+    out: list[str] = []
+
+    def walk(obj: Any, path: str) -> None:
+        if isinstance(obj, dict):
+            if obj and obj.keys() <= {"missing", "detail"}:
+                return
+            free = any(e.fullmatch(path) for e in exempt)
+            for k, v in obj.items():
+                sub = f"{path}.{k}" if path else str(k)
+                if not free and not (isinstance(k, str) and KEY_RE.match(k)):
+                    out.append(sub)
+                walk(v, sub)
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj):
+                walk(v, f"{path}.{i}" if path else str(i))
+
+    walk(data, "")
+    return out

@@ -109,6 +109,7 @@ def test_bench_bad_options_before_any_work(tmp_path, args, expected):
     assert expected in _one_line_exit_2(run_cli(*args, cwd=tmp_path))
 
 
+@pytest.mark.slow
 def test_env_with_a_failing_launcher_is_not_ruled_out(tmp_path):
     launcher = tmp_path / "fail.sh"
     launcher.write_text("#!/bin/sh\necho 'launcher broke: no slots' >&2\nexit 1\n")

@@ -14,6 +14,7 @@ TINY = {"device": "cpu", "tp": 2, "layers": 1, "hidden": 32, "heads": 2, "ffn": 
         "blocks": 3, "block_ms": 1.0, "warmup_s": 0.01, "matmul_n": 32, "busbw_bytes": 4096}
 
 
+@pytest.mark.slow
 def test_snapshot_canary_on_cpu_with_two_gloo_ranks(tmp_path):
     doc = run_for_snapshot({**TINY, "processes": 1})
     path = tmp_path / "b.json"
@@ -34,6 +35,7 @@ def test_snapshot_canary_on_cpu_with_two_gloo_ranks(tmp_path):
     assert loaded["summary"].startswith("canary.verify_step_ms ")
 
 
+@pytest.mark.slow
 def test_cli_canary_interleaved_b_side_writes_two_files(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     r = CliRunner().invoke(main, ["bench", "-q", "--device", "cpu", "--tp", "2", "--layers", "1", "--hidden", "32",
@@ -76,6 +78,7 @@ def test_cli_refuses_graph_on_cpu():
     assert r.exit_code == 2 and r.output.strip() == "forensics: error: --cuda-graph needs a GPU (device cuda)"
 
 
+@pytest.mark.slow
 def test_a_failing_rank_is_one_clear_error():
     # a GPU canary on this CPU-only torch: every rank fails in torch.cuda; no hang, one line
     from forensics.bench.harness import launch

@@ -109,6 +109,7 @@ def factor_file(tmp_path, monkeypatch):
     return f
 
 
+@pytest.mark.slow
 def test_bisect_finds_the_slow_commit_skips_the_broken_one_and_leaves_the_checkout_alone(tmp_path, factor_file,
                                                                                          monkeypatch):
     tmp = tmp_path / "tmp"
@@ -249,6 +250,7 @@ def test_a_crashing_step_on_an_endpoint_is_one_line_and_cleans_up(tmp_path, fact
     assert state(repo) == before
 
 
+@pytest.mark.slow
 def test_bisect_step_exit_codes_follow_git_bisect_run(tmp_path, factor_file):
     repo, shas = make_repo(tmp_path, n=6, slow_at=3, broken_at=5)
     spec = StepSpec(cmd=CMD)
@@ -269,6 +271,7 @@ def test_bisect_step_exit_codes_follow_git_bisect_run(tmp_path, factor_file):
     assert proc.returncode == 128  # a usage error must not read as "slow"
 
 
+@pytest.mark.slow
 def test_setup_runs_in_each_worktree_and_a_failing_setup_skips_the_commit(tmp_path, factor_file):
     """Commit 4 cannot be built and sits right before the slow commit 5: the answer is the range 4..5."""
     repo, shas = make_repo(tmp_path, n=8, slow_at=5, broken_at=None)
@@ -294,6 +297,7 @@ def test_setup_runs_in_each_worktree_and_a_failing_setup_skips_the_commit(tmp_pa
     assert not hook.exists()  # the user's post-checkout hook never ran for our checkouts
 
 
+@pytest.mark.slow
 def test_callable_is_timed_from_the_worktree_not_an_installed_copy(tmp_path, monkeypatch):
     repo = tmp_path / "user-repo"
     (repo / "mypkg").mkdir(parents=True)
@@ -354,6 +358,7 @@ def test_classify_uses_both_endpoints():
     assert classify(_cmp(10, 10.3), _cmp(10.3, 10.6)) is CommitClass.UNKNOWN
 
 
+@pytest.mark.slow
 def test_cli_writes_reports_and_says_environment_changed(tmp_path, factor_file):
     repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
     factor_file.write_text("1.3\n")
@@ -399,6 +404,7 @@ def test_endpoint_verdicts_name_the_reason():
     assert "code.change" not in ENV_HYPOTHESES and "gpu.throttling" in ENV_HYPOTHESES
 
 
+@pytest.mark.slow
 def test_drift_during_the_bisect_is_reported(tmp_path, factor_file):
     repo, shas = make_repo(tmp_path, n=1, slow_at=1, broken_at=None)
 
@@ -414,6 +420,7 @@ def test_drift_during_the_bisect_is_reported(tmp_path, factor_file):
     assert "A/A drift check" in render(res, "md")
 
 
+@pytest.mark.slow
 def test_git_bisect_run_with_bisect_step_finds_the_commit(tmp_path, factor_file):
     repo, shas = make_repo(tmp_path, n=6, slow_at=4, broken_at=None)
     _git(repo, "bisect", "start", "--term-old=fast", "--term-new=slow", shas[-1], shas[0])

@@ -4,6 +4,8 @@ the real 2 x H200 A/A snapshots in examples/aa."""
 
 from __future__ import annotations
 
+import pytest
+
 import copy
 import json
 from pathlib import Path
@@ -39,6 +41,7 @@ def test_machines_that_cannot_be_matched_are_said_so():
     assert "different hardware" in machine_note(before, after)
 
 
+@pytest.mark.slow
 def test_an_unredacted_snapshot_is_redacted_for_the_report(tmp_path):
     raw_b, raw_a = json.loads((AA / "before.json").read_text()), json.loads((AA / "after.json").read_text())
     secret = "https://nuser:NRPASS123@host/"

@@ -8,12 +8,11 @@ import pytest
 from _fakenvml import FakePynvml
 from forensics.model import is_missing
 from forensics.gpu.nvml import Nvml
-from forensics.probe import ProbeContext
+from forensics.probe import ProbeContext, key_problems
 from forensics.readers import CommandResult
 from forensics_probes.gpu.probe import GpuProbe, parse_topo
 
 UUID0 = "GPU-00000000-1111-2222-3333-000000000000"
-KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 TOPO = (__import__("pathlib").Path(__file__).parent / "fixtures" / "h200x2" / "nvidia-smi-topo.txt").read_text()
 
 
@@ -25,23 +24,11 @@ def collect(state="idle", options=None, **kw):
     return probe.collect(ctx), ctx
 
 
-def _keys(obj, path, exempt):
-    if isinstance(obj, dict) and not is_missing(obj):
-        for k, v in obj.items():
-            p = f"{path}.{k}" if path else k
-            if not any(re.fullmatch(e.replace(".", r"\.").replace("*", "[^.]+"), path) for e in exempt):
-                assert KEY_RE.match(k), f"bad key {p}"
-            _keys(v, p, exempt)
-    elif isinstance(obj, list):
-        for v in obj:
-            _keys(v, path, exempt)
-
-
 @pytest.mark.parametrize("state", ["idle", "under_load"])
 def test_collect_is_json_with_unit_keys(state):
     data, ctx = collect(state)
     json.dumps(data)
-    _keys(data, "", GpuProbe.map_fields)
+    assert key_problems(data, GpuProbe.map_fields) == []
     assert ctx.errors == []
     assert set(data["gpus"]) == {UUID0, "GPU-00000000-1111-2222-3333-000000000001"}
 

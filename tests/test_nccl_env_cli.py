@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from forensics.cli import main
@@ -39,6 +40,7 @@ def test_env_command_bad_launcher_is_one_line_exit_2():
     assert res.exit_code == 2 and "quote it as one shell word" in res.output
 
 
+@pytest.mark.slow
 def test_env_command_launcher_shows_each_rank(tmp_path, monkeypatch):
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     wrapper = tmp_path / "drop.sh"

@@ -115,6 +115,7 @@ def test_forkserver_keeps_the_environment_it_started_with(clean_env):
         {"name": "NCCL_PROTO", "parent": "Simple", "worker": UNSET, "where": "at_exec"}]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
 def test_launcher_wrapper_injects_and_scrubs(clean_env, tmp_path):
     """Stand-in for Ray's behaviour in case 10: the launcher injects NCCL_SOCKET_IFNAME and drops NCCL_ALGO."""
@@ -139,6 +140,7 @@ def test_launcher_wrapper_injects_and_scrubs(clean_env, tmp_path):
     assert any("NCCL_ALGO differs" in s and "('Ring')" in s for s in summaries)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
 def test_torchrun_with_gloo_on_localhost(clean_env):
     torchrun = Path(sys.executable).parent / "torchrun"
@@ -160,6 +162,7 @@ def test_torchrun_with_gloo_on_localhost(clean_env):
     assert "NCCL not available" in summary["reason"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
 def test_nccl_init_without_gpu_uses_gloo_with_two_ranks(clean_env):
     data, errors, _ = collect({"nccl_init": True})
