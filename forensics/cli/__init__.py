@@ -5,6 +5,11 @@ when it runs (``--help`` stays instant, and the snapshot never imports torch).
 Exit codes (DESIGN section 12): 0 ok / no regression, 1 regression found,
 2 bad input or usage, 3 inconclusive, 4 internal error (a bug: please report),
 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP: child processes are stopped first.
+
+Owns the commands (``snapshot``/``show``/``probes``, ``env``, ``diff``, ``bench``,
+``bisect``/``bisect-step``), the error boundary and console (``common``) and the
+shared click types (``types``: finite numbers, ``OUTPUT_FILE``). May import
+every other package; nothing imports ``cli`` except ``__main__`` and ``demo``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,6 @@ does and read their environment), ``data`` (the probe's document), ``judge``
 (parsing ``NCCL_DEBUG=INFO`` output) and ``workers/`` (the tiny
 standard-library entry points run in those processes).
 
-May import ``forensics.model``, ``procgroup``, ``redact`` and ``errors``;
+May import ``forensics.model``, ``procgroup``, ``redact``, ``errors`` and ``forensics.__version__``;
 never a probe, ``render`` or ``cli``.
 """
