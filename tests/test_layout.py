@@ -30,13 +30,15 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.add(node.module)
-                found.update(f"{node.module}.{a.name}" for a in node.names)
+                subs = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules]
+                found.update(subs)  # "from pkg import submodule" imports the submodule
+                if len(subs) < len(node.names):
+                    found.add(node.module)  # names defined in the module (or package) itself
         deps = set()
         for target in found:
             while target and target not in modules:
                 target = target.rpartition(".")[0]
-            if target and target != name:
+            if target and target != name and not name.startswith(target + "."):  # a package's own __init__
                 deps.add(target)
         edges[name] = deps
     return edges

@@ -107,3 +107,36 @@ def run_user(kind: str, target: str, *, processes: int, budget_s: float, timeout
         if on_process:
             on_process(i, rec)
     return out
+
+
+def measure_user(cmd: str | None, target: str | None, *, metric: str | None = None, metric_regex: str | None = None,
+                 unit: str | None = None, higher_is_better: bool = False, processes: int, budget_s: float,
+                 timeout_s: float, blocks: int | None = None, block_ms: float | None = None, label: str = "",
+                 on_process: Callable[[int, dict], None] | None = None) -> dict:
+    """Run the user's step (``cmd`` or the callable ``target``) as fresh processes under GPU telemetry.
+
+    Returns:
+        a ``forensics.bench/1`` document with one result of kind ``user``:
+        ``user.<metric>`` for a command (unit ``unit``, default ``ms`` or
+        ``per s`` with ``higher_is_better``), ``user.<target>`` in ms for a callable.
+
+    Raises:
+        BadInputError: see :func:`run_user`.
+    """
+    from forensics.bench import document
+    from forensics.bench.harness import visible_gpus
+    from forensics.bench.session import telemetry
+
+    kind = "cmd" if cmd else "callable"
+    with telemetry(visible_gpus() > 0) as tel:
+        recs = run_user(kind, cmd or target, processes=processes, budget_s=budget_s, timeout_s=timeout_s,
+                        metric=metric, metric_regex=metric_regex, blocks=blocks or 30,
+                        block_ms=block_ms or 5.0, on_process=on_process)
+    if kind == "cmd":
+        name, the_unit = f"user.{recs[0]['metric']}", unit or ("per s" if higher_is_better else "ms")
+    else:
+        name, the_unit, higher_is_better = f"user.{target}", "ms", False
+    result = user_result(name, recs, unit=the_unit, higher_is_better=higher_is_better)
+    config = {"kind": "user", "step": kind, "command" if kind == "cmd" else "callable": cmd or target,
+              "metric": metric, "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
+    return document.build(config, [result], telemetry=tel, label=label)

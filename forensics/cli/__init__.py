@@ -6,7 +6,7 @@ Exit codes (DESIGN section 12): 0 ok / no regression, 1 regression found,
 2 bad input or usage, 3 inconclusive, 4 internal error (a bug: please report),
 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP: child processes are stopped first.
 
-Owns the commands (``snapshot``/``show``/``probes``, ``env``, ``diff``, ``bench``,
+Owns the commands (``snapshot``, ``show``, ``probes``, ``env``, ``diff``, ``bench``,
 ``bisect``/``bisect-step``), the error boundary and console (``common``) and the
 shared click types (``types``: finite numbers, ``OUTPUT_FILE``). May import
 every other package; nothing imports ``cli`` except ``__main__`` and ``demo``.
@@ -23,8 +23,8 @@ from forensics import __version__
 # command name -> "module:attribute"; a module not present yet simply isn't listed.
 COMMANDS: dict[str, str] = {
     "snapshot": "forensics.cli.snapshot:snapshot",
-    "show": "forensics.cli.snapshot:show",
-    "probes": "forensics.cli.snapshot:probes",
+    "show": "forensics.cli.show:show",
+    "probes": "forensics.cli.probes:probes",
     "env": "forensics.cli.env:env",
     "diff": "forensics.cli.diff:diff",
     "bench": "forensics.cli.bench:bench",

@@ -162,12 +162,8 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
 
 def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s, timeout_s,
               blocks, block_ms, label, quiet):
-    from forensics.bench import document
-    from forensics.bench.session import telemetry
-    from forensics.bench.harness import visible_gpus
-    from forensics.bench.user import run_user, user_result
+    from forensics.bench.user import measure_user
 
-    kind = "cmd" if cmd else "callable"
     prog, task = (None, None) if quiet else _progress(processes, "your step")
 
     def on_process(i, rec):
@@ -177,21 +173,12 @@ def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, process
     if prog is not None:
         prog.start()
     try:
-        with telemetry(visible_gpus() > 0) as tel:
-            recs = run_user(kind, cmd or target, processes=processes, budget_s=budget_s, timeout_s=timeout_s,
-                            metric=metric, metric_regex=metric_regex, blocks=blocks or 30,
-                            block_ms=block_ms or 5.0, on_process=on_process)
+        return measure_user(cmd, target, metric=metric, metric_regex=metric_regex, unit=unit,
+                            higher_is_better=higher_is_better, processes=processes, budget_s=budget_s,
+                            timeout_s=timeout_s, blocks=blocks, block_ms=block_ms, label=label, on_process=on_process)
     finally:
         if prog is not None:
             prog.stop()
-    if kind == "cmd":
-        name, the_unit = f"user.{recs[0]['metric']}", unit or ("per s" if higher_is_better else "ms")
-    else:
-        name, the_unit, higher_is_better = f"user.{target}", "ms", False
-    result = user_result(name, recs, unit=the_unit, higher_is_better=higher_is_better)
-    config = {"kind": "user", "step": kind, "command" if kind == "cmd" else "callable": cmd or target,
-              "metric": metric, "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
-    return document.build(config, [result], telemetry=tel, label=label)
 
 
 @bench.command("compare")

@@ -1,4 +1,4 @@
-"""``forensics snapshot``, ``forensics show`` and ``forensics probes``."""
+"""``forensics snapshot``: record this machine's state into a snapshot file."""
 
 from __future__ import annotations
 
@@ -113,39 +113,3 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         console().print(f"wrote [bold]{out}[/bold]")
     if all_failed:
         raise InconclusiveError(f"{out}: every probe failed; the snapshot holds no data (see the reasons above)")
-
-
-@click.command()
-@click.argument("file", type=click.Path(path_type=Path))
-@error_boundary
-def show(file):
-    """Print a readable summary of a snapshot FILE."""
-    from forensics import snapshot as snap
-    from forensics.render.terminal import print_snapshot_summary
-
-    doc = snap.load(file)
-    print_snapshot_summary(console(), doc, detail=True)
-
-
-@click.command()
-@error_boundary
-def probes():
-    """List the installed probes, what each records, and whether it applies here."""
-    from rich.table import Table
-
-    from forensics.probe import ProbeContext
-    from forensics.registry import load_probes
-
-    loaded, failures = load_probes()
-    table = Table(show_header=True, header_style="bold")
-    for col in ("probe", "from", "applies here", "what it records"):
-        table.add_column(col)
-    for lp in loaded:
-        try:
-            reason = lp.probe.available(ProbeContext({}))
-        except Exception as exc:  # an applicability check that crashes is reported, not raised
-            reason = f"check failed: {type(exc).__name__}: {exc}"
-        table.add_row(lp.name, lp.distribution, "yes" if not reason else f"no: {reason}", lp.probe.description)
-    for f in failures:
-        table.add_row(f.name, f.distribution, f"failed to load: {f.error}", "")
-    console().print(table)
