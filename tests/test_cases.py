@@ -3,8 +3,14 @@
 Each folder under tests/fixtures/cases/ holds before.json, after.json and
 expect.json ``{"top": id | null, "ruled_out": [ids], "note": "..."}`` (optional
 ``"requires"``: the probes the verdict depends on; default: every probe section
-in the two snapshots). A case whose probes are not registered in this install is
+in the two snapshots; optional ``"below_top"``: ids that changed too but must rank
+below ``top``). A case whose probes are not registered in this install is
 skipped, naming them; nothing else is skipped.
+
+Cases marked ``"new_in": 13`` (issue 13's real cases, built by
+tests/fixtures/cases/make_issue13_cases.py) are expected to fail until the
+evidence-based ranking lands: they run as non-strict xfail so the suite stays
+green and a case that starts passing shows as XPASS.
 """
 
 from __future__ import annotations
@@ -24,11 +30,18 @@ from _diffkit import CASES
 CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir() and (p / "expect.json").is_file())
 
 
+def _param(case):
+    expect = json.loads((case / "expect.json").read_text())
+    marks = [pytest.mark.xfail(reason=f"issue {expect['new_in']}: needs the evidence-based ranking", strict=False)
+             ] if expect.get("new_in") else []
+    return pytest.param(case, id=case.name, marks=marks)
+
+
 def test_case_fixtures_exist():
     assert len(CASE_DIRS) >= 2
 
 
-@pytest.mark.parametrize("case", CASE_DIRS, ids=[p.name for p in CASE_DIRS])
+@pytest.mark.parametrize("case", [_param(p) for p in CASE_DIRS])
 def test_case(case):
     expect = json.loads((case / "expect.json").read_text())
     before, after = snap.load(case / "before.json"), snap.load(case / "after.json")
@@ -51,6 +64,9 @@ def test_case(case):
         html = render_html(a)
         first = html.index('class="hid">')  # the first suspect card is the one the reader sees first
         assert html[first:].startswith(f'class="hid">{top}<')
+    order = [h["id"] for h in doc["hypotheses"]]
+    for hyp in expect.get("below_top", []):
+        assert hyp in order and order.index(hyp) > 0, f"{case.name}: {hyp} should rank below {top}: {order}"
     for hyp in ruled:
         h = statuses[hyp]
         assert h["status"] == "ruled-out", f"{case.name}: {hyp} is {h['status']}: {h['summary']}"
