@@ -8,7 +8,7 @@ from importlib import resources
 import yaml
 
 COMPONENTS = {"nccl", "cuda", "torch", "driver", "nccl_setting", "cuda_setting", "torch_setting", "host_setting",
-              "gpu_state"}
+              "gpu_state", "package"}
 BENCHMARKS = {"allreduce", "matmul", "h2d", "host", "step"}
 SPEC = re.compile(r"^\*$|^(==|>=|<=|>|<)\d+(\.\d+)*(,(==|>=|<=|>|<)\d+(\.\d+)*)*$")
 
@@ -45,7 +45,7 @@ def test_every_entry_has_the_documented_keys():
 def test_version_ranges_are_specifier_sets():
     for e in _catalog()["entries"]:
         m = e["match"]
-        if e["component"] in {"nccl", "cuda", "torch", "driver"}:
+        if e["component"] in {"nccl", "cuda", "torch", "driver", "package"}:
             assert "to" in m, e["id"]
             for key in ("from", "to"):
                 if key in m:
