@@ -76,6 +76,7 @@ class MissingReason(str, enum.Enum):
     NOT_FOUND = "not_found"            # file, command or library absent
     NOT_APPLICABLE = "not_applicable"  # e.g. MIG child handles have no clocks
     ERROR = "error"                    # anything else; ``detail`` says what
+    NOT_RECORDED = "not_recorded"      # the source holds no such field (an imported text: "not in collect_env output")
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,15 @@ def is_missing(value: Any) -> bool:
         and value["missing"] in _MISSING_VALUES
         and set(value) <= {"missing", "detail"}
     )
+
+
+def is_unrecorded(value: Any) -> bool:
+    """True if ``value`` is a missing value whose source never held the field (``not_recorded``).
+
+    Imported texts (``forensics import``) hold a fraction of what a probe reads; a judge
+    must not compare such a field (unknown is neither "same" nor "changed").
+    """
+    return is_missing(value) and value["missing"] == MissingReason.NOT_RECORDED.value
 
 
 def as_missing(value: Any) -> Missing | None:
