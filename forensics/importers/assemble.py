@@ -110,7 +110,8 @@ def build(parts: list[Part], names: list[str], label: str | None = None) -> dict
     Returns:
         a JSON-ready snapshot dict that :func:`forensics.snapshot.validate` accepts.
     """
-    from forensics.snapshot import SCHEMA, utc_now
+    from forensics.docfile import utc_now
+    from forensics.snapshot import SCHEMA
 
     labels = _labels(parts)
     merged: dict[str, dict[str, Any]] = {}
