@@ -35,7 +35,8 @@ import re
 import time
 from typing import Any
 
-from forensics.model import Finding, MissingReason, Severity, implicated, is_missing, missing, ruled_out
+from forensics.model import (Finding, MissingReason, Severity, implicated, inconclusive, is_missing, is_unrecorded, missing,
+                             ruled_out)
 from forensics.probe import FieldSpec, JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics.readers import read_first_line, read_text
 
@@ -247,29 +248,36 @@ class HostProbe(Probe):
         if not (before and after and before.usable and after.usable):
             return []  # one side alone shows nothing here; the ledger marks host.cpu inconclusive
         b, a = before.data, after.data
-        bc, ac = b.get("cpu") or {}, a.get("cpu") or {}
+        bc, ac = (d.get("cpu") if isinstance(d.get("cpu"), dict) and not is_missing(d.get("cpu")) else {} for d in (b, a))
         out: list[Finding] = []
 
-        def changed(x, y) -> bool:
+        compared: list[str] = []
+        unheld: list[str] = []
+
+        def changed(x, y, what: str = "") -> bool:
+            if is_unrecorded(x) or is_unrecorded(y):  # a side imported from a text without it: not compared
+                unheld.append(what)
+                return False
+            compared.append(what)
             return x != y and not (is_missing(x) and is_missing(y))
 
-        if changed(bc.get("model"), ac.get("model")):
+        if changed(_sub(b, "cpu", "model"), _sub(a, "cpu", "model"), "CPU model"):
             out.append(implicated("host.cpu", Severity.MEDIUM, f"CPU model changed: {bc.get('model')} -> {ac.get('model')}",
                                   ["/proc/cpuinfo model name"], relevance=0.6, fields=["cpu.model"]))
         for key, label, sev in (("governor", "CPU scaling governor", Severity.MEDIUM),
                                 ("logical_cores", "logical CPU count", Severity.MEDIUM),
                                 ("affinity_cores", "CPUs this process may use", Severity.MEDIUM)):
-            if changed(bc.get(key), ac.get(key)):
+            if changed(_sub(b, "cpu", key), _sub(a, "cpu", key), label):
                 out.append(implicated("host.cpu", sev, f"{label} changed: {_fmt(bc.get(key))} -> {_fmt(ac.get(key))}",
                                       relevance=0.5, fields=[f"cpu.{key}"]))
         bcg, acg = b.get("cgroup") or {}, a.get("cgroup") or {}
-        if changed(bcg.get("cpu_limit_cores"), acg.get("cpu_limit_cores")):
+        if changed(_sub(b, "cgroup", "cpu_limit_cores"), _sub(a, "cgroup", "cpu_limit_cores"), "cgroup CPU limit"):
             out.append(implicated("host.cpu", Severity.HIGH,
                                   f"cgroup CPU limit changed: {_fmt(bcg.get('cpu_limit_cores'))} -> {_fmt(acg.get('cpu_limit_cores'))} cores",
                                   ["cgroup cpu.max"], relevance=0.7, fields=["cgroup.cpu_limit_cores"]))
-        if changed(b.get("numa_nodes"), a.get("numa_nodes")):
+        if changed(b.get("numa_nodes"), a.get("numa_nodes"), "NUMA layout"):
             out.append(implicated("host.cpu", Severity.LOW, "NUMA layout changed", relevance=0.3, fields=["numa_nodes"]))
-        if changed(b.get("thp_enabled"), a.get("thp_enabled")):
+        if changed(b.get("thp_enabled"), a.get("thp_enabled"), "transparent huge pages"):
             out.append(implicated("host.cpu", Severity.LOW,
                                   f"transparent huge pages: {_fmt(b.get('thp_enabled'))} -> {_fmt(a.get('thp_enabled'))}",
                                   relevance=0.2, fields=["thp_enabled"]))
@@ -278,10 +286,25 @@ class HostProbe(Probe):
         if isinstance(la, (int, float)) and isinstance(cores, int) and la > cores and not (isinstance(lb, (int, float)) and lb > cores):
             out.append(implicated("host.cpu", Severity.LOW, f"CPU oversubscribed after: load {la} on {cores} CPUs (before {lb})",
                                   ["os.getloadavg()"], relevance=0.4, fields=["load_avg_1m"]))
-        if not out:
+        why = next((d.get("detail") for d in (b.get("cpu"), a.get("cpu"), b.get("cgroup"), a.get("cgroup"),
+                                               b.get("kernel"), a.get("kernel")) if is_unrecorded(d)), "") or "not recorded"
+        if not out and not compared:
+            out.append(inconclusive("host.cpu", f"nothing to compare: {', '.join(unheld)} not held by an imported side "
+                                                f"({why})"))
+        elif not out:
             out.append(ruled_out("host.cpu", f"CPU {_fmt(ac.get('model'))}, {_fmt(ac.get('logical_cores'))} CPUs, governor "
-                                             f"{_fmt(ac.get('governor'))}, cgroup CPU limit {_fmt(acg.get('cpu_limit_cores'))} on both"))
+                                             f"{_fmt(ac.get('governor'))}, cgroup CPU limit {_fmt(acg.get('cpu_limit_cores'))} on both",
+                                 [f"compared: {', '.join(compared)}"] + (
+                                     [f"not compared ({why}): {', '.join(unheld)}"] if unheld else [])))
         return out
+
+
+def _sub(data: dict[str, Any], group: str, key: str) -> Any:
+    """``data[group][key]``; a ``not_recorded`` group stands for its keys."""
+    g = data.get(group)
+    if is_unrecorded(g):
+        return g
+    return (g or {}).get(key) if isinstance(g, dict) else None
 
 
 def _fmt(value: Any) -> str:

@@ -28,7 +28,8 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from forensics.model import Finding, MissingReason, Severity, implicated, missing, ruled_out
+from forensics.model import (Finding, MissingReason, Severity, implicated, inconclusive, is_missing, is_unrecorded, missing,
+                             ruled_out)
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 
 # Distributions whose change matters most to GPU step time (matched on the normalised name).
@@ -143,31 +144,76 @@ class SoftwareProbe(Probe):
         if not (before and after and before.usable and after.usable):
             return []  # one side alone shows nothing here; the ledger marks both hypotheses inconclusive
         out: list[Finding] = []
-        bp = {normalise(k): v for k, v in (before.data.get("packages") or {}).items()}
-        ap = {normalise(k): v for k, v in (after.data.get("packages") or {}).items()}
+
+        def pkgs(data):
+            p = data.get("packages")
+            if not isinstance(p, dict) or is_missing(p):
+                return None
+            return {normalise(k): v for k, v in p.items() if not is_unrecorded(v)}
+
+        bp, ap = pkgs(before.data), pkgs(after.data)
+        # A list that holds only some packages (collect_env's "relevant libraries", an imported check_env)
+        # says nothing about the names it leaves out: only names it lists are compared, and against a
+        # complete list a name it lists but the other lacks is a real difference.
+        partial = {side: (d.get("coverage") or {}).get("packages") for side, d in (("BEFORE", before.data),
+                                                                                    ("AFTER", after.data))
+                   if isinstance(d.get("coverage"), dict) and (d.get("coverage") or {}).get("packages")}
+        if bp is None or ap is None:
+            why = next((d["packages"].get("detail") for d in (before.data, after.data) if is_missing(d.get("packages"))), "")
+            return [inconclusive("torch.version", f"package list not held by one side ({why})"),
+                    inconclusive("python.packages", f"package list not held by one side ({why})")]
+        if "BEFORE" in partial and "AFTER" in partial:
+            names = set(bp) & set(ap)
+        elif partial:
+            names = set(bp if "BEFORE" in partial else ap)
+        else:
+            names = set(bp) | set(ap)
+        not_compared = (set(bp) | set(ap)) - names
+        scope = [f"{side} lists only some packages: {why}; {len(not_compared)} name(s) of the other side not compared"
+                 for side, why in partial.items()]
         bt, at = bp.get("torch"), ap.get("torch")
-        if bt != at:
+        if "torch" not in names and (bt is None) != (at is None):
+            out.append(inconclusive("torch.version", f"torch {bt or at} on one side; the other side's list does not "
+                                                     "name torch", scope))
+        elif bt != at:
             out.append(implicated("torch.version", Severity.HIGH, f"PyTorch changed: {bt or 'absent'} -> {at or 'absent'}",
-                                  ["torch distribution metadata (importlib.metadata)"], relevance=0.9, fields=["packages.torch"]))
+                                  ["torch distribution metadata (importlib.metadata)"] + scope, relevance=0.9,
+                                  fields=["packages.torch"]))
         else:
             out.append(ruled_out("torch.version", f"torch {bt or 'absent'} on both"))
         changes, stack = [], []
-        for name in sorted(set(bp) | set(ap)):
+        for name in sorted(names):
             if name == "torch" or bp.get(name) == ap.get(name):
                 continue
             line = f"{name}: {bp.get(name, 'absent')} -> {ap.get(name, 'absent')}"
             (stack if GPU_STACK.match(name) else changes).append(line)
-        bpy, apy = (before.data.get("python") or {}).get("version"), (after.data.get("python") or {}).get("version")
-        if bpy != apy:
+        bpy, apy = (_py(d) for d in (before.data, after.data))
+        if bpy != apy and not (is_unrecorded(bpy) or is_unrecorded(apy)):
             stack.insert(0, f"Python {bpy} -> {apy}")
         if stack:
             out.append(implicated("python.packages", Severity.MEDIUM,
                                   f"{len(stack)} GPU-stack package(s) changed: {'; '.join(stack[:3])}"
-                                  + (" ..." if len(stack) > 3 else ""), stack + changes, relevance=0.6, fields=["packages"]))
+                                  + (" ..." if len(stack) > 3 else ""), stack + changes + scope, relevance=0.6,
+                                  fields=["packages"]))
         elif changes:
             out.append(implicated("python.packages", Severity.LOW,
                                   f"{len(changes)} other package(s) changed: {'; '.join(changes[:3])}"
-                                  + (" ..." if len(changes) > 3 else ""), changes, relevance=0.3, fields=["packages"]))
+                                  + (" ..." if len(changes) > 3 else ""), changes + scope, relevance=0.3,
+                                  fields=["packages"]))
+        elif partial:
+            out.append(ruled_out("python.packages", f"the {len(names)} distribution(s) listed on both sides are the same "
+                                                    f"(Python {_shown(bpy)} / {_shown(apy)})", scope))
         else:
             out.append(ruled_out("python.packages", f"Python {apy} and all {len(ap)} distributions the same on both"))
         return out
+
+
+def _py(data: dict[str, Any]) -> Any:
+    py = data.get("python")
+    if is_missing(py):
+        return py
+    return (py or {}).get("version") if isinstance(py, dict) else None
+
+
+def _shown(v: Any) -> str:
+    return "not recorded" if is_missing(v) else str(v)

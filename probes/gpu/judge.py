@@ -16,7 +16,8 @@ from forensics.gpu.readings import HW_REASONS
 from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.probe import JudgeContext, ProbeResult
 from forensics_probes.gpu.state import judge_state
-from forensics_probes.gpu.views import (View, get, gpus_of, idle_state, instant_busy, label, match_gpus, num,
+from forensics_probes.gpu.views import (View, get, gpus_of, idle_state, instant_busy, label, match_gpus, not_held,
+                                       num, unheld_summary,
                                          pct, throttled, view, worst)
 
 CLOCK_DROP = 0.05        # median SM clock under load 5% lower = a finding
@@ -126,6 +127,10 @@ def judge_throttling(pairs, docs, datas) -> Finding:
                           fields=["gpus.*.clocks_event_reasons", "gpus.*.clocks_event_ns", "bench.telemetry"])
     if checked:
         return ruled_out("gpu.throttling", "; ".join(checked) + "; no reason counter grew", evidence)
+    unheld = not_held(pairs, "clocks") + not_held(pairs, "clocks_event_reasons")
+    if unheld:
+        return inconclusive("gpu.throttling", unheld_summary(unheld, "clocks and clocks-event reasons under load"),
+                            evidence + unheld)
     return inconclusive("gpu.throttling", "no under-load samples on either side (run 'forensics bench' or "
                         "'forensics snapshot --sample 10' during the workload); idle readings are not judged",
                         evidence + [f"{label(k, ga or gb)}: {idle_state(ga or gb)} at snapshot time"
@@ -196,6 +201,9 @@ def judge_pcie(pairs, docs, datas) -> Finding:
     idle = "; idle downtraining at snapshot time is expected, not a fault" if idle_notes else ""
     if checked:
         return ruled_out("gpu.pcie-link", "; ".join(checked) + idle, evidence)
+    unheld = not_held(pairs, "pcie")
+    if unheld:
+        return inconclusive("gpu.pcie-link", unheld_summary(unheld, "the PCIe link under load"), evidence + unheld)
     return inconclusive("gpu.pcie-link", "PCIe link not judged: no under-load samples" + (
         " (idle downtraining seen, expected at idle)" if idle_notes else ""), evidence)
 
@@ -247,6 +255,9 @@ def judge_contention(pairs) -> Finding:
                           fields=["gpus.*.processes", "gpus.*.utilization"])
     if checked and not unknown:
         return ruled_out("gpu.contention", "no new process on the GPUs: " + "; ".join(checked), evidence)
+    unheld = not_held(pairs, "processes")
+    if unheld:
+        return inconclusive("gpu.contention", unheld_summary(unheld, "the process list"), evidence + unheld)
     return inconclusive("gpu.contention", "process list unavailable for " + ", ".join(unknown or ["all GPUs"]),
                         evidence)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
-from forensics_probes.gpu.views import get, label, num, worst
+from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, is_unrecorded, ruled_out
+from forensics_probes.gpu.views import get, label, not_held, num, unheld_summary, worst
 
 # (path, label, severity when it changes, relevance, "lower is worse")
 _CONFIG = [
@@ -64,10 +64,12 @@ def judge_config(pairs) -> Finding:
         if gb is None or ga is None:
             continue
         name = label(key, ga)
+        compared = 0
         for path, what, sev, rel, lower_worse in _CONFIG:
-            vb, va = get(gb, *path), get(ga, *path)
-            if vb is None and va is None:
-                continue
+            vb, va = _at(gb, path), _at(ga, path)
+            if vb is None and va is None or is_unrecorded(vb) or is_unrecorded(va):
+                continue  # a side imported from a text that does not hold it: unknown, not a change
+            compared += 1
             if vb == va:
                 continue
             nb, na = num(vb), num(va)
@@ -86,6 +88,8 @@ def judge_config(pairs) -> Finding:
             pend, cur = get(gpu, "ecc", "mode_pending"), get(gpu, "ecc", "mode_current")
             if isinstance(pend, str) and isinstance(cur, str) and pend != cur:
                 evidence.append(f"{name} {side}: ECC mode {cur}, {pend} after the next reboot")
+        if not compared:
+            continue
         same.append(f"{name}: power limit {_fmt(('x_mw',), get(ga, 'power', 'enforced_limit_mw'))}, "
                     f"app SM clock {_fmt(('x_mhz',), get(ga, 'clocks', 'sm', 'app_mhz'))}, persistence "
                     f"{_fmt(('',), get(ga, 'modes', 'persistence'))}, compute {_fmt(('',), get(ga, 'modes', 'compute'))}, "
@@ -95,8 +99,26 @@ def judge_config(pairs) -> Finding:
         return implicated("gpu.config", sev, summary, evidence, relevance=rel,
                           fields=["gpus.*.power", "gpus.*.clocks", "gpus.*.modes", "gpus.*.ecc"])
     if same:
-        return ruled_out("gpu.config", "same on both sides: " + "; ".join(same), evidence)
+        unheld = not_held(pairs, "power") + not_held(pairs, "clocks") + not_held(pairs, "modes")
+        return ruled_out("gpu.config", "same on both sides: " + "; ".join(same), evidence + [
+            f"not compared: {line}" for line in unheld])
+    unheld = not_held(pairs, "power") + not_held(pairs, "clocks") + not_held(pairs, "modes")
+    if unheld:
+        return inconclusive("gpu.config", unheld_summary(unheld, "power limits, application clocks and modes"),
+                            evidence + unheld)
     return inconclusive("gpu.config", "no GPU present on both sides to compare", evidence)
+
+
+def _at(gpu, path):
+    """The value at ``path`` of a GPU record; a ``not_recorded`` group above it stands for the whole group."""
+    node = gpu
+    for part in path:
+        if is_unrecorded(node):
+            return node
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _window_deltas(doc, data, pairs, side):
@@ -152,10 +174,12 @@ def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
             found.append((Severity.CRITICAL, 1.0, f"{name}: NVML reports the GPU lost (NVML_ERROR_GPU_IS_LOST)", []))
             continue
         grew = []
+        compared = 0
         for path, what, sev in _HEALTH:
             b0, a0 = num(get(gb, *path)), num(get(ga, *path))
             if b0 is None or a0 is None:
                 continue
+            compared += 1
             if a0 < b0:
                 evidence.append(f"{name}: {what} {b0:g} -> {a0:g} (counter reset: driver reload or reboot)")
             elif a0 > b0:
@@ -184,8 +208,10 @@ def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
             span = f" over {elapsed:.0f} s" if elapsed else ""
             evidence.append(f"{name}: NVLink CRC errors corrected by link retry, below DCGM's {CRC_ALERT_PER_S}/s alert "
                             f"rate{span}: {', '.join(crc_quiet[:4])}" + (" ..." if len(crc_quiet) > 4 else ""))
-        checked.append(f"{name}: no ECC, row-remap, retired-page, PCIe or NVLink error counter grew"
-                       if not grew else "")
+        compared += sum(1 for la in (links_a.values() if isinstance(links_a, dict) else ()) if get(la, "errors"))
+        if compared:
+            checked.append(f"{name}: no ECC, row-remap, retired-page, PCIe or NVLink error counter grew"
+                           if not grew else "")
     before_w = _window_deltas(docs[0], b, pairs, "before")
     for name, deltas in _window_deltas(docs[1], a, pairs, "after").items():
         for key, what, sev in (("pcie_replay", "PCIe replays", Severity.MEDIUM),
@@ -201,6 +227,10 @@ def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
                           fields=["gpus.*.ecc", "gpus.*.remapped_rows", "gpus.*.pcie.counters", "gpus.*.nvlink"])
     if any(checked):
         return ruled_out("gpu.health", "; ".join(c for c in checked if c), evidence)
+    unheld = [ln for g in ("ecc", "remapped_rows", "retired_pages", "pcie", "nvlink") for ln in not_held(pairs, g)]
+    if unheld:
+        return inconclusive("gpu.health", unheld_summary(unheld, "error counters (ECC, remapped rows, PCIe, NVLink)"),
+                            evidence + unheld)
     return inconclusive("gpu.health", "no GPU present on both sides to compare", evidence)
 
 
@@ -230,6 +260,8 @@ def judge_topology(b, a, pairs) -> Finding:
         if gb is None or ga is None:
             continue
         name = label(key, ga)
+        if is_unrecorded(get(gb, "nvlink")) or is_unrecorded(get(ga, "nvlink")):
+            continue  # imported from a text without NVLink state: not compared
         db, da = _nvlink_desc(gb), _nvlink_desc(ga)
         ab, aa = num(get(gb, "nvlink", "active_links")), num(get(ga, "nvlink", "active_links"))
         if db != da:
@@ -252,6 +284,11 @@ def judge_topology(b, a, pairs) -> Finding:
         return implicated("gpu.topology", sev, summary, evidence, relevance=rel, fields=["gpus.*.nvlink", "topology"])
     if same:
         return ruled_out("gpu.topology", "same on both sides: " + "; ".join(same), evidence)
+    unheld = not_held(pairs, "nvlink") + [f"{side}: {t['detail']}" for side, d in (("before", b), ("after", a))
+                                          if is_unrecorded(t := get(d, "topology"))]
+    if unheld:
+        return inconclusive("gpu.topology", unheld_summary(unheld, "NVLink state and the topology matrix"),
+                            evidence + unheld)
     return inconclusive("gpu.topology", "no NVLink or topology data on both sides", evidence)
 
 
@@ -260,7 +297,10 @@ def judge_driver(b, a) -> Finding:
     db, da = get(b, "driver_version"), get(a, "driver_version")
     cb, ca = get(b, "cuda_driver_version"), get(a, "cuda_driver_version")
     if not isinstance(db, str) or not isinstance(da, str):
-        return inconclusive("driver.version", f"driver version not read on both sides ({db!s} / {da!s})")
+        def why(v):
+            return v.get("detail") or v.get("missing") if is_missing(v) else str(v)
+        return inconclusive("driver.version", f"driver version not read on both sides (before: {why(db)}; after: "
+                                              f"{why(da)})")
     ev = [f"driver {db} -> {da}; CUDA driver API {cb} -> {ca} (nvmlSystemGetDriverVersion, "
           "nvmlSystemGetCudaDriverVersion)"]
     if db != da:

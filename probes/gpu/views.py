@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.gpu.readings import CLOCKS_EVENT_FIELDS, IDLE_BIT, THROTTLE_REASONS, is_busy
-from forensics.model import Severity, is_missing
+from forensics.model import Severity, is_missing, is_unrecorded
 
 THROTTLE_MIN_FRACTION = 0.05  # a reason active in >= 5% of busy time counts as throttling
 
@@ -49,6 +49,31 @@ def gpus_of(data: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     if not isinstance(gpus, dict) or is_missing(gpus):
         return {}
     return {u: g for u, g in gpus.items() if isinstance(g, dict)}
+
+
+def not_held(pairs, *path: str) -> list[str]:
+    """"GPU 0 before: clocks not in collect_env output" for each GPU side whose value at ``path``
+    (or a group above it) is ``not_recorded``: the side came from a text that does not hold it
+    (``forensics import``), so nothing about it can be compared."""
+    out = []
+    for key, gb, ga in pairs:
+        for side, g in (("before", gb), ("after", ga)):
+            if g is None:
+                continue
+            node: Any = g
+            for part in path:
+                if is_unrecorded(node) or not isinstance(node, dict):
+                    break
+                node = node.get(part)
+            if is_unrecorded(node):
+                out.append(f"{label(key, g)} {side}: {node.get('detail', 'not recorded')}")
+    return out
+
+
+def unheld_summary(lines: list[str], what: str) -> str:
+    """One clause for an inconclusive summary: "clocks under load not in the imported text (GPU 0 before: ...)"."""
+    shown = "; ".join(lines[:2]) + (f"; +{len(lines) - 2} more" if len(lines) > 2 else "")
+    return f"{what} not held by an imported side ({shown})"
 
 
 def label(uuid: str, gpu: dict[str, Any] | None) -> str:

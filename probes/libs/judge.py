@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
+from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, is_unrecorded, ruled_out
 from forensics.probe import ProbeResult
 
 
@@ -27,6 +27,16 @@ def _where(data: Any, kind: str) -> str:
     return f"{entry.get('source')}" + (f", {wheel}" if isinstance(wheel, str) else "")
 
 
+def _unheld(data: Any, kind: str) -> str | None:
+    """The reason when ``kind`` (or its version) was not in the text a side was imported from."""
+    entry = data.get(kind) if isinstance(data, dict) else None
+    if is_unrecorded(entry):
+        return entry.get("detail", "not recorded")
+    if isinstance(entry, dict) and is_unrecorded(entry.get("version")):
+        return entry["version"].get("detail", "not recorded")
+    return None
+
+
 def _claim(data: Any, name: str) -> str | None:
     claims = data.get("env_claims") if isinstance(data, dict) else None
     v = claims.get(name) if isinstance(claims, dict) else None
@@ -37,6 +47,16 @@ def _judge_one(hyp: str, kind: str, what: str, claim: str, b: Any, a: Any, extra
     vb, va = _ver(b, kind), _ver(a, kind)
     ev = [f"{what} loaded: {vb or 'n/a'} ({_where(b, kind)}) -> {va or 'n/a'} ({_where(a, kind)}) "
           f"(asked from the library via ctypes)"]
+    unheld = [f"{side}: {why}" for side, d in (("before", b), ("after", a)) if (why := _unheld(d, kind))]
+    if unheld:
+        # A side imported from a text that does not name this library: unknown, neither same nor changed.
+        found = [f for f in extra]
+        if found:
+            sev, rel, summary = max(found, key=lambda t: ([Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH,
+                                                           Severity.CRITICAL].index(t[0]), t[1]))
+            return implicated(hyp, sev, summary, ev + [f"{what} not compared ({'; '.join(unheld)})"], relevance=rel,
+                              fields=[f"{kind}.version"])
+        return inconclusive(hyp, f"{what} not compared: {'; '.join(unheld)}", ev)
     for side, d, v in (("before", b, vb), ("after", a, va)):
         c = _claim(d, claim)
         if c and v and not c.startswith(v) and not v.startswith(c.split("-")[0]):
@@ -52,7 +72,8 @@ def _judge_one(hyp: str, kind: str, what: str, claim: str, b: Any, a: Any, extra
     for f in extra:
         findings.append(f)
     cb, ca = _claim(b, claim), _claim(a, claim)
-    if cb != ca:
+    claims_held = not any(is_unrecorded(d.get("env_claims")) for d in (b, a) if isinstance(d, dict))
+    if cb != ca and claims_held:
         ev.append(f"{claim} variable {cb or 'unset'} -> {ca or 'unset'} (a claim, not the loaded library)")
         if not findings and (vb is None or vb == va):
             findings.append((Severity.LOW, 0.2, f"{claim} variable {cb or 'unset'} -> {ca or 'unset'} "
