@@ -234,14 +234,17 @@ class HostProbe(Probe):
         return rows
 
     def headline(self, data: dict[str, Any]) -> str:
-        cpu = data.get("cpu") or {}
+        cpu = data.get("cpu") if isinstance(data.get("cpu"), dict) and not is_missing(data.get("cpu")) else {}
         model = cpu.get("model")
         model = model if isinstance(model, str) else "unknown CPU"
         gov = cpu.get("governor")
         gov = f", governor {gov}" if isinstance(gov, str) else ""
-        mem = (data.get("memory") or {}).get("total_bytes")
+        mem = (data.get("memory") or {}).get("total_bytes") if isinstance(data.get("memory"), dict) else None
         mem_s = f", {mem / 2**30:.0f} GiB RAM" if isinstance(mem, (int, float)) else ""
-        return f"{model}, {cpu.get('logical_cores', '?')} CPUs{gov}{mem_s}, load {data.get('load_avg_1m', '?')}"
+        load = data.get("load_avg_1m")
+        load_s = f", load {load}" if isinstance(load, (int, float)) else ""
+        cores = cpu.get("logical_cores") if isinstance(cpu.get("logical_cores"), int) else "?"
+        return f"{model}, {cores} CPUs{gov}{mem_s}{load_s}"
 
     def judge(self, before: ProbeResult | None, after: ProbeResult | None,
               jctx: JudgeContext | None = None) -> list[Finding]:

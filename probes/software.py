@@ -132,10 +132,11 @@ class SoftwareProbe(Probe):
         }
 
     def headline(self, data: dict[str, Any]) -> str:
-        py = (data.get("python") or {}).get("version", "?")
+        py = _py(data)
+        py = py if isinstance(py, str) else "?"
         torch = (data.get("torch") or {}).get("version")
         torch_s = f", torch {torch}" if isinstance(torch, str) else ", no torch"
-        ed = data.get("editable") or {}
+        ed = data.get("editable") if isinstance(data.get("editable"), dict) and not is_missing(data.get("editable")) else {}
         ed_s = f", editable: {', '.join(sorted(ed))}" if ed else ""
         return f"Python {py}{torch_s}, {len(data.get('packages') or {})} distributions{ed_s}"
 

@@ -24,6 +24,7 @@ from forensics import __version__
 COMMANDS: dict[str, str] = {
     "snapshot": "forensics.cli.snapshot:snapshot",
     "show": "forensics.cli.show:show",
+    "import": "forensics.cli.importer:import_cmd",
     "probes": "forensics.cli.probes:probes",
     "env": "forensics.cli.env:env",
     "diff": "forensics.cli.diff:diff",

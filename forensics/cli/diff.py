@@ -37,6 +37,10 @@ _DEFAULT_NAME = "forensics-report"
 def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
     """Compare two snapshots: every hypothesis checked, causes ranked, report written.
 
+    BEFORE and AFTER may also be texts pasted from tickets (collect_env, vLLM collect-env,
+    sglang check_env, nvidia-smi, nvidia-smi -q/-x, pip list): they are imported on the fly,
+    and what such a text does not hold is reported as not compared.
+
     Prints a summary and writes a self-contained HTML report
     (forensics-report.html in the current folder unless -o says otherwise).
     Snapshots of different machines are allowed; the report says so at the top.
@@ -50,7 +54,9 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
     from forensics.render import report
 
     check_repo(repo)
-    doc_b, doc_a = snap.load(before), snap.load(after)
+    from forensics.importers import load as load_any
+
+    doc_b, doc_a = load_any(before), load_any(after)  # a snapshot, or a text pasted from a ticket (imported)
     unredacted = [side for side, d in (("BEFORE", doc_b), ("AFTER", doc_a)) if d.get("redaction", "on") != "on"]
     if not no_redact:
         (doc_b, nb), (doc_a, na) = snap.redact_loaded(doc_b), snap.redact_loaded(doc_a)

@@ -1,4 +1,4 @@
-"""``forensics show``: a readable summary of a snapshot file."""
+"""``forensics show``: a readable summary of a snapshot file, or of a text pasted from a ticket."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from forensics.cli.common import console, error_boundary
 @click.argument("file", type=click.Path(path_type=Path))
 @error_boundary
 def show(file):
-    """Print a readable summary of a snapshot FILE."""
-    from forensics import snapshot as snap
+    """Print a readable summary of a snapshot FILE (or of a text pasted from a ticket, imported on the fly)."""
+    from forensics.importers import load as load_any
     from forensics.render.terminal import print_snapshot_summary
 
-    doc = snap.load(file)
+    doc = load_any(file)
     print_snapshot_summary(console(), doc, detail=True)

@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from forensics.model import is_missing
+from forensics.model import is_missing, is_unrecorded
 from forensics.probe import FieldSpec
 
 # Identity fields tried, in order, to key a list of mappings.
@@ -136,6 +136,8 @@ class _Walker:
         if before == after:
             return
         if is_missing(before) or is_missing(after):
+            if is_unrecorded(before) and is_unrecorded(after):
+                return  # neither side's source holds it (two imported texts): unknown on both, not a change
             if is_missing(before) and is_missing(after):
                 self.emit(parts, display, ChangeKind.CHANGED, before, after)
             else:

@@ -146,8 +146,11 @@ class Analysis:
 
 
 def _meta(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
+    from forensics.importers import describe
+
     probes = doc.get("probes") or {}
     return {"file": name, "label": doc.get("label", ""), "created": doc.get("created", ""),
+            "source": doc.get("source", "snapshot"), "imported": describe(dict(doc)),
             "machine": doc.get("machine") or {}, "tool": doc.get("tool") or {},
             "redaction": doc.get("redaction", "on"), "redactions": doc.get("redactions") or [],
             "probes": {n: {"status": s.get("status"), "reason": s.get("reason", ""),
@@ -184,6 +187,11 @@ def machine_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     nothing, so the note says it cannot tell.
     """
     mb, ma = before.get("machine") or {}, after.get("machine") or {}
+    imported = [side for side, m in (("BEFORE", mb), ("AFTER", ma)) if m.get("imported")]
+    if imported:
+        return (f"{' and '.join(imported)} {'was' if len(imported) == 1 else 'were'} imported from a pasted text, which "
+                "names no machine: differences may be the machines', and what the text does not hold is not "
+                "compared (those hypotheses are inconclusive).")
     hb, ha = mb.get("hostname", "?"), ma.get("hostname", "?")
     if mb.get("machine_id") and ma.get("machine_id"):
         same = mb["machine_id"] == ma["machine_id"]

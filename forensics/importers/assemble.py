@@ -99,6 +99,19 @@ def _errors(data: dict[str, Any]) -> list[dict[str, str]]:
     return [{"field": f, "error": e} for f, e in out.items()]
 
 
+def _join_gpus(gpu: dict[str, Any], conflicts: list[str]) -> None:
+    """Fold ``index-N`` GPUs (collect_env, check_env, the nvidia-smi table name no UUID) into the
+    UUID-keyed GPU of the same index from ``nvidia-smi -q``: they are the same device."""
+    gpus = gpu.get("gpus")
+    if not isinstance(gpus, dict) or is_missing(gpus):
+        return
+    by_index = {g.get("index"): k for k, g in gpus.items() if not k.startswith("index-") and isinstance(g, dict)}
+    for key in [k for k in gpus if k.startswith("index-")]:
+        target = by_index.get(gpus[key].get("index"))
+        if target is not None:
+            merge_into(gpus[target], gpus.pop(key), f"gpu.gpus.{target}", conflicts)
+
+
 def build(parts: list[Part], names: list[str], label: str | None = None) -> dict[str, Any]:
     """The snapshot of ``parts`` (module docstring).
 
@@ -126,6 +139,7 @@ def build(parts: list[Part], names: list[str], label: str | None = None) -> dict
                 unavailable.setdefault(probe, why)
             merge_into(merged.setdefault(probe, {}), facts, probe, conflicts)
         partial_lists.update(p.partial_lists)
+    _join_gpus(merged.get("gpu", {}), conflicts)
     formats = ", ".join(dict.fromkeys(p.format for p in parts))
     probes: dict[str, Any] = {}
     for probe in ("host", "software", "git", "gpu", "libs", "nccl_env"):

@@ -186,9 +186,49 @@ def render_html(analysis) -> str:
     return _env(True).get_template("report.html.j2").render(**context(analysis))
 
 
-def render_markdown(analysis) -> str:
-    """The Markdown report (values escaped with :func:`md_escape`)."""
-    return _env(False).get_template("report.md.j2").render(**context(analysis))
+MD_LIMIT = 65536
+"""GitHub's comment body limit, in characters: ``diff --format md`` stays under it."""
+
+
+def render_markdown(analysis, limit: int = MD_LIMIT) -> str:
+    """The Markdown report (values escaped with :func:`md_escape`), at most ``limit`` characters.
+
+    Long sections are folded in ``<details>``. When the report would still be too long for a
+    GitHub comment, the list of changed fields is cut (the report says how many are not shown
+    and where to find them); if even that is not enough, evidence lists are cut to 3 lines each,
+    then the text itself, with a last line saying so.
+    """
+    ctx = context(analysis)
+    ctx["md_limit"] = f"{limit:,}"
+    template = _env(False).get_template("report.md.j2")
+    text = template.render(**ctx, n_changes_cut=0)
+    if len(text) <= limit:
+        return text
+    rows = [(probe, r) for probe, rs in ctx["changes"].items() for r in rs]
+
+    def with_rows(n: int, ctx=ctx) -> str:
+        kept: dict[str, list] = {}
+        for probe, r in rows[:n]:
+            kept.setdefault(probe, []).append(r)
+        return template.render(**dict(ctx, changes=kept), n_changes_cut=len(rows) - n)
+
+    lo, hi = 0, len(rows)  # the largest n whose report fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(with_rows(mid)) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    text = with_rows(lo)
+    if len(text) <= limit:
+        return text
+    for key in ("implicated", "inconclusive", "ruled_out"):
+        ctx[key] = [dict(h, evidence=h["evidence"][:3]) for h in ctx[key]]
+    text = with_rows(0)
+    if len(text) <= limit:
+        return text
+    tail = "\n\n_The report was cut here to fit GitHub's comment limit; see `--format html` or `--format json`._\n"
+    return text[: limit - len(tail)] + tail
 
 
 def render_json(analysis) -> str:

@@ -52,6 +52,13 @@ def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -
     label = doc.get("label") or "-"
     console.print(f"[bold]snapshot[/bold] {escape(clean(label))}  {escape(clean(doc.get('created', '')))}  "
                   f"host {escape(clean(machine.get('hostname', '?')))}  forensics {escape(clean(tool.get('version', '?')))}")
+    from forensics.importers import describe
+
+    imported = describe(doc)
+    if imported:
+        console.print(f"[bold]{escape(clean(imported))}[/bold]: fields the text does not hold are not recorded")
+        for note in (doc.get("import") or {}).get("notes") or []:
+            console.print(f"  [dim]{escape(clean(note))}[/dim]")
     table = Table(show_header=True, header_style="bold", expand=False)
     table.add_column("probe")
     table.add_column("status")
@@ -62,7 +69,10 @@ def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -
         style = _STATUS_STYLE.get(status, "")
         if status in ("ok", "partial"):
             facts = _headline(name, section.get("data") or {})
-            if status == "partial":
+            if status == "partial" and imported:
+                n = len(section.get("errors") or [])
+                facts = (facts + "  " if facts else "") + f"({n} field group{'s' if n != 1 else ''} not in the text)"
+            elif status == "partial":
                 facts = (facts + "  " if facts else "") + _fields_failed(len(section.get('errors') or []))
         else:
             facts = section.get("reason", "")

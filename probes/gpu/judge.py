@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from forensics.gpu.readings import HW_REASONS
-from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, ruled_out
+from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, is_unrecorded, ruled_out
 from forensics.probe import JudgeContext, ProbeResult
 from forensics_probes.gpu.state import judge_state
 from forensics_probes.gpu.views import (View, get, gpus_of, idle_state, instant_busy, label, match_gpus, not_held,
@@ -228,8 +228,8 @@ def judge_contention(pairs) -> Finding:
         name = label(key, ga or gb)
         pb, pa = _procs(gb), _procs(ga)
         ub, ua = num(get(gb, "utilization", "gpu_pct")), num(get(ga, "utilization", "gpu_pct"))
-        if ga is None or pa is None:
-            unknown.append(name)
+        if ga is None or pa is None or (pb is None and is_unrecorded(get(gb, "processes"))):
+            unknown.append(name)  # no list on a side (an imported text without one): nothing to compare
             continue
         evidence.append(f"{name} after: {len(pa)} process(es) {', '.join(map(_proc_text, pa))}; "
                         f"utilization {ua if ua is not None else '?'}% at snapshot time")

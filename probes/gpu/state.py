@@ -208,7 +208,8 @@ def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
             span = f" over {elapsed:.0f} s" if elapsed else ""
             evidence.append(f"{name}: NVLink CRC errors corrected by link retry, below DCGM's {CRC_ALERT_PER_S}/s alert "
                             f"rate{span}: {', '.join(crc_quiet[:4])}" + (" ..." if len(crc_quiet) > 4 else ""))
-        compared += sum(1 for la in (links_a.values() if isinstance(links_a, dict) else ()) if get(la, "errors"))
+        compared += sum(1 for link, la in (links_a.items() if isinstance(links_a, dict) else ())
+                        if get(la, "errors") and isinstance(links_b, dict) and get(links_b, link, "errors"))
         if compared:
             checked.append(f"{name}: no ECC, row-remap, retired-page, PCIe or NVLink error counter grew"
                            if not grew else "")
@@ -301,6 +302,7 @@ def judge_driver(b, a) -> Finding:
             return v.get("detail") or v.get("missing") if is_missing(v) else str(v)
         return inconclusive("driver.version", f"driver version not read on both sides (before: {why(db)}; after: "
                                               f"{why(da)})")
+    cb, ca = (c.get("detail") or c.get("missing") if is_missing(c) else c for c in (cb, ca))
     ev = [f"driver {db} -> {da}; CUDA driver API {cb} -> {ca} (nvmlSystemGetDriverVersion, "
           "nvmlSystemGetCudaDriverVersion)"]
     if db != da:

@@ -27,6 +27,11 @@ def _where(data: Any, kind: str) -> str:
     return f"{entry.get('source')}" + (f", {wheel}" if isinstance(wheel, str) else "")
 
 
+def _source(data: Any, kind: str) -> str | None:
+    entry = data.get(kind) if isinstance(data, dict) else None
+    return entry.get("source") if isinstance(entry, dict) and not is_missing(entry) else None
+
+
 def _unheld(data: Any, kind: str) -> str | None:
     """The reason when ``kind`` (or its version) was not in the text a side was imported from."""
     entry = data.get(kind) if isinstance(data, dict) else None
@@ -45,8 +50,9 @@ def _claim(data: Any, name: str) -> str | None:
 
 def _judge_one(hyp: str, kind: str, what: str, claim: str, b: Any, a: Any, extra=()) -> Finding:
     vb, va = _ver(b, kind), _ver(a, kind)
-    ev = [f"{what} loaded: {vb or 'n/a'} ({_where(b, kind)}) -> {va or 'n/a'} ({_where(a, kind)}) "
-          f"(asked from the library via ctypes)"]
+    asked = all(_source(d, kind) in ("torch_lib", "nvidia_wheel", "system", None) for d in (b, a))
+    ev = [f"{what} loaded: {vb or 'n/a'} ({_where(b, kind)}) -> {va or 'n/a'} ({_where(a, kind)})"
+          + (" (asked from the library via ctypes)" if asked else "")]
     unheld = [f"{side}: {why}" for side, d in (("before", b), ("after", a)) if (why := _unheld(d, kind))]
     if unheld:
         # A side imported from a text that does not name this library: unknown, neither same nor changed.
