@@ -392,3 +392,27 @@ def test_secrets_in_a_paste_are_redacted(tmp_path):
     doc = import_files([p])
     assert "hf_abcdefghijklmnopqrstuvwxyz0123456789" not in str(doc)
     assert data(doc, "libs")["env_claims"] == {"CUDA_VERSION": "12.1.105"}
+
+
+def test_pip_list_from_a_ticket_and_pip_freeze():
+    doc = imp("pytriton-86-pip-list.txt")
+    sw = data(doc, "software")
+    assert len(sw["packages"]) == 28 and sw["packages"]["brotli"] == "1.1.0" and sw["packages"]["anyio"] == "4.6.2.post1"
+    assert "h11" not in sw["packages"]  # the cut-off last row has no version ...
+    assert sw["coverage"]["packages"] == "the pip list in the text is cut off at 'h11'"  # ... so the list is partial
+    assert is_unrecorded(sw["torch"]) and doc["probes"]["gpu"]["status"] == "unavailable"
+    # the same real list as pip freeze prints it (name==version), with a direct reference and an editable line
+    rows = [ln.split() for ln in (H200 / "pip-list.txt").read_text().splitlines()[2:] if ln.strip()]
+    freeze = "\n".join(f"{r[0]}=={r[1]}" for r in rows)
+    freeze += "\nmypkg @ file:///tmp/mypkg\n-e git+https://github.com/pytorch/pytorch@abc123#egg=torchfork\n"
+    (part,) = import_text(freeze, "freeze.txt")
+    pk = part.facts["software"]["packages"]
+    assert {k: v for k, v in pk.items() if isinstance(v, str)} == data(imp("pip-list.txt"), "software")["packages"]
+    assert is_unrecorded(pk["mypkg"]) and is_unrecorded(pk["torchfork"])
+    assert part.facts["software"]["editable"]["torchfork"]["url"].startswith("git+https://github.com/pytorch/pytorch")
+
+
+def test_every_fixture_names_its_public_source():
+    for path in sorted(FIX.glob("*.txt")):
+        first = path.read_text(encoding="utf-8").splitlines()[0]
+        assert re.match(r"^# source: https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+ ", first), path.name

@@ -186,7 +186,8 @@ def parts_of(text: str, name: str, fmt: str = "auto") -> tuple[list[str], list[S
     if fmt != "auto":
         if fmt not in FORMATS:
             raise BadInputError(f"--format {fmt}: expected auto or one of {', '.join(FORMATS)}")
-        spans = [s for s in split(lines) if s.format == fmt or {s.format, fmt} <= {"collect-env", "vllm"}]
+        same = [{"collect-env", "vllm"}, {"nvidia-smi", "nvidia-smi-q"}]  # --format nvidia-smi: the table or -q text
+        spans = [s for s in split(lines) if s.format == fmt or any({s.format, fmt} <= g for g in same)]
         if not spans:
             raise BadInputError(f"{name}: no {fmt} report found in it; check --format (or use --format auto)")
         return lines, spans

@@ -22,6 +22,8 @@ def parse(lines: list[str], part: Part) -> Part:
     packages: dict[str, object] = {}
     editable: dict[str, dict[str, str]] = {}
     table = False
+    cut = None
+    last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
     for ln in lines:
         s = ln.strip()
         if not s or s.startswith("#"):
@@ -33,6 +35,9 @@ def parse(lines: list[str], part: Part) -> Part:
             continue
         if table:
             m = _ROW.match(s)
+            if re.match(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$", s) and s == last:
+                cut = s  # a name without its version on the text's last line: the paste was cut here
+                continue
             if m and re.match(r"^\d|^[a-f0-9]{7,}$", m.group(2)):
                 packages[normalise(m.group(1))] = m.group(2)
                 if m.group(3) and m.group(3).startswith("/"):
@@ -65,4 +70,7 @@ def parse(lines: list[str], part: Part) -> Part:
                 MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")}
     if editable:
         sw["editable"] = editable
+    if cut is not None:
+        part.notes.append(f"the pip list is cut off at {cut!r}: packages after it are not in the text")
+        part.partial_lists["software.packages"] = f"the pip list in the text is cut off at {cut!r}"
     return part
