@@ -91,7 +91,7 @@ def _anchor(lines: list[str], i: int) -> str | None:
         return "nvidia-smi-xml"
     if re.match(r"^=+\s*NVSMI LOG\s*=+$", ln):
         return "nvidia-smi-q"
-    if re.search(r"NVIDIA-SMI\s+\S+\s+Driver Version:", ln):
+    if re.search(r"NVIDIA-SMI\s+\d+\.\d+\S*\s+Driver Version:\s*\d", ln):
         return "nvidia-smi"
     if ln.startswith("Collecting environment information"):
         return "collect-env"

@@ -20,7 +20,7 @@ from typing import Any
 
 from forensics.importers.common import COMPUTE_MODES, Part, enabled_of, is_na, mw_of, na_value, not_recorded
 
-_HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s*(\S+)(?:\s+CUDA Version:\s*(\S+))?")
+_HEADER = re.compile(r"NVIDIA-SMI\s+(\d+\.\d+\S*)\s+Driver Version:\s*(\d\S*)(?:\s+CUDA Version:\s*(\S+))?")
 _ROW1 = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])"
                    r"\s+(On|Off)\s*\|\s*(\S+)\s*\|")
 _ROW2 = re.compile(r"^\|\s*(\S+)\s+(\S+)\s+(P\d+|ERR!|N/A)\s+(\S+)\s*/\s*(\S+)\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|"
