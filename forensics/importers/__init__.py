@@ -60,8 +60,7 @@ def import_text(text: str, name: str, fmt: str = "auto") -> list[Part]:
         kinds[kind] = s.start + 1
     parts = []
     for s in spans:
-        part = Part(s.format, first_line=s.start + 1, last_line=s.end)
-        part.file = name  # type: ignore[attr-defined]
+        part = Part(s.format, first_line=s.start + 1, last_line=s.end, file=name)
         body = lines[s.start:s.end]
         if s.format == "nvidia-smi-xml":
             nvidia_smi_xml.parse(body, part, name)

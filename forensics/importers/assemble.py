@@ -173,7 +173,7 @@ def build(parts: list[Part], names: list[str], label: str | None = None) -> dict
         "label": label or f"imported: {', '.join(names)}",
         "tool": {"name": "forensics", "version": __version__},
         "source": SOURCE,
-        "import": {"files": list(names), "parts": [dict(p.to_json(), file=getattr(p, "file", "")) for p in parts],
+        "import": {"files": list(names), "parts": [p.to_json() for p in parts],
                    "notes": notes, "conflicts": conflicts},
         "machine": {"hostname": "unknown (imported text)", "imported": True},
         "options": {},

@@ -47,9 +47,10 @@ class Part:
         facts: ``{probe: data}`` holding only values the text states.
         tool_version: the tool's version when the text names it (vLLM 0.8.5, NVIDIA-SMI 470.57.02,
             the XML's DTD), else ``None``.
-        complete: ``{probe.field: why partial}`` for lists the tool prints only in part (collect_env
-            lists only "relevant" libraries).
+        partial_lists: ``{probe.field: why partial}`` for lists the tool prints only in part
+            (collect_env lists only "relevant" libraries).
         notes: things a reader should know (a value cut off, a conflicting line).
+        file: the file the part was read from, as given.
     """
 
     format: str
@@ -59,6 +60,7 @@ class Part:
     tool_version: str | None = None
     partial_lists: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    file: str = ""
 
     @property
     def label(self) -> str:
@@ -70,7 +72,7 @@ class Part:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": self.format, "tool": TOOLS.get(self.format, self.format),
-                               "lines": [self.first_line, self.last_line]}
+                               "file": self.file, "lines": [self.first_line, self.last_line]}
         if self.tool_version:
             out["tool_version"] = self.tool_version
         if self.notes:
