@@ -13,6 +13,10 @@ Public entry points:
 - :func:`load` -- a snapshot file *or* a pasted text -> snapshot dict (``diff``, ``show``,
   and the fleet report use it, so nobody has to import first);
 - :func:`is_imported` -- whether a loaded snapshot came from a text.
+
+May import the core (``forensics.model``, ``errors``, ``redact``, ``snapshot``, ``docfile``);
+never a probe, ``diff``, ``render`` or ``cli``. The data it writes follows the probes' documented
+shapes (docs/snapshot-format.md, docs/gpu-probe.md) without importing them.
 """
 
 from __future__ import annotations
