@@ -177,7 +177,7 @@ def to_probe(raw: dict[str, Any], index: int, label: str) -> tuple[str, dict[str
                   "mig_current": _val(raw, "mig_current", label, enabled_of, "MIG Mode Current"),
                   "mig_pending": _val(raw, "mig_pending", label, enabled_of, "MIG Mode Pending")}
     g["mig_devices"] = not_recorded(label, "MIG devices are")
-    g["nvlink"] = not_recorded(label, "NVLink state is (see nvidia-smi nvlink -s)")
+    g["nvlink"] = not_recorded(label, "NVLink state (nvidia-smi nvlink -s) is")
     procs = raw.get("processes")
     if procs is None:
         g["processes"] = not_recorded(label, "the process list is")
