@@ -24,10 +24,14 @@ explicit ``--no-redact``.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import enum
+import functools
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 REDACTED = "<redacted>"
 
@@ -55,6 +59,7 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[-_.\s]+", name.lower()) if w]
 
 
+@functools.lru_cache(maxsize=4096)
 def _secret_words(name: str, *, last_key: bool = False) -> bool:
     """True when ``name``'s words name a secret (see the word sets above); ``last_key``: "..._KEY" counts.
 
@@ -79,17 +84,21 @@ def _secret_words(name: str, *, last_key: bool = False) -> bool:
 # Names that the word rule would call secrets but are not.
 _NOT_SECRET_NAMES = re.compile(r"^(NCCL_IB_.*|GIT_AUTHOR_.*)$", re.IGNORECASE)
 
-_VALUE = r"(?:\"[^\"]*\"|'[^']*'|[^\s'\"&;,]+)"
+_VALUE = r"(?:\"[^\"\n]{0,1024}\"|'[^'\n]{0,1024}'|[^\s'\"&;,]+)"
+_VALUE_RX = re.compile(_VALUE)
+_QUERY_VALUE_RX = re.compile(r"[^&\s#]+")
 # userinfo runs to the last "@" before the path: a password may hold a literal "@"
 _URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
 # user:password@host without a scheme (MASTER_ADDR=user:pw@host, proxy settings)
 _BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>%+-])(?P<cred>[A-Za-z0-9._%+-]{1,256}:[^\s/@:<>]+)@(?!sha\d+:)"
                                r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
-_QUERY = re.compile(r"(?P<key>[?&;](?P<name>[A-Za-z0-9_.-]+)=)(?P<value>[^&\s#]+)")
-_FLAG = re.compile(r"(?<![^\s\"'(])(?P<flag>--?[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|\s+)(?P<value>" + _VALUE + ")")
-_ASSIGNMENT = re.compile(r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>" + _VALUE + ")")
+# The named patterns match a name and its separator only; the value is matched after a secret name
+# (see _sub_named), so a harmless name never swallows the text after it.
+_QUERY = re.compile(r"[?&;](?P<name>[A-Za-z0-9_.-]{1,128})=")
+_FLAG = re.compile(r"(?<![^\s\"'(])(?P<name>--?[A-Za-z][A-Za-z0-9_-]{0,127})(?:=|\s+)")
+_ASSIGNMENT = re.compile(r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,127})=")
 # "api_key: x", "\"password\": \"x\"", "HF_TOKEN: hf_..", "aws_secret_access_key = x" (config lines, headers)
-_KEY_VALUE = re.compile(r"(?P<key>(?<![\w.-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?\s*[:=]\s*)(?P<value>" + _VALUE + ")")
+_KEY_VALUE = re.compile(r"(?<![\w.-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?[ \t]{0,64}[:=][ \t]{0,64}")
 _AUTH_HEADER = re.compile(r"(?P<key>\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
                           r"(?P<value>[^\s\"',]+)", re.IGNORECASE)
 _AUTH_SCHEME = re.compile(r"(?P<key>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
@@ -99,18 +108,18 @@ _LOGIN_P = re.compile(r"(?P<key>\blogin\b[^\n]{0,200}?\s-p\s+)(?P<value>\S+)")
 _MYSQL_P = re.compile(r"(?P<key>\bmysql\b[^\n]{0,200}?\s-p)(?P<value>[^\s-]\S*)")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _TOKEN_SHAPES: list[tuple[str, re.Pattern[str]]] = [
-    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})\b")),
-    ("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}\b")),
-    ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")),
+    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,4096}|github_pat_[A-Za-z0-9_]{20,4096})\b")),
+    ("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,4096}\b")),
+    ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,4096}\b")),
     ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("Google OAuth token", re.compile(r"\bya29\.[A-Za-z0-9_\-]{20,}")),
+    ("Google OAuth token", re.compile(r"\bya29\.[A-Za-z0-9_\-]{20,4096}")),
     ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b")),
+    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,4096}\b")),
     ("webhook URL", re.compile(r"(?:hooks\.slack\.com/services/[A-Za-z0-9/]+|discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+)")),
-    ("PyPI token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{40,}")),
-    ("NVIDIA API key", re.compile(r"\bnvapi-[A-Za-z0-9_\-]{20,}")),
-    ("API key", re.compile(r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|ant-api\d+-)?(?=[A-Za-z_]*\d)[A-Za-z0-9_]{20,}")),
-    ("JWT", re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\b")),
+    ("PyPI token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{40,4096}")),
+    ("NVIDIA API key", re.compile(r"\bnvapi-[A-Za-z0-9_\-]{20,4096}")),
+    ("API key", re.compile(r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|ant-api\d+-)?(?=[A-Za-z_]*\d)[A-Za-z0-9_]{20,4096}")),
+    ("JWT", re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_\-]{10,4096}\.[A-Za-z0-9_\-]{10,4096}\.[A-Za-z0-9_\-]{10,4096}\b")),
     ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)")),
 ]
 
@@ -126,6 +135,7 @@ class Redaction:
         return {"where": self.where, "why": self.why}
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """True if an environment variable called ``name`` holds a secret by its name.
 
@@ -147,6 +157,44 @@ def _token_like(user: str) -> bool:
     return len(user) >= 20 or (len(user) >= 8 and any(c.isdigit() for c in user) and any(c.isalpha() for c in user))
 
 
+def _sub_named(key_rx: re.Pattern[str], value_rx: re.Pattern[str], text: str, judge: Callable[[str], bool],
+               keep: Callable[[str, str], str]) -> str:
+    """Replace the value after each secret name that ``key_rx`` finds (group ``name``).
+
+    ``key_rx`` matches a name and its separator only (bounded lengths); the
+    value is matched by ``value_rx`` right after a secret name and handed to
+    ``keep(key, value)``. A harmless name is stepped over without its
+    "value", so ``commit: password: hunter3`` and ``--foo --token X`` are
+    caught, and the scan stays linear in the text's length.
+    """
+    out: list[str] = []
+    pos = 0  # copied up to here
+    at = 0  # search from here
+    while True:
+        m = key_rx.search(text, at)
+        if m is None:
+            break
+        at = m.end() if m.end() > m.start() else m.start() + 1
+        if not judge(m.group("name")):
+            continue
+        v = value_rx.match(text, m.end())
+        if v is None:
+            continue
+        out.append(text[pos:m.start()])
+        out.append(keep(m.group(0), v.group(0)))
+        pos = at = v.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# Literal strings without which a pattern cannot match: a pattern runs only when its trigger is in
+# the text (a substring test is a fast C scan), so a long text without them costs one pass each.
+_TOKEN_TRIGGERS = {"GitHub token": ("gh", "github_pat_"), "GitLab token": ("glpat-",), "Hugging Face token": ("hf_",),
+                   "Google API key": ("AIza",), "Google OAuth token": ("ya29.",), "AWS access key id": ("AKIA", "ASIA"),
+                   "Slack token": ("xox",), "webhook URL": ("hooks.slack.com", "discord"), "PyPI token": ("pypi-",),
+                   "NVIDIA API key": ("nvapi-",), "API key": ("sk-",), "JWT": ("eyJ",), "private key": ("PRIVATE KEY",)}
+
+
 def redact_text(text: str) -> tuple[str, list[str]]:
     """Replace credentials in URLs and token-shaped substrings of ``text``.
 
@@ -162,13 +210,15 @@ def redact_text(text: str) -> tuple[str, list[str]]:
         reasons.append("credentials in URL")
         return f"{m.group('scheme')}{REDACTED}@"
 
-    out = _URL_CREDENTIALS.sub(_url, text)
+    low = text.lower()
+    out = _URL_CREDENTIALS.sub(_url, text) if "://" in text and "@" in text else text
 
     def _bare(m: re.Match[str]) -> str:
         reasons.append("credentials before a host")
         return f"{REDACTED}@"
 
-    out = _BARE_CREDENTIALS.sub(_bare, out)
+    if ":" in out and "@" in out:
+        out = _BARE_CREDENTIALS.sub(_bare, out)
 
     def _keep(key: str, value: str, why: str) -> str:
         if value.strip("\"'") in (REDACTED, "") or value.strip("\"'").lower() in _BOOLEAN_VALUES:
@@ -176,25 +226,31 @@ def redact_text(text: str) -> tuple[str, list[str]]:
         reasons.append(why)
         return key + REDACTED
 
-    def _by_name(rx: re.Pattern[str], judge, why: str, text_in: str) -> str:
-        return rx.sub(lambda m: _keep(m.group("key"), m.group("value"), why) if judge(m.group("name"))
-                      else m.group(0), text_in)
+    def _by_name(key_rx: re.Pattern[str], value_rx: re.Pattern[str], judge, why: str, text_in: str) -> str:
+        return _sub_named(key_rx, value_rx, text_in, judge, lambda key, value: _keep(key, value, why))
 
-    out = _AUTH_HEADER.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out)
-    out = _AUTH_SCHEME.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out)
-    out = _COOKIE.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP cookie"), out)
-    out = _by_name(_QUERY, lambda n: _secret_words(n, last_key=True) or (
-                   bool(_words(n)) and _words(n)[-1] in _QUERY_WORDS),
-                   "secret query parameter", out)
-    out = _FLAG.sub(lambda m: _keep(m.group("flag") + m.group("sep"), m.group("value"), "secret command-line flag")
-                    if _is_secret_flag(m.group("flag")) else m.group(0), out)
-    out = _ASSIGNMENT.sub(lambda m: _keep(m.group("name") + "=", m.group("value"), "secret by name")
-                          if is_secret_name(m.group("name")) else m.group(0), out)
-    out = _by_name(_KEY_VALUE, lambda n: _secret_words(n, last_key=True) and n.lower() not in ("auth",),
-                   "secret by name", out)
-    for rx in (_USER_FLAG, _LOGIN_P, _MYSQL_P):
-        out = rx.sub(lambda m: _keep(m.group("key"), m.group("value"), "password on a command line"), out)
+    if "authoriz" in low:
+        out = _AUTH_HEADER.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out)
+    if "bearer" in low or "basic" in low:
+        out = _AUTH_SCHEME.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out)
+    if "cookie" in low:
+        out = _COOKIE.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP cookie"), out)
+    if "=" in out:
+        out = _by_name(_QUERY, _QUERY_VALUE_RX, lambda n: _secret_words(n, last_key=True) or (
+                       bool(_words(n)) and _words(n)[-1] in _QUERY_WORDS), "secret query parameter", out)
+    if "-" in out:
+        out = _by_name(_FLAG, _VALUE_RX, _is_secret_flag, "secret command-line flag", out)
+    if "=" in out:
+        out = _by_name(_ASSIGNMENT, _VALUE_RX, is_secret_name, "secret by name", out)
+    if ":" in out or "=" in out:
+        out = _by_name(_KEY_VALUE, _VALUE_RX, lambda n: _secret_words(n, last_key=True) and n.lower() not in ("auth",),
+                       "secret by name", out)
+    for rx, trigger in ((_USER_FLAG, "-u"), (_LOGIN_P, "login"), (_MYSQL_P, "mysql")):
+        if trigger in low:
+            out = rx.sub(lambda m: _keep(m.group("key"), m.group("value"), "password on a command line"), out)
     for label, pattern in _TOKEN_SHAPES:
+        if not any(t in out for t in _TOKEN_TRIGGERS[label]):
+            continue
         out, n = pattern.subn(REDACTED, out)
         if n:
             reasons.append(label)
@@ -244,11 +300,27 @@ class Redactor:
         return new
 
     def sweep(self, obj: Any, where: str = "") -> Any:
-        """Return a copy of a JSON-like tree with every string passed through :meth:`text`."""
+        """Return a copy of a tree with every string passed through :meth:`text`.
+
+        The tree may hold dicts, lists, tuples and dataclass instances (a diff's
+        ``Analysis`` with its hypotheses, findings, changes and commits): a
+        dataclass is copied and each of its fields swept, so one call on the
+        object every renderer reads covers every output. Enums, numbers and
+        other objects are kept as they are.
+        """
         if not self.enabled:
+            return obj
+        if isinstance(obj, enum.Enum):
             return obj
         if isinstance(obj, str):
             return self.text(obj, where)
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            new = copy.copy(obj)
+            for f in dataclasses.fields(obj):
+                object.__setattr__(new, f.name, self.sweep(getattr(obj, f.name), f"{where}.{f.name}" if where else f.name))
+            return new
+        if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+            return tuple(self.sweep(v, f"{where}[{i}]") for i, v in enumerate(obj))
         if isinstance(obj, dict):
             out = {}
             for k, v in obj.items():
