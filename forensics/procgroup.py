@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 
 GRACE_S = 2.0
 HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -113,3 +114,158 @@ def run_group(args: list[str] | str, timeout_s: float, *, shell: bool = False, c
     except BaseException:
         kill_group(proc)
         raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Children of probes: each in its own process group, recorded against the probe that started it.
+
+_LOCAL = threading.local()
+_HOOK_LOCK = threading.Lock()
+_ORIGINAL_POPEN_INIT = None
+
+
+class ChildGroups:
+    """The process groups of the children one probe started (see :func:`probe_children`).
+
+    Every ``subprocess.Popen`` made in the probe's thread (its own calls,
+    GitPython's, ``subprocess.run``'s) starts in a new session, so the child
+    and everything it starts share one process group, and is recorded here.
+    :meth:`end` stops the groups still running: SIGTERM, a short grace, SIGKILL.
+    """
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.append(proc)
+
+    def running(self) -> list[int]:
+        """Process ids of recorded children not yet reaped (their group may hold more)."""
+        with self._lock:
+            return [p.pid for p in self._procs if p.returncode is None and _alive(p.pid)]
+
+    def end(self, grace_s: float = 0.5) -> int:
+        """Stop every recorded group whose leader has not been reaped; returns how many. Never raises.
+
+        The leader is left to the thread that waits on it (reaping it here would
+        race that thread); only signals are sent.
+        """
+        import time
+
+        pids = self.running()
+        if not pids:
+            return 0
+        with signals_held():
+            for pid in pids:
+                _signal_group(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and any(_alive(p) for p in pids):
+                time.sleep(0.02)
+            for pid in pids:
+                _signal_group(pid, signal.SIGKILL)
+        return len(pids)
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (``/proc/<pid>/stat``, else ``kill(pid, 0)``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        pass
+
+
+def _popen_init(self, *args, **kwargs):  # installed as subprocess.Popen.__init__ by _install_hook
+    groups = getattr(_LOCAL, "groups", None)
+    if groups is not None and not kwargs.get("start_new_session") and kwargs.get("process_group") is None \
+            and kwargs.get("preexec_fn") is None:
+        kwargs["start_new_session"] = True
+    _ORIGINAL_POPEN_INIT(self, *args, **kwargs)
+    if groups is not None:
+        groups.add(self)
+
+
+def _install_hook() -> None:
+    """Wrap ``subprocess.Popen.__init__`` once: outside :func:`probe_children` it behaves as before."""
+    global _ORIGINAL_POPEN_INIT
+    with _HOOK_LOCK:
+        if _ORIGINAL_POPEN_INIT is None:
+            _ORIGINAL_POPEN_INIT = subprocess.Popen.__init__
+            subprocess.Popen.__init__ = _popen_init
+
+
+@contextlib.contextmanager
+def probe_children(groups: ChildGroups):
+    """Record in ``groups`` every child process the calling thread starts during the block.
+
+    The probe runner (:func:`forensics.runner.run_probes`) wraps each probe's
+    thread in this, and ends the groups when the probe's time is up: a ``git``
+    that hangs (GitPython's calls have no timeout of their own) is stopped with
+    the probe, not left behind when forensics exits. Threads a probe starts
+    itself are not covered; their subprocess calls need their own timeouts.
+    """
+    _install_hook()
+    old = getattr(_LOCAL, "groups", None)
+    _LOCAL.groups = groups
+    try:
+        yield groups
+    finally:
+        _LOCAL.groups = old
+
+
+def end_helpers(grace_s: float = 1.0) -> list[str]:
+    """Stop and reap what this process still has running before it exits; returns what was stopped.
+
+    The ``multiprocessing`` forkserver and resource tracker (started by the
+    nccl_env probe's start-method checks) are asked to stop through their own
+    ``_stop()``; any other child still running (a probe's child past its
+    timeout) gets SIGTERM, ``grace_s``, then SIGKILL, and is reaped
+    (``psutil.Process().children()``). Never raises.
+    """
+    import sys
+
+    stopped: list[str] = []
+    for mod, attr in (("multiprocessing.forkserver", "_forkserver"), ("multiprocessing.resource_tracker",
+                                                                      "_resource_tracker")):
+        helper = getattr(sys.modules.get(mod), attr, None)
+        if helper is None or getattr(helper, "_pid", None) is None:
+            continue
+        try:
+            helper._stop()
+            stopped.append(mod.rsplit(".", 1)[1])
+        except Exception:  # noqa: BLE001 - a private API of the standard library; the sweep below catches it
+            pass
+    try:
+        import psutil
+
+        me = psutil.Process()
+        kids = me.children(recursive=True)
+        for kid in kids:
+            try:
+                stopped.append(kid.name())
+                kid.terminate()
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(kids, timeout=grace_s)
+        for kid in alive:
+            try:
+                kid.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=grace_s)
+    except Exception:  # noqa: BLE001 - exiting anyway
+        pass
+    return stopped

@@ -4,8 +4,15 @@ Each probe runs in its own daemon thread. The runner waits for each one until
 its deadline; a probe still running then is recorded as ``failed`` with
 "timed out after N s" and its thread is abandoned (a thread blocked in a hung
 NVML or driver call cannot be stopped; being a daemon it cannot keep the
-process alive either). Every other probe's data is kept. Probes that shell out
-must put their own, shorter timeouts on subprocesses.
+process alive either). Every other probe's data is kept.
+
+Every child process a probe's thread starts (its own ``subprocess`` calls,
+GitPython's ``git`` commands) runs in its own process group, recorded against
+the probe (:func:`forensics.procgroup.probe_children`). When the probe's time
+is up the runner ends those groups, so a hung ``git`` neither keeps the probe's
+thread blocked nor outlives forensics; children still running once every
+probe is done are ended too. Probes that shell out still put their own,
+shorter timeouts on subprocesses, to report what timed out.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any, Callable
 from forensics.errors import ProbeUnavailable
 from forensics.model import ProbeStatus
 from forensics.probe import Probe, ProbeContext, ProbeResult
+from forensics.procgroup import ChildGroups, probe_children
 from forensics.redact import Redactor
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -30,9 +38,15 @@ class _Slot:
     thread: threading.Thread
     started: float
     result: ProbeResult | None = None
+    children: ChildGroups | None = None
 
 
 def _run_one(slot: _Slot) -> None:
+    with probe_children(slot.children or ChildGroups()):
+        _collect_one(slot)
+
+
+def _collect_one(slot: _Slot) -> None:
     probe, ctx = slot.probe, slot.ctx
     t0 = time.perf_counter()
     try:
@@ -80,12 +94,22 @@ def run_probes(
         except Exception:  # a third-party probe's bug costs it the extra time, nothing else
             extra = 0.0
         ctx = ProbeContext(options, redactor, timeout_s + extra)
-        slot = _Slot(probe, ctx, threading.Thread(target=lambda: None), 0.0)
+        slot = _Slot(probe, ctx, threading.Thread(target=lambda: None), 0.0, children=ChildGroups())
         slot.thread = threading.Thread(target=_run_one, args=(slot,), name=f"probe-{probe.name}", daemon=True)
         slots.append(slot)
     for slot in slots:
         slot.started = time.perf_counter()
         slot.thread.start()
+    try:
+        results = _wait_all(slots, on_done)
+    finally:  # also on Ctrl-C: no probe's child outlives the run
+        for slot in slots:
+            if slot.children is not None:
+                slot.children.end()
+    return {s.probe.name: results[s.probe.name] for s in slots}
+
+
+def _wait_all(slots: list[_Slot], on_done: Callable[[str, ProbeResult], None] | None) -> dict[str, ProbeResult]:
     results: dict[str, ProbeResult] = {}
     pending = list(slots)
     while pending:
@@ -95,10 +119,13 @@ def run_probes(
         remaining = slot.started + slot.ctx.timeout_s - time.perf_counter()
         slot.thread.join(max(0.0, remaining))
         if slot.thread.is_alive() or slot.result is None:
+            ended = slot.children.end() if slot.children is not None else 0
+            reason = f"timed out after {slot.ctx.timeout_s:g} s"
+            if ended:
+                reason += f" ({ended} child process{'es' if ended > 1 else ''} stopped)"
             slot.result = ProbeResult(ProbeStatus.FAILED, time.perf_counter() - slot.started,
-                                      errors=list(slot.ctx.errors),
-                                      reason=f"timed out after {slot.ctx.timeout_s:g} s")
+                                      errors=list(slot.ctx.errors), reason=reason)
         results[slot.probe.name] = slot.result
         if on_done:
             on_done(slot.probe.name, slot.result)
-    return {s.probe.name: results[s.probe.name] for s in slots}
+    return results

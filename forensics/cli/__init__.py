@@ -60,6 +60,15 @@ class LazyGroup(click.Group):
 
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point: click usage errors become one line and exit code 2."""
+    try:
+        _run(argv)
+    finally:  # the multiprocessing helpers and any child left: stopped and reaped before exit
+        from forensics.procgroup import end_helpers
+
+        end_helpers()
+
+
+def _run(argv: list[str] | None) -> None:
     import sys
 
     from forensics.cli.common import Terminated, safe, signals_raise
