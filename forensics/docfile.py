@@ -17,6 +17,7 @@ import datetime as _dt
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -72,15 +73,73 @@ def dumps(doc: dict[str, Any], path: Path) -> str:
     return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
+def written_in_place(path: Path) -> bool:
+    """True when ``path`` exists and is not a regular file: a device (``/dev/null``), a FIFO, a socket,
+    or a link into ``/proc``/``/dev/fd`` such as ``/dev/stdout`` (``os.stat``, ``os.lstat``).
+
+    Such an output is opened and written where it is; renaming a temp file over it would replace the
+    device or pipe with a regular file (as root, ``/dev/null`` itself).
+    """
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path.is_symlink()  # a dangling link: write through it, never replace it
+    if not stat.S_ISREG(st.st_mode):
+        return not stat.S_ISDIR(st.st_mode)
+    if path.is_symlink():
+        target = os.path.realpath(path)
+        return target.startswith(("/proc/", "/dev/"))
+    return False
+
+
+def check_writable(path: Path, option: str = "-o") -> None:
+    """Fail now, before any work, if ``path`` cannot be written.
+
+    A regular file is checked by creating (and at once removing) a temp file
+    in its folder, which is what :func:`write_atomic` will do; an output
+    written in place (:func:`written_in_place`) by ``os.access(W_OK)``.
+    A FIFO is not opened (that would wait for a reader).
+
+    Raises:
+        BadInputError: the folder is missing, read-only, or the target is not writable.
+    """
+    path = Path(path)
+    if written_in_place(path):
+        if not path.exists() or stat.S_ISFIFO(os.stat(path).st_mode):
+            return
+        if not os.access(path, os.W_OK):
+            raise BadInputError(f"{path}: not writable; choose another {option}")
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise BadInputError(f"{path}: folder {folder} does not exist; create it or choose another {option}")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot write in {folder} ({exc.strerror}); choose another {option}") from None
+    os.close(fd)
+    _unlink_quietly(tmp)
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
 
-    A crash never leaves a half-written file at ``path``.
+    A crash never leaves a half-written file at ``path``. An existing output
+    that is not a regular file (:func:`written_in_place`: a device, a FIFO,
+    ``/dev/stdout``) is opened and written in place instead, never replaced.
 
     Raises:
         BadInputError: the folder does not exist or is not writable.
     """
     path = Path(path)
+    if written_in_place(path):
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise BadInputError(f"{path}: cannot write ({exc.strerror}); choose another -o") from None
+        return
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise BadInputError(f"{path}: folder {folder} does not exist; create it or choose another -o")
@@ -147,13 +206,11 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
         import yaml
 
         try:
-            doc = yaml.safe_load(text)
+            doc = yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader without aliases
         except RecursionError:
             raise BadInputError(f"{path}: nested too deeply; the file is damaged") from None
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise BadInputError(f"{path}: invalid YAML{where}; the file is damaged or truncated") from None
+            raise BadInputError(f"{path}: {_yaml_problem(exc)}") from None
     else:
         try:
             doc = json.loads(text)
@@ -166,7 +223,76 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
             ) from None
     if not isinstance(doc, dict):
         raise BadInputError(f"{path}: expected a mapping at the top, found {json_type(doc)}; not a {what}")
+    cut = cap_strings(doc)
+    if cut:
+        doc[LOAD_NOTES] = cut
     return doc
+
+
+MAX_STRING_CHARS = 64 * 1024
+"""Longest string kept on load; the longest in a real snapshot is about 2 KB (an NVIDIA_REQUIRE_CUDA value)."""
+LOAD_NOTES = "_load_notes"
+"""Key under which :func:`read_document` leaves what it changed on load (strings cut), for the report's notes."""
+
+
+def cap_strings(doc: dict[str, Any], limit: int = MAX_STRING_CHARS) -> list[str]:
+    """Cut, in place, every string of ``doc`` longer than ``limit`` characters; returns one note per string cut.
+
+    A field of hundreds of MB (a runaway log pasted into a value) would
+    otherwise be swept for secrets, diffed and printed in full. Walks with an
+    explicit stack, so depth is no problem.
+    """
+    notes: list[str] = []
+    stack: list[tuple[Any, str]] = [(doc, "")]
+    while stack:
+        node, where = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for k, v in items:
+            here = (f"{where}.{k}" if where else str(k)) if isinstance(node, dict) else f"{where}[{k}]"
+            if isinstance(v, str) and len(v) > limit:
+                node[k] = v[:limit] + f" ... [cut on load: {len(v):,} characters]"
+                notes.append(f"{here} was {_size(len(v))}; cut to {_size(limit)} on load")
+            elif isinstance(v, (dict, list)):
+                stack.append((v, here))
+    return notes
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n // 1024} KiB"
+
+
+def _strict_loader():
+    """PyYAML's SafeLoader that refuses aliases (``*name``): forensics never writes them, and a
+    1 KB file of nested aliases ("billion laughs") expands to gigabytes."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.events.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(None, None, f"YAML alias *{event.anchor} refused", event.start_mark)
+            return super().compose_node(parent, index)
+
+    return StrictLoader
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """The one-line reason of a PyYAML error: an alias refused, a tag it cannot load, or a syntax error."""
+    import re
+
+    import yaml
+
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    problem = str(getattr(exc, "problem", "") or "")
+    if isinstance(exc, yaml.composer.ComposerError) and problem.startswith("YAML alias"):
+        return (f"{problem}{where}: aliases (&anchor / *alias) are not accepted, forensics never writes them "
+                "(nested aliases can expand without bound)")
+    m = re.search(r"for the tag '([^']*)'", problem)
+    if isinstance(exc, yaml.constructor.ConstructorError) and m:
+        tag = m.group(1).replace("tag:yaml.org,2002:", "!!")
+        return f"unsupported YAML tag {tag}{where}; a forensics file holds plain data only"
+    return f"invalid YAML{where}; the file is damaged or truncated"
 
 
 def json_type(value: Any) -> str:

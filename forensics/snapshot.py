@@ -87,7 +87,7 @@ def build(results: dict[str, ProbeResult], *, label: str | None, options: dict[s
     return doc
 
 
-SWEPT_SECTIONS = ("probes", "options", "bench")  # what a snapshot holds that can carry a secret
+SWEPT_SECTIONS = ("label", "probes", "options", "bench")  # what a snapshot holds that can carry a secret
 
 
 def _sweep_sections(doc: dict[str, Any], red: Redactor, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -111,7 +111,7 @@ def redact_loaded(doc: dict[str, Any]) -> tuple[dict[str, Any], int]:
         (the swept copy, how many values were newly redacted).
     """
     red = Redactor()
-    out = _sweep_sections(dict(doc), red, SWEPT_SECTIONS + ("label",))
+    out = _sweep_sections(dict(doc), red, SWEPT_SECTIONS)
     new = [{"where": r.where, "why": f"{r.why} (when reporting)"} for r in red.records]
     if new:
         out["redactions"] = list(out.get("redactions") or []) + new

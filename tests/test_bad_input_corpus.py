@@ -88,18 +88,7 @@ def _one_line_exit_2(proc, path: Path) -> str:
     return lines[0]
 
 
-_XFAIL = {"yaml python tag": "defect 9: called 'damaged or truncated'",
-          "yaml custom tag": "defect 9: called 'damaged or truncated'",
-          "yaml billion laughs": "defect 4: aliases expanded without bound"}
-
-
-def _params():
-    for name in CORPUS:
-        marks = [pytest.mark.xfail(strict=True, reason=_XFAIL[name])] if name in _XFAIL else []
-        yield pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", list(_params()))
+@pytest.mark.parametrize("name", list(CORPUS))
 def test_show_refuses_bad_file_in_one_line(tmp_path, name):
     path = _write(tmp_path, name)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -109,7 +98,7 @@ def test_show_refuses_bad_file_in_one_line(tmp_path, name):
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
 
 
-@pytest.mark.parametrize("name", list(_params()))
+@pytest.mark.parametrize("name", list(CORPUS))
 def test_diff_refuses_bad_file_in_one_line(tmp_path, name):
     path = _write(tmp_path, name)
     out = tmp_path / "report.json"
@@ -127,7 +116,6 @@ def test_a_folder_a_fifo_and_a_device_are_not_snapshots(tmp_path):
         assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="defect 8: no cap on field sizes; the whole string is swept and shown")
 def test_a_huge_field_is_cut_on_load_with_a_note(tmp_path):
     """One 8 MB string in an otherwise real snapshot: diff works, says the field was cut, and reports no 8 MB."""
     doc = _real()

@@ -61,7 +61,6 @@ def _drain_fifo(path: Path) -> tuple[threading.Thread, list[bytes]]:
     return t, got
 
 
-@pytest.mark.xfail(strict=True, reason="defect 0: the atomic write renames over a FIFO")
 def test_0_diff_writes_into_a_fifo_and_leaves_it_a_fifo(tmp_path):
     fifo = tmp_path / "report.fifo"
     os.mkfifo(fifo)
@@ -73,7 +72,6 @@ def test_0_diff_writes_into_a_fifo_and_leaves_it_a_fifo(tmp_path):
     assert got and json.loads(got[0])["schema"] == "forensics.diff/1"
 
 
-@pytest.mark.xfail(strict=True, reason="defect 0: the atomic write renames over a device")
 @pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a character device needs root")
 @pytest.mark.parametrize("command", ["diff", "snapshot"])
 def test_0_output_to_a_device_node_stays_a_device(tmp_path, command):
@@ -93,7 +91,6 @@ def test_0_output_to_a_device_node_stays_a_device(tmp_path, command):
 # -- 2: the label is redacted -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="defect 2: the label is not swept")
 def test_2_label_is_redacted_in_the_snapshot_file(tmp_path):
     token = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"
     out = tmp_path / "s.json"
@@ -108,7 +105,6 @@ def test_2_label_is_redacted_in_the_snapshot_file(tmp_path):
 # -- 1: commit texts in the diff go through the redactor ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="defect 1: commit texts reach outputs unredacted")
 def test_1_commit_subject_secrets_are_redacted_in_every_diff_output(tmp_path):
     repo = _repo(tmp_path)
     before, after = tmp_path / "b.json", tmp_path / "a.json"
@@ -211,7 +207,6 @@ def _readonly_dir(tmp_path: Path) -> Path:
 STEP = 'import json, pathlib, sys\npathlib.Path(sys.argv[1]).touch()\nprint(json.dumps({"metric": "step_ms", "value": 1.0}))\n'
 
 
-@pytest.mark.xfail(strict=True, reason="defect 7: writability checked after the run")
 @pytest.mark.parametrize("command", ["bench", "snapshot --bench"])
 def test_7_unwritable_output_is_refused_before_the_benchmark_runs(tmp_path, command):
     step = tmp_path / "step.py"

@@ -70,7 +70,7 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
         for given in (before, after):
             if path.exists() and Path(given).exists() and path.resolve() == Path(given).resolve():
                 raise BadInputError(f"-o {path} is one of the input snapshots; choose another report name")
-    analysis = analyse(doc_b, doc_a, repo=repo, config=config, names=(str(before), str(after)))
+    analysis = analyse(doc_b, doc_a, repo=repo, config=config, names=(str(before), str(after)), redact=not no_redact)
     if unredacted and not no_redact:
         analysis.notes.insert(0, f"{' and '.join(unredacted)} {'was' if len(unredacted) == 1 else 'were'} taken "
                               f"with --no-redact; {nb + na} value(s) were redacted for this report so that both "

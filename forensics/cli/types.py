@@ -54,9 +54,12 @@ class BadOutputFile(click.BadParameter):
 class OutputFile(click.ParamType):
     """An ``-o`` file forensics will write: a :class:`pathlib.Path` whose folder exists.
 
-    Checked (no file is created): the name ends in one of ``suffixes`` (when
-    given), is a file name and not a folder, and its folder exists. ``-`` (stdout)
-    is passed through as the string ``"-"`` when ``allow_dash``.
+    Checked before any work: the name ends in one of ``suffixes`` (when
+    given), is a file name and not a folder, and its folder exists and takes a
+    new file (:func:`forensics.docfile.check_writable` creates and removes a
+    temp file there). An existing output that is not a regular file (``/dev/null``,
+    a FIFO, ``/dev/stdout``) is accepted whatever its name and written in place.
+    ``-`` (stdout) is passed through as the string ``"-"`` when ``allow_dash``.
 
     Args:
         suffixes: accepted suffixes, lower case with the dot; None accepts any
@@ -83,14 +86,24 @@ class OutputFile(click.ParamType):
             return "-"
         else:
             path = Path(value)
+        from forensics.docfile import check_writable, written_in_place
+        from forensics.errors import BadInputError
+
+        if written_in_place(path):  # /dev/null, a FIFO, /dev/stdout: written where it is, whatever its name
+            try:
+                check_writable(path)
+            except BadInputError as exc:
+                self.fail(str(exc), param, ctx)
+            return path
         if self.suffixes is not None and (path.suffix.lower() not in self.suffixes or path.stem in ("", *self.suffixes)):
             names = ", ".join(self.suffixes[:-1]) + f" or {self.suffixes[-1]}" if len(self.suffixes) > 1 else self.suffixes[0]
             self.fail(f"{path}: give a {self.kind} name ending in {names}", param, ctx)
         if path.is_dir():
             self.fail(f"{path}: is a folder; give a file name", param, ctx)
-        folder = path.parent if str(path.parent) else Path(".")
-        if not folder.is_dir():
-            self.fail(f"{path}: folder {folder} does not exist; create it or choose another -o", param, ctx)
+        try:  # the folder exists and takes a new file: checked now, not after a 20 s benchmark
+            check_writable(path)
+        except BadInputError as exc:
+            self.fail(str(exc), param, ctx)
         return path
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from forensics import docfile
 from forensics.diff import commits as commits_mod
 from forensics.errors import BadInputError
 from forensics.diff.changes import Change, diff_snapshots
@@ -39,6 +40,7 @@ from forensics.bench.effect import BenchEffect, Pointer, compare_bench, effect_s
 from forensics.hypotheses import HYPOTHESES
 from forensics.model import Finding, HypothesisStatus, Severity, implicated, inconclusive
 from forensics.probe import JudgeContext, Probe, ProbeResult
+from forensics.redact import Redactor
 from forensics.registry import find_probe_class
 
 CODE = "code.change"
@@ -300,7 +302,8 @@ def _build(hyp: str, findings: list[Finding], multiplier: float, present: str = 
 
 
 def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None = None,
-            config: Path | None = None, names: tuple[str, str] = ("BEFORE", "AFTER")) -> Analysis:
+            config: Path | None = None, names: tuple[str, str] = ("BEFORE", "AFTER"),
+            redact: bool = True) -> Analysis:
     """Diff, judge and rank two loaded snapshots.
 
     Args:
@@ -308,9 +311,14 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
         repo: ``--repo``, a clone to read commits from (see :func:`forensics.diff.commits.analyse`).
         config: ``--config``, extra hot-path patterns.
         names: how the report names the two inputs (their file names).
+        redact: sweep the finished analysis for secrets (``diff --no-redact``: False).
 
     Returns:
-        an :class:`Analysis`. Pure apart from read-only git commands.
+        an :class:`Analysis`. Pure apart from read-only git commands. It is the
+        one object every output (terminal, HTML, Markdown, JSON) is rendered
+        from, so with ``redact`` the whole of it -- commit subjects and bodies
+        read from the repository, reflog texts, evidence, changes -- passes
+        :meth:`forensics.redact.Redactor.sweep` here, once.
 
     Raises:
         BadInputError: ``repo`` is not a folder or a config file is invalid.
@@ -319,7 +327,8 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     probes = {n: _probe(n) for n in names_all}
     specs = {n: dict(p.fields) for n, p in probes.items() if p is not None and p.fields}
     changes = diff_snapshots(before, after, specs)
-    notes: list[str] = []
+    notes: list[str] = [f"{side}: {note}" for side, doc in (("BEFORE", before), ("AFTER", after))
+                        for note in doc.get(docfile.LOAD_NOTES) or []]
     one_sided: list[str] = []
     findings = _judge_all(before, after, probes, notes, one_sided)
     try:
@@ -357,7 +366,7 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)
     result.verdict = _verdict(result) + (
         f" Not compared, their hypotheses inconclusive: {', '.join(sorted(one_sided))}." if one_sided else "")
-    return result
+    return Redactor(enabled=redact).sweep(result)
 
 
 def _probe_state(name: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:

@@ -111,7 +111,10 @@ def _channels(data: dict[str, Any]):
     for key, label in (("launcher", "launcher"), ("nccl_init", "nccl-init")):
         sec = data.get(key)
         if isinstance(sec, dict):
-            for i, rank in enumerate(sec.get("ranks") or []):
+            ranks = sec.get("ranks")
+            for i, rank in enumerate(ranks if isinstance(ranks, list) else []):
+                if not isinstance(rank, dict):
+                    continue
                 r = rank.get("rank")
                 yield f"{label} rank {r if isinstance(r, int) else i}", rank
 
@@ -232,6 +235,12 @@ def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | Non
         return [inconclusive(H_PROP, "the workers of the requested launch path were never seen, so it was not "
                              "checked: " + "; ".join(sorted(set(silent))),
                              [f"checked instead: {', '.join(chans)}"])]
+    if before is not None and after is not None:  # "workers saw the same" needs the same workers on both sides
+        cb, ca = {c for c, _ in _channels(before)}, {c for c, _ in _channels(after)}
+        if cb != ca:
+            one_sided = "; ".join(f"{c} only in {'BEFORE' if c in cb else 'AFTER'}" for c in sorted(cb ^ ca))
+            return [inconclusive(H_PROP, f"workers not seen in both snapshots, so not compared: {one_sided}",
+                                 [f"seen in both: {', '.join(sorted(cb & ca)) or 'none'}"])]
     n = max(len((d.get("parent") or {}).get("env") or {}) for d in sides)
     nccl = any("nccl" in e for d in sides for _, e in _channels(d))
     return [ruled_out(H_PROP, f"workers saw the launching process's values: {n} variables compared in "

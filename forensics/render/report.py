@@ -45,6 +45,10 @@ def format_for(path: Path, fmt: str | None = None) -> str:
     try:
         return _SUFFIX[Path(path).suffix.lower()]
     except KeyError:
+        from forensics.docfile import written_in_place
+
+        if written_in_place(Path(path)):  # -o /dev/null, a FIFO: the default format
+            return "html"
         raise BadInputError(f"{path}: cannot tell the report format from the name; end it in .html, .md or "
                             ".json, or give --format") from None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from forensics.gpu.readings import HW_REASONS
-from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, is_unrecorded, ruled_out
+from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.probe import JudgeContext, ProbeResult
 from forensics_probes.gpu.state import judge_state
 from forensics_probes.gpu.views import (View, get, gpus_of, idle_state, instant_busy, label, match_gpus, not_held,
@@ -214,6 +214,14 @@ def _procs(gpu) -> list[dict[str, Any]] | None:
     return p if isinstance(p, list) else None
 
 
+def _why_missing(gpu) -> str:
+    """Why a GPU's process list is not there: the missing value's reason, else "not recorded"."""
+    p = get(gpu, "processes") if gpu is not None else None
+    if isinstance(p, dict) and isinstance(p.get("missing"), str):
+        return p["missing"].replace("_", " ") + (f", {p['detail']}" if p.get("detail") else "")
+    return "GPU not in the snapshot" if gpu is None else "process list not recorded"
+
+
 def _proc_text(p: dict[str, Any]) -> str:
     mem = num(p.get("used_memory_bytes"))
     nm = p.get("name") if isinstance(p.get("name"), str) else "?"
@@ -228,8 +236,11 @@ def judge_contention(pairs) -> Finding:
         name = label(key, ga or gb)
         pb, pa = _procs(gb), _procs(ga)
         ub, ua = num(get(gb, "utilization", "gpu_pct")), num(get(ga, "utilization", "gpu_pct"))
-        if ga is None or pa is None or (pb is None and is_unrecorded(get(gb, "processes"))):
-            unknown.append(name)  # no list on a side (an imported text without one): nothing to compare
+        if ga is None or pa is None or gb is None or pb is None:  # "no new process" needs both lists
+            side = "AFTER" if ga is None or pa is None else "BEFORE"
+            unknown.append(f"{name} ({side}: {_why_missing(gb if side == 'BEFORE' else ga)})")
+            if pa is not None:
+                evidence.append(f"{name} after: {len(pa)} process(es) {', '.join(map(_proc_text, pa))}")
             continue
         evidence.append(f"{name} after: {len(pa)} process(es) {', '.join(map(_proc_text, pa))}; "
                         f"utilization {ua if ua is not None else '?'}% at snapshot time")
@@ -258,7 +269,7 @@ def judge_contention(pairs) -> Finding:
     unheld = not_held(pairs, "processes")
     if unheld:
         return inconclusive("gpu.contention", unheld_summary(unheld, "the process list"), evidence + unheld)
-    return inconclusive("gpu.contention", "process list unavailable for " + ", ".join(unknown or ["all GPUs"]),
+    return inconclusive("gpu.contention", "process list unavailable in one snapshot for " + ", ".join(unknown or ["all GPUs"]),
                         evidence)
 
 
