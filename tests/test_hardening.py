@@ -418,7 +418,6 @@ def test_15_one_suspect_one_round(tmp_path):
 # -- 16: --deep with a CPU-only torch -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="defect 16")
 def test_16_deep_with_a_cpu_only_torch_says_not_applicable(tmp_path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available() or getattr(torch.version, "cuda", None):
@@ -428,4 +427,5 @@ def test_16_deep_with_a_cpu_only_torch_says_not_applicable(tmp_path):
     assert proc.returncode == 0, proc.stderr
     nccl = json.loads(out.read_text())["probes"]["libs"]["data"]["deep"]["nccl"]
     assert nccl == {"missing": "not_applicable", "detail": "this torch build has no NCCL"}, nccl
-    assert "not applicable: this torch build has no NCCL" in run_cli("show", str(out)).stdout
+    assert "torch's NCCL: not applicable: this torch build has no NCCL" in run_cli("show", str(out),
+                                                                                  env={"COLUMNS": "200"}).stdout

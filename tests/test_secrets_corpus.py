@@ -105,7 +105,6 @@ OUTPUTS = ["snapshot stderr", "snapshot JSON", "snapshot YAML", "show", "diff ht
            "bench compare", "bench compare --json"]
 
 
-@pytest.mark.xfail(strict=True, reason="defects 1 and 2: commit texts and labels reach outputs unredacted")
 def test_no_secret_in_any_output(outputs):
     leaks = [f"{where}: {what}" for where, text in outputs.items() for what, value in SECRETS.items() if value in text]
     assert not leaks, "\n".join(leaks)

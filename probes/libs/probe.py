@@ -23,7 +23,9 @@ What it records (top-level data keys):
   ``CUDA_VERSION``...), kept apart from what is loaded.
 - ``deep`` (only with ``--deep``): a child process imports torch and reports
   ``torch.version.cuda``, ``torch.cuda.nccl.version()``,
-  ``torch.backends.cudnn.version()`` and the library files it mapped.
+  ``torch.backends.cudnn.version()`` and the library files it mapped; a
+  CPU-only build's NCCL, CUDA and cuDNN are ``not_applicable`` ("this torch
+  build has no NCCL"), an exception is ``error`` with its text.
 """
 
 from __future__ import annotations
@@ -74,15 +76,23 @@ print(json.dumps(out))
 
 _DEEP = r"""
 import json, torch
-out = {"torch": torch.__version__, "cuda": torch.version.cuda}
+def na(what):
+    return {"missing": "not_applicable", "detail": "this torch build has no %s" % what}
+def err(exc):
+    return {"missing": "error", "detail": "%s: %s" % (type(exc).__name__, exc)}
+out = {"torch": torch.__version__, "cuda": torch.version.cuda or na("CUDA")}
+if torch.version.cuda is None or not hasattr(torch._C, "_nccl_version"):  # a CPU-only (or ROCm) build
+    out["nccl"] = na("NCCL")
+else:
+    try:
+        v = torch.cuda.nccl.version(); out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception as exc:
+        out["nccl"] = err(exc)
 try:
-    v = torch.cuda.nccl.version(); out["nccl"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    v = torch.backends.cudnn.version()
+    out["cudnn"] = v if v is not None else na("cuDNN")
 except Exception as exc:
-    out["nccl"] = "error: %s" % exc
-try:
-    out["cudnn"] = torch.backends.cudnn.version()
-except Exception as exc:
-    out["cudnn"] = "error: %s" % exc
+    out["cudnn"] = err(exc)
 maps = set()
 for line in open("/proc/self/maps"):
     p = line.split()[-1]
@@ -266,6 +276,10 @@ class LibsProbe(Probe):
             v = (data.get(kind) or {}).get("version") if isinstance(data.get(kind), dict) else None
             if isinstance(v, str):
                 parts.append(f"{label} {v}")
+        deep = data.get("deep")
+        if isinstance(deep, dict) and is_missing(deep.get("nccl")):
+            m = deep["nccl"]
+            parts.append(f"torch's NCCL: {m['missing'].replace('_', ' ')}" + (f": {m['detail']}" if m.get("detail") else ""))
         return ", ".join(parts)
 
 
