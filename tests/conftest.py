@@ -54,3 +54,14 @@ def processes_with_env(var: str, value: str, name: str | None = None) -> list:
         except (psutil.Error, OSError):
             continue
     return found
+
+
+HEADER_END = "# --- end of header ---"
+
+
+def real_text(relpath: str) -> str:
+    """A captured public text from ``tests/fixtures/`` without its source header (the lines up to
+    and including ``# --- end of header ---``, which name the URL it came from)."""
+    text = (FIXTURES / relpath).read_text(encoding="utf-8")
+    head, sep, body = text.partition(HEADER_END + "\n")
+    return body if sep else text
