@@ -15,7 +15,13 @@ Fields (full layout and sources in ``docs/nccl-env-probe.md``):
   entry per rank, as above plus ``rank``, ``local_rank``, ``world_size``, ``rank_vars``).
 - ``nccl_init``: with ``--nccl-init``: ``backend``, ``nccl_available``, ``version``,
   ``allreduce_ok``; per rank ``nccl``: ``set_by_environment``, ``channels``,
-  ``transports``, ``network``, ``nccl_differs``.
+  ``transports``, ``network``, ``warnings``, ``p2p_failures``, ``failures``, ``nccl_differs``.
+- ``network``: the host's interfaces (``/sys/class/net``: operstate, MTU, address families).
+- ``binding`` (parent and every worker/rank): CPU affinity, Mems_allowed, numa_maps summary;
+  ``--nccl-init`` ranks add ``binding.gpu`` (PCI address, NUMA node, local CPUs).
+
+Judged: ``nccl.env``, ``nccl.env-propagation`` (:mod:`forensics.env.judge`), ``nccl.transport``
+(:mod:`forensics.env.transport`), ``host.numa`` (:mod:`forensics.env.numa`).
 
 Values are redacted with the snapshot's Redactor. The parent never imports torch.
 """
@@ -36,7 +42,7 @@ class NcclEnvProbe(Probe):
 
     name = "nccl_env"
     description = "NCCL/CUDA/torch variables as the launching process and its workers see them (per start method, per rank)"
-    hypotheses = ("nccl.env", "nccl.env-propagation")
+    hypotheses = ("nccl.env", "nccl.env-propagation", "nccl.transport", "host.numa")
     fields = {
         "parent.env.*": FieldSpec(label="variable of the launching process", source="os.environ"),
         "start_methods.*.duration_s": FieldSpec(unit="s", label="worker round trip", volatile=True),
@@ -46,12 +52,22 @@ class NcclEnvProbe(Probe):
         "launcher.ranks.*.pid": FieldSpec(label="rank pid", volatile=True),
         "nccl_init.ranks.*.pid": FieldSpec(label="rank pid", volatile=True),
         "launcher.ranks.*.rank_vars.*": FieldSpec(label="launcher bookkeeping", volatile=True),
+        "parent.binding.numa_maps": FieldSpec(label="pages per NUMA node", source="/proc/self/numa_maps", volatile=True),
+        "start_methods.*.binding.numa_maps": FieldSpec(label="pages per NUMA node", volatile=True),
+        "nccl_init.ranks.*.binding.numa_maps": FieldSpec(label="pages per NUMA node", volatile=True),
+        "launcher.ranks.*.binding.numa_maps": FieldSpec(label="pages per NUMA node", volatile=True),
     }
     map_fields = (
         "parent.env", "config_files.effective", "start_methods.*.env", "launcher.ranks.*.env",
         "launcher.ranks.*.rank_vars", "launcher.ranks.*.nccl.set_by_environment", "launcher.ranks.*.nccl.transports",
         "nccl_init.ranks.*.env", "nccl_init.ranks.*.rank_vars", "nccl_init.ranks.*.nccl.set_by_environment",
-        "nccl_init.ranks.*.nccl.transports", "config_files.files.*.vars",
+        "nccl_init.ranks.*.nccl.transports", "config_files.files.*.vars", "network.interfaces",
+        "parent.binding.host_nodes", "parent.binding.numa_maps.anon_pages_by_node", "parent.binding.numa_maps.policies",
+        "start_methods.*.binding.host_nodes", "start_methods.*.binding.numa_maps.anon_pages_by_node",
+        "start_methods.*.binding.numa_maps.policies", "launcher.ranks.*.binding.host_nodes",
+        "launcher.ranks.*.binding.numa_maps.anon_pages_by_node", "launcher.ranks.*.binding.numa_maps.policies",
+        "nccl_init.ranks.*.binding.host_nodes", "nccl_init.ranks.*.binding.numa_maps.anon_pages_by_node",
+        "nccl_init.ranks.*.binding.numa_maps.policies",
     )
 
     def extra_timeout_s(self, options: dict[str, Any]) -> float:

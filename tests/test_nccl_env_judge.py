@@ -46,6 +46,10 @@ def test_case10_launcher_injects_ifname():
 def test_identical_snapshots_implicate_nothing():
     s = section(CASE / "before.json")
     findings = judge(s, s)
+    assert [(f.hypothesis, f.status) for f in findings[2:]] == [
+        ("nccl.transport", HypothesisStatus.RULED_OUT), ("host.numa", HypothesisStatus.INCONCLUSIVE)]
+    assert "NET/IB x16" in findings[2].summary  # the case's ranks went over InfiniBand on both sides
+    findings = findings[:2]
     assert [f.status for f in findings] == [HypothesisStatus.RULED_OUT, HypothesisStatus.RULED_OUT]
     assert "workers saw the launching process's values" in findings[1].summary
     assert "launcher rank 0" in findings[1].summary and "NCCL's 'set by environment' report agrees" in findings[1].summary

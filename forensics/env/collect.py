@@ -312,3 +312,82 @@ def private_dir() -> str:
 def remove_dir(path: str) -> None:
     """Delete a folder made by :func:`private_dir`."""
     shutil.rmtree(path, ignore_errors=True)
+
+
+NET_DIR = "/sys/class/net"
+
+
+def net_interfaces(net_dir: str = NET_DIR) -> dict[str, Any]:
+    """The host's network interfaces, as NCCL chooses among them for sockets and bootstrap.
+
+    Sources: ``/sys/class/net/<name>/operstate`` and ``mtu``; the address
+    families each interface carries from ``psutil.net_if_addrs()`` (``inet``,
+    ``inet6``: NCCL only considers interfaces with an IPv4 or IPv6 address).
+    Addresses themselves are not recorded.
+
+    Returns:
+        ``{"interfaces": {name: {"operstate", "mtu", "families"}}}``, or a missing
+        value when ``/sys/class/net`` cannot be listed (no sysfs).
+    """
+    try:
+        names = sorted(os.listdir(net_dir))
+    except OSError as exc:
+        return missing(MissingReason.NOT_FOUND, f"{net_dir}: {exc.strerror}")
+    families: dict[str, list[str]] | None = None
+    try:
+        import socket
+
+        import psutil
+
+        fam_names = {socket.AF_INET: "inet", socket.AF_INET6: "inet6"}
+        families = {n: sorted({fam_names[a.family] for a in addrs if a.family in fam_names})
+                    for n, addrs in psutil.net_if_addrs().items()}
+    except Exception:  # noqa: BLE001 - psutil absent or failing: states and MTUs still help
+        families = None
+    out: dict[str, Any] = {}
+    for name in names:
+        base = os.path.join(net_dir, name)
+        entry: dict[str, Any] = {}
+        for key in ("operstate", "mtu"):
+            try:
+                with open(os.path.join(base, key), encoding="utf-8") as fh:
+                    raw = fh.read().strip()
+                entry[key] = int(raw) if key == "mtu" and raw.isdigit() else raw
+            except OSError:
+                entry[key] = missing(MissingReason.NOT_FOUND, f"{base}/{key}")
+        entry["families"] = families.get(name, []) if families is not None else missing(
+            MissingReason.NOT_FOUND, "psutil.net_if_addrs unavailable")
+        out[name] = entry
+    return {"interfaces": out}
+
+
+def socket_ifname_matches(value: str, interfaces: dict[str, Any]) -> list[str]:
+    """The interfaces an ``NCCL_SOCKET_IFNAME`` value lets NCCL use, by NCCL's own rules.
+
+    Rules (NCCL's environment-variable docs; ``matchIfList`` in NCCL's socket code):
+    a comma-separated list of name prefixes (``eth`` matches ``eth0``, ``eth1``); a
+    leading ``^`` turns it into a list to exclude; a leading ``=`` (after ``^`` if
+    any) makes the names exact; ``:port`` after a name is ignored here. Only
+    interfaces with an IPv4/IPv6 address count when the families are known.
+
+    Returns:
+        the names NCCL could pick, sorted (empty: NCCL finds no interface and fails
+        with "Bootstrap : no socket interface found").
+    """
+    text = value.strip()
+    exclude = text.startswith("^")
+    if exclude:
+        text = text[1:]
+    exact = text.startswith("=")
+    if exact:
+        text = text[1:]
+    items = [e.split(":")[0].strip() for e in text.split(",") if e.split(":")[0].strip()]
+    out = []
+    for name, entry in interfaces.items():
+        fams = entry.get("families") if isinstance(entry, dict) else None
+        if isinstance(fams, list) and not fams:
+            continue  # no address: NCCL skips it
+        hit = any(name == i if exact else name.startswith(i) for i in items)
+        if hit != exclude:
+            out.append(name)
+    return sorted(out)

@@ -20,6 +20,7 @@ from forensics.env import collect as ec
 from forensics.env import nccllog
 from forensics.model import MissingReason, is_missing, missing
 from forensics.env.workers import envdump
+from forensics.env.workers.binding import read_binding
 
 NOT_ASKED_LAUNCHER = "no --launcher given"
 NOT_ASKED_NCCL = "opt-in: run with --nccl-init"
@@ -98,6 +99,8 @@ def worker_entry(rec: dict[str, Any], parent_raw: dict[str, str], red: _Redact, 
         "env": red.env(env, f"{where}.env"),
         "changed_at_startup": startup,
         "differs": red.diffs(ec.differences(parent_raw, env, at_exec, ignore), f"{where}.differs"),
+        "binding": rec.get("binding") or missing(MissingReason.NOT_FOUND, "the worker recorded no binding "
+                                                 "(an older forensics in the worker's Python)"),
     }
     if isinstance(rec.get("nccl_init"), dict):
         out["nccl"] = nccl_entry(rec["nccl_init"], parent_raw, red, f"{where}.nccl", conf)
@@ -116,8 +119,8 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
 
     Returns:
         ``version``, ``set_by_environment``, ``channels``, ``transports``,
-        ``network``, ``warnings`` (missing values when NCCL wrote no log, e.g.
-        gloo) and ``nccl_differs``: each variable NCCL reported "set by
+        ``network``, ``warnings``, ``p2p_failures``, ``bus_id`` (missing values when NCCL wrote no log, e.g.
+        gloo), ``failures`` (:func:`forensics.env.nccllog.failures` of the rank's error) and ``nccl_differs``: each variable NCCL reported "set by
         environment" with a value the launching process does not have
         (``NCCL_DEBUG*`` set by the rank itself are left out).
     """
@@ -132,9 +135,10 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
     for key in ("reason", "error", "torch_version", "torch_nccl_version"):
         if info.get(key):
             out[key] = info[key]
+    out["failures"] = nccllog.failures(str(info.get("error") or "").splitlines())
     if mine is None:
         out.update(version=no_log, set_by_environment={}, channels=no_log, transports={}, network=no_log,
-                   warnings=[], nccl_differs=[])
+                   warnings=[], p2p_failures=[], nccl_differs=[])
         return out
     sbe = mine["set_by_environment"]
     diffs = []
@@ -152,7 +156,9 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
         channels=_or_missing(mine["channels"], "no channel line"),
         transports=mine["transports"],
         network=_or_missing(mine["network"], "no 'Using network' line"),
-        warnings=mine["warnings"][:20],
+        warnings=[red.r.text(w, f"{where}.warnings") for w in mine["warnings"][:20]],
+        p2p_failures=mine.get("p2p_failures", [])[:20],
+        bus_id=_or_missing(mine.get("bus_id"), "no busId in the comm-init line"),
         nccl_differs=red.diffs(diffs, f"{where}.nccl_differs", keys=("parent", "nccl")),
     )
     return out
@@ -252,7 +258,9 @@ def collect_nccl_env(options: dict[str, Any], redactor, timeout_s: float,
         "changed_in_process": [d["name"] for d in changed],
         "hooks": hooks_entry(envdump.find_hooks()),
         "python": {"executable": sys.executable, "version": sys.version.split()[0]},
+        "binding": read_binding(),
     }
+    data["network"] = ec.net_interfaces()
     data["config_files"] = {
         "files": [{**f, "vars": red.env(f["vars"], "nccl_env.config_files") if "missing" not in f["vars"] else f["vars"]}
                   for f in files],

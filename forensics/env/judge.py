@@ -288,6 +288,13 @@ def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> li
 
 
 def judge(before, after) -> list[Finding]:
-    """Both hypotheses for two :class:`forensics.probe.ProbeResult` (either may be ``None`` or unusable)."""
+    """Every hypothesis of the ``nccl_env`` probe for two :class:`forensics.probe.ProbeResult` (either may
+    be ``None`` or unusable): ``nccl.env``, ``nccl.env-propagation``, ``nccl.transport``
+    (:mod:`forensics.env.transport`) and ``host.numa`` (:mod:`forensics.env.numa`)."""
+    from forensics.env.numa import judge_numa
+    from forensics.env.transport import judge_transport
+
     b, a = _data(before), _data(after)
-    return judge_env(b, a) + judge_propagation(b, a)
+    if a is None and b is not None:  # one side: judge what it shows alone
+        b, a = None, b
+    return judge_env(b, a) + judge_propagation(b, a) + judge_transport(b, a) + judge_numa(b, a)

@@ -13,7 +13,8 @@ Two roles, decided by the environment:
   environment. Without a GPU (or without NCCL in this torch) it starts two
   ranks on the CPU with gloo and the record says why NCCL was not used.
 
-Each rank first writes what it sees (:func:`forensics.env.workers.record.snapshot`),
+Each rank first records what it sees (its environment and its CPU/NUMA binding;
+with NCCL also its GPU's PCI address and NUMA node from sysfs) (:func:`forensics.env.workers.record.snapshot`),
 then sets ``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,ENV`` (NCCL's
 default set) and ``NCCL_DEBUG_FILE=DIR/nccl-<rank>-<pid>.log`` -- after the
 dump, so the record shows the variables as they arrived -- and does one
@@ -60,6 +61,8 @@ def _rank_main(rank: int, world: int, local_rank: int, out_dir: str, select, met
         if backend == "nccl":
             torch.cuda.set_device(local_rank)
             device = torch.device("cuda", local_rank)
+            if "missing" not in record["binding"]:
+                record["binding"]["gpu"] = _gpu_of_rank(local_rank)
             info["torch_nccl_version"] = ".".join(str(x) for x in torch.cuda.nccl.version())
         dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=INIT_TIMEOUT_S))
@@ -81,6 +84,15 @@ def _rank_main(rank: int, world: int, local_rank: int, out_dir: str, select, met
     if stdout:
         sys.stdout.write(envrecord.STDOUT_MARKER + json.dumps(record) + "\n")
         sys.stdout.flush()
+
+
+def _gpu_of_rank(local_rank: int) -> dict:
+    from forensics.env.workers.binding import gpu_of_rank
+
+    try:
+        return gpu_of_rank(local_rank)
+    except Exception as exc:  # noqa: BLE001 - the binding is a side fact; the all-reduce still runs
+        return {"cuda_device": local_rank, "bdf": {"missing": "error", "detail": f"{type(exc).__name__}: {exc}"[:200]}}
 
 
 def _spawned(index: int, world: int, out_dir: str, select, method: str, backend: str, reason: str,

@@ -123,7 +123,8 @@ def snapshot(select=DEFAULT_SELECT, method: str = "", rank=None) -> dict:
 
     Returns:
         the record of the module docstring. Sources: ``os.environ``,
-        ``/proc/self/environ``, ``sys``/``site`` (hooks), ``socket.gethostname()``.
+        ``/proc/self/environ``, ``sys``/``site`` (hooks), ``socket.gethostname()``;
+        ``binding``: CPU affinity and NUMA binding (:mod:`forensics.env.workers.binding`).
     """
     select = tuple(select)
     at_exec = read_exec_env()
@@ -141,7 +142,18 @@ def snapshot(select=DEFAULT_SELECT, method: str = "", rank=None) -> dict:
         "rank_vars": {k: env[k] for k in RANK_VARS if k in env},
         "hooks": find_hooks(),
         "python": {"executable": sys.executable, "version": sys.version.split()[0]},
+        "binding": _binding(),
     }
+
+
+def _binding() -> dict:
+    """:func:`forensics.env.workers.binding.read_binding`, never raising (a worker must still report)."""
+    from forensics.env.workers.binding import read_binding
+
+    try:
+        return read_binding()
+    except Exception as exc:  # noqa: BLE001 - an odd /proc must not lose the record
+        return {"missing": "error", "detail": f"{type(exc).__name__}: {exc}"[:200]}
 
 
 def write_record(record: dict, path: str) -> None:
