@@ -17,7 +17,7 @@ from forensics_probes.libs import LibsProbe
 
 CASES = Path(__file__).parent / "fixtures" / "cases"
 MINE = {"gpu.throttling", "gpu.pcie-link", "gpu.contention", "gpu.config", "gpu.health", "gpu.topology",
-        "driver.version", "cuda.version", "nccl.version"}
+        "driver.version", "cuda.version", "nccl.version", "gpu.memory"}
 ORDER = [Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL]
 NAMES = ["case01_power_brake", "case02_pcie_gen2", "case03_idle_pcie_false_alarm", "case05_cuda_runtime",
          "case14_contention"]

@@ -148,7 +148,7 @@ def test_missing_probe_on_one_side_is_inconclusive():
     one_side = analyse(snapshot({}), snapshot({"gpu": section(IDLE)}))
     unav = snapshot({"gpu": section({}, status="unavailable", reason="no NVIDIA driver found")})
     neither = analyse(unav, unav)
-    assert len(GpuProbe.hypotheses) == 7
+    assert len(GpuProbe.hypotheses) == 9
     for an, why in ((one_side, "'gpu' has no data in BEFORE (probe absent)"), (neither, "no NVIDIA driver")):
         by_id = {h.id: h for h in an.hypotheses}
         for hyp in GpuProbe.hypotheses:

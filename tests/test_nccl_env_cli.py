@@ -61,4 +61,4 @@ def test_snapshot_with_the_probe(tmp_path):
     assert "workers agree (spawn, forkserver, subprocess)" in proc.stdout
     sec = json.loads(out.read_text())["probes"]["nccl_env"]
     assert sec["status"] == "ok", sec
-    assert set(sec["data"]) == {"select", "parent", "config_files", "start_methods", "launcher", "nccl_init"}
+    assert set(sec["data"]) == {"select", "parent", "config_files", "start_methods", "launcher", "nccl_init", "network"}

@@ -152,13 +152,16 @@ def read_instant(nvml: Nvml, handle: Any) -> dict[str, Any]:
 
     Keys: ``clock_sm_mhz``, ``clock_mem_mhz`` (``nvmlDeviceGetClockInfo``),
     ``power_mw`` (``nvmlDeviceGetPowerUsage``; a 1 s average on Ampere+),
-    ``util_gpu_pct`` (``nvmlDeviceGetUtilizationRates().gpu``), ``temp_c``
+    ``util_gpu_pct`` / ``util_mem_pct`` (``nvmlDeviceGetUtilizationRates().gpu`` / ``.memory``:
+    the share of the last sample period in which a kernel ran / device memory was read or written),
+    ``mem_used_bytes`` / ``mem_total_bytes`` (``nvmlDeviceGetMemoryInfo``), ``temp_c``
     (``nvmlDeviceGetTemperature(GPU)``), ``pcie_gen``/``pcie_width``
     (``nvmlDeviceGetCurrPcieLinkGeneration``/``...Width``), ``pstate``
     (``nvmlDeviceGetPerformanceState``, read after the link), ``reasons``
     (current clocks-event mask).
     """
     util = nvml.call("nvmlDeviceGetUtilizationRates", handle)
+    mem = nvml.call("nvmlDeviceGetMemoryInfo", handle)
     reasons, _ = nvml.first(("nvmlDeviceGetCurrentClocksEventReasons", handle),
                             ("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
     return {
@@ -166,12 +169,30 @@ def read_instant(nvml: Nvml, handle: Any) -> dict[str, Any]:
         "clock_mem_mhz": nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_MEM", 2)),
         "power_mw": nvml.call("nvmlDeviceGetPowerUsage", handle),
         "util_gpu_pct": util if is_missing(util) else int(util.gpu),
+        "util_mem_pct": util if is_missing(util) else int(util.memory),
+        "mem_used_bytes": mem if is_missing(mem) else int(mem.used),
+        "mem_total_bytes": mem if is_missing(mem) else int(mem.total),
         "temp_c": nvml.call("nvmlDeviceGetTemperature", handle, nvml.constant("NVML_TEMPERATURE_GPU", 0)),
         "pcie_gen": nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", handle),
         "pcie_width": nvml.call("nvmlDeviceGetCurrPcieLinkWidth", handle),
         "pstate": nvml.call("nvmlDeviceGetPerformanceState", handle),
         "reasons": reasons,
     }
+
+
+SPIN_GPU_UTIL_PCT = 95
+SPIN_MEM_UTIL_MAX_PCT = 5
+"""A *spin sample*: busy, SM utilization >= 95% and memory utilization < 5%. NCCL kernels poll for their
+peers, so a collective waiting on a peer that never answers reads ~100% / ~0% (NVIDIA/nccl#2079); a
+bf16 matmul on an H200 reads 100% / 21-23% and a device copy 100% / 100% (measured 2026-12-01), so
+5% leaves a 4x margin below an ordinary compute-bound load."""
+
+
+def is_spin(sample: dict[str, Any]) -> bool:
+    """True for a spin sample (see :data:`SPIN_GPU_UTIL_PCT`); needs ``util_gpu_pct`` and ``util_mem_pct``."""
+    g, m = sample.get("util_gpu_pct"), sample.get("util_mem_pct")
+    return (isinstance(g, (int, float)) and isinstance(m, (int, float)) and g >= SPIN_GPU_UTIL_PCT
+            and m < SPIN_MEM_UTIL_MAX_PCT)
 
 
 def is_busy(pstate: Any, util_gpu_pct: Any, reasons: Any) -> bool:

@@ -9,7 +9,8 @@ benchmark (telemetry during the run). The summary is JSON-ready::
         "clock_sm_mhz": {"min", "median", "max"}, "clock_mem_mhz": {...},
         "power_mw": {...}, "util_gpu_pct": {...}, "temp_c": {...},
         "pcie_gen": {...}, "pcie_width": {...}, "pstate": {...},
-        "reason_fraction": {"sw_power_cap": 0.93, ...},
+        "reason_fraction": {"sw_power_cap": 0.93, ...}, "util_mem_pct": {...},
+        "spin_samples": 0, "mem_used_bytes": {...}, "mem_total_bytes": ..., "mem_used_fraction": {...},
         "counter_deltas": {"violation_power_ns": ..., "clocks_event_sw_power_cap_ns": ...,
                            "pcie_replay": ..., "ecc_uncorrected_volatile": ..., "energy_mj": ...},
         "processes": [{"pid", "kind", "used_memory_bytes", "name", "user", "ours"}]}}}
@@ -19,7 +20,10 @@ Statistics of clocks, power, utilization, temperature, PCIe and P-state are
 over *busy* samples only (P0, utilization > 0, GPU-idle bit clear; DESIGN
 section 6) and are a missing value ``not_applicable`` when the GPU never got
 busy. ``reason_fraction`` is the fraction of busy samples with each reason bit
-set. ``counter_deltas`` are end minus start of the cumulative counters over
+set; ``spin_samples`` counts busy samples that read SM utilization >= 95% with
+memory utilization < 5% (:func:`forensics.gpu.readings.is_spin`). Memory in use
+(``mem_used_bytes``, ``mem_used_fraction`` of ``mem_total_bytes``) is over *all*
+samples: memory stays allocated between kernels. ``counter_deltas`` are end minus start of the cumulative counters over
 the whole window. When NVML is unavailable the summary is
 ``{"missing": "not_found", "detail": "<why>"}``; the sampler never raises.
 """
@@ -31,11 +35,11 @@ import threading
 import time
 from typing import Any
 
-from forensics.gpu.readings import decode_reasons, is_busy, read_counters, read_instant, read_processes
+from forensics.gpu.readings import decode_reasons, is_busy, is_spin, read_counters, read_instant, read_processes
 from forensics.model import MissingReason, is_missing, missing
 from forensics.gpu.nvml import Nvml
 
-_STAT_KEYS = ("clock_sm_mhz", "clock_mem_mhz", "power_mw", "util_gpu_pct", "temp_c", "pcie_gen",
+_STAT_KEYS = ("clock_sm_mhz", "clock_mem_mhz", "power_mw", "util_gpu_pct", "util_mem_pct", "temp_c", "pcie_gen",
               "pcie_width", "pstate")
 _PROCESS_EVERY = 10  # read the process list every Nth tick (it is the slowest call)
 
@@ -172,6 +176,16 @@ def summarise(index: int, name: Any, samples: list[dict[str, Any]], start: dict[
         for r in decode_reasons(s["reasons"]):
             counts[r] = counts.get(r, 0) + 1
     out["reason_fraction"] = {r: round(c / len(busy), 3) for r, c in sorted(counts.items())} if busy else {}
+    out["spin_samples"] = sum(1 for s in busy if is_spin(s))
+    used = [s.get("mem_used_bytes") for s in samples]
+    total = next((s.get("mem_total_bytes") for s in samples if isinstance(s.get("mem_total_bytes"), int)), None)
+    out["mem_used_bytes"] = _stats(used) if any(isinstance(u, int) for u in used) else missing(
+        MissingReason.NOT_FOUND, "no memory reading")
+    out["mem_total_bytes"] = total if total else missing(MissingReason.NOT_FOUND, "no memory reading")
+    fracs = [u / total for u in used if isinstance(u, int) and total]
+    out["mem_used_fraction"] = ({"min": round(min(fracs), 4), "median": round(statistics.median(fracs), 4),
+                                 "max": round(max(fracs), 4)} if fracs else
+                                missing(MissingReason.NOT_FOUND, "no memory reading"))
     out["counter_deltas"] = {k: _delta(start.get(k), end.get(k)) for k in end}
     out["processes"] = sorted(processes, key=lambda p: (p["pid"], p["kind"]))
     return out

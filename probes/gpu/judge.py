@@ -15,6 +15,7 @@ from typing import Any
 from forensics.gpu.readings import HW_REASONS
 from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.probe import JudgeContext, ProbeResult
+from forensics_probes.gpu.load import judge_memory, judge_spin
 from forensics_probes.gpu.state import judge_state
 from forensics_probes.gpu.views import (View, get, gpus_of, idle_state, instant_busy, label, match_gpus, not_held,
                                        num, unheld_summary,
@@ -305,6 +306,8 @@ def judge_gpu(before: ProbeResult | None, after: ProbeResult | None,
     _attribute_throttling(throttling, contention)
     out = [throttling, judge_pcie(pairs, docs, (b, a)), contention]
     out += judge_state(b, a, pairs, docs)
+    out.append(judge_memory(pairs, docs, (b, a)))
+    out += judge_spin(pairs, docs, (b, a))
     if note:
         for f in out:
             f.evidence.append(note)

@@ -7,8 +7,9 @@ call; the field table is :data:`forensics_probes.gpu.fields.FIELDS`.
 
 Top-level data keys: ``driver_version``, ``cuda_driver_version``,
 ``nvml_version``, ``nvidia_ml_py_version``, ``gpu_count``, ``gpus``
-(``{uuid: {...}}``), ``topology`` (parsed ``nvidia-smi topo -m`` plus its raw
-text), and ``sample`` (a :mod:`forensics.gpu.sampler` summary, only with
+(``{uuid: {...}}``, each with ``pci_topology``: bridges above it with their ACS
+control, NUMA node, IOMMU group; from sysfs), ``topology`` (parsed ``nvidia-smi topo -m`` plus its raw
+text), ``iommu`` (units, groups, mode), ``kernel_cmdline`` (``/proc/cmdline``), and ``sample`` (a :mod:`forensics.gpu.sampler` summary, only with
 ``--sample SECONDS``).
 
 The probe never imports torch and never creates a CUDA context.
@@ -49,9 +50,10 @@ class GpuProbe(Probe):
     name = "gpu"
     description = "NVIDIA GPUs via NVML: clocks, P-state, clocks-event reasons, PCIe, power, counters, NVLink, processes"
     hypotheses = ("gpu.throttling", "gpu.pcie-link", "gpu.contention", "gpu.config", "gpu.health", "gpu.topology",
-                  "driver.version")
+                  "driver.version", "gpu.memory", "nccl.transport")
     fields = FIELDS
-    map_fields = ("gpus", "gpus.*.nvlink.links", "topology.matrix", "topology.matrix.*", "sample.gpus")
+    map_fields = ("gpus", "gpus.*.nvlink.links", "topology.matrix", "topology.matrix.*", "sample.gpus",
+                  "kernel_cmdline.params", "iommu.group_types")
 
     def __init__(self, nvml: Nvml | None = None, topo_runner=None):
         self._nvml = nvml
@@ -109,6 +111,7 @@ class GpuProbe(Probe):
                 continue
             gpus[uuid] = self._read_gpu(nv, index, handle, uuid)
         data["gpus"] = gpus
+        self._read_pci(data, gpus, ctx)
         topo_thread.join(TOPO_TIMEOUT_S + 1.0)
         data["topology"] = topo.get("v", missing(MissingReason.TIMED_OUT, "nvidia-smi topo -m did not finish"))
         if sampler is not None:
@@ -118,6 +121,30 @@ class GpuProbe(Probe):
             for path, value in _failures(gpu, f"gpus.{uuid}")[:3]:
                 ctx.error(path, str(value))
         return data
+
+    @staticmethod
+    def _read_pci(data: dict[str, Any], gpus: dict[str, Any], ctx: ProbeContext) -> None:
+        """sysfs/procfs facts of :mod:`forensics.gpu.pci`: each GPU's bridges (ACS), NUMA node and IOMMU
+        group; the host's IOMMU units and mode; the kernel command line (redacted)."""
+        from forensics.gpu import pci
+
+        for gpu in gpus.values():
+            bus = gpu.get("pci_bus_id")
+            gpu["pci_topology"] = pci.device_topology(bus) if isinstance(bus, str) else missing(
+                MissingReason.NOT_FOUND, "no PCI bus id from NVML")
+        raw = None
+        try:
+            with open(pci.PROC_CMDLINE, encoding="utf-8", errors="replace") as fh:
+                raw = fh.read().strip()
+        except OSError as exc:
+            data["kernel_cmdline"] = missing(MissingReason.NOT_FOUND, f"{pci.PROC_CMDLINE}: {exc.strerror}")
+        params = pci.parse_cmdline(raw) if raw is not None else {}
+        if raw is not None:
+            data["kernel_cmdline"] = {"raw": ctx.redactor.text(raw, "gpu.kernel_cmdline"), "params": params}
+        state = pci.iommu_state()
+        types = [get_type for g in gpus.values() if isinstance(g.get("pci_topology"), dict)
+                 for get_type in [g["pci_topology"].get("iommu_type")]]
+        data["iommu"] = {**state, "mode": pci.iommu_mode(params, state, types)}
 
     # -- one GPU ----------------------------------------------------------------
     def _read_gpu(self, nv: Nvml, index: int, h: Any, uuid: str) -> dict[str, Any]:

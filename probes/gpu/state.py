@@ -253,10 +253,139 @@ def _topo_pairs(data) -> dict[str, str]:
             for c, v in row.items() if gpu.match(c) and r < c}
 
 
+def _acs(data) -> dict[str, Any]:
+    """ACS facts of one side: ``redirect`` {bridge: line}, ``unreadable`` [lines], ``bridges`` count,
+    ``recorded`` (False for snapshots of a forensics that did not read sysfs)."""
+    out: dict[str, Any] = {"redirect": {}, "acs_on": {}, "unreadable": [], "bridges": 0, "recorded": False}
+    gpus = get(data, "gpus")
+    for key, gpu in (gpus.items() if isinstance(gpus, dict) and not is_missing(gpus) else []):
+        if not isinstance(gpu, dict) or "pci_topology" not in gpu:
+            continue
+        out["recorded"] = True
+        name = label(key, gpu)
+        pt = gpu["pci_topology"]
+        if is_missing(pt):
+            out["unreadable"].append(f"{name}: PCI path not read ({pt.get('detail') or pt.get('missing')})")
+            continue
+        for br in pt.get("bridges") or []:
+            out["bridges"] += 1
+            acs = br.get("acs")
+            if is_missing(acs):
+                if acs.get("missing") != "not_supported":
+                    out["unreadable"].append(f"{name}: ACS of bridge {br.get('bdf')} not read "
+                                             f"({acs.get('detail') or acs.get('missing')})")
+                continue
+            flags = acs.get("control_flags") or {}
+            text = " ".join(f"{n}{'+' if flags.get(k) else '-'}" for k, n in
+                            (("src_valid", "SrcValid"), ("req_redir", "ReqRedir"), ("cmplt_redir", "CmpltRedir"),
+                             ("upstream_fwd", "UpstreamFwd")))
+            line = f"bridge {br.get('bdf')} above {name}: ACSCtl {acs.get('control')} ({text})"
+            if acs.get("redirect"):
+                out["redirect"][br.get("bdf")] = line
+            elif any(flags.values()):
+                out["acs_on"][br.get("bdf")] = line
+    return out
+
+
+_IOMMU_RISK = {"off": 0, "passthrough": 0, "unknown": 1, "translated": 2}
+_CMDLINE_WATCH = ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough", "iommu.strict", "pci",
+                  "pcie_acs_override", "disable_acs_redir", "config_acs")
+
+
+def _io_cmd(b, a, multi: bool, found: list, evidence: list, same: list) -> None:
+    """IOMMU mode and kernel command line parts of ``gpu.topology``."""
+    mb, ma = get(b, "iommu", "mode"), get(a, "iommu", "mode")
+    if isinstance(mb, str) and isinstance(ma, str):
+        if mb != ma:
+            worse = _IOMMU_RISK.get(ma, 1) > _IOMMU_RISK.get(mb, 1)
+            sev = (Severity.HIGH if multi else Severity.MEDIUM) if worse and ma == "translated" else Severity.MEDIUM
+            found.append((sev, 0.8 if sev is Severity.HIGH else 0.5, f"IOMMU mode {mb} -> {ma} (sysfs "
+                          "/sys/kernel/iommu_groups/*/type, /sys/class/iommu)", []))
+            evidence.append(f"IOMMU {mb} -> {ma}: with translation every GPU DMA and P2P access goes through the "
+                            "IOMMU; NCCL's troubleshooting guide: IOMMU/VT-d can redirect P2P to the root complex "
+                            "(slow or hung); iommu=pt is the usual fix (NVIDIA/nccl#631)")
+        else:
+            same.append(f"IOMMU {ma}")
+            if ma == "translated" and multi:
+                evidence.append("IOMMU translates GPU DMA on both sides (not iommu=pt): a standing P2P risk per "
+                                "NCCL's troubleshooting guide, not a change")
+    pb, pa = get(b, "kernel_cmdline", "params"), get(a, "kernel_cmdline", "params")
+    if isinstance(pb, dict) and isinstance(pa, dict):
+        changed = [k for k in _CMDLINE_WATCH if pb.get(k) != pa.get(k)]
+        for k in changed:
+            vb = pb.get(k, "unset") or "(flag)"
+            va = pa.get(k, "unset") or "(flag)"
+            found.append((Severity.MEDIUM, 0.5, f"kernel parameter {k}: {vb} -> {va} (/proc/cmdline)", []))
+        if not changed:
+            shown = " ".join(f"{k}={pa[k]}" for k in _CMDLINE_WATCH if k in pa) or "no IOMMU/ACS/PCI parameter"
+            same.append(f"kernel command line: {shown}")
+
+
 def judge_topology(b, a, pairs) -> Finding:
-    """``gpu.topology``: NVLink links active/version (nvmlDeviceGetNvLinkState/Version) and the
-    ``nvidia-smi topo -m`` P2P matrix changed."""
+    """``gpu.topology``: NVLink links active/version (nvmlDeviceGetNvLinkState/Version), the
+    ``nvidia-smi topo -m`` P2P matrix, ACS control on the bridges above each GPU (sysfs config
+    space, :mod:`forensics.gpu.pci`), the IOMMU mode and the kernel command line.
+
+    ACS rules: a bridge above a GPU whose ACS control has ReqRedir or CmpltRedir set sends
+    peer-to-peer traffic up to the root complex (NCCL's troubleshooting guide; NVIDIA/nccl#2079:
+    ``ACSCtl 0x001d`` above two GPUs hung the first all-reduce). Newly set: high (0.9) with two
+    or more GPUs, medium (0.5) with one (only GPU-to-NIC traffic is affected); set on both sides
+    with 2+ GPUs: low, 0.2 (standing). ACS that cannot be read (non-root: the kernel shows
+    64 bytes of config space) leaves the hypothesis inconclusive unless something else
+    implicates it; "ACS off" never rules P2P trouble out on its own (NVIDIA/nccl#1160).
+    IOMMU mode to ``translated``: high with 2+ GPUs; any other mode or IOMMU/ACS kernel
+    parameter change: medium (0.5).
+    """
     found, evidence, same = [], [], []
+    multi = max(len(gpus_in(b)), len(gpus_in(a))) >= 2
+    ab, aa = _acs(b), _acs(a)
+    for bdf, line in sorted(aa["redirect"].items()):
+        if bdf in ab["redirect"]:
+            if multi:
+                found.append((Severity.LOW, 0.2, f"{line} on both sides: P2P requests are redirected to the root "
+                              "complex -- a standing problem, not what changed", []))
+            evidence.append(line)
+        else:
+            was = ab["redirect"].get(bdf) or ab["acs_on"].get(bdf) or (
+                "not recorded" if not ab["recorded"] else "no redirect")
+            found.append((Severity.HIGH if multi else Severity.MEDIUM, 0.9 if multi else 0.5,
+                          f"{line}: ACS redirects peer-to-peer traffic to the root complex (before: {was})", []))
+            evidence.append(f"{line}; NCCL docs: disable ACS on PCI switches (BIOS, or setpci ECAP_ACS+0x6.w=0000)")
+    for line in list(aa["acs_on"].values())[:4]:
+        evidence.append(line + ": ACS on, redirect bits off")
+    if aa["recorded"] and not aa["unreadable"] and not aa["redirect"]:
+        same.append(f"no ACS redirect on the {aa['bridges']} bridge(s) above the GPUs" if aa["bridges"]
+                    else "no PCI bridge above the GPUs (nothing to redirect P2P)")
+    if not (aa["recorded"] and ab["recorded"]):
+        evidence.append("ACS/IOMMU not recorded on both sides (a snapshot from a forensics before sysfs reads)")
+    _io_cmd(b, a, multi, found, evidence, same)
+    found_topo, same_topo, unheld = _nvlink_topo(pairs, b, a, evidence)
+    found += found_topo
+    same = same_topo + same
+    if found:
+        sev, rel, summary, _ = worst(found)
+        evidence = [f[2] for f in found if f[2] != summary] + evidence
+        return implicated("gpu.topology", sev, summary, evidence, relevance=rel,
+                          fields=["gpus.*.nvlink", "topology", "gpus.*.pci_topology", "iommu", "kernel_cmdline"])
+    if aa["unreadable"]:
+        return inconclusive("gpu.topology", "ACS on the bridges above the GPUs not read: " + "; ".join(
+            aa["unreadable"][:3]) + ("; checked: " + "; ".join(same) if same else ""), evidence + aa["unreadable"])
+    if same:
+        return ruled_out("gpu.topology", "same on both sides: " + "; ".join(same), evidence)
+    if unheld:
+        return inconclusive("gpu.topology", unheld_summary(unheld, "NVLink state and the topology matrix"),
+                            evidence + unheld)
+    return inconclusive("gpu.topology", "no NVLink or topology data on both sides", evidence)
+
+
+def gpus_in(data) -> dict:
+    g = get(data, "gpus")
+    return g if isinstance(g, dict) and not is_missing(g) else {}
+
+
+def _nvlink_topo(pairs, b, a, evidence):
+    """NVLink and ``nvidia-smi topo -m`` parts of ``gpu.topology``: (found, same, not held by an imported text)."""
+    found, same = [], []
     for key, gb, ga in pairs:
         if gb is None or ga is None:
             continue
@@ -280,17 +409,9 @@ def judge_topology(b, a, pairs) -> Finding:
         same.append("topo " + ", ".join(f"{p} {v}" for p, v in sorted(ta.items())))
     elif not tb or not ta:
         evidence.append("nvidia-smi topo -m not available on both sides")
-    if found:
-        sev, rel, summary, _ = worst(found)
-        return implicated("gpu.topology", sev, summary, evidence, relevance=rel, fields=["gpus.*.nvlink", "topology"])
-    if same:
-        return ruled_out("gpu.topology", "same on both sides: " + "; ".join(same), evidence)
     unheld = not_held(pairs, "nvlink") + [f"{side}: {t['detail']}" for side, d in (("before", b), ("after", a))
                                           if is_unrecorded(t := get(d, "topology"))]
-    if unheld:
-        return inconclusive("gpu.topology", unheld_summary(unheld, "NVLink state and the topology matrix"),
-                            evidence + unheld)
-    return inconclusive("gpu.topology", "no NVLink or topology data on both sides", evidence)
+    return found, same, unheld
 
 
 def judge_driver(b, a) -> Finding:
