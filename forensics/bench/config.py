@@ -59,6 +59,7 @@ class CanaryConfig:
         matmul_n: square matmul size of the TFLOP/s probe.
         busbw_bytes: all-reduce size of the bus-bandwidth probe (256 MiB on GPU).
         copy_bytes: pinned host<->device copy size of the PCIe probe (GPU only).
+        p2p_bytes: GPU-to-GPU copy size of the P2P probe (each rank to the next GPU; GPU, tp >= 2 only).
         graph_timeout_s: guard for capturing/replaying collectives (``graph`` variant).
     """
 
@@ -78,6 +79,7 @@ class CanaryConfig:
     matmul_n: int = 8192
     busbw_bytes: int = 256 * 1024 * 1024
     copy_bytes: int = 64 * 1024 * 1024
+    p2p_bytes: int = 64 * 1024 * 1024
     graph_timeout_s: float = 60.0
 
     @classmethod
@@ -86,7 +88,7 @@ class CanaryConfig:
         if device == "cpu":
             return cls(device="cpu", tp=tp, layers=2, hidden=128, heads=4, ffn=256, draft_tokens=4, batch=1,
                        kv_len=64, blocks=10, block_ms=2.0, warmup_s=0.05, matmul_n=128,
-                       busbw_bytes=1024 * 1024, copy_bytes=0)
+                       busbw_bytes=1024 * 1024, copy_bytes=0, p2p_bytes=0)
         return cls(device="cuda", tp=tp)
 
     @property

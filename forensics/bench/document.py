@@ -64,7 +64,8 @@ def canary_results(cfg: CanaryConfig, processes: list[dict]) -> list[dict[str, A
     """
     per: dict[str, list[tuple[float, float]]] = {}
     for p in processes:
-        for metric in ("step", "compute", "allreduce", "allreduce_busbw", "matmul", "h2d", "d2h"):
+        for metric in ("step", "compute", "allreduce", "allreduce_busbw", "matmul", "h2d", "d2h", "p2p",
+                       "p2p_latency"):
             got = slowest_rank_ms(p["ranks"], metric)
             if got is not None:
                 per.setdefault(metric, []).append(got)
@@ -120,7 +121,25 @@ def canary_results(cfg: CanaryConfig, processes: list[dict]) -> list[dict[str, A
             results.append(make_result(f"component.{metric}_gbps", ResultKind.COMPONENT, "GB/s", v,
                                        higher_is_better=True, within=w,
                                        description=f"pinned {label} copy of {cfg.copy_bytes} B, slowest rank"))
+    if "p2p" in per:
+        v, w = vals("p2p", lambda ms: cfg.p2p_bytes / (ms * 1e-3) / 1e9)
+        results.append(make_result("component.p2p_gbps", ResultKind.COMPONENT, "GB/s", v, higher_is_better=True,
+                                   within=w, description=f"GPU-to-GPU copy of {cfg.p2p_bytes} B, each rank to the "
+                                                         "next GPU at once, slowest rank"))
+    if "p2p_latency" in per:
+        v, w = vals("p2p_latency", lambda ms: ms * 1e3)
+        results.append(make_result("component.p2p_latency_us", ResultKind.COMPONENT, "us", v, within=w,
+                                   description="GPU-to-GPU copy of 4 B, back-to-back, GPU time, slowest rank"))
     return results
+
+
+def p2p_note(processes: list[dict]) -> dict[str, Any]:
+    """Whether the P2P components ran: ``{"measured": bool, "reason"|"peer_access": ...}`` from the ranks."""
+    ranks = [r for p in processes for r in p.get("ranks", [])]
+    skipped = sorted({r["p2p_skipped"] for r in ranks if r.get("p2p_skipped")})
+    if skipped or not ranks:
+        return {"measured": False, "reason": "; ".join(skipped) or "no rank reported"}
+    return {"measured": True, "peer_access": sorted({bool(r.get("p2p_access")) for r in ranks})}
 
 
 def process_records(processes: list[dict]) -> list[dict[str, Any]]:

@@ -11,14 +11,14 @@ import time
 from typing import Any, Callable, Iterator
 
 from forensics.bench.config import CanaryConfig, Variant
-from forensics.bench.document import build, canary_results, process_records
+from forensics.bench.document import build, canary_results, p2p_note, process_records
 from forensics.bench.harness import Side, run_sides, visible_gpus
 from forensics.errors import BadInputError
 from forensics.gpu.sampler import Sampler
 from forensics.model import MissingReason, missing
 
 CANARY_FIELDS = ("tp", "layers", "hidden", "heads", "ffn", "draft_tokens", "batch", "kv_len", "blocks",
-                 "block_ms", "warmup_s", "matmul_n", "busbw_bytes", "copy_bytes", "graph_timeout_s")
+                 "block_ms", "warmup_s", "matmul_n", "busbw_bytes", "copy_bytes", "p2p_bytes", "graph_timeout_s")
 
 
 @contextlib.contextmanager
@@ -105,7 +105,7 @@ def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[
     docs = []
     for side in sides:
         config = {"kind": "canary", **cfg.to_json(), "env": side.env, "launcher": side.launcher or None,
-                  "processes_asked": processes,
+                  "processes_asked": processes, "p2p": p2p_note(side.processes),
                   "budget_s": budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))}
         docs.append(build(config, canary_results(cfg, side.processes), telemetry=tel,
                           processes=process_records(side.processes), label=label or side.name))

@@ -188,6 +188,7 @@ def run(cfg: CanaryConfig) -> dict:
         bm = torch.randn(cfg.matmul_n, cfg.matmul_n, device=r.device).to(model.dtype)
         m["matmul"] = r.measure(lambda: a @ bm)
         del a, bm
+        _p2p(r, cfg, info)
         if r.cuda and cfg.copy_bytes > 0:
             host = torch.empty(cfg.copy_bytes, dtype=torch.uint8, pin_memory=True)
             dev = torch.empty(cfg.copy_bytes, dtype=torch.uint8, device=r.device)
@@ -198,6 +199,39 @@ def run(cfg: CanaryConfig) -> dict:
         dist.barrier()
         dist.destroy_process_group()
     return info
+
+
+P2P_LATENCY_BYTES = 4
+
+
+def _p2p(r: Rank, cfg: CanaryConfig, info: dict) -> None:
+    """GPU-to-GPU copies: each rank copies ``cfg.p2p_bytes`` (and 4 bytes, for latency) from its GPU to the
+    next one (``device (i + 1) % count``), all ranks at once; skipped with a reason in ``info["p2p_skipped"]``.
+
+    ``torch.cuda.can_device_access_peer`` is recorded: without peer access the copy is staged through
+    host memory by the driver, and the bandwidth shows it.
+    """
+    if not r.cuda or cfg.p2p_bytes <= 0:
+        info["p2p_skipped"] = "CPU run: no GPU-to-GPU copy" if not r.cuda else "p2p_bytes is 0"
+        return
+    if r.world < 2:
+        info["p2p_skipped"] = "one rank (tp=1): GPU-to-GPU copies need a second GPU"
+        return
+    count = torch.cuda.device_count()
+    if count < 2:
+        info["p2p_skipped"] = f"each rank sees {count} GPU (CUDA_VISIBLE_DEVICES per rank): no peer to copy to"
+        return
+    me = r.device.index
+    peer = torch.device("cuda", (me + 1) % count)
+    info["p2p_peer"] = peer.index
+    info["p2p_access"] = bool(torch.cuda.can_device_access_peer(me, peer.index))
+    src = torch.empty(cfg.p2p_bytes, dtype=torch.uint8, device=r.device)
+    dst = torch.empty(cfg.p2p_bytes, dtype=torch.uint8, device=peer)
+    info["metrics"]["p2p"] = r.measure(lambda: dst.copy_(src, non_blocking=True), queue_ahead=True)
+    del src, dst
+    s1 = torch.empty(P2P_LATENCY_BYTES, dtype=torch.uint8, device=r.device)
+    d1 = torch.empty(P2P_LATENCY_BYTES, dtype=torch.uint8, device=peer)
+    info["metrics"]["p2p_latency"] = r.measure(lambda: d1.copy_(s1, non_blocking=True), queue_ahead=True)
 
 
 def _guard(seconds: float) -> threading.Timer:
