@@ -15,11 +15,18 @@ per-process medians of side A (before/good) and side B (after/candidate):
   processes the observed spread needs to resolve half the threshold
   (``ceil(4 * 1.96^2 * cv^2 / W^2)``, pyperf's rule).
 
-Verdicts: ``slower`` / ``faster`` only when p <= alpha, the CI excludes 1 and
-the point effect is beyond the threshold (and beyond twice the A/A noise floor
-when one is given); ``same`` when the whole CI lies inside +-threshold;
-anything else is ``inconclusive`` with a reason. Too few processes (< 3 a side)
-is always ``inconclusive``, never "significant".
+Verdicts (three-way: no change, a small real change, a change beyond the threshold):
+
+- ``slower`` / ``faster``: p <= alpha, the CI excludes 1, and the point effect
+  is beyond the threshold (and beyond twice the A/A noise floor when one is given);
+- ``small-slower`` / ``small-faster`` (a *small real change*): p <= alpha, the CI
+  excludes 1, the effect is beyond twice the A/A noise floor but below the
+  threshold. It is real, reported with its CI, and does not fail the threshold;
+- ``same``: not significant and the whole CI lies inside the noise band,
+  ``max(2 x A/A noise floor, 1%)`` (never wider than the threshold): a CI that
+  reaches beyond it could hide a small real change, so it is not ``same``;
+- anything else is ``inconclusive`` with a reason. Too few processes (< 3 a
+  side) is always ``inconclusive``, never "significant".
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from typing import Sequence
 MIN_PROCESSES = 3
 DEFAULT_ALPHA = 0.01
 DEFAULT_THRESHOLD = 0.05
+MIN_NOISE_BAND = 0.01
+"""``same`` needs the CI inside +-max(2 x A/A floor, this): 1%, the size of real nightly-to-nightly regressions."""
 
 
 class Verdict(str, enum.Enum):
@@ -41,6 +50,23 @@ class Verdict(str, enum.Enum):
     FASTER = "faster"
     SAME = "same"
     INCONCLUSIVE = "inconclusive"
+    SMALL_SLOWER = "small-slower"  # real (CI excludes 1, p <= alpha) but below the practical threshold
+    SMALL_FASTER = "small-faster"
+
+    @property
+    def small(self) -> bool:
+        """A small real change: significant, beyond the noise, below the threshold."""
+        return self in (Verdict.SMALL_SLOWER, Verdict.SMALL_FASTER)
+
+    @property
+    def slower_at_all(self) -> bool:
+        """``slower`` or ``small-slower``: B measured slower, whatever the size."""
+        return self in (Verdict.SLOWER, Verdict.SMALL_SLOWER)
+
+    @property
+    def faster_at_all(self) -> bool:
+        """``faster`` or ``small-faster``."""
+        return self in (Verdict.FASTER, Verdict.SMALL_FASTER)
 
 
 @dataclass
@@ -75,6 +101,7 @@ class Comparison:
     higher_is_better: bool = False
     reasons: list[str] = field(default_factory=list)
     processes_needed: int = 0
+    noise_band: float = DEFAULT_THRESHOLD
 
     @property
     def change_pct(self) -> float:
@@ -89,8 +116,14 @@ class Comparison:
             head = f"{self.time_ratio:.3f}x slower"
         elif self.verdict is Verdict.FASTER:
             head = f"{1 / self.time_ratio:.3f}x faster"
+        elif self.verdict is Verdict.SMALL_SLOWER:
+            head = (f"a small real change: {self.time_ratio:.3f}x slower "
+                    f"({self.change_pct:+.1f}%, below the {self.threshold:.0%} threshold)")
+        elif self.verdict is Verdict.SMALL_FASTER:
+            head = (f"a small real change: {1 / self.time_ratio:.3f}x faster "
+                    f"({self.change_pct:+.1f}%, below the {self.threshold:.0%} threshold)")
         elif self.verdict is Verdict.SAME:
-            head = f"no significant change (ratio {self.time_ratio:.3f}, within +-{self.threshold:.0%})"
+            head = f"no change beyond the noise (ratio {self.time_ratio:.3f}, CI within +-{self.noise_band:.1%})"
         else:
             head = f"inconclusive (ratio {self.time_ratio:.3f})"
         tail = f" - {'; '.join(self.reasons)}" if self.reasons and self.verdict is Verdict.INCONCLUSIVE else ""
@@ -111,6 +144,7 @@ class Comparison:
             "b": self.b.to_json(),
             "reasons": list(self.reasons),
             "processes_needed": self.processes_needed,
+            "noise_band": self.noise_band,
             "sentence": self.sentence(),
         }
 
@@ -172,7 +206,8 @@ def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], *, n_boot: int = 
 
 def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAULT_THRESHOLD,
             alpha: float = DEFAULT_ALPHA, higher_is_better: bool = False,
-            noise_floor: float | None = None, n_boot: int = 4000, seed: int = 0) -> Comparison:
+            noise_floor: float | None = None, n_boot: int = 4000, seed: int = 0,
+            min_band: float = MIN_NOISE_BAND) -> Comparison:
     """Compare per-process medians of side A (before) and side B (after).
 
     Args:
@@ -183,6 +218,10 @@ def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAUL
             ``time_ratio`` > 1 still means slower.
         noise_floor: |ratio - 1| measured in an A/A check of the same session;
             an effect must exceed twice it.
+        min_band: the narrowest noise band ``same`` is judged against (a
+            fraction; the band is ``max(2 x noise_floor, min_band)``, at most
+            ``threshold``). ``forensics bisect`` passes its threshold: it asks
+            whether two commits differ by that much, not whether they are equal.
 
     Returns:
         a :class:`Comparison`. Never raises for noisy or small data: that is
@@ -209,27 +248,30 @@ def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAUL
         ratio, lo, hi = 1 / ratio, 1 / hi, 1 / lo
     reasons: list[str] = []
     needed = processes_needed(a, b, threshold)
+    band = min(max(2 * noise_floor if noise_floor is not None else 0.0, min_band), threshold)
     verdict = Verdict.INCONCLUSIVE
     if len(a) < MIN_PROCESSES or len(b) < MIN_PROCESSES:
         reasons.append(f"too few processes ({len(a)} and {len(b)}; at least {MIN_PROCESSES} a side)")
     else:
-        beyond = abs(ratio - 1) >= threshold
-        if noise_floor is not None and abs(ratio - 1) <= 2 * noise_floor:
-            beyond = False
-            reasons.append(f"effect {abs(ratio - 1):.1%} within twice the A/A noise floor ({noise_floor:.1%})")
+        effect = abs(ratio - 1)
+        in_noise = noise_floor is not None and effect <= 2 * noise_floor
+        if in_noise:
+            reasons.append(f"effect {effect:.1%} within twice the A/A noise floor ({noise_floor:.1%})")
         significant = p <= alpha and (lo > 1 or hi < 1)
-        if significant and beyond:
-            verdict = Verdict.SLOWER if ratio > 1 else Verdict.FASTER
-        elif lo >= 1 / (1 + threshold) and hi <= 1 + threshold:
+        if significant and not in_noise:
+            if effect >= threshold:
+                verdict = Verdict.SLOWER if ratio > 1 else Verdict.FASTER
+            else:
+                verdict = Verdict.SMALL_SLOWER if ratio > 1 else Verdict.SMALL_FASTER
+        elif (not significant or in_noise) and lo >= 1 / (1 + band) and hi <= 1 + band:
             verdict = Verdict.SAME
         else:
             if not significant:
-                reasons.append(f"not significant (p={p:.2g} > {alpha:g}) and the CI reaches beyond +-{threshold:.0%}")
-            elif not beyond:
-                reasons.append(f"significant but the effect ({ratio - 1:+.1%}) is inside the {threshold:.0%} threshold")
+                reasons.append(f"not significant (p={p:.2g} > {alpha:g}) and the CI ({lo:.3f}-{hi:.3f}) reaches "
+                               f"beyond the +-{band:.1%} noise band: a change of that size is not ruled out")
             noisy = max(sa.iqr_over_median, sb.iqr_over_median)
             if noisy > 0.10:
                 reasons.append(f"noisy: IQR/median {noisy:.0%} across processes")
             if needed > min(len(a), len(b)):
                 reasons.append(f"need about {needed} processes a side ({needed - min(len(a), len(b))} more)")
-    return Comparison(verdict, ratio, lo, hi, p, threshold, alpha, sa, sb, higher_is_better, reasons, needed)
+    return Comparison(verdict, ratio, lo, hi, p, threshold, alpha, sa, sb, higher_is_better, reasons, needed, band)

@@ -48,8 +48,11 @@ def test_threshold_option_changes_the_verdict(tmp_path):
     a = write(tmp_path, "a.json", BASE)
     b = write(tmp_path, "b.json", [v * 1.10 for v in BASE])
     r = run(a, b, "--threshold", "20%")
-    assert r.exit_code == 0, r.output  # the whole CI lies inside +-20%: a 10% change is "same" here
-    assert "canary.verify_step_ms: same" in r.output
+    # a real 10% change under a 20% threshold: a small real change (issue 13: never "same"); the threshold
+    # still gates the exit code
+    assert r.exit_code == 0, r.output
+    assert "canary.verify_step_ms: small-slower" in r.output
+    assert "a small real change: 1.100x slower" in r.output
 
 
 def test_inconclusive_exits_3_and_json(tmp_path):

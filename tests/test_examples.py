@@ -30,7 +30,13 @@ def test_aa_nothing_changed_says_so():
     assert an.verdict.startswith("No significant change")
     implicated = [h for h in an.hypotheses if h.status is HypothesisStatus.IMPLICATED]
     assert implicated == []
-    assert _bench(an, "canary.verify_step_ms").comparison.verdict.value == "same"
+    # three-way verdicts (issue 13): `same` needs the CI inside the +-1% noise band; this A/A's 5+5 processes
+    # (one slow outlier, 3.945 ms) give CI 0.990-1.003, so a 1% change is not ruled out: inconclusive, never
+    # a (small) slowdown
+    canary = _bench(an, "canary.verify_step_ms").comparison
+    assert canary.verdict.value == "inconclusive"
+    assert any("noise band" in r for r in canary.reasons), canary.reasons
+    assert not any(r.moved for r in an.bench.results)
 
 
 def test_busy_gpu_leads_with_contention_and_shows_throttling():
@@ -63,7 +69,8 @@ def test_silent_pull_leads_with_code_change_and_the_canary_is_unchanged():
     # h2d/d2h copies were inconclusive in this run; the verify step (same) still points at the code
     assert _bench(an, "component.h2d_gbps").comparison.verdict.value == "inconclusive"
     assert an.bench.pointer.value == "code"
-    assert "while the canary's verify step did not change (component.h2d_gbps" in an.bench.sentence
+    # the canary's own all-reduce (CI 0.975-1.044) no longer passes as `same` under the +-1% band: named too
+    assert "while the canary's verify step did not change (canary.allreduce_us, component.h2d_gbps" in an.bench.sentence
     others = [h for h in an.hypotheses if h.status is HypothesisStatus.IMPLICATED and h.id != "code.change"]
     assert all(h.severity <= Severity.INFO for h in others), [(h.id, h.summary) for h in others]
 

@@ -186,7 +186,7 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
         cmp.reasons.insert(0, f"with {len(va)}+{len(vb)} processes Mann-Whitney U cannot reach p <= "
                               f"{cmp.alpha:g} (smallest possible p {floor_p:.3f}); run at least 5 a side")
     noise = max(cmp.a.iqr_over_median, cmp.b.iqr_over_median)
-    if cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) and noise > NOISY:
+    if (cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) or cmp.verdict.small) and noise > NOISY:
         cmp.verdict = Verdict.INCONCLUSIVE
         cmp.reasons.append(f"noisy: IQR/median {noise:.0%} across processes (> {NOISY:.0%}); a change is not "
                            "called on noisy data")

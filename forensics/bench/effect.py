@@ -11,6 +11,10 @@ bench's own rules (A/A noise floor, no call on noisy data, too few processes).
 The canary and its component probes (matmul, all-reduce, copies) are fixed
 code, so (DESIGN section 7):
 
+Slower means measured slower at all: ``slower`` (beyond the threshold) or
+``small-slower`` (a small real change: CI excludes 1, below the threshold;
+:attr:`BenchEffect.small` says every slowdown was small).
+
 - canary or a component slower -> the environment changed (``environment``);
 - the user's step slower while the canary is the same -> the cause is in what
   only the user's step runs: their code, or a library only it uses (``code``);
@@ -62,7 +66,18 @@ class BenchResult:
 
     @property
     def slower(self) -> bool:
+        """Measured slower beyond the practical threshold (what ``--fail-on regression`` gates on)."""
         return self.comparison is not None and self.comparison.verdict is Verdict.SLOWER
+
+    @property
+    def moved(self) -> bool:
+        """Measured slower at all: beyond the threshold, or a small real change (CI excludes 1)."""
+        return self.comparison is not None and self.comparison.verdict.slower_at_all
+
+    @property
+    def small(self) -> bool:
+        """A small real slowdown: significant, beyond the A/A noise, below the threshold."""
+        return self.comparison is not None and self.comparison.verdict is Verdict.SMALL_SLOWER
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "unit": self.unit, "higher_is_better": self.higher_is_better,
@@ -75,17 +90,29 @@ class BenchEffect:
     """All compared results and where the measured effect points.
 
     Attributes:
-        ratio: the largest time ratio among ``slower`` results (> 1), 1.0 when none.
+        ratio: the largest time ratio among results measured slower (``slower`` or
+            ``small-slower``; > 1), 1.0 when none.
+        small: every result measured slower is a small real change (below the threshold).
     """
 
     results: list[BenchResult]
     pointer: Pointer
     sentence: str
     ratio: float = 1.0
+    small: bool = False
+
+    def moved(self, name: str) -> bool:
+        """Result ``name`` was measured slower (at all); False when absent or not compared."""
+        return any(r.name == name and r.moved for r in self.results)
+
+    def same(self, name: str) -> bool:
+        """Result ``name`` was compared and measured ``same`` (or faster)."""
+        return any(r.name == name and r.comparison is not None and (
+            r.comparison.verdict is Verdict.SAME or r.comparison.verdict.faster_at_all) for r in self.results)
 
     def to_json(self) -> dict[str, Any]:
         return {"results": [r.to_json() for r in self.results], "points_at": self.pointer.value,
-                "sentence": self.sentence, "max_slowdown_ratio": self.ratio}
+                "sentence": self.sentence, "max_slowdown_ratio": self.ratio, "small_change": self.small}
 
 
 def _results(snapshot: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -139,20 +166,21 @@ def compare_bench(before: Mapping[str, Any], after: Mapping[str, Any]) -> BenchE
 def _interpret(results: list[BenchResult]) -> BenchEffect:
     canary = [r for r in results if r.kind in ENVIRONMENT_KINDS and r.comparison is not None]
     others = [r for r in results if r.kind not in ENVIRONMENT_KINDS and r.comparison is not None]
-    slower = [r for r in results if r.slower]
+    slower = [r for r in results if r.moved]
     # The headline ratio is a step's (the canary's verify step or the user's), not a component's:
     # a 6x slower all-reduce bus bandwidth inside a 2x slower step is a 2x slowdown.
     steps = [r for r in slower if r.kind != "component"] or slower
     ratio = max((r.comparison.time_ratio for r in steps), default=1.0)  # type: ignore[union-attr]
-    if any(r.slower for r in canary):
-        env_slow = [r for r in canary if r.slower]
+    small = bool(slower) and not any(r.slower for r in steps)
+    if any(r.moved for r in canary):
+        env_slow = [r for r in canary if r.moved]
         worst = max([r for r in env_slow if r.kind == "canary"] or env_slow,
                     key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
         what = "the canary" if worst.kind == "canary" else "the canary's component"
         return BenchEffect(results, Pointer.ENVIRONMENT,
                            f"{what} {worst.name} is {worst.comparison.sentence()}: the environment changed, "  # type: ignore[union-attr]
-                           "since forensics' own benchmark code did not", ratio)
-    user_slow = [r for r in others if r.slower]
+                           "since forensics' own benchmark code did not", ratio, small)
+    user_slow = [r for r in others if r.moved]
     if user_slow:
         worst = max(user_slow, key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
         what = f"{worst.name} is {worst.comparison.sentence()}"  # type: ignore[union-attr]
@@ -160,16 +188,17 @@ def _interpret(results: list[BenchResult]) -> BenchEffect:
         # component it does not time (say host-to-device copies) being inconclusive does not make
         # the environment a suspect for this step, but the sentence names it.
         steps_same = [r for r in canary if r.kind == "canary"]
-        if steps_same and all(r.comparison.verdict in (Verdict.SAME, Verdict.FASTER) for r in steps_same):  # type: ignore[union-attr]
+        gap = worst.comparison.time_ratio - 1  # type: ignore[union-attr]
+        if steps_same and all(_flat_beside(r.comparison, gap) for r in steps_same):  # type: ignore[arg-type]
             open_parts = [r.name for r in canary if r.comparison.verdict is Verdict.INCONCLUSIVE]  # type: ignore[union-attr]
             caveat = (f" ({', '.join(open_parts)} inconclusive: more processes would rule "
                       f"{'it' if len(open_parts) == 1 else 'them'} out)") if open_parts else ""
             return BenchEffect(results, Pointer.CODE,
                                f"{what}, while the canary's verify step did not change{caveat}: the cause is in what "
-                               "only the user's step runs (its code or a library only it uses)", ratio)
+                               "only the user's step runs (its code or a library only it uses)", ratio, small)
         tail = "the canary was inconclusive" if canary else "no canary on both sides to tell environment from code"
-        return BenchEffect(results, Pointer.UNATTRIBUTED, f"{what}; {tail}", ratio)
-    faster = [r for r in results if r.comparison is not None and r.comparison.verdict is Verdict.FASTER]
+        return BenchEffect(results, Pointer.UNATTRIBUTED, f"{what}; {tail}", ratio, small)
+    faster = [r for r in results if r.comparison is not None and r.comparison.verdict.faster_at_all]
     undecided = [r for r in results if r.comparison is not None and r.comparison.verdict is Verdict.INCONCLUSIVE]
     if faster or undecided:
         parts = ["no result measured slower"]
@@ -182,7 +211,19 @@ def _interpret(results: list[BenchResult]) -> BenchEffect:
         return BenchEffect(results, Pointer.NONE, "; ".join(parts), 1.0)
     if not any(r.comparison is not None for r in results):
         return BenchEffect(results, Pointer.NONE, "no benchmark result was measured on both sides", 1.0)
-    return BenchEffect(results, Pointer.NONE, "no benchmark result changed beyond the threshold", 1.0)
+    return BenchEffect(results, Pointer.NONE, "no benchmark result moved beyond the noise", 1.0)
+
+
+def _flat_beside(c: Comparison, gap: float) -> bool:
+    """The canary did not move while a user step slowed by ``gap`` (a fraction).
+
+    ``same`` or faster; or not measured slower and its CI's upper end rules out
+    even half of the user's slowdown (a noisy canary still tells a 30% code
+    slowdown from an environment one).
+    """
+    if c.verdict is Verdict.SAME or c.verdict.faster_at_all:
+        return True
+    return not c.verdict.slower_at_all and (c.ci_high - 1) < gap / 2
 
 
 def effect_size(ratio: float) -> float:

@@ -68,7 +68,8 @@ class CommitRecord:
     def relation(self) -> tuple[str, str]:
         """("same (1.02x)", "faster (0.77x)"): this commit against good and against bad, as time ratios."""
         flip = {Verdict.SLOWER: "faster", Verdict.FASTER: "slower", Verdict.SAME: "same",
-                Verdict.INCONCLUSIVE: "inconclusive"}
+                Verdict.INCONCLUSIVE: "inconclusive", Verdict.SMALL_SLOWER: "small-faster",
+                Verdict.SMALL_FASTER: "small-slower"}
         g = f"{self.vs_good.verdict.value} ({self.vs_good.time_ratio:.3f}x)" if self.vs_good else ""
         b = f"{flip[self.vs_bad.verdict]} ({1 / self.vs_bad.time_ratio:.3f}x)" if self.vs_bad else ""
         return g, b

@@ -39,7 +39,7 @@ from forensics.bisect.model import (BisectConfig, BisectResult, CommitClass, Com
                                     StepExit)
 from forensics.errors import BadInputError
 from forensics.hypotheses import HYPOTHESES
-from forensics.stats import Comparison, Verdict, compare
+from forensics.stats import Comparison, Verdict, compare as _stats_compare
 from forensics.bisect.worktree import CommitInfo, WorktreePool, commit_info, diff_stat, git, resolve_range
 
 __all__ = ["BisectConfig", "BisectResult", "CommitClass", "CommitRecord", "LogEntry", "Outcome", "StepExit",
@@ -74,6 +74,21 @@ def classify(vs_good: Comparison, vs_bad: Comparison) -> CommitClass:
     if faster_than_bad and vs_good.verdict is Verdict.INCONCLUSIVE and pos is not None and pos <= 0.5:
         return CommitClass.FAST
     return CommitClass.UNKNOWN
+
+
+def compare(a, b, *, threshold: float, higher_is_better: bool = False) -> Comparison:
+    """:func:`forensics.stats.compare` at the bisect's threshold.
+
+    A bisect asks whether two commits differ by ``--threshold``, so ``same`` is
+    judged against that band and a small real change below it counts as the
+    same (its sentence and reasons keep the measured ratio and CI).
+    """
+    c = _stats_compare(a, b, threshold=threshold, higher_is_better=higher_is_better, min_band=threshold)
+    if c.verdict.small:
+        c.reasons.append(f"a small real change ({c.change_pct:+.1f}%) below the {threshold:.0%} threshold: "
+                         "the same for this bisect")
+        c.verdict = Verdict.SAME
+    return c
 
 
 def gap_position(vs_good: Comparison, vs_bad: Comparison) -> float | None:

@@ -184,7 +184,8 @@ def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, process
 @bench.command("compare")
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
-@click.option("--threshold", default="5%", show_default=True, help="Practical threshold: smaller changes are 'same'.")
+@click.option("--threshold", default="5%", show_default=True,
+              help="Practical threshold: a real change below it is 'small-slower'/'small-faster' (exit 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.pass_context
 @error_boundary
@@ -193,8 +194,8 @@ def compare(ctx, a, b, threshold, as_json):
 
     Per result: ratio of medians with a bootstrap 95% CI over processes,
     Mann-Whitney U, the threshold, and an A/A noise check; GPU throttling or
-    contention seen on one side is reported. Exit codes: 0 same or faster,
-    1 slower, 3 inconclusive, 2 bad input.
+    contention seen on one side is reported. Exit codes: 0 same, faster or a
+    small real change (below the threshold), 1 slower, 3 inconclusive, 2 bad input.
     """
     import json
 

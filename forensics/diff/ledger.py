@@ -16,10 +16,12 @@
    (:func:`forensics.diff.commits.attach_evidence`);
 5. benchmark results in the snapshots are compared (:mod:`forensics.bench.effect`):
    a slower canary weighs toward the environment, a slower user step with a
-   same canary and a clean environment implicates ``code.change``;
+   same canary and a clean environment implicates ``code.change`` (``low``
+   when the slowdown is a small real change below the threshold);
 6. every hypothesis of :data:`forensics.hypotheses.HYPOTHESES` ends
    ``implicated``, ``ruled-out`` or ``inconclusive`` with evidence; implicated
-   ones are ranked by :func:`score`.
+   ones are ranked by :func:`score`: prior x strength x the evidence rules of
+   :mod:`forensics.diff.evidence` (the one table; docs/diagnosis.md).
 
 Findings at ``info`` severity never implicate a hypothesis (an idle machine's
 temperature is not a cause); they stay in its evidence.
@@ -36,7 +38,8 @@ from forensics import docfile
 from forensics.diff import commits as commits_mod
 from forensics.errors import BadInputError
 from forensics.diff.changes import Change, diff_snapshots
-from forensics.bench.effect import BenchEffect, Pointer, compare_bench, effect_size
+from forensics.bench.effect import BenchEffect, Pointer, compare_bench
+from forensics.diff import evidence as ev_table
 from forensics.hypotheses import HYPOTHESES
 from forensics.model import Finding, HypothesisStatus, Severity, implicated, inconclusive
 from forensics.probe import JudgeContext, Probe, ProbeResult
@@ -165,19 +168,13 @@ def _probe(name: str) -> Probe | None:
     return find_probe_class(name)
 
 
-def score(findings: list[Finding], multiplier: float = 1.0) -> float:
-    """Ranking score of a hypothesis from its implicating findings (0 when none).
+def score(findings: list[Finding], multiplier: float = 1.0, hyp: str = "") -> float:
+    """Ranking score of a hypothesis from its implicating findings alone (no benchmark, no rules).
 
-    ``max(severity weight x (0.4 + 0.6 x relevance))`` over findings at ``low``
-    or above, plus 0.1 per further such finding (at most 0.5), times the
-    benchmark ``multiplier`` (1 + the measured effect when it points this way).
+    ``prior(hyp) x strength(findings) x multiplier`` (:mod:`forensics.diff.evidence`);
+    :func:`analyse` applies the evidence rules on top.
     """
-    strong = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
-    if not strong:
-        return 0.0
-    rel = [max(0.0, min(1.0, float(f.relevance))) for f in strong]
-    base = max(f.severity.weight * (0.4 + 0.6 * r) for f, r in zip(strong, rel))
-    return (base + min(0.1 * (len(strong) - 1), 0.5)) * multiplier
+    return ev_table.prior(hyp) * ev_table.strength(findings) * multiplier
 
 
 def machine_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
@@ -268,7 +265,7 @@ def _no_data(name: str, probe: Probe, sb: ProbeResult | None, sa: ProbeResult | 
     return out
 
 
-def _build(hyp: str, findings: list[Finding], multiplier: float, present: str = "") -> Hypothesis:
+def _build(hyp: str, findings: list[Finding], scored: ev_table.Scored, present: str = "") -> Hypothesis:
     strong = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
     ruled = [f for f in findings if f.status is HypothesisStatus.RULED_OUT]
     weak = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight == 0]
@@ -297,7 +294,11 @@ def _build(hyp: str, findings: list[Finding], multiplier: float, present: str = 
             if line and line not in evidence:
                 evidence.append(line)
     sev = lead.severity if status is HypothesisStatus.IMPLICATED else Severity.INFO
-    sc = score(findings, multiplier) if status is HypothesisStatus.IMPLICATED else 0.0
+    sc = scored.score if status is HypothesisStatus.IMPLICATED else 0.0
+    if status is HypothesisStatus.IMPLICATED:
+        for line in scored.lines:
+            if line not in evidence:
+                evidence.append(line)
     return Hypothesis(hyp, status, sc, sev, lead.summary, evidence, ordered)
 
 
@@ -354,13 +355,21 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
         if code:  # the code change is named already: the measurement supports it
             code[0].evidence.insert(0, f"measured: {bench.sentence}")
             code[0].relevance = max(code[0].relevance, 0.9)
+        elif bench.small:
+            f = implicated(CODE, Severity.LOW, "a small real change: the user's step is slightly slower while the "
+                           "canary and the environment did not change", [bench.sentence], relevance=0.6)
+            f.probe = "bench"
+            by_hyp[CODE].append(f)
         else:
             f = implicated(CODE, Severity.HIGH, "the user's step slowed down while the canary and the environment "
                            "did not change: the cause is in the code", [bench.sentence], relevance=0.8)
             f.probe = "bench"
             by_hyp[CODE].append(f)
+    strong = {h: [f for f in fs if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+              for h, fs in by_hyp.items()}
+    facts = ev_table.Facts(bench, {h: fs for h, fs in strong.items() if fs}, findings)
     present = ", ".join(_probe_state(n, before, after) for n in names_all)
-    hyps = [_build(h, fs, _multiplier(h, bench), present) for h, fs in by_hyp.items()]
+    hyps = [_build(h, fs, ev_table.score(h, fs, facts), present) for h, fs in by_hyp.items()]
     order = {HypothesisStatus.IMPLICATED: 0, HypothesisStatus.INCONCLUSIVE: 1, HypothesisStatus.RULED_OUT: 2}
     hyps.sort(key=lambda h: (order[h.status], -h.score))
     result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)
@@ -380,30 +389,36 @@ def _probe_state(name: str, before: Mapping[str, Any], after: Mapping[str, Any])
     return f"{name} {state}{': ' + reason if reason else ''}"
 
 
-def _multiplier(hyp: str, bench: BenchEffect | None) -> float:
-    if bench is None or bench.pointer is Pointer.NONE:
-        return 1.0
-    size = effect_size(bench.ratio)
-    if bench.pointer is Pointer.ENVIRONMENT:
-        return 0.5 if hyp == CODE else 1.0 + size
-    if bench.pointer is Pointer.CODE:
-        return 1.0 + size if hyp == CODE else 1.0 + size / 2
-    return 1.0 + size / 2
+def _measured(a: Analysis) -> str:
+    """The verdict's lead-in about the benchmark ("" when there is none or it could not decide)."""
+    b = a.bench
+    if b is None:
+        return ""
+    if b.pointer is not Pointer.NONE:
+        if b.small:
+            worst = max((r for r in b.results if r.moved), key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
+            c = worst.comparison
+            return (f"measured a small real change: {worst.name} {c.time_ratio:.3f}x slower "  # type: ignore[union-attr]
+                    f"(95% CI {c.ci_low:.3f}-{c.ci_high:.3f}, below the {c.threshold:.0%} threshold); ")  # type: ignore[union-attr]
+        return f"measured {b.ratio:.2f}x slower; "
+    return ""
 
 
 def _verdict(a: Analysis) -> str:
     imp = a.implicated
-    slow = ""
-    if a.bench is not None and a.bench.pointer is not Pointer.NONE:
-        slow = f"measured {a.bench.ratio:.2f}x slower; "
+    slow = _measured(a)
     if imp:
         top = imp[0]
         also = f"; also implicated: {', '.join(h.id for h in imp[1:4])}" if len(imp) > 1 else ""
-        text = f"{slow}most likely cause: {top.id} ({top.summary}){also}."
+        flat = ""
+        if not slow and a.bench is not None and a.bench.sentence.startswith("no benchmark result moved"):
+            flat = " The benchmarks measured no slowdown beyond the noise."
+        text = f"{slow}most likely cause: {top.id} ({top.summary}){also}.{flat}"
         return text[0].upper() + text[1:]
     ruled = sum(h.status is HypothesisStatus.RULED_OUT for h in a.hypotheses)
     unknown = sum(h.status is HypothesisStatus.INCONCLUSIVE for h in a.hypotheses)
     if slow:
-        return (f"Measured {a.bench.ratio:.2f}x slower, but no checked hypothesis explains it "  # type: ignore[union-attr]
+        text = (f"{slow.rstrip('; ')}, but no checked hypothesis explains it "
                 f"({ruled} ruled out, {unknown} inconclusive); see the inconclusive ones.")
+        return text[0].upper() + text[1:]
     return f"No significant change: {ruled} hypotheses ruled out, {unknown} inconclusive, nothing implicated."

@@ -31,7 +31,8 @@ def print_comparison(c, result) -> None:
     for col in ("result", "A", "B", "change", "95% CI of ratio", "p", "verdict"):
         t.add_column(col, justify="left" if col in ("result", "verdict") else "right", no_wrap=col == "result")
     for name, cmp in result.results.items():
-        mark = {"slower": "+ slower", "faster": "- faster", "same": "same", "inconclusive": "~ inconclusive"}
+        mark = {"slower": "+ slower", "faster": "- faster", "same": "same", "inconclusive": "~ inconclusive",
+                "small-slower": "+ small slower", "small-faster": "- small faster"}
         t.add_row(name, f"{cmp.a.median:.4g}", f"{cmp.b.median:.4g}", f"{cmp.change_pct:+.1f}%",
                   f"{cmp.ci_low:.3f}-{cmp.ci_high:.3f}", f"{cmp.p_value:.2g}", mark[cmp.verdict.value])
     c.print(t)
