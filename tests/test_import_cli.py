@@ -32,7 +32,9 @@ def test_import_writes_a_snapshot_that_show_reads(tmp_path):
 
 
 def test_show_reads_a_pasted_text_directly():
-    r = run_cli("show", str(FIX / "sglang-965-check-env-0.2.10-8x-a100.txt"))
+    # relative to the fixture folder, as a user types it: the header line's wrapping at 80 columns must
+    # not depend on where the checkout lives
+    r = run_cli("show", "sglang-965-check-env-0.2.10-8x-a100.txt", cwd=FIX)
     assert r.returncode == 0, r.stderr
     assert "sglang check_env 0.2.10" in r.stdout and "8 x NVIDIA A100-SXM4-80GB, driver 550.90.07" in r.stdout
     assert "not in sglang check_env output" in r.stdout
@@ -123,3 +125,17 @@ def test_markdown_report_fits_a_github_comment():
         assert f"`{h.id}`" in cut  # the suspects and the ledger are never what is cut
     tiny = report.render_markdown(a, limit=3000)
     assert len(tiny) <= 3000 and tiny.rstrip().endswith("`--format json`._")
+
+
+def test_a_power_limit_the_pasted_table_does_not_hold_is_no_change():
+    """Seen on the 1-GPU H200 (examples/import-self): the nvidia-smi table holds the enforced power cap
+    ("78W / 700W") but not the configured limit; the live snapshot holds both. The configured limit
+    must not read as "power limit None -> 700 W" (gpu.config implicated on a field one side never had)."""
+    before = load(H200 / "nvidia-smi.txt")
+    after = load(REAL)
+    gb = next(iter(before["probes"]["gpu"]["data"]["gpus"].values()))
+    assert "limit_mw" not in gb["power"] and gb["power"]["enforced_limit_mw"] == 700000
+    a = analyse(before, after)
+    config = next(h for h in a.hypotheses if h.id == "gpu.config")
+    assert config.status.value != "implicated", config.summary
+    assert not any("None" in line for line in config.evidence), config.evidence

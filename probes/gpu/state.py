@@ -67,8 +67,10 @@ def judge_config(pairs) -> Finding:
         compared = 0
         for path, what, sev, rel, lower_worse in _CONFIG:
             vb, va = _at(gb, path), _at(ga, path)
-            if vb is None and va is None or is_unrecorded(vb) or is_unrecorded(va):
-                continue  # a side imported from a text that does not hold it: unknown, not a change
+            if vb is None or va is None or is_unrecorded(vb) or is_unrecorded(va):
+                # a field one side never recorded (a pasted text that does not hold it, an older
+                # snapshot): unknown, not a change; a value NVML could not read is a missing value, not None
+                continue
             compared += 1
             if vb == va:
                 continue
