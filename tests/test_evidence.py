@@ -32,6 +32,16 @@ def _scaled(path: Path, factors: dict[str, float]) -> dict:
     return doc
 
 
+def _p2p(scale: float) -> dict:
+    # a2's readings plus a GPU-to-GPU copy component at a2's H2D spread (the P2P component was added after a2)
+    doc = _bench(BENCH / "a2.json")
+    h2d = next(r for r in doc["bench"]["results"] if r["name"] == "component.h2d_gbps")
+    doc["bench"]["results"].append({"name": "component.p2p_gbps", "kind": "component", "unit": "GB/s",
+                                    "higher_is_better": True,
+                                    "process_medians": [v * 5 * scale for v in h2d["process_medians"]]})
+    return doc
+
+
 def _effect(before, after):
     return compare_bench(before, after)
 
@@ -43,6 +53,8 @@ EFFECTS = {
     "pull": lambda: _effect(_bench(ROOT / "examples/silent-pull/before.json"),
                             _bench(ROOT / "examples/silent-pull/after.json")),
     # case02's Gen2 link: ~50 -> ~8 GB/s host-to-device; nothing else moved
+    # a P2P copy path through the host (ACS redirect): the GPU-to-GPU copy at half its bandwidth, nothing else moved
+    "p2p-copy": lambda: _effect(_p2p(1.0), _p2p(0.5)),
     "copies": lambda: _effect(_bench(BENCH / "a2.json"),
                               _scaled(BENCH / "a2.json", {"component.h2d_gbps": 8 / 50, "component.d2h_gbps": 8 / 50})),
 }
@@ -66,8 +78,9 @@ CASES = {
     "canary-moved": (lambda: _facts("p2p"), lambda: _facts("pull")),
     "contention-then-throttle": (lambda: _facts("", ["gpu.contention", "gpu.throttling"]),
                                  lambda: _facts("", ["gpu.throttling"])),
-    "memory-full-driver": (lambda: _facts("", ["driver.version"], [ev.MEMORY_NEAR_FULL_FIELD]),
+    "memory-full-driver": (lambda: _facts("", ["driver.version", "gpu.memory"]),
                            lambda: _facts("", ["driver.version"])),
+    "p2p-moved": (lambda: _facts("p2p-copy"), lambda: _facts("p2p")),
     "transport-with-nccl": (lambda: _facts("", ["nccl.transport", "nccl.version"]),
                             lambda: _facts("", ["nccl.transport"])),
 }
@@ -106,7 +119,7 @@ def test_priors_cover_every_hypothesis_id_and_the_new_ones():
     from forensics.hypotheses import HYPOTHESES
 
     assert set(HYPOTHESES) <= set(ev.PRIORS)
-    assert {"gpu.topology", "host.numa", "nccl.transport"} <= set(ev.PRIORS)
+    assert {"gpu.topology", "gpu.memory", "host.numa", "nccl.transport"} <= set(ev.PRIORS)
     assert all(0 < p <= 1 and why for p, why in ev.PRIORS.values())
 
 

@@ -41,6 +41,7 @@ PRIORS: dict[str, tuple[float, str]] = {
     "gpu.pcie-link": (0.6, "a downtrained link under load cuts copy bandwidth; only copy-bound steps feel it"),
     "nccl.transport": (0.6, "a different transport (P2P -> SHM/NET) changes all-reduce latency several-fold"),
     "gpu.topology": (0.5, "ACS/IOMMU or a broken NVLink/P2P path reroutes collectives through the host"),
+    "gpu.memory": (0.4, "memory at the total under load makes the allocator free and retry, or the driver spill"),
     "gpu.config": (0.4, "a lower power limit or locked clocks slow compute, but many setting changes are neutral"),
     "nccl.env": (0.4, "NCCL_* tuning variables change algorithms and protocols; some are no-ops on a topology"),
     "nccl.env-propagation": (0.4, "a variable the workers do not see is a lost tuning or an injected one"),
@@ -61,17 +62,19 @@ SEVERITY_STRENGTH = {Severity.LOW: 0.4, Severity.MEDIUM: 0.7, Severity.HIGH: 1.0
 """Strength of a judge's implicating finding by severity (``info`` never implicates)."""
 
 ENV_HYPOTHESES = ("gpu.throttling", "gpu.contention", "gpu.pcie-link", "gpu.config", "gpu.health", "gpu.topology",
+                  "gpu.memory",
                   "driver.version", "nccl.version", "nccl.env", "nccl.env-propagation", "nccl.transport",
                   "host.cpu", "host.numa")
 """What the canary would see: hypotheses about the machine and the libraries under forensics' own code."""
 
-ALLREDUCE = ("canary.allreduce_us", "component.allreduce_busbw_gbps", "component.p2p_gbps")
+ALLREDUCE = ("canary.allreduce_us", "component.allreduce_busbw_gbps")
+P2P = ("component.p2p_gbps", "component.p2p_latency_us")
 COMPUTE = ("canary.compute_ms", "component.matmul_tflops")
 COPIES = ("component.h2d_gbps", "component.d2h_gbps")
 """Benchmark results that localise a change (docs/bench.md, component probes)."""
 
 MEMORY_NEAR_FULL_FIELD = "memory.near_full"
-"""A finding whose ``fields`` name this (any hypothesis) is the mechanism fact "GPU memory near full"."""
+"""Besides an implicated ``gpu.memory``, a finding whose ``fields`` name this is the fact "GPU memory near full"."""
 
 
 @dataclass
@@ -140,6 +143,11 @@ def _compute_moved(f: Facts) -> str:
     return f"measured slower: {_names(m)}" if m else ""
 
 
+def _p2p_moved(f: Facts) -> str:
+    m = f.moved(P2P)
+    return f"measured slower: {_names(m)}" if m else ""
+
+
 def _copies_moved(f: Facts) -> str:
     m = f.moved(COPIES)
     return f"measured slower: {_names(m)}" if m else ""
@@ -170,7 +178,7 @@ def _canary_moved(f: Facts) -> str:
 
 def _memory_full_driver(f: Facts) -> str:
     return ("GPU memory near full with a driver change (drivers differ in how they oversubscribe or fall back to "
-            "system memory)" if f.field_fact(MEMORY_NEAR_FULL_FIELD) and f.has("driver.version") else "")
+            "system memory)" if (f.has("gpu.memory") or f.field_fact(MEMORY_NEAR_FULL_FIELD)) and f.has("driver.version") else "")
 
 
 def _transport_nccl(f: Facts) -> str:
@@ -193,6 +201,8 @@ RULES: list[Rule] = [
     Rule("compute-moved", "the canary's compute or the matmul TFLOP/s measured slower",
          {"gpu.throttling": 4.0, "gpu.contention": 4.0, "gpu.config": 3.0, "cuda.version": 2.0,
           "driver.version": 2.0}, _compute_moved),
+    Rule("p2p-moved", "the GPU-to-GPU copy (P2P canary component) measured slower",
+         {"gpu.topology": 4.0, "nccl.transport": 3.0}, _p2p_moved),
     Rule("copies-moved", "host-to-device or device-to-host copy bandwidth measured slower",
          {"gpu.pcie-link": 4.0, "host.numa": 2.0}, _copies_moved),
     Rule("allreduce-flat", "the canary slowed but its all-reduce was measured unchanged",
@@ -207,8 +217,8 @@ RULES: list[Rule] = [
          {"code.change": 0.2, "python.packages": 0.5}, _canary_moved),
     Rule("contention-then-throttle", "gpu.contention and gpu.throttling both implicated (the throttle is its effect)",
          {"gpu.contention": 2.0, "gpu.throttling": 0.6}, _contention_throttle),
-    Rule("memory-full-driver", "GPU memory near full (a finding naming field memory.near_full) and a driver change",
-         {"driver.version": 3.0}, _memory_full_driver),
+    Rule("memory-full-driver", "GPU memory near full (gpu.memory implicated) and a driver change",
+         {"driver.version": 3.0, "gpu.memory": 1.5}, _memory_full_driver),
     Rule("transport-with-nccl", "the NCCL transport changed and so did the NCCL version or variables",
          {"nccl.version": 2.0, "nccl.env": 2.0, "nccl.env-propagation": 2.0, "nccl.transport": 1.5},
          _transport_nccl),
