@@ -1,0 +1,18 @@
+"""Fleet mode: one snapshot per node of a distributed job, gathered, and the outliers found.
+
+Modules (documented in ``docs/fleet.md``):
+
+- ``launcher``: who am I in the job: RANK / WORLD_SIZE / LOCAL_RANK from torchrun,
+  Slurm (``SLURM_*``), Open MPI (``OMPI_COMM_WORLD_*``) or PMI, and the node name.
+- ``gather``: every rank's record to rank 0 through torch.distributed's c10d store
+  (no GPU collective), with a deadline; or one file per node in a shared ``--out-dir``.
+- ``rankbench``: the per-GPU canary components one rank runs in-process (torch).
+- ``document``: the ``forensics.fleet/1`` file (one node per line) and the folder layout.
+- ``features``: the facts judged across the fleet, read from node snapshots and rank records.
+- ``outliers``: the robust rules (majority grouping; median/MAD or ratio to best per GPU model).
+- ``report``: the data objects of a fleet report; ``render`` and ``prom`` print them.
+- ``compare``: two fleet files: what changed fleet-wide and what on a few nodes.
+- ``synth``: a synthetic fleet built from real snapshots, for tests and ``make bench``.
+
+Nothing here is imported by the single-machine commands.
+"""

@@ -1,0 +1,250 @@
+"""The fleet file (``forensics.fleet/1``) and the ``--out-dir`` folder: write, read, validate.
+
+A fleet file is one JSON document, laid out one rank record per line so a
+reader can take it a record at a time (1,000 nodes of 8 GPUs are ~60 MB of
+JSON; loading it whole costs several times that in memory)::
+
+    {"schema": "forensics.fleet/1", "created": "...Z", "tool": {...}, "world_size": 8,
+     "launcher": "torchrun", "run_id": "...", "gather": {"channel", "timeout_s", "waited_s"},
+     "missing": [{"rank", "node", "local_rank", "reason"}], "records": [
+    {"rank": 0, ...},
+    {"rank": 1, ...}
+    ]}
+
+Any other valid layout of the same document (pretty-printed, YAML) is read too,
+all at once. A rank record (``forensics.fleet-record/1``, written by
+:mod:`forensics.fleet.snapshot`): ``rank``, ``local_rank``, ``world_size``,
+``node``, ``node_index``, ``hostname``, ``launcher``, ``pid``, ``env`` (the
+NCCL/CUDA/torch variables this rank sees, redacted), ``gpu`` (the device this
+rank drives), ``bench`` (per-GPU components, or null), ``snapshot`` (the node's
+full snapshot, local rank 0 only), ``telemetry`` (GPU samples during the
+bench, local rank 0 only), ``errors``, ``duration_s``.
+
+An ``--out-dir`` folder holds one ``rank-NNNNN.json`` per rank (same record);
+ranks below the records' ``world_size`` without a file are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from forensics import __version__
+from forensics.errors import BadInputError
+from forensics.snapshot import (MAX_FILE_BYTES, check_schema, finite_json, read_document, utc_now,
+                                validate as validate_snapshot)
+
+SCHEMA_NAME = "forensics.fleet"
+SCHEMA_VERSION = 1
+SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
+RECORD_SCHEMA = "forensics.fleet-record/1"
+FLEET_MAX_BYTES = 8 * MAX_FILE_BYTES
+
+
+def header(*, world_size: int, launcher: str, run_id: str, gather: dict[str, Any],
+           missing: list[dict[str, Any]], label: str = "") -> dict[str, Any]:
+    """The fleet file's top-level fields (everything but ``records``)."""
+    return {"schema": SCHEMA, "created": utc_now(), "label": label,
+            "tool": {"name": "forensics", "version": __version__}, "world_size": world_size,
+            "launcher": launcher, "run_id": run_id, "gather": gather, "missing": missing}
+
+
+def write(path: Path, head: dict[str, Any], records: Iterable[dict[str, Any]]) -> Path:
+    """Write a fleet file atomically (temp file + rename), one record per line.
+
+    A list of records is sorted by rank; any other iterable is written as it comes (a generator of
+    1,000 node records never has to be held at once).
+
+    Raises:
+        BadInputError: the folder does not exist or is not writable.
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise BadInputError(f"{path}: folder {folder} does not exist; create it or choose another -o")
+    head = {k: v for k, v in head.items() if k != "records"}
+    first = json.dumps(finite_json(head), ensure_ascii=False, allow_nan=False)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot write in {folder} ({exc.strerror}); choose another -o") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(first[:-1] + ', "records": [\n')
+            recs = sorted(records, key=lambda r: r.get("rank", 0)) if isinstance(records, list) else records
+            sep = ""
+            for rec in recs:
+                fh.write(sep)
+                fh.write(json.dumps(finite_json(rec), ensure_ascii=False, allow_nan=False))
+                sep = ",\n"
+            fh.write("\n]}\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def _check_record(rec: Any, where: str) -> dict[str, Any]:
+    """Validate one rank record's structure; returns it.
+
+    Raises:
+        BadInputError: naming ``where`` and the problem.
+    """
+    if not isinstance(rec, dict):
+        raise BadInputError(f"{where}: a record must be a mapping")
+    for key in ("rank", "world_size"):
+        v = rec.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise BadInputError(f"{where}: record has no valid {key!r}; the file is damaged or not a fleet record")
+    if not isinstance(rec.get("node"), str) or not rec["node"]:
+        raise BadInputError(f"{where}: record of rank {rec['rank']} has no node name")
+    snap = rec.get("snapshot")
+    if snap is not None:
+        if not isinstance(snap, dict):
+            raise BadInputError(f"{where}: rank {rec['rank']}'s snapshot must be a mapping")
+        validate_snapshot(snap, Path(f"{where} (rank {rec['rank']}'s snapshot)"))
+    for key in ("env", "bench", "telemetry", "gpu"):
+        if rec.get(key) is not None and not isinstance(rec[key], dict):
+            raise BadInputError(f"{where}: rank {rec['rank']}'s {key!r} must be a mapping or null")
+    return rec
+
+
+class Fleet:
+    """A loaded fleet: the header and an iterator over records (read once, a line at a time).
+
+    Attributes:
+        path: the file or folder read.
+        head: the top-level fields (``world_size``, ``missing``...); for a folder, built from its records.
+    """
+
+    def __init__(self, path: Path, head: dict[str, Any], records: Iterator[dict[str, Any]] | list[dict[str, Any]]):
+        self.path = path
+        self.head = head
+        self._records = records
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Each validated record once, in file order."""
+        yield from self._records
+
+
+def is_fleet_file(path: Path) -> bool:
+    """True if ``path`` is a folder of rank records or a file whose first bytes name the fleet schema."""
+    path = Path(path)
+    if path.is_dir():
+        return any(path.glob(f"rank-*.json"))
+    try:
+        with open(path, "rb") as fh:
+            start = fh.read(4096)
+    except OSError:
+        return False
+    return f'"{SCHEMA_NAME}/'.encode() in start
+
+
+def load(path: Path | str) -> Fleet:
+    """Open a fleet file or an ``--out-dir`` folder.
+
+    Returns:
+        a :class:`Fleet` whose ``records()`` streams the records (a file in the
+        one-record-per-line layout), or yields them from memory (any other layout).
+
+    Raises:
+        BadInputError: missing, empty, damaged, foreign or newer-schema input (one line, exit 2).
+    """
+    path = Path(path)
+    if path.is_dir():
+        return _load_dir(path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        raise BadInputError(f"{path}: no such file or folder; give a fleet file or an --out-dir folder") from None
+    if size > FLEET_MAX_BYTES:
+        raise BadInputError(f"{path}: {size / 2**20:.0f} MiB is larger than any fleet file "
+                            f"({FLEET_MAX_BYTES // 2**20} MiB limit)")
+    try:
+        fh = open(path, encoding="utf-8")
+        first = fh.readline()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if first.rstrip().endswith('"records": ['):
+        try:
+            head = json.loads(first.rstrip() + "]}")
+        except ValueError:
+            head = None
+        if isinstance(head, dict):
+            check_schema(head, path, SCHEMA_NAME, SCHEMA_VERSION)
+            return Fleet(path, _check_head(head, path), _stream(fh, path))
+    fh.close()
+    doc = read_document(path, "fleet")
+    check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
+    recs = doc.pop("records", None)
+    if not isinstance(recs, list):
+        raise BadInputError(f"{path}: no 'records' list; the file is incomplete or not a fleet file")
+    return Fleet(path, _check_head(doc, path), [_check_record(r, f"{path}: records[{i}]") for i, r in enumerate(recs)])
+
+
+def _check_head(head: dict[str, Any], path: Path) -> dict[str, Any]:
+    ws = head.get("world_size")
+    if not isinstance(ws, int) or isinstance(ws, bool) or ws < 1:
+        raise BadInputError(f"{path}: 'world_size' must be a whole number >= 1")
+    if not isinstance(head.get("missing", []), list):
+        raise BadInputError(f"{path}: 'missing' must be a list")
+    return head
+
+
+def _stream(fh, path: Path) -> Iterator[dict[str, Any]]:
+    """Records of a one-per-line fleet file; the closing ``]}`` must be there (else: truncated)."""
+    with fh:
+        lineno = 1
+        closed = False
+        for line in fh:
+            lineno += 1
+            text = line.strip()
+            if not text:
+                continue
+            if text == "]}":
+                closed = True
+                break
+            try:
+                rec = json.loads(text.rstrip(","))
+            except ValueError:
+                raise BadInputError(f"{path}: invalid JSON at line {lineno}; the file is damaged or truncated") from None
+            yield _check_record(rec, f"{path}: line {lineno}")
+        if not closed:
+            raise BadInputError(f"{path}: ends before the closing ']}}'; the file is truncated (gather interrupted?)")
+
+
+def _load_dir(folder: Path) -> Fleet:
+    files = sorted(folder.glob("rank-*.json"))
+    if not files:
+        raise BadInputError(f"{folder}: no rank-*.json records; is this the --out-dir of a fleet snapshot?")
+    recs = [_check_record(read_document(f, "fleet record"), str(f)) for f in files]
+    world = max(r["world_size"] for r in recs)
+    have = {r["rank"] for r in recs}
+    state = folder / ".fleet-state"
+    hellos: dict[int, dict[str, Any]] = {}
+    for p in state.glob("*/hello__*.json") if state.is_dir() else []:
+        try:
+            h = json.loads(p.read_text(encoding="utf-8"))
+            hellos[int(h["rank"])] = h
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    missing = []
+    for rank in range(world):
+        if rank in have:
+            continue
+        h = hellos.get(rank)
+        why = ("started (pid {}) but wrote no record".format(h.get("pid")) if h else "wrote no record (and never started)")
+        missing.append({"rank": rank, "node": (h or {}).get("node"), "local_rank": (h or {}).get("local_rank"),
+                        "reason": why})
+    first = recs[0]
+    head = header(world_size=world, launcher=str(first.get("launcher", "")), run_id=str(first.get("run_id", "")),
+                  gather={"channel": "dir", "folder": folder.name}, missing=missing)
+    head["created"] = max(str(r.get("created", "")) for r in recs)
+    return Fleet(folder, head, recs)

@@ -1,0 +1,355 @@
+"""The facts a fleet report judges, read from rank records and node snapshots.
+
+Three kinds of subjects, each with a table of fields (name, where it is read, unit):
+
+- a **node** (from its local rank 0's snapshot): the categorical fields of
+  :data:`NODE_FIELDS` (driver, CUDA, NCCL, torch, kernel, git HEAD of the workload...);
+- a **GPU** (from the node snapshot's ``gpu`` probe, the GPU samples taken
+  during the fleet bench, and the bench figures of the rank driving it): the
+  categorical fields of :data:`GPU_CATEGORICAL` and the numbers of :data:`METRICS`;
+- a **rank** (from its own record): every selected environment variable
+  (NCCL_*, CUDA_*, TORCH_*...), ``unset`` where a rank lacks it.
+
+Clocks, PCIe link and clocks-event reasons are read only from samples taken
+*under load* (``busy_samples`` >= :data:`MIN_BUSY_SAMPLES`; DESIGN section 6): an
+idle GPU at a low clock or a PCIe link trained down is normal. Missing values
+(``{"missing": ...}``) are left out, never read as 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from forensics.model import is_missing
+
+MIN_BUSY_SAMPLES = 3
+UNSET = "unset"
+PER_RANK_BY_DESIGN = frozenset({"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
+"""Variables a launcher sets differently on every rank (one GPU each): never judged across ranks."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A per-GPU number judged against peers of the same GPU model.
+
+    Attributes:
+        name: key in :attr:`GpuFacts.values` (unit in the name).
+        label: what a person reads ("SM clock under load").
+        unit: shown after the value.
+        bad: ``low`` (less is worse: clocks, bandwidth) or ``high`` (more is worse: throttle time, errors).
+        rel_tol: smallest relative departure from the peers' median that counts (``low`` metrics).
+        abs_tol: smallest absolute departure that counts (``high`` metrics, counters, fractions).
+        discrete: whole-number settings (PCIe generation/width): any step below the peers' median counts.
+        effect: a measured speed (clock, bench figure) rather than a state that explains one; a GPU's
+            causes are listed before its effects.
+        hypothesis: the DESIGN section 5 hypothesis it bears on.
+        source: where the value is read.
+    """
+
+    name: str
+    label: str
+    unit: str
+    bad: str
+    hypothesis: str
+    source: str
+    rel_tol: float = 0.0
+    abs_tol: float = 0.0
+    discrete: bool = False
+    effect: bool = False
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("pcie_gen_load", "PCIe generation under load", "", "low", "gpu.pcie-link",
+           "busy samples: nvmlDeviceGetCurrPcieLinkGeneration (median)", discrete=True),
+    Metric("pcie_width_load", "PCIe width under load", "x", "low", "gpu.pcie-link",
+           "busy samples: nvmlDeviceGetCurrPcieLinkWidth (median)", discrete=True),
+    Metric("pcie_gen_max", "PCIe generation the link can reach", "", "low", "gpu.pcie-link",
+           "nvmlDeviceGetMaxPcieLinkGeneration", discrete=True),
+    Metric("pcie_width_max", "PCIe width the link can reach", "x", "low", "gpu.pcie-link",
+           "nvmlDeviceGetMaxPcieLinkWidth", discrete=True),
+    Metric("sm_clock_load_mhz", "SM clock under load", "MHz", "low", "gpu.throttling",
+           "busy samples: nvmlDeviceGetClockInfo(SM) (median)", rel_tol=0.10, effect=True),
+    Metric("sw_power_cap_fraction", "SW power cap active", "of busy samples", "high", "gpu.throttling",
+           "busy samples: clocks-event reason bit 0x4", abs_tol=0.25),
+    Metric("hw_slowdown_fraction", "HW slowdown active", "of busy samples", "high", "gpu.throttling",
+           "busy samples: clocks-event reason bit 0x8", abs_tol=0.05),
+    Metric("sw_thermal_fraction", "SW thermal slowdown active", "of busy samples", "high", "gpu.throttling",
+           "busy samples: clocks-event reason bit 0x20", abs_tol=0.05),
+    Metric("hw_thermal_fraction", "HW thermal slowdown active", "of busy samples", "high", "gpu.throttling",
+           "busy samples: clocks-event reason bit 0x40", abs_tol=0.05),
+    Metric("hw_power_brake_fraction", "HW power brake active", "of busy samples", "high", "gpu.throttling",
+           "busy samples: clocks-event reason bit 0x80", abs_tol=0.05),
+    Metric("power_limit_w", "enforced power limit", "W", "low", "gpu.config",
+           "nvmlDeviceGetEnforcedPowerLimit", rel_tol=0.02),
+    Metric("ecc_uncorrected", "uncorrected ECC errors (volatile)", "", "high", "gpu.health",
+           "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)", abs_tol=0.5),
+    Metric("ecc_corrected", "corrected ECC errors (volatile)", "", "high", "gpu.health",
+           "nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)", abs_tol=1000),
+    Metric("remapped_rows_bad", "remapped rows: uncorrectable + pending + failure", "", "high", "gpu.health",
+           "nvmlDeviceGetRemappedRows", abs_tol=0.5),
+    Metric("pcie_replay", "PCIe replays", "", "high", "gpu.health",
+           "nvmlDeviceGetPcieReplayCounter", abs_tol=100),
+    Metric("matmul_tflops", "matmul (bf16 8192^3)", "TFLOP/s", "low", "gpu.throttling",
+           "fleet bench on this GPU's rank", rel_tol=0.10, effect=True),
+    Metric("h2d_gbps", "host-to-device copy", "GB/s", "low", "gpu.pcie-link",
+           "fleet bench on this GPU's rank (pinned, 64 MiB)", rel_tol=0.25, effect=True),
+    Metric("d2h_gbps", "device-to-host copy", "GB/s", "low", "gpu.pcie-link",
+           "fleet bench on this GPU's rank (pinned, 64 MiB)", rel_tol=0.25, effect=True),
+)
+METRIC_BY_NAME = {m.name: m for m in METRICS}
+
+_REASON_METRIC = {"sw_power_cap": "sw_power_cap_fraction", "hw_slowdown": "hw_slowdown_fraction",
+                  "sw_thermal_slowdown": "sw_thermal_fraction", "hw_thermal_slowdown": "hw_thermal_fraction",
+                  "hw_power_brake_slowdown": "hw_power_brake_fraction"}
+
+
+def _dig(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return None if is_missing(obj) else obj
+
+
+def _data(snap: dict[str, Any], probe: str) -> dict[str, Any]:
+    sec = (snap.get("probes") or {}).get(probe) or {}
+    return sec.get("data") or {} if sec.get("status") in ("ok", "partial") else {}
+
+
+def _git_head(snap: dict[str, Any]) -> str | None:
+    for repo in _data(snap, "git").get("repos") or []:
+        if isinstance(repo, dict) and repo.get("role") == "main":
+            sha = _dig(repo, "head", "sha")
+            if isinstance(sha, str):
+                return sha[:12] + (" (dirty)" if repo.get("dirty") else "")
+    return None
+
+
+@dataclass(frozen=True)
+class CategoricalField:
+    """A node- or GPU-level fact compared by value (majority grouping).
+
+    Attributes:
+        name: the field's key in reports ("driver", "gpu.vbios").
+        label: what a person reads.
+        hypothesis: the DESIGN section 5 hypothesis it bears on.
+        weight: how much a minority value matters for ranking (0..1).
+        read: reads the value from a node snapshot (or a GPU entry); None when absent.
+    """
+
+    name: str
+    label: str
+    hypothesis: str
+    weight: float
+    read: Callable[[dict[str, Any]], Any]
+
+
+NODE_FIELDS: tuple[CategoricalField, ...] = (
+    CategoricalField("gpu_count", "GPU count", "gpu.health", 1.0, lambda s: _dig(_data(s, "gpu"), "gpu_count")),
+    CategoricalField("driver", "NVIDIA driver", "driver.version", 0.9, lambda s: _dig(_data(s, "gpu"), "driver_version")),
+    CategoricalField("cuda_driver", "CUDA version of the driver", "driver.version", 0.8,
+                     lambda s: _dig(_data(s, "gpu"), "cuda_driver_version")),
+    CategoricalField("cuda_runtime", "CUDA runtime loaded", "cuda.version", 0.8,
+                     lambda s: _dig(_data(s, "libs"), "cuda_runtime", "version")),
+    CategoricalField("nccl", "NCCL loaded", "nccl.version", 0.8, lambda s: _dig(_data(s, "libs"), "nccl", "version")),
+    CategoricalField("cudnn", "cuDNN loaded", "cuda.version", 0.6, lambda s: _dig(_data(s, "libs"), "cudnn", "version")),
+    CategoricalField("torch", "PyTorch", "torch.version", 0.8,
+                     lambda s: _dig(_data(s, "libs"), "torch", "version_py") or _dig(_data(s, "software"), "torch", "version")),
+    CategoricalField("python", "Python", "python.packages", 0.5, lambda s: _dig(_data(s, "software"), "python", "version")),
+    CategoricalField("git_head", "git HEAD of the workload", "code.change", 0.8, _git_head),
+    CategoricalField("kernel", "kernel", "host.cpu", 0.5, lambda s: _dig(_data(s, "host"), "kernel")),
+    CategoricalField("os", "OS release", "host.cpu", 0.4, lambda s: _dig(_data(s, "host"), "os_release")),
+    CategoricalField("cpu_model", "CPU model", "host.cpu", 0.5, lambda s: _dig(_data(s, "host"), "cpu", "model")),
+)
+
+GPU_CATEGORICAL: tuple[CategoricalField, ...] = (
+    CategoricalField("gpu.model", "GPU model", "gpu.config", 0.9, lambda g: _dig(g, "name")),
+    CategoricalField("gpu.vbios", "VBIOS", "gpu.config", 0.5, lambda g: _dig(g, "vbios_version")),
+    CategoricalField("gpu.ecc_mode", "ECC mode", "gpu.config", 0.6, lambda g: _dig(g, "ecc", "mode_current")),
+    CategoricalField("gpu.mig_mode", "MIG mode", "gpu.config", 0.6, lambda g: _dig(g, "modes", "mig_current")),
+    CategoricalField("gpu.compute_mode", "compute mode", "gpu.config", 0.6, lambda g: _dig(g, "modes", "compute")),
+)
+
+
+@dataclass
+class GpuFacts:
+    """One GPU of one node.
+
+    Attributes:
+        node: node name.
+        index: NVML index on the node.
+        uuid: NVML UUID ("GPU-..."), or "" when unknown.
+        model: GPU name (NVML ``nvmlDeviceGetName``), the peer group.
+        rank: the rank that benchmarked it, or None.
+        values: metric name -> number (see :data:`METRICS`).
+        categorical: GPU field name -> value (see :data:`GPU_CATEGORICAL`).
+        under_load: busy samples seen for it (0 when not sampled under load).
+    """
+
+    node: str
+    index: int
+    uuid: str
+    model: str
+    rank: int | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    categorical: dict[str, str] = field(default_factory=dict)
+    under_load: int = 0
+
+    @property
+    def label(self) -> str:
+        """``GPU 3 of node n0042``."""
+        return f"GPU {self.index} of node {self.node}"
+
+
+@dataclass
+class NodeFacts:
+    """One node: its categorical fields, GPUs and ranks.
+
+    Attributes:
+        node: node name.
+        ranks: the ranks whose records came from it.
+        categorical: :data:`NODE_FIELDS` name -> value (only those present).
+        gpus: its GPUs, by NVML index.
+        has_snapshot: its local rank 0 sent a snapshot.
+        cpu_figures: CPU bench figures by rank (shown, never judged: CPU ranks share cores).
+        errors: ``"rank N: where: error"`` lines from its records.
+    """
+
+    node: str
+    ranks: list[int] = field(default_factory=list)
+    categorical: dict[str, str] = field(default_factory=dict)
+    gpus: dict[int, GpuFacts] = field(default_factory=dict)
+    has_snapshot: bool = False
+    cpu_figures: dict[int, dict[str, float]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FleetFacts:
+    """Everything judged, for one fleet.
+
+    Attributes:
+        nodes: by node name, in first-seen order.
+        rank_env: rank -> {variable: value}; variables a rank lacks are :data:`UNSET` after :meth:`finish`.
+        rank_node: rank -> node name.
+        world_size: ranks the job had.
+        missing: the fleet file's missing ranks (``{"rank", "node", "reason"}``).
+    """
+
+    nodes: dict[str, NodeFacts] = field(default_factory=dict)
+    rank_env: dict[int, dict[str, str]] = field(default_factory=dict)
+    rank_node: dict[int, str] = field(default_factory=dict)
+    world_size: int = 0
+    missing: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> list[GpuFacts]:
+        """Every GPU of every node, node order then index."""
+        return [g for n in self.nodes.values() for _, g in sorted(n.gpus.items())]
+
+    def add(self, rec: dict[str, Any]) -> None:
+        """Take one rank record (:mod:`forensics.fleet.document`); the record is not kept."""
+        node = self.nodes.setdefault(rec["node"], NodeFacts(rec["node"]))
+        rank = rec["rank"]
+        node.ranks.append(rank)
+        self.rank_node[rank] = rec["node"]
+        self.world_size = max(self.world_size, int(rec.get("world_size") or 0))
+        env = rec.get("env") or {}
+        self.rank_env[rank] = {k: str(v) for k, v in env.items() if isinstance(v, str) and k not in PER_RANK_BY_DESIGN}
+        for err in rec.get("errors") or []:
+            if isinstance(err, dict):
+                node.errors.append(f"rank {rank}: {err.get('where')}: {err.get('error')}")
+        snap = rec.get("snapshot")
+        if isinstance(snap, dict):
+            node.has_snapshot = True
+            for f in NODE_FIELDS:
+                v = f.read(snap)
+                if v is not None and not isinstance(v, (dict, list)):
+                    node.categorical[f.name] = str(v)
+            self._add_gpus(node, snap, rec.get("telemetry"))
+        bench = rec.get("bench")
+        if isinstance(bench, dict):
+            self._add_bench(node, rank, rec.get("gpu") or {}, bench)
+
+    def _add_gpus(self, node: NodeFacts, snap: dict[str, Any], telemetry: Any) -> None:
+        gdata = _data(snap, "gpu")
+        samples = _dig(telemetry, "gpus") if isinstance(telemetry, dict) else None
+        if not isinstance(samples, dict):
+            samples = _dig(gdata, "sample", "gpus")
+        for uuid, g in (gdata.get("gpus") or {}).items():
+            if not isinstance(g, dict) or not isinstance(g.get("index"), int):
+                continue
+            gf = node.gpus.get(g["index"]) or GpuFacts(node.node, g["index"], str(uuid), str(_dig(g, "name") or "?"))
+            gf.uuid, gf.model = str(uuid), str(_dig(g, "name") or "?")
+            for f in GPU_CATEGORICAL:
+                v = f.read(g)
+                if v is not None and not isinstance(v, (dict, list)):
+                    gf.categorical[f.name] = str(v)
+            v = gf.values
+            _put(v, "pcie_gen_max", _dig(g, "pcie", "gen_max"))
+            _put(v, "pcie_width_max", _dig(g, "pcie", "width_max"))
+            lim = _dig(g, "power", "enforced_limit_mw")
+            _put(v, "power_limit_w", lim / 1000 if isinstance(lim, (int, float)) else None)
+            _put(v, "ecc_uncorrected", _dig(g, "ecc", "uncorrected_volatile"))
+            _put(v, "ecc_corrected", _dig(g, "ecc", "corrected_volatile"))
+            rows = [_dig(g, "remapped_rows", k) for k in ("uncorrectable", "pending", "failure")]
+            nums = [int(x) for x in rows if isinstance(x, (int, float, bool))]
+            _put(v, "remapped_rows_bad", sum(nums) if nums else None)
+            _put(v, "pcie_replay", _dig(g, "pcie", "counters", "replay"))
+            s = samples.get(uuid) if isinstance(samples, dict) else None
+            if isinstance(s, dict) and isinstance(s.get("busy_samples"), int) and s["busy_samples"] >= MIN_BUSY_SAMPLES:
+                gf.under_load = s["busy_samples"]
+                _put(v, "sm_clock_load_mhz", _dig(s, "clock_sm_mhz", "median"))
+                _put(v, "pcie_gen_load", _dig(s, "pcie_gen", "median"))
+                _put(v, "pcie_width_load", _dig(s, "pcie_width", "median"))
+                fr = s.get("reason_fraction") if isinstance(s.get("reason_fraction"), dict) else {}
+                for reason, metric in _REASON_METRIC.items():
+                    _put(v, metric, fr.get(reason, 0.0))
+            node.gpus[g["index"]] = gf
+
+    def _add_bench(self, node: NodeFacts, rank: int, gpu: dict[str, Any], bench: dict[str, Any]) -> None:
+        figs = {k: f.get("value") for k, f in (bench.get("figures") or {}).items() if isinstance(f, dict)}
+        if bench.get("device") != "cuda":
+            node.cpu_figures[rank] = {k: float(x) for k, x in figs.items() if isinstance(x, (int, float))}
+            return
+        target = None
+        uuid = gpu.get("uuid")
+        for gf in node.gpus.values():
+            if uuid and gf.uuid == uuid:
+                target = gf
+        if target is None and isinstance(gpu.get("nvml_index"), int):
+            target = node.gpus.get(gpu["nvml_index"])
+        if target is None:  # no snapshot of this node (its local rank 0 is missing): keep the figures anyway
+            idx = gpu.get("nvml_index") if isinstance(gpu.get("nvml_index"), int) else 1000 + rank
+            target = node.gpus.setdefault(idx, GpuFacts(node.node, idx, str(uuid or ""),
+                                                        str(bench.get("device_name") or "?")))
+        target.rank = rank
+        for k in ("matmul_tflops", "h2d_gbps", "d2h_gbps"):
+            _put(target.values, k, figs.get(k))
+
+    def finish(self) -> "FleetFacts":
+        """Fill :data:`UNSET` for variables some ranks lack; returns self."""
+        names = set()
+        for env in self.rank_env.values():
+            names.update(env)
+        for env in self.rank_env.values():
+            for n in names - env.keys():
+                env[n] = UNSET
+        return self
+
+
+def _put(values: dict[str, float], key: str, value: Any) -> None:
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, (int, float)) and value == value:
+        values[key] = float(value)
+
+
+def from_records(records: Iterable[dict[str, Any]], missing: list[dict[str, Any]] | None = None,
+                 world_size: int = 0) -> FleetFacts:
+    """Read every record once (streamed) into :class:`FleetFacts`."""
+    facts = FleetFacts(world_size=world_size, missing=list(missing or []))
+    for rec in records:
+        facts.add(rec)
+    return facts.finish()
