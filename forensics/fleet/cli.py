@@ -1,0 +1,202 @@
+"""``forensics fleet snapshot`` and ``forensics fleet report``: a thin click layer over forensics.fleet."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from forensics.cli.common import POSITIVE, check_repo, console, error_boundary
+
+EXIT_MISSING = 3  # the fleet file is written, some ranks are missing from it
+
+
+@click.group()
+def fleet() -> None:
+    """Every rank and node of a distributed job: snapshot them all, find the outliers.
+
+    Run 'fleet snapshot' under the launcher of the job (torchrun, srun,
+    mpirun), then 'fleet report' on the file it wrote. See docs/fleet.md.
+    """
+
+
+@fleet.command("snapshot")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Fleet file rank 0 writes (default: forensics-fleet.json here; with --out-dir, none unless given).")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Shared folder: every rank writes rank-NNNNN.json there, no store needed (nodes that cannot "
+                   "form a process group).")
+@click.option("--bench", "with_bench", is_flag=True, help="Every rank times the per-GPU canary components "
+              "(matmul, H2D/D2H copies) while its node's GPUs are sampled, so clocks and PCIe are judged under load.")
+@click.option("--label", help="Free text stored in the fleet file and node snapshots.")
+@click.option("--probe", "only", multiple=True, metavar="NAME", help="Node snapshot: run only this probe (repeatable).")
+@click.option("--skip", multiple=True, metavar="NAME", help="Node snapshot: do not run this probe (repeatable).")
+@click.option("--timeout", "timeout_s", type=POSITIVE, default=10.0, show_default=True,
+              help="Per-probe timeout of the node snapshot, seconds.")
+@click.option("--gather-timeout", "gather_timeout_s", type=POSITIVE, default=300.0, show_default=True,
+              help="How long rank 0 waits for every rank's record; later ones are recorded as missing.")
+@click.option("--repo", type=click.Path(path_type=Path), help="Git repository of the workload (default: the current "
+              "folder if it is in one).")
+@click.option("--sample", "sample_s", type=POSITIVE, default=None, metavar="SECONDS",
+              help="GPU probe: also sample every GPU for this long during the node snapshot.")
+@click.option("--deep", is_flag=True, help="Node snapshot: import torch to confirm the CUDA/NCCL versions it loads.")
+@click.option("--no-redact", is_flag=True, help="Keep secrets in the records.")
+@click.option("-v", "--verbose", is_flag=True, help="Every rank prints its progress (default: rank 0 only).")
+@click.option("-q", "--quiet", is_flag=True, help="Rank 0 prints only the output path.")
+@error_boundary
+def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_timeout_s, repo, sample_s, deep,
+             no_redact, verbose, quiet):
+    """Snapshot every node of the job (local rank 0 of each) and gather the records on rank 0.
+
+    Each rank records the NCCL/CUDA variables it sees and its GPU; local
+    rank 0 takes the node's full snapshot; with --bench every rank times its
+    GPU. Rank 0 waits up to --gather-timeout and names the ranks that never
+    reported. Exit code 3 when some are missing (the file is still written).
+    """
+    import importlib.util
+
+    from forensics.errors import BadInputError
+    from forensics.fleet.gather import DirChannel, StoreChannel
+    from forensics.fleet.launcher import detect
+    from forensics.fleet.snapshot import LocalChannel, Options, run_rank, write_fleet
+
+    pl = detect()
+    if output is not None and output.suffix.lower() != ".json":
+        raise BadInputError(f"-o {output}: a fleet file is JSON; give a name ending in .json")
+    if sample_s is not None and not 0 < sample_s <= 600:
+        raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
+    _check_probe_names(only, skip)
+    check_repo(repo)
+    if with_bench and importlib.util.find_spec("torch") is None:
+        raise BadInputError("--bench needs PyTorch in this Python: pip install 'forensics[bench]'")
+    gather = output is not None or out_dir is None
+    out = output or Path("forensics-fleet.json")
+    if gather and pl.rank == 0 and not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise BadInputError(f"{out}: folder {out.parent} does not exist; create it or choose another -o")
+    if out_dir is not None:
+        channel, kind = DirChannel(out_dir, pl.run_id), "dir"
+    elif pl.world_size == 1 and not pl.master_addr:
+        channel, kind = LocalChannel(), "local"
+    else:
+        channel, kind = StoreChannel.connect(pl, gather_timeout_s), "store"
+    opts = Options(label=label, only=tuple(only), skip=tuple(skip), timeout_s=timeout_s,
+                   probe_options={"repo": str(repo) if repo else None, "sample_s": sample_s, "deep": deep},
+                   bench=with_bench, redact=not no_redact, gather_timeout_s=gather_timeout_s)
+    talk = (verbose or pl.rank == 0) and not quiet
+
+    def progress(msg: str) -> None:
+        if talk:
+            click.echo(f"forensics fleet: {msg}", err=True)
+
+    rec, got = run_rank(pl, opts, channel, gather=gather, progress=progress)
+    for err in rec["errors"]:
+        click.echo(f"forensics fleet: rank {pl.rank}: {err['where']}: {err['error']}", err=True)
+    if got is None:
+        if out_dir is not None and pl.rank == 0 and not quiet:
+            click.echo(f"forensics fleet: records in {out_dir}; read them with 'forensics fleet report {out_dir}'",
+                       err=True)
+        return
+    path = write_fleet(out, pl, got, channel=kind, opts=opts)
+    nodes = len({r["node"] for r in got.records})
+    if quiet:
+        click.echo(str(path))
+    else:
+        click.echo(f"gathered {len(got.records)} of {pl.world_size} ranks from {nodes} node(s) in "
+                   f"{got.waited_s:.1f} s; wrote {path}")
+        for m in got.missing[:10]:
+            click.echo(f"  missing rank {m['rank']}{' (node ' + m['node'] + ')' if m.get('node') else ''}: "
+                       f"{m['reason']}")
+        if len(got.missing) > 10:
+            click.echo(f"  ... and {len(got.missing) - 10} more missing")
+    if got.interrupted is not None:
+        raise got.interrupted
+    if got.missing:
+        sys.exit(EXIT_MISSING)
+
+
+def _check_probe_names(only, skip) -> None:
+    """--probe/--skip name installed probes (checked before any rank starts work)."""
+    from forensics.errors import BadInputError
+    from forensics.registry import load_probes
+
+    if not only and not skip:
+        return
+    loaded, failures = load_probes()
+    known = {p.name for p in loaded} | {f.name for f in failures}
+    for name in list(only) + list(skip):
+        if name not in known:
+            raise BadInputError(f"no probe named {name!r}; installed: {', '.join(sorted(known))} "
+                                "(see 'forensics probes')")
+
+
+@fleet.command("report")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Report file: .html (default forensics-fleet-report.html), .md or .json.")
+@click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), help="Format, if not from the name.")
+@click.option("--prom", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the findings in the Prometheus text format to this file.")
+@click.option("--baseline", type=click.Path(path_type=Path),
+              help="A fleet file/folder or a snapshot to compare with: what changed fleet-wide, what on a few nodes.")
+@click.option("--fail-on", type=click.Choice(["outlier", "never"]), default="never", show_default=True,
+              help="Exit 1 when an outlier is found (for CI).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the verdict.")
+@error_boundary
+def report(source, output, fmt, prom, baseline, fail_on, quiet):
+    """Find the outliers of a fleet file or --out-dir folder: SOURCE.
+
+    Categorical fields (driver, CUDA, NCCL, torch, GPU model, VBIOS, NCCL_*
+    of each rank, git HEAD, kernel) are grouped by value against the
+    majority; numbers per GPU (PCIe, SM clock, power limit, throttle time,
+    ECC/replay counters, bench figures) against peers of the same model,
+    median/MAD. Exit codes: 0 done, 1 outliers with --fail-on outlier, 2 bad
+    input, 3 no record at all.
+    """
+    from forensics.errors import InconclusiveError
+    from forensics.fleet import document
+    from forensics.fleet.compare import load_baseline
+    from forensics.fleet.render import render
+    from forensics.fleet.report import build
+    from forensics.render.report import format_for
+    from forensics.snapshot import write_atomic
+
+    out = output or Path("forensics-fleet-report.html")
+    kind = format_for(out, fmt)
+    if prom is not None and prom.suffix.lower() in (".html", ".json", ".md"):
+        raise click.BadParameter(f"{prom} looks like a report name; give the Prometheus file another name "
+                                 "(e.g. fleet.prom)", param_hint="--prom")
+    base = load_baseline(baseline) if baseline is not None else None
+    t0 = time.perf_counter()
+    rep = build(document.load(source), baseline=base)
+    if rep.counts["ranks"] == 0:
+        raise InconclusiveError(f"{source}: no rank record to judge")
+    write_atomic(out, render(rep, kind))
+    if prom is not None:
+        from forensics.fleet.prom import render as prom_text
+
+        write_atomic(prom, prom_text(rep))
+    if quiet:
+        click.echo(rep.verdict)
+    else:
+        _print_summary(rep, out, prom, time.perf_counter() - t0)
+    if fail_on == "outlier" and rep.real_outliers:
+        sys.exit(1)
+
+
+def _print_summary(rep, out: Path, prom: Path | None, seconds: float) -> None:
+    from rich.markup import escape
+
+    con = console()
+    con.print(f"[bold]{escape(rep.verdict)}[/bold]")
+    for i, o in enumerate(rep.real_outliers[:10], 1):
+        con.print(f"  {i}. [{o.hypothesis}] {escape(o.summary)}  (score {o.score:.2f})")
+    if len(rep.real_outliers) > 10:
+        con.print(f"  ... {len(rep.real_outliers) - 10} more in the report")
+    for note in rep.notes:
+        con.print(f"  note: {escape(note)}")
+    if rep.baseline:
+        con.print(f"baseline: {escape(rep.baseline['verdict'])}")
+    con.print(f"wrote [bold]{escape(str(out))}[/bold]" + (f" and {escape(str(prom))}" if prom else "")
+              + f" ({seconds:.1f} s)")

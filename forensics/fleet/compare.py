@@ -1,0 +1,187 @@
+"""Two fleets (or a fleet and one snapshot): what changed fleet-wide, and what changed on a few nodes.
+
+Rules (pure; inputs are :class:`forensics.fleet.features.FleetFacts`):
+
+- **categorical** (node fields, GPU fields, each rank's variables): when the
+  majority value changed, the change is *fleet-wide* (with the share of units
+  that now have it). Otherwise the units matched by name (node name, node + GPU
+  index, rank number) whose value changed are a *few-nodes* change, grouped by
+  (old value, new value).
+- **numbers per GPU model**: when the median of a metric moved by more than the
+  metric's tolerance (:data:`forensics.fleet.features.METRICS`), it is a
+  fleet-wide change; GPUs matched by node and index whose own value moved by
+  more than the tolerance while the median did not are a few-nodes change.
+- nodes present on one side only are listed.
+
+A single snapshot as the baseline is a fleet of one node: its values are the
+"majority", and node-by-node matching applies when its hostname is a node of
+the other fleet.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+import numpy as np
+
+from forensics.fleet.features import (GPU_CATEGORICAL, METRICS, NODE_FIELDS, UNSET, FleetFacts, from_records)
+from forensics.fleet.outliers import group_values
+
+
+
+def facts_from_snapshot(snap: dict[str, Any]) -> FleetFacts:
+    """A one-node fleet from a plain ``forensics snapshot`` file (its launching process's variables as rank 0's)."""
+    node = str((snap.get("machine") or {}).get("hostname") or "baseline")
+    env = ((((snap.get("probes") or {}).get("nccl_env") or {}).get("data") or {}).get("parent") or {}).get("env") or {}
+    from forensics.workers.envdump import RANK_VARS
+
+    rec = {"rank": 0, "world_size": 1, "node": node, "snapshot": snap,
+           "env": {k: v for k, v in env.items() if isinstance(v, str) and k not in RANK_VARS},
+           "bench": None, "telemetry": None}
+    return from_records([rec], [], 1)
+
+
+def _majority(values: dict[Any, str]) -> str | None:
+    if not values:
+        return None
+    top, _, _ = group_values(values)
+    if top is None:  # no value above half: the most common one
+        return Counter(values.values()).most_common(1)[0][0]
+    return top
+
+
+def _cat_units(facts: FleetFacts) -> dict[str, dict[Any, str]]:
+    out: dict[str, dict[Any, str]] = defaultdict(dict)
+    for n in facts.nodes.values():
+        for f in NODE_FIELDS:
+            if f.name in n.categorical:
+                out[f.name][n.node] = n.categorical[f.name]
+    for g in facts.gpus:
+        for f in GPU_CATEGORICAL:
+            if f.name in g.categorical:
+                out[f.name][(g.node, g.index)] = g.categorical[f.name]
+    for r, env in facts.rank_env.items():
+        for k, v in env.items():
+            out[f"env.{k}"][r] = v
+    return out
+
+
+def _label(field: str) -> str:
+    for f in NODE_FIELDS + GPU_CATEGORICAL:
+        if f.name == field:
+            return f.label
+    return field[4:] if field.startswith("env.") else field
+
+
+def _unit_text(u: Any, facts: FleetFacts) -> str:
+    if isinstance(u, tuple):
+        return f"GPU {u[1]} of node {u[0]}"
+    if isinstance(u, int):
+        return f"rank {u} (node {facts.rank_node.get(u, '?')})"
+    return f"node {u}"
+
+
+def compare(before: FleetFacts, after: FleetFacts) -> dict[str, Any]:
+    """What changed from ``before`` to ``after``.
+
+    Returns:
+        ``{"verdict": str, "fleet_wide": [{"field", "label", "before", "after", "share"}],
+        "few_nodes": [{"field", "label", "before", "after", "units": [...], "nodes": [...], "count"}],
+        "nodes_added": [...], "nodes_removed": [...], "matched_nodes": int}``; numeric entries carry
+        ``model`` and their values are medians (fleet-wide) or per-GPU values (few nodes).
+    """
+    cb, ca = _cat_units(before), _cat_units(after)
+    wide, few = [], []
+    for fld in sorted(set(cb) | set(ca)):
+        vb, va = cb.get(fld, {}), ca.get(fld, {})
+        if fld.startswith("env."):  # a variable one side never had is "unset" there
+            vb = vb or {r: UNSET for r in before.rank_env}
+            va = va or {r: UNSET for r in after.rank_env}
+        mb, ma = _majority(vb), _majority(va)
+        if mb is None or ma is None:
+            continue
+        if mb != ma:
+            share = sum(1 for v in va.values() if v == ma) / max(1, len(va))
+            wide.append({"field": fld, "label": _label(fld), "before": mb, "after": ma, "share": round(share, 4)})
+            continue
+        groups: dict[tuple[str, str], list[Any]] = defaultdict(list)
+        for u in vb.keys() & va.keys():
+            if vb[u] != va[u]:
+                groups[(vb[u], va[u])].append(u)
+        for (old, new), units in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+            units.sort(key=str)
+            nodes = sorted({u[0] if isinstance(u, tuple) else (after.rank_node.get(u, "?") if isinstance(u, int) else u)
+                            for u in units})
+            few.append({"field": fld, "label": _label(fld), "before": old, "after": new, "count": len(units),
+                        "units": [_unit_text(u, after) for u in units[:50]], "nodes": nodes[:200]})
+    _numeric(before, after, wide, few)
+    nb, na = set(before.nodes), set(after.nodes)
+    out = {"fleet_wide": wide, "few_nodes": few, "nodes_added": sorted(na - nb), "nodes_removed": sorted(nb - na),
+           "matched_nodes": len(na & nb)}
+    out["verdict"] = _verdict(out)
+    return out
+
+
+def _numeric(before: FleetFacts, after: FleetFacts, wide: list, few: list) -> None:
+    gb = {(g.node, g.index): g for g in before.gpus}
+    models = sorted({g.model for g in before.gpus} | {g.model for g in after.gpus})
+    for model in models:
+        for m in METRICS:
+            xb = {k: g.values[m.name] for k, g in gb.items() if g.model == model and m.name in g.values}
+            xa = {(g.node, g.index): g.values[m.name] for g in after.gpus if g.model == model and m.name in g.values}
+            if not xb or not xa:
+                continue
+            medb, meda = float(np.median(list(xb.values()))), float(np.median(list(xa.values())))
+
+            def moved(a: float, b: float) -> bool:
+                if m.bad == "low" or m.rel_tol:
+                    tol = 0.5 if m.discrete else m.rel_tol * abs(a)
+                else:
+                    tol = m.abs_tol
+                return abs(b - a) > tol
+
+            if moved(medb, meda):
+                wide.append({"field": m.name, "label": f"{m.label} ({model}, median)", "model": model,
+                             "before": medb, "after": meda, "share": 1.0})
+                continue
+            changed = sorted(k for k in xb.keys() & xa.keys() if moved(xb[k], xa[k]))
+            if changed:
+                few.append({"field": m.name, "label": f"{m.label} ({model})", "model": model,
+                            "before": medb, "after": meda, "count": len(changed),
+                            "units": [f"GPU {i} of node {n}: {xb[(n, i)]:g} -> {xa[(n, i)]:g}" for n, i in changed[:50]],
+                            "nodes": sorted({n for n, _ in changed})[:200]})
+
+
+def _verdict(c: dict[str, Any]) -> str:
+    parts = []
+    if c["fleet_wide"]:
+        parts.append("fleet-wide: " + "; ".join(f"{w['label']} {w['before']} -> {w['after']}" for w in c["fleet_wide"][:4]))
+    if c["few_nodes"]:
+        parts.append("on a few nodes: " + "; ".join(
+            f"{f['label']} {f['before']} -> {f['after']} on {', '.join(f['nodes'][:3])}"
+            f"{' ...' if len(f['nodes']) > 3 else ''}" for f in c["few_nodes"][:4]))
+    if c["nodes_added"] or c["nodes_removed"]:
+        parts.append(f"{len(c['nodes_added'])} node(s) added, {len(c['nodes_removed'])} removed")
+    if not parts:
+        return f"Nothing changed across the {c['matched_nodes']:,} matched nodes."
+    return "Changed " + "; ".join(parts) + "."
+
+
+def load_baseline(path) -> FleetFacts:
+    """A baseline for ``fleet report --baseline`` or ``diff``: a fleet file/folder or a snapshot file.
+
+    Raises:
+        forensics.errors.BadInputError: neither a fleet nor a snapshot, or damaged.
+    """
+    from pathlib import Path
+
+    from forensics.fleet import document
+
+    path = Path(path)
+    if document.is_fleet_file(path):
+        fl = document.load(path)
+        return from_records(fl.records(), fl.head.get("missing") or [], int(fl.head.get("world_size") or 0))
+    from forensics import snapshot as snap
+
+    return facts_from_snapshot(snap.load(path))

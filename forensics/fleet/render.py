@@ -1,0 +1,58 @@
+"""The fleet report as HTML, Markdown or JSON, from a :class:`forensics.fleet.report.FleetReport`.
+
+HTML is one self-contained file (inline CSS, no script, no network), Jinja2
+with autoescape on: node names, variable values and every other string are
+escaped. Templates: ``reports/templates/fleet.html.j2`` and ``fleet.md.j2``.
+Rendering reads the report only; nothing here judges.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from forensics import __version__
+from forensics.snapshot import finite_json, utc_now
+
+TOP_N = 25  # outliers shown as cards; the rest in a table
+
+
+def bucket(score: float) -> int:
+    """Heat-map colour class of a score: 0 (within peers), 1 (< 0.25) ... 4 (>= 0.75)."""
+    if score <= 0:
+        return 0
+    return min(4, 1 + int(score / 0.25))
+
+
+@functools.lru_cache(maxsize=2)
+def _env(autoescape: bool):
+    import jinja2
+
+    from forensics.render.report import md_code, md_escape
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
+                             autoescape=autoescape, trim_blocks=True, lstrip_blocks=True)
+    env.filters["md"] = md_escape
+    env.filters["mdcode"] = md_code
+    env.filters["bucket"] = bucket
+    return env
+
+
+def context(rep) -> dict[str, Any]:
+    """The template variables."""
+    return {
+        "source": rep.source, "created": rep.created, "verdict": rep.verdict, "counts": rep.counts,
+        "outliers_real": rep.real_outliers, "mixed": [o for o in rep.outliers if o.kind == "mixed"],
+        "missing": rep.missing, "notes": rep.notes, "heat": rep.heat, "checked": rep.checked,
+        "peers": rep.peers, "baseline": rep.baseline, "top_n": TOP_N, "version": __version__,
+        "generated": utc_now(),
+    }
+
+
+def render(rep, fmt: str) -> str:
+    """``html``, ``md`` or ``json`` text of the report."""
+    if fmt == "json":
+        return json.dumps(finite_json(rep.to_json()), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    name = "fleet.html.j2" if fmt == "html" else "fleet.md.j2"
+    return _env(fmt == "html").get_template(name).render(**context(rep))
