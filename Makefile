@@ -33,6 +33,7 @@ bench: $(DEV_STAMP)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/diff_speed.py
 	$(PY) benchmarks/import_speed.py
+	$(PY) benchmarks/fleet_speed.py
 
 # Render a diff report in headless Chromium (Debian's chromium package) and save a PNG.
 screenshot: $(STAMP)

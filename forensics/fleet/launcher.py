@@ -85,12 +85,12 @@ class Placement:
 
 
 def _int(environ: Mapping[str, str], name: str | None, minimum: int = 0) -> int | None:
-    """``environ[name]`` as an int >= minimum, None when unset.
+    """``environ[name]`` as an int >= minimum, None when unset or empty.
 
     Raises:
         BadInputError: set but not a whole number >= minimum.
     """
-    if name is None or name not in environ:
+    if name is None or not environ.get(name, "").strip():
         return None
     raw = environ[name].strip()
     if not raw.lstrip("-").isdigit() or int(raw) < minimum:
