@@ -244,11 +244,14 @@ def test_compare_fleet_wide_and_few_nodes(tmp_path):
     base = from_records(synth.records(src, 40, 2, plant=False, seed=5), [], 80)
     same = from_records(synth.records(src, 40, 2, plant=False, seed=5), [], 80)
     assert compare(base, same)["verdict"] == "Nothing changed across the 40 matched nodes."
+    assert compare(base, same)["few_nodes"] == [] and compare(base, same)["fleet_wide"] == []
     planted = from_records(synth.records(src, 40, 2, plant=True, seed=5), [], 80)
     c = compare(base, planted)
     few = {(f["field"], tuple(f["nodes"])) for f in c["few_nodes"]}
-    spots = synth.plan(40, True)
+    spots = synth.plan(40, True, 2)
     assert ("driver", (synth.node_name(spots["driver"][0]),)) in few
+    assert ("env.NCCL_ALGO", (synth.node_name(spots["nccl_algo"][0]),)) in few
+    assert ("pcie_gen_load", (synth.node_name(spots["pcie"][0]),)) in few
     assert not c["fleet_wide"]
     upgraded = []
     for rec in synth.records(src, 40, 2, plant=False, seed=5):
@@ -269,3 +272,19 @@ def test_report_with_a_snapshot_as_baseline(fleets, tmp_path):
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "r.md").read_text()
     assert "### Against the baseline" in md
+
+
+def test_diff_of_two_fleet_files(tmp_path):
+    a = synth.write_fleet(tmp_path / "a.json", ROOT, 30, 8, plant=False, seed=7)
+    b = synth.write_fleet(tmp_path / "b.json", ROOT, 30, 8, plant=True, seed=7)
+    r = run_cli("diff", str(a), str(b), "-o", str(tmp_path / "d.json"), "--fail-on", "any")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.startswith("Changed on a few nodes: NVIDIA driver 580.159.04 -> 470.57.02 on node0016")
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert doc["schema"] == "forensics.fleet-diff/1" and doc["fleet_wide"] == []
+    fields = {f["field"]: f for f in doc["few_nodes"]}
+    assert fields["env.NCCL_ALGO"]["before"] == "unset" and fields["env.NCCL_ALGO"]["after"] == "Ring"
+    assert fields["pcie_gen_load"]["units"] == ["GPU 3 of node node0012: 5 -> 3"]
+    assert fields["sw_power_cap_fraction"]["after"] == "1"
+    same = run_cli("diff", str(a), str(a), "-o", str(tmp_path / "same.html"))
+    assert same.returncode == 0 and same.stdout.startswith("Nothing changed across the 30 matched nodes.")

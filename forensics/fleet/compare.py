@@ -143,14 +143,22 @@ def _numeric(before: FleetFacts, after: FleetFacts, wide: list, few: list) -> No
 
             if moved(medb, meda):
                 wide.append({"field": m.name, "label": f"{m.label} ({model}, median)", "model": model,
-                             "before": medb, "after": meda, "share": 1.0})
+                             "before": _num(medb), "after": _num(meda), "share": 1.0})
                 continue
             changed = sorted(k for k in xb.keys() & xa.keys() if moved(xb[k], xa[k]))
             if changed:
+                one = changed[0]
                 few.append({"field": m.name, "label": f"{m.label} ({model})", "model": model,
-                            "before": medb, "after": meda, "count": len(changed),
-                            "units": [f"GPU {i} of node {n}: {xb[(n, i)]:g} -> {xa[(n, i)]:g}" for n, i in changed[:50]],
+                            "before": _num(xb[one]) if len(changed) == 1 else f"peers' median {_num(medb)}",
+                            "after": _num(xa[one]) if len(changed) == 1 else f"peers' median {_num(meda)}",
+                            "count": len(changed),
+                            "units": [f"GPU {i} of node {n}: {_num(xb[(n, i)])} -> {_num(xa[(n, i)])}"
+                                      for n, i in changed[:50]],
                             "nodes": sorted({n for n, _ in changed})[:200]})
+
+
+def _num(x: float) -> str:
+    return f"{x:.0f}" if abs(x) >= 100 or float(x).is_integer() else f"{x:.3g}"
 
 
 def _verdict(c: dict[str, Any]) -> str:

@@ -86,13 +86,13 @@ def _uuid(node: int, gpu: int) -> str:
     return f"GPU-{node:08x}-1111-2222-3333-{gpu:012x}"
 
 
-def plan(n_nodes: int, plant: bool) -> dict[str, tuple[int, int]]:
+def plan(n_nodes: int, plant: bool, gpus_per_node: int = 8) -> dict[str, tuple[int, int]]:
     """Where each planted outlier goes: name -> (node number, GPU or local rank); fixed, spread out."""
     if not plant:
         return {}
     spots = {"pcie": (n_nodes * 3 // 7, 3), "driver": (n_nodes * 5 // 9, 0), "nccl_algo": (n_nodes * 2 // 11, 5),
              "power_cap": (n_nodes * 7 // 8, 6)}
-    return {k: (min(v[0], n_nodes - 1), v[1]) for k, v in spots.items()}
+    return {k: (min(v[0], n_nodes - 1), v[1] % gpus_per_node) for k, v in spots.items()}
 
 
 def node_name(i: int) -> str:
@@ -104,7 +104,7 @@ def records(src: Sources, n_nodes: int, gpus_per_node: int = 8, *, plant: bool =
             peer_power_cap_scale: float = 1.0) -> Iterator[dict[str, Any]]:
     """Yield the rank records of the fleet, one rank per GPU, rank = node x gpus_per_node + GPU."""
     rng = random.Random(seed)
-    spots = plan(n_nodes, plant)
+    spots = plan(n_nodes, plant, gpus_per_node)
     base_gpus = list(src.base["probes"]["gpu"]["data"]["gpus"].values())
     for n in range(n_nodes):
         name = node_name(n)
