@@ -72,7 +72,7 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
     if with_bench and importlib.util.find_spec("torch") is None:
         raise BadInputError("--bench needs PyTorch in this Python: pip install 'forensics[bench]'")
     gather = output is not None or out_dir is None
-    out = output or Path("forensics-fleet.json")
+    out = output or _default_output()
     if gather and pl.rank == 0 and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise BadInputError(f"{out}: folder {out.parent} does not exist; create it or choose another -o")
     if out_dir is not None:
@@ -114,6 +114,14 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
         raise got.interrupted
     if got.missing:
         sys.exit(EXIT_MISSING)
+
+
+def _default_output() -> Path:
+    """``forensics-fleet.json`` here, or ``forensics-fleet-2.json``... when taken (never overwritten)."""
+    path, n = Path("forensics-fleet.json"), 2
+    while path.exists():
+        path, n = Path(f"forensics-fleet-{n}.json"), n + 1
+    return path
 
 
 def _check_probe_names(only, skip) -> None:

@@ -255,8 +255,13 @@ class FleetFacts:
         node.ranks.append(rank)
         self.rank_node[rank] = rec["node"]
         self.world_size = max(self.world_size, int(rec.get("world_size") or 0))
-        env = rec.get("env") or {}
-        self.rank_env[rank] = {k: str(v) for k, v in env.items() if isinstance(v, str) and k not in PER_RANK_BY_DESIGN}
+        env = {k: v for k, v in (rec.get("env") or {}).items() if isinstance(v, str) and k not in PER_RANK_BY_DESIGN}
+        if rec.get("redaction", "on") != "on":  # a --no-redact record: its secrets stay out of the report
+            from forensics.redact import Redactor
+
+            red = Redactor()
+            env = {k: red.env(k, v, f"env.{k}") for k, v in env.items()}
+        self.rank_env[rank] = env
         for err in rec.get("errors") or []:
             if isinstance(err, dict):
                 node.errors.append(f"rank {rank}: {err.get('where')}: {err.get('error')}")

@@ -36,6 +36,7 @@ Pure functions: no I/O.
 
 from __future__ import annotations
 
+import enum
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,14 @@ MINORITY_MAX = 0.25
 MIXED_SCORE = 0.3  # share of the field weight a mixed (not rare) value gets
 HEALTH_SEVERITY = 0.6
 ENV_WEIGHT = 0.7
+
+
+class OutlierKind(str, enum.Enum):
+    """What an :class:`Outlier` is about."""
+
+    CATEGORICAL = "categorical"  # a rare value of a node, GPU or rank field
+    NUMERIC = "numeric"          # one GPU's numbers against its peers
+    MIXED = "mixed"              # a field with no dominant value (a mixed fleet, not an outlier)
 
 
 @dataclass
@@ -72,7 +81,7 @@ class Outlier:
         gpus: ``[node, index]`` pairs involved.
     """
 
-    kind: str
+    kind: OutlierKind
     field: str
     hypothesis: str
     subject: str
@@ -87,7 +96,7 @@ class Outlier:
 
     def to_json(self) -> dict[str, Any]:
         """All fields, JSON-ready (score rounded to 4 digits)."""
-        return {"kind": self.kind, "field": self.field, "hypothesis": self.hypothesis, "subject": self.subject,
+        return {"kind": OutlierKind(self.kind).value, "field": self.field, "hypothesis": self.hypothesis, "subject": self.subject,
                 "value": self.value, "peers": self.peers, "score": round(self.score, 4), "summary": self.summary,
                 "evidence": list(self.evidence), "nodes": list(self.nodes), "ranks": list(self.ranks),
                 "gpus": [list(g) for g in self.gpus]}
@@ -165,7 +174,7 @@ def _categorical_outliers(fld_name: str, label: str, hypothesis: str, weight: fl
     out = []
     if majority is None:
         parts = [f"{v!s} on {_count(len(us), unit_word)}" for v, us in others]
-        out.append(Outlier("mixed", fld_name, hypothesis, f"all {_count(total, unit_word)}", "mixed",
+        out.append(Outlier(OutlierKind.MIXED, fld_name, hypothesis, f"all {_count(total, unit_word)}", "mixed",
                            "; ".join(parts[:5]), weight * MIXED_SCORE,
                            f"{label} is mixed across the fleet: {'; '.join(parts[:3])}",
                            [f"{label} = {v} on {_count(len(us), unit_word)}: {_names([describe(u) for u in us])}"
@@ -180,7 +189,7 @@ def _categorical_outliers(fld_name: str, label: str, hypothesis: str, weight: fl
         nodes = sorted(set(nodes_of(us)))
         summary = (f"{subject}: {label} {value} (the other {n_major:,} {unit_word}s: {majority})" if rare else
                    f"{label} {value} on {_count(len(us), unit_word)} ({share:.0%}), {majority} on the rest: a mixed fleet")
-        out.append(Outlier("categorical" if rare else "mixed", fld_name, hypothesis, subject, str(value), peers,
+        out.append(Outlier(OutlierKind.CATEGORICAL if rare else OutlierKind.MIXED, fld_name, hypothesis, subject, str(value), peers,
                            weight * ((1 - share) if rare else MIXED_SCORE), summary,
                            [f"{label} = {value}: {_names([describe(u) for u in us], 10)}",
                             f"majority: {label} = {majority} on {n_major:,} {unit_word}s"],
@@ -288,7 +297,7 @@ def numeric(facts: FleetFacts) -> tuple[list[Outlier], list[PeerStats]]:
         if g.rank is not None:
             ev.append(f"driven by rank {g.rank}")
         value, _, peers = shown_v.partition(" (peers ")
-        out.append(Outlier("numeric", m.name, m.hypothesis, g.label, value, peers.rstrip(")"),
+        out.append(Outlier(OutlierKind.NUMERIC, m.name, m.hypothesis, g.label, value, peers.rstrip(")"),
                            min(1.0, sev + 0.02 * (len(items) - 1)), f"{g.label} ({g.model}): {words}", ev,
                            nodes=[g.node], ranks=[g.rank] if g.rank is not None else [], gpus=[[g.node, g.index]]))
     return out, stats
@@ -299,7 +308,7 @@ def find(facts: FleetFacts) -> tuple[list[Outlier], list[PeerStats]]:
     cat = categorical(facts)
     num, stats = numeric(facts)
     allo = cat + num
-    allo.sort(key=lambda o: (-o.score, o.kind == "mixed", o.subject))
+    allo.sort(key=lambda o: (-o.score, o.kind == OutlierKind.MIXED, o.subject))
     return allo, stats
 
 

@@ -42,9 +42,11 @@ def render(rep) -> str:
     gauge("forensics_fleet_ranks", "Ranks that sent a record.", [("", c["ranks"])])
     gauge("forensics_fleet_ranks_missing", "Ranks without a record (died, hung, or never started).",
           [("", len(rep.missing))])
-    kinds = Counter(o.kind for o in rep.outliers)
+    from forensics.fleet.outliers import OutlierKind
+
+    kinds = Counter(OutlierKind(o.kind) for o in rep.outliers)
     gauge("forensics_fleet_outliers", "Outliers found, by kind.",
-          [(_labels(kind=k), kinds.get(k, 0)) for k in ("categorical", "numeric", "mixed")])
+          [(_labels(kind=k.value), kinds.get(k, 0)) for k in OutlierKind])
     gauge("forensics_fleet_outlier_score", "Score (0..1) of each outlier; higher is worse.",
           [(_labels(subject=o.subject, field=o.field, hypothesis=o.hypothesis, node=(o.nodes or [""])[0]), o.score)
            for o in rep.outliers])

@@ -41,9 +41,11 @@ def _env(autoescape: bool):
 
 def context(rep) -> dict[str, Any]:
     """The template variables."""
+    from forensics.fleet.outliers import OutlierKind
+
     return {
         "source": rep.source, "created": rep.created, "verdict": rep.verdict, "counts": rep.counts,
-        "outliers_real": rep.real_outliers, "mixed": [o for o in rep.outliers if o.kind == "mixed"],
+        "outliers_real": rep.real_outliers, "mixed": [o for o in rep.outliers if o.kind == OutlierKind.MIXED],
         "missing": rep.missing, "notes": rep.notes, "heat": rep.heat, "checked": rep.checked,
         "peers": rep.peers, "baseline": rep.baseline, "top_n": TOP_N, "version": __version__,
         "generated": utc_now(),

@@ -13,7 +13,7 @@ from typing import Any
 
 from forensics import __version__
 from forensics.fleet.features import METRIC_BY_NAME, FleetFacts, from_records
-from forensics.fleet.outliers import Outlier, PeerStats, find
+from forensics.fleet.outliers import Outlier, OutlierKind, PeerStats, find
 
 JSON_SCHEMA = "forensics.fleet-report/1"
 VERDICT_NAMES = 4
@@ -71,7 +71,7 @@ class FleetReport:
     @property
     def real_outliers(self) -> list[Outlier]:
         """Outliers proper (not ``mixed`` fields)."""
-        return [o for o in self.outliers if o.kind != "mixed"]
+        return [o for o in self.outliers if o.kind != OutlierKind.MIXED]
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form (``forensics.fleet-report/1``): ``verdict``, ``outliers`` (worst first),
@@ -90,15 +90,18 @@ class FleetReport:
 
 
 def _verdict(outs: list[Outlier], missing: list[dict[str, Any]], counts: dict[str, int]) -> str:
-    scope = f"{counts['nodes']:,} node{'s' if counts['nodes'] != 1 else ''}, {counts['gpus']:,} GPUs, {counts['ranks']:,} ranks"
-    real = [o for o in outs if o.kind != "mixed"]
+    def n(count: int, word: str) -> str:
+        return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+    scope = f"{n(counts['nodes'], 'node')}, {n(counts['gpus'], 'GPU')}, {n(counts['ranks'], 'rank')}"
+    real = [o for o in outs if o.kind != OutlierKind.MIXED]
     miss = ""
     if missing:
         nodes = sorted({str(m.get("node")) for m in missing if m.get("node")})
         miss = (f"; {len(missing):,} rank{'s' if len(missing) != 1 else ''} missing"
                 + (f" (node {', '.join(nodes[:3])}{' ...' if len(nodes) > 3 else ''})" if nodes else ""))
     if not real:
-        mixed = [o for o in outs if o.kind == "mixed"]
+        mixed = [o for o in outs if o.kind == OutlierKind.MIXED]
         tail = f"; mixed: {', '.join(sorted({o.field for o in mixed}))}" if mixed else ""
         return f"No outlier among {scope}{tail}{miss}."
     named = "; ".join(o.summary for o in real[:VERDICT_NAMES])
@@ -110,7 +113,7 @@ def _heat(facts: FleetFacts, outs: list[Outlier]) -> list[HeatRow]:
     gpu_score: dict[tuple[str, int], tuple[float, str]] = {}
     node_score: dict[str, tuple[float, str]] = {}
     for o in outs:
-        if o.kind == "mixed":
+        if o.kind == OutlierKind.MIXED:
             continue
         if o.gpus:
             for node, idx in o.gpus:

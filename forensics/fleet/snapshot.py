@@ -185,6 +185,9 @@ def run_rank(pl: Placement, opts: Options, channel: Channel, *, gather: bool,
         say(f"rank {pl.rank}: node snapshot taken ({time.monotonic() - t0:.1f} s)")
     if opts.bench:
         _bench(pl, rec, channel, node_key, deadline, say)
+    rec["errors"] = red.sweep(rec["errors"], "errors")  # exception texts can quote a command line
+    rec["launcher_vars"] = red.sweep(rec["launcher_vars"], "launcher_vars")
+    rec["redaction"] = "on" if opts.redact else "off (--no-redact)"
     rec["redactions"] = [r.to_json() for r in red.records]
     rec["duration_s"] = round(time.monotonic() - t0, 3)
     channel.publish(pl.rank, rec)
