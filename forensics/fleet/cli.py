@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import POSITIVE, check_repo, console, error_boundary
+from forensics.cli.common import check_repo, console, error_boundary
+from forensics.cli.types import POSITIVE, OutputFile
 
 EXIT_MISSING = 3  # the fleet file is written, some ranks are missing from it
 
@@ -23,7 +24,7 @@ def fleet() -> None:
 
 
 @fleet.command("snapshot")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=OutputFile((".json",), kind="fleet file"),
               help="Fleet file rank 0 writes (default: forensics-fleet.json here; with --out-dir, none unless given).")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Shared folder: every rank writes rank-NNNNN.json there, no store needed (nodes that cannot "
@@ -63,8 +64,6 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
     from forensics.fleet.snapshot import LocalChannel, Options, run_rank, write_fleet
 
     pl = detect()
-    if output is not None and output.suffix.lower() != ".json":
-        raise BadInputError(f"-o {output}: a fleet file is JSON; give a name ending in .json")
     if sample_s is not None and not 0 < sample_s <= 600:
         raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
     _check_probe_names(only, skip)
@@ -141,10 +140,10 @@ def _check_probe_names(only, skip) -> None:
 
 @fleet.command("report")
 @click.argument("source", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--output", type=OutputFile(None, kind="report"),
               help="Report file: .html (default forensics-fleet-report.html), .md or .json.")
 @click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), help="Format, if not from the name.")
-@click.option("--prom", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--prom", type=OutputFile(None, kind="Prometheus file"),
               help="Also write the findings in the Prometheus text format to this file.")
 @click.option("--baseline", type=click.Path(path_type=Path),
               help="A fleet file/folder or a snapshot to compare with: what changed fleet-wide, what on a few nodes.")
@@ -168,7 +167,7 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
     from forensics.fleet.render import render
     from forensics.fleet.report import build
     from forensics.render.report import format_for
-    from forensics.snapshot import write_atomic
+    from forensics.docfile import write_atomic
 
     out = output or Path("forensics-fleet-report.html")
     kind = format_for(out, fmt)

@@ -34,7 +34,7 @@ def facts_from_snapshot(snap: dict[str, Any]) -> FleetFacts:
     """A one-node fleet from a plain ``forensics snapshot`` file (its launching process's variables as rank 0's)."""
     node = str((snap.get("machine") or {}).get("hostname") or "baseline")
     env = ((((snap.get("probes") or {}).get("nccl_env") or {}).get("data") or {}).get("parent") or {}).get("env") or {}
-    from forensics.workers.envdump import RANK_VARS
+    from forensics.env.workers.record import RANK_VARS
 
     rec = {"rank": 0, "world_size": 1, "node": node, "snapshot": snap,
            "env": {k: v for k, v in env.items() if isinstance(v, str) and k not in RANK_VARS},

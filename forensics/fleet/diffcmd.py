@@ -30,7 +30,7 @@ def is_fleet(path: Path) -> bool:
 def render(c: dict[str, Any], before: str, after: str, fmt: str) -> str:
     """The comparison as ``json``, ``md`` or ``html`` text."""
     from forensics.fleet.render import _env
-    from forensics.snapshot import finite_json, utc_now
+    from forensics.docfile import finite_json, utc_now
 
     if fmt == "json":
         doc = {"schema": JSON_SCHEMA, "tool": {"name": "forensics", "version": __version__},
@@ -54,7 +54,7 @@ def run(before: Path, after: Path, output: Path | str | None, fmt: str | None, f
     """
     from forensics.fleet.compare import compare, load_baseline
     from forensics.render.report import format_for
-    from forensics.snapshot import write_atomic
+    from forensics.docfile import write_atomic
 
     c = compare(load_baseline(before), load_baseline(after))
     if output == "-":

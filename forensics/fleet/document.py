@@ -34,8 +34,8 @@ from typing import Any, Iterable, Iterator
 
 from forensics import __version__
 from forensics.errors import BadInputError
-from forensics.snapshot import (MAX_FILE_BYTES, check_schema, finite_json, read_document, utc_now,
-                                validate as validate_snapshot)
+from forensics.docfile import MAX_FILE_BYTES, check_schema, finite_json, read_document, utc_now
+from forensics.snapshot import validate as validate_snapshot
 
 SCHEMA_NAME = "forensics.fleet"
 SCHEMA_VERSION = 1

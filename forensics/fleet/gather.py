@@ -224,7 +224,7 @@ class DirChannel(Channel):
         return self.state / (key.replace("/", "__") + ".json")
 
     def _put(self, key: str, value: dict[str, Any]) -> None:
-        from forensics.snapshot import dumps, write_atomic
+        from forensics.docfile import dumps, write_atomic
 
         path = self._path(key)
         write_atomic(path, dumps(value, path))

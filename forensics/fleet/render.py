@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from forensics import __version__
-from forensics.snapshot import finite_json, utc_now
+from forensics.docfile import finite_json, utc_now
 
 TOP_N = 25  # outliers shown as cards; the rest in a table
 

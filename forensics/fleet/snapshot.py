@@ -4,7 +4,7 @@ Every rank, in order:
 
 1. says hello on the channel (so a rank that dies later is named);
 2. records what it sees: the NCCL/CUDA/torch variables of its own environment
-   (:data:`forensics.workers.envdump.DEFAULT_SELECT`, launcher bookkeeping
+   (:data:`forensics.env.workers.record.DEFAULT_SELECT`, launcher bookkeeping
    left out, secrets redacted) and the GPU it drives (``cuda:LOCAL_RANK`` by
    torchrun's convention, mapped through ``CUDA_VISIBLE_DEVICES``);
 3. local rank 0 only: takes the node's full snapshot
@@ -12,7 +12,7 @@ Every rank, in order:
    options) before any benchmark load, then marks the node ready;
 4. with ``--bench``: waits for its node to be ready, runs the per-GPU
    components (:mod:`forensics.fleet.rankbench`); local rank 0 samples every
-   GPU of the node meanwhile (:class:`forensics.gpusample.Sampler`, ~10 Hz),
+   GPU of the node meanwhile (:class:`forensics.gpu.sampler.Sampler`, ~10 Hz),
    so clocks, PCIe and clocks-event reasons are judged *under load*;
 5. publishes its record; rank 0 then waits for the others until the gather
    deadline and writes the fleet file with the missing ranks named.
@@ -33,7 +33,7 @@ from forensics.fleet.document import RECORD_SCHEMA
 from forensics.fleet.gather import Channel, Gathered
 from forensics.fleet.launcher import Placement
 from forensics.redact import Redactor
-from forensics.snapshot import utc_now
+from forensics.docfile import utc_now
 
 READY_WAIT_S = 120.0  # longest a rank waits for its node's snapshot before benchmarking anyway
 
@@ -84,11 +84,11 @@ class LocalChannel(Channel):
 def rank_env(red: Redactor, environ=os.environ) -> dict[str, str]:
     """The selected variables of this rank's environment, launcher bookkeeping left out, redacted.
 
-    Source: ``os.environ`` filtered by :data:`forensics.workers.envdump.DEFAULT_SELECT`;
-    :data:`forensics.workers.envdump.RANK_VARS` (RANK, LOCAL_RANK...) are dropped: they differ
+    Source: ``os.environ`` filtered by :data:`forensics.env.workers.record.DEFAULT_SELECT`;
+    :data:`forensics.env.workers.record.RANK_VARS` (RANK, LOCAL_RANK...) are dropped: they differ
     per rank by design.
     """
-    from forensics.workers.envdump import DEFAULT_SELECT, RANK_VARS, filter_env
+    from forensics.env.workers.record import DEFAULT_SELECT, RANK_VARS, filter_env
 
     return {k: red.env(k, v, f"env.{k}") for k, v in filter_env(environ, DEFAULT_SELECT).items()
             if k not in RANK_VARS}
@@ -131,8 +131,8 @@ def _node_snapshot(opts: Options) -> dict[str, Any]:
 def _start_sampler():
     """A started GPU sampler of every GPU of the node, or None where NVML is not usable."""
     try:
-        from forensics.gpusample import Sampler
-        from forensics.nvml import Nvml
+        from forensics.gpu.sampler import Sampler
+        from forensics.gpu.nvml import Nvml
 
         probe = Nvml()
         try:

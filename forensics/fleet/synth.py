@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from forensics.fleet.document import RECORD_SCHEMA, header, write
-from forensics.workers.envdump import DEFAULT_SELECT, RANK_VARS, filter_env
+from forensics.env.workers.record import DEFAULT_SELECT, RANK_VARS, filter_env
 
 BASE_SNAPSHOT = "examples/h200x2/snapshot-all-probes.json"
 UNDER_LOAD = "examples/h200x2/gpu-under-load.json"
