@@ -113,16 +113,18 @@ class Channel:
             world_size: ranks in the job.
             deadline: ``time.monotonic()`` value to stop waiting at.
             timeout_s: the gather timeout, for the missing ranks' reasons.
-            on_wait: called with the count of records so far, about once a second.
+            on_wait: called with the count of records so far when it changed (at most once a
+                second) or every 30 s.
         """
         out = Gathered()
         t0 = time.monotonic()
-        last = 0.0
+        last, last_n = 0.0, -1
         try:
-            while self._count("done") < world_size and time.monotonic() < deadline:
-                if on_wait and time.monotonic() - last >= 1.0:
-                    last = time.monotonic()
-                    on_wait(self._count("done"))
+            while (n := self._count("done")) < world_size and time.monotonic() < deadline:
+                now = time.monotonic()
+                if on_wait and ((n != last_n and now - last >= 1.0) or now - last >= 30.0):
+                    last, last_n = now, n
+                    on_wait(n)
                 time.sleep(POLL_S)
         except BaseException as exc:  # SIGTERM (the launcher tearing the job down), Ctrl-C: keep what arrived
             out.interrupted = exc
