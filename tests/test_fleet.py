@@ -288,3 +288,20 @@ def test_diff_of_two_fleet_files(tmp_path):
     assert fields["sw_power_cap_fraction"]["after"] == "1"
     same = run_cli("diff", str(a), str(a), "-o", str(tmp_path / "same.html"))
     assert same.returncode == 0 and same.stdout.startswith("Nothing changed across the 30 matched nodes.")
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"RANK": "x", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}, "$RANK='x': expected a whole number"),
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "no MASTER_ADDR/MASTER_PORT"),
+])
+def test_snapshot_bad_launcher_environment_is_one_line_exit_2(tmp_path, env, words):
+    r = run_cli("fleet", "snapshot", "--probe", "host", cwd=tmp_path, env=env)
+    assert r.returncode == 2
+    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_report_of_a_missing_file_or_an_empty_folder(tmp_path):
+    r = run_cli("fleet", "report", str(tmp_path / "nope.json"), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and "no such file or folder" in r.stderr
+    r = run_cli("fleet", "report", str(tmp_path), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and "no rank-*.json records" in r.stderr
