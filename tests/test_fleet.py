@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from tests.conftest import run_cli
 from forensics.errors import BadInputError
 from forensics.fleet import document, synth
 from forensics.fleet.compare import compare, load_baseline

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@
 ``build(fleet)`` reads the records once (streamed) into
 :class:`forensics.fleet.features.FleetFacts`, runs the rules of
 :mod:`forensics.fleet.outliers`, and returns a :class:`FleetReport`. Rendering
-(:mod:`forensics.fleet.render`, :mod:`forensics.fleet.prom`) reads only this object.
+(:mod:`forensics.render.fleet`, :mod:`forensics.render.prometheus`) reads only this object.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""The fleet report as HTML, Markdown or JSON, from a :class:`forensics.fleet.report.FleetReport`.
+"""The fleet report and the diff of two fleets as HTML, Markdown or JSON.
 
-HTML is one self-contained file (inline CSS, no script, no network), Jinja2
-with autoescape on: node names, variable values and every other string are
-escaped. Templates: ``reports/templates/fleet.html.j2`` and ``fleet.md.j2``.
-Rendering reads the report only; nothing here judges.
+Reads a :class:`forensics.fleet.report.FleetReport` (:func:`render`) or the
+dict of :func:`forensics.fleet.compare.compare` (:func:`render_diff`). HTML is
+one self-contained file (inline CSS, no script, no network), Jinja2 with
+autoescape on: node names, variable values and every other string are escaped.
+Templates: ``reports/templates/fleet.html.j2``, ``fleet.md.j2``,
+``fleet-diff.html.j2``, ``fleet-diff.md.j2``. Nothing here judges.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from forensics import __version__
 from forensics.docfile import finite_json, utc_now
 
 TOP_N = 25  # outliers shown as cards; the rest in a table
+DIFF_SCHEMA = "forensics.fleet-diff/1"
 
 
 def bucket(score: float) -> int:
@@ -58,3 +61,15 @@ def render(rep, fmt: str) -> str:
         return json.dumps(finite_json(rep.to_json()), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     name = "fleet.html.j2" if fmt == "html" else "fleet.md.j2"
     return _env(fmt == "html").get_template(name).render(**context(rep))
+
+
+def render_diff(c: dict[str, Any], before: str, after: str, fmt: str) -> str:
+    """``json`` (``forensics.fleet-diff/1``: the comparison plus ``schema``, ``before``, ``after``),
+    ``md`` or ``html`` text of a fleet comparison."""
+    if fmt == "json":
+        doc = {"schema": DIFF_SCHEMA, "tool": {"name": "forensics", "version": __version__},
+               "before": before, "after": after, **c}
+        return json.dumps(finite_json(doc), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    name = "fleet-diff.html.j2" if fmt == "html" else "fleet-diff.md.j2"
+    return _env(fmt == "html").get_template(name).render(c=c, before=before, after=after, version=__version__,
+                                                         generated=utc_now())

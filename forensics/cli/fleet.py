@@ -1,4 +1,5 @@
-"""``forensics fleet snapshot`` and ``forensics fleet report``: a thin click layer over forensics.fleet."""
+"""``forensics fleet snapshot``, ``forensics fleet report``, and ``forensics diff`` of two fleets:
+a thin click layer over :mod:`forensics.fleet` (rendering in :mod:`forensics.render.fleet`)."""
 
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
     from forensics.errors import InconclusiveError
     from forensics.fleet import document
     from forensics.fleet.compare import load_baseline
-    from forensics.fleet.render import render
+    from forensics.render.fleet import render
     from forensics.fleet.report import build
     from forensics.render.report import format_for
     from forensics.docfile import write_atomic
@@ -181,7 +182,7 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
         raise InconclusiveError(f"{source}: no rank record to judge")
     write_atomic(out, render(rep, kind))
     if prom is not None:
-        from forensics.fleet.prom import render as prom_text
+        from forensics.render.prometheus import render as prom_text
 
         write_atomic(prom, prom_text(rep))
     if quiet:
@@ -207,3 +208,47 @@ def _print_summary(rep, out: Path, prom: Path | None, seconds: float) -> None:
         con.print(f"baseline: {escape(rep.baseline['verdict'])}")
     con.print(f"wrote [bold]{escape(str(out))}[/bold]" + (f" and {escape(str(prom))}" if prom else "")
               + f" ({seconds:.1f} s)")
+
+
+def is_fleet(path: Path) -> bool:
+    """True if ``path`` is a fleet file or an ``--out-dir`` folder (``forensics diff`` hands those over)."""
+    from forensics.fleet.document import is_fleet_file
+
+    return is_fleet_file(Path(path))
+
+
+def diff_fleets(before: Path, after: Path, output: Path | str | None, fmt: str | None, fail_on: str | None,
+                quiet: bool) -> int:
+    """``forensics diff`` when an input is a fleet: what changed fleet-wide, what on a few nodes.
+
+    A plain snapshot on the other side is a one-node fleet
+    (:func:`forensics.fleet.compare.load_baseline`). Writes the report (``-o``;
+    ``-`` for stdout; default ``forensics-fleet-diff.<format>``) and prints the verdict.
+
+    Returns:
+        the exit code: 1 with ``--fail-on`` (``regression`` or ``any``) when anything changed, else 0.
+
+    Raises:
+        forensics.errors.BadInputError: an input is neither a fleet nor a snapshot, or is damaged.
+    """
+    from forensics.docfile import write_atomic
+    from forensics.fleet.compare import compare, load_baseline
+    from forensics.render.fleet import render_diff
+    from forensics.render.report import format_for
+
+    c = compare(load_baseline(before), load_baseline(after))
+    if output == "-":
+        sys.stdout.write(render_diff(c, str(before), str(after), fmt or "json"))
+    else:
+        path = Path(output) if output else Path(f"forensics-fleet-diff.{fmt or 'html'}")
+        write_atomic(path, render_diff(c, str(before), str(after), format_for(path, fmt)))
+        click.echo(c["verdict"])
+        if not quiet:
+            for w in c["fleet_wide"][:10]:
+                click.echo(f"  fleet-wide: {w['label']}: {w['before']} -> {w['after']} ({w['share']:.0%} of units)")
+            for f in c["few_nodes"][:10]:
+                click.echo(f"  on {f['count']} unit(s): {f['label']}: {f['before']} -> {f['after']} "
+                           f"({', '.join(f['nodes'][:4])}{' ...' if len(f['nodes']) > 4 else ''})")
+        click.echo(str(path))
+    changed = bool(c["fleet_wide"] or c["few_nodes"] or c["nodes_added"] or c["nodes_removed"])
+    return 1 if fail_on and changed else 0

@@ -1,4 +1,4 @@
-"""The fleet report in the Prometheus text exposition format (``fleet report --prom FILE``).
+"""The fleet report in the Prometheus text exposition format (``forensics fleet report --prom FILE``).
 
 For a node-exporter textfile collector or a push gateway. Metrics (all gauges):
 
