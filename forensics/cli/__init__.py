@@ -7,7 +7,7 @@ Exit codes (DESIGN section 12): 0 ok / no regression, 1 regression found,
 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP: child processes are stopped first.
 
 Owns the commands (``snapshot``, ``show``, ``probes``, ``env``, ``diff``, ``bench``,
-``bisect``/``bisect-step``), the error boundary and console (``common``) and the
+``bisect``/``bisect-step``, ``fleet``), the error boundary and console (``common``) and the
 shared click types (``types``: finite numbers, ``OUTPUT_FILE``). May import
 every other package; nothing imports ``cli`` except ``__main__`` and ``demo``.
 """
@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "bench": "forensics.cli.bench:bench",
     "bisect": "forensics.cli.bisect:bisect",
     "bisect-step": "forensics.cli.bisect:bisect_step",
+    "fleet": "forensics.cli.fleet:fleet",
 }
 
 

@@ -53,6 +53,10 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
     from forensics.diff.ledger import analyse
     from forensics.render import report
 
+    from forensics.cli.fleet import diff_fleets, is_fleet
+
+    if is_fleet(before) or is_fleet(after):  # fleet files: what changed fleet-wide vs on a few nodes
+        sys.exit(diff_fleets(before, after, output, fmt, fail_on, quiet))
     check_repo(repo)
     from forensics.importers import load as load_any
 
