@@ -125,3 +125,46 @@ def test_parse_topo_drops_ansi_and_blank_cells():
     m = parse_topo(TOPO.replace("\x1b[4m", "").replace("\x1b[0m", ""))
     assert m["GPU1"] == {"GPU0": "NV18", "GPU1": "X", "CPU Affinity": "0-31", "NUMA Affinity": "0",
                          "GPU NUMA ID": "N/A"}
+
+
+def _threads_of_device_calls(fake):
+    """Record which thread ran each device-level call of ``fake`` (the NVML lanes' workers)."""
+    import threading
+
+    seen = []
+    for name in dir(fake):
+        if name.startswith("nvmlDevice") and callable(getattr(fake, name)):
+            fn = getattr(fake, name)
+
+            def wrapped(*args, _fn=fn, _name=name):
+                seen.append((_name, threading.current_thread().name))
+                return _fn(*args)
+
+            setattr(fake, name, wrapped)
+    return seen
+
+
+@pytest.mark.parametrize("state", ["idle", "under_load"])
+def test_gpus_read_concurrently_give_the_serial_result(state):
+    runner = lambda argv, timeout: CommandResult(True, TOPO)  # noqa: E731
+    serial = GpuProbe(nvml=Nvml(FakePynvml(state)), topo_runner=runner, max_workers=1).collect(ProbeContext({}))
+    fake = FakePynvml(state)
+    seen = _threads_of_device_calls(fake)
+    concurrent = GpuProbe(nvml=Nvml(fake), topo_runner=runner).collect(ProbeContext({}))
+    assert concurrent == serial
+    assert list(concurrent["gpus"]) == list(serial["gpus"])  # same order: NVML index
+    lanes = {t for name, t in seen if name not in ("nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
+                                                   "nvmlDeviceGetUUID")}
+    assert lanes == {"forensics-nvml-0", "forensics-nvml-1"}  # each GPU on its own NVML worker
+
+
+def test_a_hung_call_on_one_gpu_stops_every_lane():
+    fake = FakePynvml("idle", hang={"nvmlDeviceGetPowerUsage"})
+    try:
+        probe = GpuProbe(nvml=Nvml(fake, call_timeout_s=0.5), topo_runner=lambda a, t: CommandResult(True, TOPO))
+        data = probe.collect(ProbeContext({}))
+    finally:
+        fake.release.set()
+    for g in data["gpus"].values():
+        assert g["power"]["draw_mw"]["missing"] == "timed_out"
+    assert probe.nvml.hung == "nvmlDeviceGetPowerUsage"

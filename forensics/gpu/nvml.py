@@ -12,10 +12,11 @@ and the sampler call NVML through :class:`Nvml`. What it guarantees:
   (``AttributeError``) -> ``function_not_found``, GpuIsLost -> ``gpu_lost``,
   anything else -> ``error`` naming the exception). FunctionNotFound is logged
   once per function. Bytes are decoded to str.
-- Every call runs on one worker thread and is waited for at most
+- Every call runs on a worker thread and is waited for at most
   ``call_timeout_s``: a call that hangs (a sick driver) becomes ``timed_out``
   and every later call returns ``timed_out`` at once instead of queueing
-  behind the hung one.
+  behind the hung one. Calls made inside ``with nvml.lane(key):`` run on a
+  worker of their own per key (one per GPU), so several GPUs are read at once.
 - Field values (``nvmlDeviceGetFieldValues``) are asked for by the *name* of
   the ``NVML_FI_*`` constant in the installed pynvml (field ids changed between
   releases), and each entry's ``nvmlReturn`` is checked.
@@ -25,10 +26,11 @@ Tests pass a fake module as ``Nvml(module=fake)``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from forensics.model import MissingReason, is_missing, missing
 
@@ -78,10 +80,11 @@ class _Hung(Exception):
 class _Worker:
     """One daemon thread that runs NVML calls; a caller waits with a timeout."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "forensics-nvml") -> None:
         self._q: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._name = name
 
     def _loop(self) -> None:
         while True:
@@ -95,7 +98,7 @@ class _Worker:
     def run(self, fn, args, timeout_s: float):
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="forensics-nvml", daemon=True)
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
         box: dict[str, Any] = {}
         done = threading.Event()
@@ -123,6 +126,8 @@ class Nvml:
         self._module = module
         self._timeout_s = call_timeout_s
         self._worker = _Worker()
+        self._lanes: dict[Any, _Worker] = {}
+        self._here = threading.local()
         self._state: str | None = None  # None: not started; "" ok; else the reason
         self._lock = threading.Lock()
         self.hung = ""
@@ -179,6 +184,27 @@ class Nvml:
                     pass
             self._state = None
 
+    @contextlib.contextmanager
+    def lane(self, key: Any) -> Iterator[None]:
+        """Run this thread's calls on a worker thread of ``key``'s own for the block (one per GPU).
+
+        NVML is thread-safe ("NVML is thread-safe so it is safe to make
+        simultaneous NVML calls from multiple threads", NVML API reference) and
+        ctypes releases the GIL during each call, so readers of different GPUs,
+        each in its own lane, wait on the driver at the same time instead of
+        queueing on one worker. Timeouts are unchanged: a call that hangs in any
+        lane sets :attr:`hung`, and later calls in every lane return ``timed_out``.
+        """
+        with self._lock:
+            if key not in self._lanes:
+                self._lanes[key] = _Worker(f"forensics-nvml-{key}")
+        prev = getattr(self._here, "worker", None)
+        self._here.worker = self._lanes[key]
+        try:
+            yield
+        finally:
+            self._here.worker = prev
+
     # -- calls ------------------------------------------------------------------
     def reason_for(self, exc: BaseException) -> dict[str, str]:
         """Map an exception from a pynvml call to a missing value (see module docstring)."""
@@ -208,8 +234,9 @@ class Nvml:
         if fn is None:
             _log_not_found(name)
             return missing(MissingReason.FUNCTION_NOT_FOUND, f"{name} not in this nvidia-ml-py")
+        worker = getattr(self._here, "worker", None) or self._worker
         try:
-            value = self._worker.run(fn, args, self._timeout_s)
+            value = worker.run(fn, args, self._timeout_s)
         except _Hung:
             self.hung = name
             return missing(MissingReason.TIMED_OUT, f"{name} did not return within {self._timeout_s:g} s")

@@ -2,7 +2,8 @@
 
 All values come from NVML through :class:`forensics.gpu.nvml.Nvml` (never from
 ``nvidia-smi`` text, except ``nvidia-smi topo -m`` which NVML lacks). GPUs are
-keyed by UUID. docs/gpu-probe.md lists every field with its unit and NVML
+keyed by UUID and read concurrently, one thread and one NVML lane per GPU
+(:meth:`GpuProbe._read_gpus`). docs/gpu-probe.md lists every field with its unit and NVML
 call; the field table is :data:`forensics_probes.gpu.fields.FIELDS`.
 
 Top-level data keys: ``driver_version``, ``cuda_driver_version``,
@@ -34,6 +35,7 @@ _NVLINK_ERRORS = (("replay", "NVML_NVLINK_ERROR_DL_REPLAY", 0), ("recovery", "NV
                   ("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2), ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA", 3))
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TOPO_TIMEOUT_S = 3.0
+MAX_READERS = 16  # GPUs read at once (one thread and one NVML lane each)
 
 
 def _enabled(value: Any) -> Any:
@@ -55,9 +57,10 @@ class GpuProbe(Probe):
     map_fields = ("gpus", "gpus.*.nvlink.links", "topology.matrix", "topology.matrix.*", "sample.gpus",
                   "kernel_cmdline.params", "iommu.group_types")
 
-    def __init__(self, nvml: Nvml | None = None, topo_runner=None):
+    def __init__(self, nvml: Nvml | None = None, topo_runner=None, max_workers: int = MAX_READERS):
         self._nvml = nvml
         self._topo_runner = topo_runner
+        self.max_workers = max_workers
 
     @property
     def nvml(self) -> Nvml:
@@ -103,13 +106,10 @@ class GpuProbe(Probe):
             from forensics.gpu.sampler import Sampler
 
             sampler = Sampler(nvml=nv).start()
-        gpus: dict[str, Any] = {}
+        gpus = self._read_gpus(nv, devices)
         for index, handle, uuid in devices:
             if handle is None:
-                gpus[uuid] = {"index": index, "handle": missing(MissingReason.ERROR, "no NVML handle")}
                 ctx.error(f"gpus.{uuid}", "nvmlDeviceGetHandleByIndex failed")
-                continue
-            gpus[uuid] = self._read_gpu(nv, index, handle, uuid)
         data["gpus"] = gpus
         self._read_pci(data, gpus, ctx)
         topo_thread.join(TOPO_TIMEOUT_S + 1.0)
@@ -145,6 +145,31 @@ class GpuProbe(Probe):
         types = [get_type for g in gpus.values() if isinstance(g.get("pci_topology"), dict)
                  for get_type in [g["pci_topology"].get("iommu_type")]]
         data["iommu"] = {**state, "mode": pci.iommu_mode(params, state, types)}
+
+    def _read_gpus(self, nv: Nvml, devices: list[tuple[int, Any, str]]) -> dict[str, Any]:
+        """Every GPU's readings, keyed by UUID in NVML index order; GPUs are read concurrently.
+
+        One thread per GPU (at most ``max_workers``), each calling NVML in its own
+        :meth:`forensics.gpu.nvml.Nvml.lane`: an 8-GPU node takes about as long as one
+        GPU (~0.27 s per H200 when read one after another). ``max_workers=1`` reads
+        them one after another; the result is the same either way.
+        """
+        def one(dev: tuple[int, Any, str]) -> dict[str, Any]:
+            index, handle, uuid = dev
+            if handle is None:
+                return {"index": index, "handle": missing(MissingReason.ERROR, "no NVML handle")}
+            with nv.lane(index):
+                return self._read_gpu(nv, index, handle, uuid)
+
+        workers = max(1, min(len(devices), self.max_workers))
+        if workers == 1:
+            results = [one(d) for d in devices]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="forensics-gpu") as pool:
+                results = list(pool.map(one, devices))
+        return {uuid: res for (_, _, uuid), res in zip(devices, results)}
 
     # -- one GPU ----------------------------------------------------------------
     def _read_gpu(self, nv: Nvml, index: int, h: Any, uuid: str) -> dict[str, Any]:
