@@ -164,7 +164,6 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
     """
     from forensics.errors import InconclusiveError
     from forensics.fleet import document
-    from forensics.fleet.compare import load_baseline
     from forensics.render.fleet import render
     from forensics.fleet.report import build
     from forensics.render.report import format_for
@@ -175,7 +174,11 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
     if prom is not None and prom.suffix.lower() in (".html", ".json", ".md"):
         raise click.BadParameter(f"{prom} looks like a report name; give the Prometheus file another name "
                                  "(e.g. fleet.prom)", param_hint="--prom")
-    base = load_baseline(baseline) if baseline is not None else None
+    base = None
+    if baseline is not None:
+        from forensics.fleet.compare import load_baseline
+
+        base = load_baseline(baseline)
     t0 = time.perf_counter()
     rep = build(document.load(source), baseline=base)
     if rep.counts["ranks"] == 0:

@@ -105,11 +105,14 @@ _REASON_METRIC = {"sw_power_cap": "sw_power_cap_fraction", "hw_slowdown": "hw_sl
 
 
 def _dig(obj: Any, *path: str) -> Any:
+    """``obj[path[0]][path[1]]...``, or None where a level is absent or the value is missing."""
     for key in path:
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             return None
         obj = obj.get(key)
-    return None if is_missing(obj) else obj
+    if type(obj) is dict and "missing" in obj and is_missing(obj):
+        return None
+    return obj
 
 
 def _data(snap: dict[str, Any], probe: str) -> dict[str, Any]:
