@@ -125,7 +125,8 @@ def check_writable(path: Path, option: str = "-o") -> None:
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
 
-    A crash never leaves a half-written file at ``path``. An existing output
+    A new file gets ``0o666 & ~umask``, a replaced file keeps its mode. A crash
+    never leaves a half-written file at ``path``. An existing output
     that is not a regular file (:func:`written_in_place`: a device, a FIFO,
     ``/dev/stdout``) is opened and written in place instead, never replaced.
 
@@ -150,6 +151,7 @@ def write_atomic(path: Path, text: str) -> None:
     except OSError as exc:
         raise BadInputError(f"{path}: cannot write in {folder} ({exc.strerror}); choose another -o") from None
     try:
+        os.fchmod(fd, _file_mode(path))
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -159,6 +161,20 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         _unlink_quietly(tmp)
         raise
+
+
+def _file_mode(path: Path) -> int:
+    """The mode the file at ``path`` gets: an existing regular file's own mode (replacing it keeps it),
+    else ``0o666 & ~umask`` as ``open()`` would give (``os.stat``, ``os.umask``); never mkstemp's 0600."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def _unlink_quietly(path: str) -> None:

@@ -48,7 +48,9 @@ _SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret
 # a last word that makes the value a description of a secret, not the secret itself
 _QUALIFIERS = {"path", "file", "dir", "env", "type", "mode", "name", "id", "ids", "size", "budget", "len",
                "length", "count", "backend", "sock", "socket", "url", "endpoint", "version", "method", "header",
-               "prefix", "kind", "source", "format", "scope", "expiry", "ttl", "timeout", "enabled", "required"}
+               "prefix", "kind", "source", "format", "scope", "expiry", "ttl", "timeout", "enabled", "required",
+               # a file name's extension: "api_key.json: is empty" names a file, not a key
+               "json", "yaml", "yml", "txt", "log", "md", "html", "cfg", "conf", "ini", "toml", "pem", "csv"}
 # tokenizer special tokens (--eos-token, pad_token) are not secrets
 _TOKENIZER_WORDS = {"pad", "eos", "bos", "unk", "sep", "cls", "mask", "special", "start", "end", "stop"}
 _BOOLEAN_VALUES = {"true", "false", "none", "null", "0", "1", "yes", "no", "on", "off", ""}
@@ -97,8 +99,9 @@ _BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>%+-])(?P<cred>[A-Za-z0-9._%+-]{1,2
 _QUERY = re.compile(r"[?&;](?P<name>[A-Za-z0-9_.-]{1,128})=")
 _FLAG = re.compile(r"(?<![^\s\"'(])(?P<name>--?[A-Za-z][A-Za-z0-9_-]{0,127})(?:=|\s+)")
 _ASSIGNMENT = re.compile(r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,127})=")
-# "api_key: x", "\"password\": \"x\"", "HF_TOKEN: hf_..", "aws_secret_access_key = x" (config lines, headers)
-_KEY_VALUE = re.compile(r"(?<![\w.-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?[ \t]{0,64}[:=][ \t]{0,64}")
+# "api_key: x", "\"password\": \"x\"", "HF_TOKEN: hf_..", "aws_secret_access_key = x" (config lines, headers);
+# a name right after "/" or "~" is a file path's last part ("/tmp/t/passwd: is a file"), not a key
+_KEY_VALUE = re.compile(r"(?<![\w.~/-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?[ \t]{0,64}[:=][ \t]{0,64}")
 _AUTH_HEADER = re.compile(r"(?P<key>\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
                           r"(?P<value>[^\s\"',]+)", re.IGNORECASE)
 _AUTH_SCHEME = re.compile(r"(?P<key>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)

@@ -4,7 +4,8 @@ Each subcommand lives in its own module of this package and is imported only
 when it runs (``--help`` stays instant, and the snapshot never imports torch).
 Exit codes (DESIGN section 12): 0 ok / no regression, 1 regression found,
 2 bad input or usage, 3 inconclusive, 4 internal error (a bug: please report),
-130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP: child processes are stopped first.
+130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP: child processes are stopped first;
+141 when the reader of the output went away (``| head``), quietly.
 
 Owns the commands (``snapshot``, ``show``, ``probes``, ``env``, ``diff``, ``bench``,
 ``bisect``/``bisect-step``, ``fleet``), the error boundary and console (``common``) and the
@@ -72,7 +73,7 @@ def run(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> None:
     import sys
 
-    from forensics.cli.common import Terminated, safe, signals_raise
+    from forensics.cli.common import Terminated, broken_pipe, safe, signals_raise
 
     try:
         with signals_raise():
@@ -93,6 +94,12 @@ def _run(argv: list[str] | None) -> None:
     except click.ClickException as exc:
         click.echo(f"forensics: error: {safe(exc.format_message())}", err=True)
         sys.exit(exc.exit_code)
+    except BrokenPipeError:  # the reader went away (| head): 141, as for a program ended by SIGPIPE
+        broken_pipe()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        broken_pipe()
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -108,5 +115,6 @@ def main() -> None:
 
     Exit codes: 0 ok, 1 regression found (diff --fail-on, bench compare),
     2 bad input, 3 inconclusive,
-    4 internal error, 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
+    4 internal error, 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP,
+    141 output pipe closed (| head).
     """

@@ -128,6 +128,11 @@ def safe(message: str) -> str:
     quote the user's step command, which may carry ``--token X``."""
     from forensics.redact import redact_text
 
+    head, sep, tail = message.partition(": ")
+    name = head.rsplit(" ", 1)[-1]
+    if sep and name and (name in sys.argv[1:] or os.path.lexists(name)):
+        # "passwd: file is empty": the head names a file the user gave, not a secret "name: value"
+        return f"{redact_text(head)[0]}: {redact_text(tail)[0]}"
     return redact_text(message)[0]
 
 
@@ -152,8 +157,7 @@ def error_boundary(func: F) -> F:
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
         except BrokenPipeError:
-            sys.stderr.close()
-            sys.exit(0)
+            broken_pipe()
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # a bug: say so in one line, keep the traceback behind a switch
@@ -165,8 +169,31 @@ def error_boundary(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""141: the reader of our output went away (``forensics diff a b | head -1``), as a shell reports a
+program ended by SIGPIPE; never 1, which means "regression found"."""
+
+
+def broken_pipe() -> None:
+    """Exit quietly with :data:`EXIT_BROKEN_PIPE` after a write to a closed pipe.
+
+    Standard output is pointed at ``/dev/null`` first (``os.dup2``) so that the
+    interpreter's last flush does not fail again and print a traceback.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
 def console(stderr: bool = False):
-    """A rich Console (imported lazily so ``--help`` stays fast)."""
+    """A rich Console (imported lazily so ``--help`` stays fast); a closed pipe exits 141, not rich's 1."""
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            broken_pipe()
+
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False)

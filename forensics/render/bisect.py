@@ -10,7 +10,6 @@ self-contained (inline CSS and SVG, no scripts, no external resources).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from pathlib import Path
 
@@ -94,7 +93,4 @@ def write_report(result, path: Path) -> None:
     """
     from forensics.docfile import write_atomic
 
-    write_atomic(Path(path), render(result, format_for(path)))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)  # a report is for sharing: the usual file mode, not the temp file's 0600
+    write_atomic(Path(path), render(result, format_for(path)))  # the usual file mode (umask), not 0600
