@@ -2,7 +2,7 @@
 
 Budget (DESIGN section 11): under 0.3 s. Usage::
 
-    python benchmarks/diff_speed.py [BEFORE AFTER] [--runs N]
+    python benchmarks/diff_speed.py [BEFORE AFTER] [--runs N] [--added-packages N]
 
 Without files it takes two full snapshots of this machine first (default
 probes) and makes the second one differ (a package version, an NCCL variable,
@@ -10,6 +10,8 @@ a moved HEAD with a reflog entry) so every stage has work. Prints the first call
 (probe look-up and template compilation included: what one ``forensics diff``
 pays) and the median, min and max of N further runs (``time.perf_counter``
 around ``analyse`` + ``render_html``).
+``--added-packages N`` adds N packages to AFTER (N changed fields): the time must grow
+linearly with N (20,000 and 80,000 differ by about 4x, not 16x).
 Timings are printed, never asserted (tests hold no timings).
 """
 
@@ -42,6 +44,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*", type=Path)
     ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--added-packages", type=int, default=0, metavar="N")
     args = ap.parse_args()
     from forensics import snapshot as snap
     from forensics.diff.ledger import analyse
@@ -58,6 +61,10 @@ def main() -> int:
         what = f"two snapshots of this machine ({len(before['probes'])} probes)"
     else:
         ap.error("give two snapshot files or none")
+    if args.added_packages:
+        after = copy.deepcopy(after)
+        pkgs = after["probes"]["software"]["data"]["packages"]
+        pkgs.update({f"added-pkg-{i}": "1.0" for i in range(args.added_packages)})
     import jinja2  # noqa: F401  imports are start-up cost, measured by `make bench` as whole processes
     t0 = time.perf_counter()
     render_html(analyse(before, after))

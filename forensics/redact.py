@@ -197,6 +197,8 @@ _TOKEN_TRIGGERS = {"GitHub token": ("gh", "github_pat_"), "GitLab token": ("glpa
                    "Slack token": ("xox",), "webhook URL": ("hooks.slack.com", "discord"), "PyPI token": ("pypi-",),
                    "NVIDIA API key": ("nvapi-",), "API key": ("sk-",), "JWT": ("eyJ",), "private key": ("PRIVATE KEY",)}
 
+_ANY_TRIGGER = re.compile("|".join(re.escape(t) for ts in _TOKEN_TRIGGERS.values() for t in ts))
+
 
 def redact_text(text: str) -> tuple[str, list[str]]:
     """Replace credentials in URLs and token-shaped substrings of ``text``.
@@ -251,6 +253,8 @@ def redact_text(text: str) -> tuple[str, list[str]]:
     for rx, trigger in ((_USER_FLAG, "-u"), (_LOGIN_P, "login"), (_MYSQL_P, "mysql")):
         if trigger in low:
             out = rx.sub(lambda m: _keep(m.group("key"), m.group("value"), "password on a command line"), out)
+    if not _ANY_TRIGGER.search(out):  # one scan; most strings (package names, versions) hold none
+        return out, reasons
     for label, pattern in _TOKEN_SHAPES:
         if not any(t in out for t in _TOKEN_TRIGGERS[label]):
             continue

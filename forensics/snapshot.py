@@ -138,9 +138,15 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     for key, kind in (("machine", dict), ("tool", dict), ("options", dict), ("redactions", list)):
         if key in doc and doc[key] is not None and not isinstance(doc[key], kind):
             raise BadInputError(f"{path}: {key!r} must be {json_type(kind())}, found {json_type(doc[key])}")
+    if docfile.is_yaml(path) and "redactions" not in doc:
+        # a YAML file cut short still parses (head -n 130 s.yaml); JSON's parser catches it itself
+        raise BadInputError(f"{path}: ends before 'redactions', the last field forensics writes; the file looks "
+                            "truncated; copy it again or take the snapshot again")
     for i, red in enumerate(doc.get("redactions") or []):
         if not isinstance(red, dict):
             raise BadInputError(f"{path}: redactions[{i}] must be a mapping, found {json_type(red)}")
+        if docfile.is_yaml(path) and i == len(doc["redactions"]) - 1 and not {"where", "why"} <= set(red):
+            raise BadInputError(f"{path}: redactions[{i}] ends without 'where' and 'why'; the file looks truncated")
     for name, section in probes.items():
         if not isinstance(section, dict):
             raise BadInputError(f"{path}: probe section {name!r} must be a mapping, found {json_type(section)}")

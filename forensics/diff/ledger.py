@@ -286,12 +286,14 @@ def _build(hyp: str, findings: list[Finding], scored: ev_table.Scored, present: 
                           f"not checked: none of the probes in these snapshots ({present or 'none'}) reported on it",
                           [], [])
     evidence: list[str] = []
+    seen: set[str] = set()  # a set: 20,000 changed packages must not cost 20,000**2 comparisons
     for f in ordered:
         head = f.summary
         if f.status is HypothesisStatus.INCONCLUSIVE and status is not HypothesisStatus.INCONCLUSIVE:
             head = f"not checked: {f.summary}"
         for line in [head] + list(f.evidence):
-            if line and line not in evidence:
+            if line and line not in seen:
+                seen.add(line)
                 evidence.append(line)
     sev = lead.severity if status is HypothesisStatus.IMPLICATED else Severity.INFO
     sc = scored.score if status is HypothesisStatus.IMPLICATED else 0.0
