@@ -175,3 +175,29 @@ def test_throttle_on_one_side_only_is_reported_even_when_small():
     res = compare_docs(side(a, telemetry=telemetry(0.0)), side(b, telemetry=telemetry(0.08)))
     assert "throttle changed: GPU 0 sw_power_cap 0% -> 8% of busy samples (A -> B)" in res.notes
     assert res.verdict is Verdict.INCONCLUSIVE
+
+
+# Real per-process medians (ms per block write) from the 1-GPU H200, examples/investigate/env:
+# the step as it was, and with PYTORCH_NO_CUDA_MEMORY_CACHING=1 left in the environment.
+H200_BLOCK_WRITE_MS = [0.02272, 0.02264, 0.02235, 0.0226, 0.02238]
+H200_BLOCK_WRITE_NO_CACHING_MS = [0.19149, 0.17906, 0.22685, 0.21662, 0.20329]
+
+
+def test_a_change_far_beyond_the_spread_is_called_on_noisy_data():
+    # 9x slower; the "after" side's IQR/median is 12% (over the 10% gate) but its fastest process is
+    # 7.9x slower than the slowest "before" one: no noise made that call
+    res = compare_docs(side(H200_BLOCK_WRITE_MS, name="user.block_write_ms"),
+                       side(H200_BLOCK_WRITE_NO_CACHING_MS, name="user.block_write_ms"))
+    c = res.results["user.block_write_ms"]
+    assert c.verdict is Verdict.SLOWER, c.reasons
+    assert c.time_ratio > 8 and not any("noisy" in r for r in c.reasons)
+
+
+def test_tied_process_medians_keep_the_exact_p_value():
+    # the same step's bisect on the H200: 5+5 processes fully separated, two "before" processes printing
+    # the same time; scipy's tie fallback (normal approximation) gave p=0.012 > 0.01 and no call
+    from forensics.stats import compare, mwu_p
+    slow = [0.101175, 0.10124, 0.10027, 0.1012, 0.1012]
+    fast = [0.02248, 0.02265, 0.02263, 0.022465, 0.022345]
+    assert mwu_p(slow, fast) == pytest.approx(2 / 252)
+    assert compare(slow, fast).verdict is Verdict.FASTER
