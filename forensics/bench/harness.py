@@ -98,7 +98,11 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
         with open(cfg_path, "w", encoding="utf-8") as fh:
             json.dump(cfg.to_json(), fh)
         base = dict(os.environ)
-        base.update(env or {})
+        for key, value in (env or {}).items():  # a None value unsets the variable (the baseline had none)
+            if value is None:
+                base.pop(key, None)
+            else:
+                base[key] = value
         base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(cfg.tp),
                      "PYTHONUNBUFFERED": "1"})
         base.setdefault("NCCL_NVLS_ENABLE", "0")

@@ -140,3 +140,54 @@ def measure_user(cmd: str | None, target: str | None, *, metric: str | None = No
     config = {"kind": "user", "step": kind, "command" if kind == "cmd" else "callable": cmd or target,
               "metric": metric, "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
     return document.build(config, [result], telemetry=tel, label=label)
+
+
+def run_user_ab(a_cmd: str, b_cmd: str, *, a_env: dict[str, str | None] | None = None,
+                b_env: dict[str, str | None] | None = None, processes: int, budget_s: float, timeout_s: float,
+                metric: str | None = None, metric_regex: str | None = None, cwd: str | None = None,
+                on_process: Callable[[str, int, dict], None] | None = None) -> tuple[list[dict], list[dict]]:
+    """Interleaved A/B of the user's step: A B A B ..., one fresh process each, in one session.
+
+    Side A runs ``a_cmd`` with ``a_env`` applied to this process's environment,
+    side B ``b_cmd`` with ``b_env`` (a ``None`` value unsets a variable). Both
+    read the same metric (B reads the one A printed first). Processes run until
+    ``processes`` a side or until the next pair would pass ``budget_s`` seconds
+    per side, but at least ``min(5, processes)`` a side (Mann-Whitney U needs 5
+    to reach p <= 0.01).
+
+    Returns:
+        (A records, B records), each as :func:`run_cmd_process` returns them, plus ``wall_s``.
+
+    Raises:
+        BadInputError: a process of either side failed or printed no measurement
+            (the message says which side).
+    """
+    import time
+
+    t0 = time.perf_counter()
+    minimum = min(MIN_PROCESSES, processes)
+    out: dict[str, list[dict]] = {"A": [], "B": []}
+    chosen = metric
+    for i in range(processes):
+        spent = time.perf_counter() - t0
+        if i >= minimum and i > 0 and spent + spent / i > 2 * budget_s:
+            break
+        for side, cmd, env in (("A", a_cmd, a_env), ("B", b_cmd, b_env)):
+            p0 = time.perf_counter()
+            try:
+                run = run_command(cmd, cwd=cwd, env=child_env(env), timeout_s=timeout_s, metric=chosen,
+                                  metric_regex=metric_regex)
+            except BadInputError as exc:
+                raise BadInputError(f"side {side} of the A/B: {exc}") from None
+            chosen = chosen or run.metric
+            values = list(run.values)
+            dropped = len(values) >= 3
+            kept = values[1:] if dropped else values
+            if any(v <= 0 for v in kept):
+                raise BadInputError(f"side {side}: the step printed a non-positive value for {run.metric!r}: {cmd}")
+            rec = {"value": statistics.median(kept), "values": values, "metric": run.metric,
+                   "warmup_dropped": dropped, "wall_s": round(time.perf_counter() - p0, 3)}
+            out[side].append(rec)
+            if on_process:
+                on_process(side, i, rec)
+    return out["A"], out["B"]

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "bisect": "forensics.cli.bisect:bisect",
     "bisect-step": "forensics.cli.bisect:bisect_step",
     "fleet": "forensics.cli.fleet:fleet",
+    "investigate": "forensics.cli.investigate:investigate",
 }
 
 

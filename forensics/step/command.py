@@ -167,8 +167,12 @@ def check_launcher(launcher: str) -> list[str]:
     return prefix
 
 
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of this process's environment with ``extra`` applied."""
+def child_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
+    """A copy of this process's environment with ``extra`` applied; a ``None`` value removes the variable."""
     env = dict(os.environ)
-    env.update(extra or {})
+    for key, value in (extra or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     return env

@@ -1,0 +1,231 @@
+"""``forensics investigate``: diff against a baseline, rank, then confirm or refute the causes by experiment.
+
+A thin click layer over :func:`forensics.investigate.run.investigate`: options
+are checked before any measurement, progress goes to stderr (rich), the
+verdict and the experiments table to stdout, reports to ``-o`` files.
+
+Exit codes: 0 no regression (or, without --baseline, no deviation; --plan);
+1 regression explained (a cause confirmed by experiment; without --baseline, a
+deviation from what the hardware should give); 3 regression not explained
+(nothing confirmed, or it could not be told); 2 bad input; 130 Ctrl-C, 143
+SIGTERM, 129 SIGHUP (the reports are still written, with what was learned).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from forensics.cli.common import POSITIVE, Terminated, check_repo, console, error_boundary, parse_threshold, safe
+
+_DURATION = re.compile(r"^\s*(?:(?P<h>\d+(?:\.\d+)?)h)?\s*(?:(?P<m>\d+(?:\.\d+)?)m)?\s*(?:(?P<s>\d+(?:\.\d+)?)s?)?\s*$")
+DEFAULT_REPORT = "forensics-investigate.html"
+
+
+def parse_duration(text: str, option: str = "--budget") -> float:
+    """``120`` / ``120s`` / ``15m`` / ``1h`` / ``1h30m`` -> seconds.
+
+    Raises:
+        BadInputError: anything else, or zero.
+    """
+    from forensics.errors import BadInputError
+
+    m = _DURATION.match(text or "")
+    if not m or not any(m.group(k) for k in "hms"):
+        raise BadInputError(f"{option} {text!r}: expected seconds or a duration such as 120, 90s, 15m or 1h")
+    secs = float(m.group("h") or 0) * 3600 + float(m.group("m") or 0) * 60 + float(m.group("s") or 0)
+    if not 0 < secs <= 7 * 86400:
+        raise BadInputError(f"{option} {text!r}: must be more than 0 and at most 7 days")
+    return secs
+
+
+class _Progress:
+    """Rich progress on stderr: the phase or experiment, its A/B processes, the time left."""
+
+    def __init__(self, enabled: bool, deadline_s: float):
+        import time
+
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.time = time
+        self.t_end = time.monotonic() + deadline_s
+        self.prog = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
+                             TextColumn("{task.fields[last]}"), TextColumn("[dim]{task.fields[left]}"),
+                             console=console(stderr=True), transient=True) if enabled else None
+        self.task = None
+        self.err = console(stderr=True)
+        self.err.soft_wrap = True
+
+    def __enter__(self):
+        if self.prog is not None:
+            self.prog.start()
+            self.task = self.prog.add_task("starting", total=None, last="", left="")
+        return self
+
+    def __exit__(self, *exc):
+        if self.prog is not None:
+            self.prog.stop()
+
+    def _left(self) -> str:
+        left = self.t_end - self.time.monotonic()
+        return f"{max(left, 0):.0f} s of the budget left"
+
+    def event(self, kind: str, **kw) -> None:
+        from rich.markup import escape
+
+        if kind == "done":
+            exp = kw["experiment"]
+            self.err.print(f"[bold]{escape(exp.id)}[/bold] {escape(exp.outcome.value)}: "
+                           f"{escape(safe(exp.sentence or exp.reason))}")
+        if self.prog is None:
+            return
+        if kind == "phase":
+            self.prog.update(self.task, description=escape(kw["text"]), last="", left=self._left())
+        elif kind == "experiment":
+            exp = kw["experiment"]
+            self.prog.update(self.task, description=escape(safe(f"[{kw['index']}/{kw['total']}] {exp.title}")),
+                             last="", left=self._left())
+        elif kind == "process":
+            value = (kw.get("record") or {}).get("value")
+            shown = "failed" if value is None else f"{value:.4g}"
+            self.prog.update(self.task, last=escape(f"{kw['side']} #{kw['index'] + 1}: {shown}"), left=self._left())
+
+
+def _print(inv, outputs: list[Path]) -> None:
+    from rich.markup import escape
+
+    c = console()
+    c.soft_wrap = True
+    if inv.notes:
+        for note in inv.notes:
+            c.print(f"note: {escape(safe(note))}")
+    c.print(f"[bold]{escape(safe(inv.verdict))}[/bold]")
+    if inv.experiments:
+        c.print("[bold]experiments[/bold] (A = today, B = the intervention; ratio B/A with its 95% CI; share of the "
+                "slowdown recovered with its 95% CI):")
+        for e in inv.experiments:
+            cmp, sh = e.comparison, e.share
+            bits = [f"{e.id:<11}", f"{e.outcome.value:<13}", e.hypothesis]
+            if cmp:
+                bits.append(f"{cmp.a.median:.4g} -> {cmp.b.median:.4g}, ratio {cmp.time_ratio:.3f} "
+                            f"({cmp.ci_low:.3f}-{cmp.ci_high:.3f})")
+            if sh and sh.point is not None:
+                bits.append(f"share {sh.point:.0%}" + (f" ({sh.low:.0%}..{sh.high:.0%})" if sh.low is not None else ""))
+            bits.append(f"est. {e.estimate_s:.0f} s" + (f", took {e.elapsed_s:.0f} s" if e.elapsed_s else ""))
+            c.print(escape(safe("  ".join(bits))), soft_wrap=True)
+        for e in inv.experiments:
+            if e.outcome.value in ("not-run", "inconclusive", "partial", "planned"):
+                text = e.reason if e.outcome.value != "planned" else e.title
+                c.print(f"  {escape(e.id)}: {escape(safe(text))}")
+                if e.outcome.value in ("not-run", "inconclusive", "planned") and e.command:
+                    c.print(f"    to run it: {escape(safe(e.command))}", soft_wrap=True)
+    for check in inv.hardware:
+        mark = {"ok": "ok", "below": "BELOW", "unknown": "?"}[check["status"]]
+        c.print(f"  [{mark}] {escape(check['check'])}: {escape(str(check['measured']))} {escape(check['unit'])} "
+                f"(expected {escape(check['expected'])})")
+    t = inv.timings
+    if t:
+        c.print(f"took {t.get('total_s', 0):.0f} s: snapshot {t.get('snapshot_s', 0):.0f} s, experiments "
+                f"{t.get('experiments_s', 0):.0f} s")
+    for out in outputs:
+        c.print(f"wrote [bold]{escape(str(out))}[/bold]")
+
+
+@click.command()
+@click.option("--baseline", type=click.Path(path_type=Path), metavar="BEFORE.json",
+              help="A snapshot from when it was fast (forensics snapshot --bench [--bench-cmd STEP]). Without it, "
+                   "this machine is judged against what its hardware should give.")
+@click.option("--cmd", metavar="STEP", help='Your step: a command printing {"metric": "step_ms", "value": 19.3} lines '
+              "(the same one the baseline measured with --bench-cmd).")
+@click.option("--callable", "target", metavar="MOD:FN", help="Your step as a Python callable, timed in fresh processes.")
+@click.option("--metric", help="With --cmd: the metric name to read (default: the first seen).")
+@click.option("--metric-regex", help="With --cmd: a regex whose group 1 (or group 'value') is the number.")
+@click.option("--higher-is-better", is_flag=True, help="Your metric is a throughput (tok/s), not a time.")
+@click.option("--repo", type=click.Path(path_type=Path), help="The git repository of your code (never modified; "
+              "commits are tested in private worktrees). Default: the one the snapshots name.")
+@click.option("--config", type=click.Path(path_type=Path), help="Extra hot-path patterns (as for forensics diff).")
+@click.option("--budget", default="15m", show_default=True, help="Time for the whole investigation, snapshot "
+              "included: seconds or 90s, 15m, 1h.")
+@click.option("--plan", "plan_only", is_flag=True, help="Print the plan with each experiment's estimated cost and stop.")
+@click.option("--processes", type=click.IntRange(5, 200), default=6, show_default=True,
+              help="Fresh processes per side of each A/B.")
+@click.option("--snapshot-processes", type=click.IntRange(3, 100), default=5, show_default=True,
+              help="Fresh processes for the canary and your step in the snapshot taken now.")
+@click.option("--threshold", default="5%", show_default=True, help="Practical threshold: smaller changes are 'same'.")
+@click.option("--explains", "min_share", default="50%", show_default=True,
+              help="Share of the slowdown an intervention must recover (lower end of its 95% CI) to be confirmed.")
+@click.option("--wheelhouse", type=click.Path(path_type=Path), help="A folder of wheels (pip download -d DIR): "
+              "package experiments install the baseline's version from it into a temporary overlay.")
+@click.option("--no-canary", is_flag=True, help="Do not run the canary now (then environment and code cannot be "
+              "told apart by measurement).")
+@click.option("--tp", type=int, help="Canary tensor-parallel ranks (default: all visible GPUs; 2 on CPU).")
+@click.option("--keep-going", is_flag=True, help="Run every planned experiment, also after a cause is confirmed.")
+@click.option("--timeout", "timeout_s", type=POSITIVE, default=300.0, show_default=True,
+              help="Seconds one process of your step may run.")
+@click.option("--snapshot-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the snapshot taken now (.json/.yaml).")
+@click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help=f"Report file: .html, .md or .json (repeatable). Default: {DEFAULT_REPORT} here.")
+@click.option("--no-redact", is_flag=True, help="Keep secrets in the snapshot taken now and the report.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress; only the verdict, the table and the paths.")
+@error_boundary
+def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, repo, config, budget, plan_only,
+                processes, snapshot_processes, threshold, min_share, wheelhouse, no_canary, tp, keep_going, timeout_s,
+                snapshot_out, outputs, no_redact, quiet):
+    """Find the cause of a slowdown and confirm it by experiment.
+
+    Takes a snapshot now (with the canary, and your step when given), diffs
+    it against --baseline, ranks the hypotheses, then tests the implicated
+    ones, most likely first, within --budget: restores an environment
+    variable's old value in an interleaved A/B of your step, tests the suspect
+    commit against its parent in a private worktree (then bisects), re-measures
+    a condition the tool may not change (another process on the GPU, a power
+    cap, a PCIe link), swaps a package back from --wheelhouse. "Confirmed"
+    means the A/B shows it with the statistics of 'forensics bench compare' and
+    it recovers the --explains share of the slowdown.
+
+    Exit codes: 0 no regression, 1 regression explained (a cause confirmed),
+    3 regression not explained, 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
+    """
+    from forensics.errors import BadInputError
+    from forensics.investigate.report import format_for, write_report
+    from forensics.investigate.run import Settings, check_settings, investigate as run
+
+    budget_s = parse_duration(budget)
+    check_repo(repo)
+    outs = list(outputs) or [Path(DEFAULT_REPORT)]
+    for out in outs + ([snapshot_out] if snapshot_out else []):
+        folder = out.parent if str(out.parent) else Path(".")
+        if not folder.is_dir():
+            raise BadInputError(f"-o {out}: folder {folder} does not exist; create it or choose another name")
+    for out in outs:
+        format_for(out)
+    if snapshot_out is not None and snapshot_out.suffix.lower() not in (".json", ".yaml", ".yml"):
+        raise BadInputError(f"--snapshot-out {snapshot_out}: the name must end in .json, .yaml or .yml")
+    if baseline is not None and not baseline.exists():
+        raise BadInputError(f"--baseline {baseline}: no such file; take one with 'forensics snapshot --bench "
+                            "[--bench-cmd STEP] -o before.json' when the step is fast")
+    settings = Settings(baseline, cmd, target, metric, metric_regex, higher_is_better, repo, config, budget_s,
+                        processes, snapshot_processes, parse_threshold(threshold),
+                        parse_threshold(min_share, "--explains"), wheelhouse, not no_canary,
+                        {"tp": tp} if tp else {}, plan_only, keep_going, timeout_s, not no_redact)
+    check_settings(settings)
+    with _Progress(not quiet, budget_s) as progress:
+        inv = run(settings, progress.event, interrupts=(KeyboardInterrupt, Terminated))
+    if snapshot_out is not None:
+        from forensics import snapshot as snap
+
+        snap.save(inv.now, snapshot_out)
+    for out in outs:
+        write_report(inv, out)
+    _print(inv, outs + ([snapshot_out] if snapshot_out else []))
+    if inv.interrupted:
+        code = 130
+        if inv.interrupted.startswith("signal "):
+            code = 128 + int(inv.interrupted.split()[1])
+        click.echo(f"forensics: error: interrupted ({inv.interrupted}); the report holds what was learned", err=True)
+        sys.exit(code)
+    sys.exit(inv.exit_code)

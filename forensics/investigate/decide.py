@@ -1,0 +1,149 @@
+"""The confirm / refute rule of ``forensics investigate`` (docs/investigate.md, "When is a cause confirmed").
+
+An experiment is an interleaved A/B in fresh processes: side A is the step as it
+is today, side B the same step with one intervention (a variable restored to the
+baseline's value, the suspect commit's parent, an older package). The two sides
+are compared exactly as ``forensics bench compare`` does
+(:func:`forensics.bench.compare.compare_values`: Mann-Whitney U on per-process
+medians, alpha 0.01; percentile bootstrap 95% CI of the ratio of medians; A/A
+noise floor from each side's odd/even processes; practical threshold, 5% by
+default; no call on a side whose IQR/median exceeds 10%).
+
+The **share recovered** is ``(today - intervention) / (today - baseline)`` on
+the medians, where *baseline* is the baseline snapshot's measurement of the same
+result (for throughputs the same on ``1 / value``, so it is always a share of
+the lost time). Its 95% interval is a percentile bootstrap resampling the
+processes of the baseline, today and the intervention independently.
+
+:func:`decide`:
+
+- **confirmed**: B is significantly *faster* than A (``faster`` by the rules
+  above: p <= alpha, CI excludes 1, beyond the threshold and twice the noise
+  floor, not noisy) **and** the lower end of the share's 95% interval is at
+  least ``min_share`` (default 50%);
+- **partial**: B significantly faster, but the share's upper end is below
+  ``min_share``: a contributing cause, not the explanation;
+- **refuted**: A and B the same (the whole CI within +-threshold) and the
+  share's upper end below ``min_share`` (or no baseline to compute a share
+  from); also when B is significantly *slower*;
+- **inconclusive** otherwise, with the reason and how many processes the noise
+  needs. Without a baseline measurement of the subject nothing is confirmed: the
+  share cannot be said.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from forensics.investigate.model import Outcome, Share
+from forensics.stats import Comparison, Verdict
+
+DEFAULT_MIN_SHARE = 0.5
+N_BOOT = 4000
+
+
+def _time_like(xs: Sequence[float], higher_is_better: bool) -> list[float]:
+    return [1.0 / x for x in xs] if higher_is_better else [float(x) for x in xs]
+
+
+def share_recovered(baseline: Sequence[float] | None, today: Sequence[float], a: Sequence[float],
+                    b: Sequence[float], *, higher_is_better: bool = False, today_is_a: bool = True,
+                    seed: int = 0) -> Share:
+    """The share of the slowdown (baseline -> today) that going from A to B recovers.
+
+    Args:
+        baseline: per-process medians in the baseline snapshot (``None`` when it has none).
+        today: per-process medians of the step as it is now (for an environment
+            experiment, side A itself: ``today_is_a``).
+        a, b: per-process medians of the experiment's sides (A with the suspected cause, B without).
+        higher_is_better: the values are throughputs; the share is computed on ``1 / value``.
+        today_is_a: ``today`` is the same sample as ``a`` (resampled together).
+
+    Returns:
+        a :class:`Share`; ``point`` is ``None`` (with ``note``) when there is no
+        baseline, or today is not slower than the baseline in these samples.
+    """
+    import numpy as np
+    import statistics
+
+    med = statistics.median
+    if not a or not b:
+        return Share(None, note="no measurements")
+    shown = Share(None, baseline=med(baseline) if baseline else None, today=med(today), intervention=med(b))
+    if not baseline:
+        shown.note = "the baseline snapshot has no measurement of this result, so the share of the slowdown is unknown"
+        return shown
+    xb, xt = np.asarray(_time_like(baseline, higher_is_better)), np.asarray(_time_like(today, higher_is_better))
+    xa, xi = np.asarray(_time_like(a, higher_is_better)), np.asarray(_time_like(b, higher_is_better))
+    gap = float(np.median(xt) - np.median(xb))
+    if gap <= 0:
+        shown.note = ("today's measurement is not slower than the baseline's here, so there is no slowdown to "
+                      "recover a share of")
+        return shown
+    shown.point = float((np.median(xa) - np.median(xi)) / gap)
+    rng = np.random.default_rng(seed)
+    rb = np.median(xb[rng.integers(0, len(xb), (N_BOOT, len(xb)))], axis=1)
+    ra = np.median(xa[rng.integers(0, len(xa), (N_BOOT, len(xa)))], axis=1)
+    ri = np.median(xi[rng.integers(0, len(xi), (N_BOOT, len(xi)))], axis=1)
+    rt = ra if today_is_a else np.median(xt[rng.integers(0, len(xt), (N_BOOT, len(xt)))], axis=1)
+    den = rt - rb
+    ok = den > 0
+    if ok.mean() < 0.95:
+        shown.note = (f"the slowdown itself is not resolved by these samples (today is slower than the baseline in "
+                      f"only {ok.mean():.0%} of bootstrap resamples), so the share's interval is undefined")
+        return shown
+    shares = (ra[ok] - ri[ok]) / den[ok]
+    lo, hi = np.quantile(shares, [0.025, 0.975])
+    shown.low, shown.high = float(lo), float(hi)
+    return shown
+
+
+def decide(comparison: Comparison, share: Share, *, min_share: float = DEFAULT_MIN_SHARE) -> tuple[Outcome, str]:
+    """Apply the rule of the module docstring to one A/B.
+
+    Args:
+        comparison: A (today) vs B (intervention), from
+            :func:`forensics.bench.compare.compare_values` (time ratio B/A; < 1 = B faster).
+        share: from :func:`share_recovered`.
+        min_share: the share of the slowdown B must recover (lower end of its 95% interval) to confirm.
+
+    Returns:
+        (outcome, reason): the reason names the rule that applied and, when
+        inconclusive, what would decide it.
+    """
+    v = comparison.verdict
+    has_share = share.point is not None and share.low is not None and share.high is not None
+    need = f" (about {comparison.processes_needed} processes a side would resolve it)" \
+        if comparison.processes_needed > min(comparison.a.n, comparison.b.n) else ""
+    rng = f"{share.point:.0%} (95% CI {share.low:.0%} to {share.high:.0%})" if has_share else ""
+    if v is Verdict.FASTER:
+        if not has_share:
+            return Outcome.INCONCLUSIVE, f"significantly faster, but {share.note or 'the share is unknown'}"
+        if share.low >= min_share:  # type: ignore[operator]
+            return Outcome.CONFIRMED, (f"significantly faster (p={comparison.p_value:.2g}, CI of the ratio excludes 1, "
+                                       f"beyond the threshold and the noise floor) and recovers {rng} of the "
+                                       f"slowdown, lower end >= {min_share:.0%}")
+        if share.high < min_share:  # type: ignore[operator]
+            return Outcome.PARTIAL, (f"significantly faster but recovers only {rng} of the slowdown "
+                                     f"(below {min_share:.0%}): it contributes; something else explains the rest")
+        return Outcome.INCONCLUSIVE, (f"significantly faster; it recovers {rng} of the slowdown, an interval that "
+                                      f"straddles {min_share:.0%}{need}")
+    if v is Verdict.SLOWER:
+        return Outcome.REFUTED, f"the intervention made it slower ({comparison.sentence()})"
+    if v is Verdict.SAME:
+        if has_share and share.high >= min_share:  # type: ignore[operator]
+            return Outcome.INCONCLUSIVE, (f"no change beyond the threshold, yet its share {rng} cannot rule out "
+                                          f"{min_share:.0%} of a slowdown this small; lower --threshold or add processes")
+        why = f"; share recovered {rng}" if has_share else ""
+        return Outcome.REFUTED, (f"no change: the whole CI of the ratio lies within +-{comparison.threshold:.0%}"
+                                 f"{why}")
+    reasons = "; ".join(comparison.reasons) or "not decided"
+    return Outcome.INCONCLUSIVE, f"{reasons}{need if 'need about' not in reasons else ''}"
+
+
+def fmt_value(x: float | None, unit: str) -> str:
+    """``29.1 ms``: 4 significant digits and the unit."""
+    if x is None or not math.isfinite(x):
+        return "?"
+    return f"{x:.4g} {unit}".strip()

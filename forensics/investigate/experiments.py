@@ -1,0 +1,551 @@
+"""The experiment kinds of ``forensics investigate``: one class each, proposing, estimating and running.
+
+Each class turns the implicated hypotheses of the ledger
+(:class:`forensics.ledger.Analysis`, read through its public attributes) into
+:class:`~forensics.investigate.model.Experiment` objects (``propose``), says
+what one costs (``estimate``, wall seconds from the measured length of one
+fresh process) and runs it (``run``), filling in the A/B numbers and the
+outcome from :func:`forensics.investigate.decide.decide`.
+
+- :class:`EnvExperiment` (``nccl.env``, ``nccl.env-propagation``): the
+  baseline's value of a variable (or its absence) restored in the step's own
+  environment, interleaved with today's.
+- :class:`CommitExperiment` (``code.change``): the top-ranked commit against its
+  parent in private worktrees (:mod:`forensics.bisect_measure`, the user's
+  checkout is never touched); :class:`BisectExperiment` bisects the range when
+  the suspect does not explain the slowdown (:func:`forensics.bisect.run_bisect`).
+- :class:`RemeasureExperiment` (``gpu.contention``, ``gpu.throttling``,
+  ``gpu.pcie-link``): conditions the tool never changes; the canary's matching
+  component is measured again now, with the process or reason named.
+- :class:`PackageExperiment` (``torch.version``, ``nccl.version``,
+  ``python.packages``): the baseline's version installed with ``pip --target``
+  into a temporary overlay from ``--wheelhouse`` (offline), first on the B
+  side's ``PYTHONPATH``; without a wheelhouse the command that would run it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from forensics.errors import BadInputError
+from forensics.investigate.decide import decide, fmt_value, share_recovered
+from forensics.investigate.measure import STARTUP_S, Subject, ab, canary_once, results_of
+from forensics.investigate.model import Experiment, Kind, Outcome
+from forensics.model import HypothesisStatus, is_missing
+from forensics.redact import REDACTED
+
+ProgressFn = Callable[[str, int, dict], None]
+
+
+@dataclass
+class Context:
+    """Everything an experiment needs; built once by :mod:`forensics.investigate.run`.
+
+    Attributes:
+        baseline, now: the two snapshots (documents).
+        analysis: the ledger (:class:`forensics.ledger.Analysis`).
+        subject: what the A/Bs measure (``None``: nothing measurable now).
+        has_step: the user gave ``--cmd`` / ``--callable``.
+        processes: fresh processes per side.
+        threshold, min_share: the decision rule's settings.
+        repo: ``--repo``.
+        wheelhouse: ``--wheelhouse``.
+        canary: the canary may run here (torch importable) and the baseline has it.
+        canary_options, canary_process_s: canary settings and the length of one canary process.
+        deadline: ``time.monotonic()`` value when the budget is spent.
+        on_process: progress callback (side, index, record).
+        cache: results shared between experiments (one re-measurement serves several).
+    """
+
+    baseline: dict[str, Any]
+    now: dict[str, Any]
+    analysis: Any
+    subject: Subject | None
+    has_step: bool
+    processes: int = 6
+    threshold: float = 0.05
+    min_share: float = 0.5
+    repo: Path | None = None
+    wheelhouse: Path | None = None
+    canary: bool = True
+    canary_options: dict[str, Any] = field(default_factory=dict)
+    canary_process_s: float = 10.0
+    deadline: float = math.inf
+    on_process: ProgressFn | None = None
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def left_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def baseline_values(self, name: str) -> list[float] | None:
+        r = results_of(self.baseline).get(name)
+        return [float(x) for x in r["process_medians"]] if r else None
+
+    def bench_hint(self) -> str:
+        """The options that reproduce the subject's measurement with ``forensics bench``."""
+        if self.subject is None or self.subject.kind != "cmd":
+            return ""
+        return f"--cmd {shlex.quote(self.subject.cmd)}" + (
+            f" --metric-regex {shlex.quote(self.subject.metric_regex)}" if self.subject.metric_regex else "")
+
+
+def _finish_ab(ctx: Context, exp: Experiment, a: list[float], b: list[float], *, today: list[float] | None = None,
+               what: str) -> None:
+    """Compare A and B like ``bench compare``, compute the share, apply the rule, write the sentence."""
+    from forensics.bench.compare import compare_values
+
+    s = ctx.subject
+    assert s is not None
+    exp.a, exp.b = list(a), list(b)
+    exp.noise_floor, exp.comparison = compare_values(a, b, threshold=ctx.threshold,
+                                                     higher_is_better=s.higher_is_better, name=s.name)
+    exp.share = share_recovered(ctx.baseline_values(s.name), today if today is not None else a, a, b,
+                                higher_is_better=s.higher_is_better, today_is_a=today is None)
+    exp.outcome, exp.reason = decide(exp.comparison, exp.share, min_share=ctx.min_share)
+    sh, c = exp.share, exp.comparison
+    moved = (f"{what} brings {'the step' if s.kind == 'cmd' else 'the canary'} from "
+             f"{fmt_value(c.a.median, s.unit)} to {fmt_value(c.b.median, s.unit)}")
+    if sh.point is not None and sh.low is not None:
+        part = f"recovers {sh.point:.0%} of the slowdown (95% CI {sh.low:.0%} to {sh.high:.0%}"
+        part += f"; baseline {fmt_value(sh.baseline, s.unit)})"
+    elif sh.point is not None:
+        part = f"recovers {sh.point:.0%} of the slowdown ({sh.note})"
+    else:
+        part = sh.note or "share unknown"
+    label = {Outcome.CONFIRMED: "confirmed", Outcome.PARTIAL: "a partial cause", Outcome.REFUTED: "refuted",
+             Outcome.INCONCLUSIVE: "inconclusive"}.get(exp.outcome, exp.outcome.value)
+    exp.sentence = f"{moved}: {part}; {label}"
+
+
+def _fail(exp: Experiment, exc: Exception) -> None:
+    exp.outcome = Outcome.INCONCLUSIVE
+    exp.reason = f"the experiment could not finish: {exc}"
+    exp.sentence = f"{exp.title}: could not finish ({exc})"
+
+
+class EnvExperiment:
+    """Restore the baseline's value of changed variables in the step's own environment (``nccl.env``)."""
+
+    hypotheses = ("nccl.env", "nccl.env-propagation")
+    GROUP_FROM = 3  # with this many variables, first restore them all at once (one A/B can refute them all)
+
+    @staticmethod
+    def _parent_env(doc: dict[str, Any]) -> dict[str, Any]:
+        sec = (doc.get("probes") or {}).get("nccl_env") or {}
+        return ((sec.get("data") or {}).get("parent") or {}).get("env") or {}
+
+    @classmethod
+    def changed_vars(cls, ctx: Context, hyp) -> list[str]:
+        """Variables the hypothesis's implicating findings name, in the ledger's order."""
+        out: list[str] = []
+        for f in hyp.findings:
+            if f.status is not HypothesisStatus.IMPLICATED:
+                continue
+            for path in f.fields:
+                var = path.rsplit(".", 1)[-1] if path.startswith("nccl_env.") else ""
+                if var and var not in out:
+                    out.append(var)
+        return out
+
+    @classmethod
+    def propose(cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]) -> list[Experiment]:
+        before, after = cls._parent_env(ctx.baseline), cls._parent_env(ctx.now)
+        restore: dict[str, str | None] = {}
+        out: list[Experiment] = []
+        for var in cls.changed_vars(ctx, hyp):
+            if var in taken:
+                continue
+            taken.add(var)
+            old, new = before.get(var), after.get(var)
+            old = None if old is None or is_missing(old) else str(old)
+            new = None if new is None or is_missing(new) else str(new)
+            if old == new:  # a propagation problem: same value in the launching process on both sides
+                out.append(Experiment(next_id("env"), Kind.NONE, hyp.id, f"{var} reaches the workers differently",
+                                      outcome=Outcome.NOT_RUN, reason=(
+                                          f"{var} has the same value in the launching process on both sides; the "
+                                          "launch path changes what the workers see, and the tool does not change "
+                                          "launch paths: set it where the workers start (the launcher's --env or "
+                                          "config) and run investigate again")))
+                continue
+            if (old and REDACTED in old) or (new and REDACTED in new):
+                out.append(Experiment(next_id("env"), Kind.ENV, hyp.id, f"restore {var}", outcome=Outcome.NOT_RUN,
+                                      reason=f"{var}'s value is redacted in a snapshot, so it cannot be restored; "
+                                             "take the baseline with --no-redact to test it"))
+                continue
+            restore[var] = old
+        if not restore:
+            return out
+        single = [cls._one(ctx, hyp, {k: v}, next_id("env")) for k, v in restore.items()]
+        if len(restore) >= cls.GROUP_FROM:
+            group = cls._one(ctx, hyp, restore, next_id("env"))
+            for e in single:
+                e.params["depends_on"] = group.id
+            return out + [group] + single
+        return out + single
+
+    @classmethod
+    def _one(cls, ctx: Context, hyp, restore: dict[str, str | None], eid: str) -> Experiment:
+        what = ", ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in restore.items())
+        title = (f"restore {what} (the baseline's value{'s' if len(restore) > 1 else ''}) in "
+                 f"{'the step' if ctx.subject and ctx.subject.kind == 'cmd' else 'the canary'}'s environment")
+        exp = Experiment(eid, Kind.ENV, hyp.id, title, b_label=f"today with {what}")
+        exp.params["restore"] = restore
+        exp.details["restore"] = {k: v if v is not None else None for k, v in restore.items()}
+        opts = " ".join(f"--b-env {shlex.quote(f'{k}={v}')}" if v is not None else f"--b-unset {k}"
+                        for k, v in restore.items())
+        hint = ctx.bench_hint()
+        exp.command = (f"forensics bench {hint + ' ' if hint else ''}--processes {ctx.processes} {opts} "
+                       "-o today.json --b-output restored.json")
+        return exp
+
+    @staticmethod
+    def estimate(ctx: Context, exp: Experiment) -> float:
+        s = ctx.subject
+        per = s.process_s if s else ctx.canary_process_s
+        return 2 * ctx.processes * per + STARTUP_S
+
+    @staticmethod
+    def run(ctx: Context, exp: Experiment) -> None:
+        restore = exp.params["restore"]
+        sets = ", ".join(f"{k}={v}" for k, v in restore.items() if v is not None)
+        unsets = ", ".join(k for k, v in restore.items() if v is None)
+        what = " and ".join(([f"Restoring {sets}"] if sets else []) + (
+            [f"{'unsetting' if sets else 'Unsetting'} {unsets} (unset in the baseline)"] if unsets else []))
+        a, b = ab(ctx.subject, b_env=restore, processes=ctx.processes, budget_s=max(ctx.left_s() / 2, 1.0),
+                  on_process=ctx.on_process)
+        _finish_ab(ctx, exp, a, b, what=what)
+
+
+class CommitExperiment:
+    """The top-ranked commit of a pulled range against its parent, in private worktrees (``code.change``)."""
+
+    hypotheses = ("code.change",)
+
+    @staticmethod
+    def _folder(ctx: Context, rc) -> str | None:
+        for cand in (rc.read_from, str(ctx.repo) if ctx.repo else "", rc.path):
+            if cand and Path(cand).is_dir():
+                return cand
+        return None
+
+    @classmethod
+    def propose(cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]) -> list[Experiment]:
+        out: list[Experiment] = []
+        for rc in ctx.analysis.repos:
+            if not rc.changed or rc.path in taken:
+                continue
+            taken.add(rc.path)
+            name = Path(rc.path).name or rc.path
+            if not rc.commits:
+                why = rc.availability if rc.availability != "ok" else (
+                    "no new commits (uncommitted changes or a reset): no commit to test; the tool never changes your "
+                    "working tree")
+                out.append(Experiment(next_id("commit"), Kind.COMMIT, hyp.id, f"{name}: test the suspect commit",
+                                      outcome=Outcome.NOT_RUN, reason=why))
+                continue
+            top = rc.commits[0]
+            exp = Experiment(next_id("commit"), Kind.COMMIT, hyp.id,
+                             f"{name}: {top.sha[:10]} \"{top.subject}\" against its parent",
+                             a_label=f"{top.sha[:10]}", b_label=f"its parent")
+            exp.details.update({"repository": rc.path, "commit": top.sha, "subject": top.subject,
+                                "hot_lines": top.hot_lines, "commits_in_range": len(rc.commits),
+                                "good": rc.before_sha, "bad": rc.after_sha})
+            folder = cls._folder(ctx, rc)
+            hint = ctx.bench_hint()
+            exp.command = (f"forensics bisect --repo {shlex.quote(folder or rc.path)} --good {top.sha[:12]}^ "
+                           f"--bad {top.sha[:12]} {hint or '--cmd STEP'}")
+            exp.params.update({"folder": folder, "sha": top.sha, "head": rc.after_sha})
+            if not ctx.has_step:
+                exp.outcome, exp.reason = Outcome.NOT_RUN, (
+                    "no step given: the canary does not run your code, so a commit cannot change it; give --cmd or "
+                    "--callable")
+            elif folder is None:
+                exp.outcome, exp.reason = Outcome.NOT_RUN, (
+                    f"the repository {rc.path} is not on this machine; give --repo with a clone of it")
+            out.append(exp)
+            if len(rc.commits) > 1 and rc.before_sha and rc.after_sha:
+                bis = Experiment(next_id("bisect"), Kind.BISECT, hyp.id,
+                                 f"{name}: bisect the {len(rc.commits)} commits {rc.before_sha[:10]}..{rc.after_sha[:10]}")
+                bis.params.update({"folder": folder, "good": rc.before_sha, "bad": rc.after_sha,
+                                   "depends_on": exp.id, "n": len(rc.commits)})
+                bis.command = (f"forensics bisect --repo {shlex.quote(folder or rc.path)} --good {rc.before_sha[:12]} "
+                               f"--bad {rc.after_sha[:12]} {hint or '--cmd STEP'} -o bisect.html")
+                if exp.outcome is Outcome.NOT_RUN:
+                    bis.outcome, bis.reason = Outcome.NOT_RUN, exp.reason
+                out.append(bis)
+        return out
+
+    @staticmethod
+    def estimate(ctx: Context, exp: Experiment) -> float:
+        per = ctx.subject.process_s if ctx.subject else 5.0
+        sides = 2 if exp.params.get("sha") == exp.params.get("head") else 3
+        return sides * ctx.processes * per + 3 * STARTUP_S
+
+    @staticmethod
+    def run(ctx: Context, exp: Experiment) -> None:
+        from forensics.bisect_measure import Measurer, StepFailed, StepSpec
+        from forensics.worktree import WorktreePool, git
+
+        s = ctx.subject
+        folder, sha, head = exp.params["folder"], exp.params["sha"], exp.params["head"]
+        top = git(folder, "rev-parse", "--show-toplevel")
+        parent = git(top, "rev-parse", f"{sha}^")
+        spec = StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,
+                        timeout_s=s.timeout_s)
+        exp.details["parent"] = parent
+        sides = [(sha, "suspect"), (parent, "parent")] + ([(head, "head")] if head and head != sha else [])
+
+        def on_process(which, value):
+            if ctx.on_process:
+                label = {sha: "A", parent: "B"}.get(which, "HEAD")
+                ctx.on_process(label, len(m.samples.get(which, [])), {"value": value})
+
+        with WorktreePool(top) as pool:
+            m = Measurer(pool, spec, on_process)
+            try:
+                m.top_up(sides, ctx.processes)
+            except StepFailed as exc:
+                raise BadInputError(f"the step failed in a worktree: {exc}") from None
+        today = m.samples[head] if head and head != sha else None
+        _finish_ab(ctx, exp, m.samples[sha], m.samples[parent], today=today,
+                   what=f"Going back from {sha[:10]} to its parent {parent[:10]}")
+        if today is not None:
+            exp.details["head_samples"] = list(today)
+        exp.details["isolation"] = "each commit ran in its own private git worktree; your checkout was not touched"
+
+
+class BisectExperiment:
+    """Bisect the pulled range when the suspect commit does not explain the slowdown (``forensics bisect``)."""
+
+    hypotheses = ("code.change",)
+
+    @staticmethod
+    def estimate(ctx: Context, exp: Experiment) -> float:
+        per = ctx.subject.process_s if ctx.subject else 5.0
+        n = max(int(exp.params.get("n", 2)), 2)
+        return (6 + math.log2(n)) * max(ctx.processes, 3) * per + 5 * STARTUP_S
+
+    @staticmethod
+    def run(ctx: Context, exp: Experiment) -> None:
+        from forensics.bisect import BisectConfig, Outcome as BOutcome, run_bisect
+        from forensics.bisect_measure import StepSpec
+
+        s = ctx.subject
+        spec = StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,
+                        timeout_s=s.timeout_s)
+        cfg = BisectConfig(exp.params["folder"], exp.params["good"], exp.params["bad"], spec,
+                           processes=max(5, min(ctx.processes, 8)), threshold=ctx.threshold)
+
+        def on_process(sha, value):
+            if ctx.on_process:
+                ctx.on_process(sha[:7], 0, {"value": value})
+
+        res = run_bisect(cfg, None, on_process)
+        exp.details["bisect"] = {"outcome": res.outcome.value, "sentence": res.sentence,
+                                 "culprit": res.culprit.to_json() if res.culprit else None,
+                                 "confirmed": res.confirmed, "gap_share": res.gap_share, "notes": res.notes,
+                                 "rounds": res.rounds}
+        exp.comparison = res.confirmation
+        if res.culprit is not None:
+            exp.a_label, exp.b_label = res.culprit.short, "its parent"
+        # bisect's own confirmation: culprit vs parent (fresh, interleaved, twice the processes), and the share
+        # of the endpoint gap it explains on a log scale; the same bar as the other experiments.
+        share = res.gap_share
+        if res.outcome is BOutcome.CULPRIT and res.confirmed and share is not None and share >= ctx.min_share:
+            exp.outcome = Outcome.CONFIRMED
+            exp.reason = (f"bisect named {res.culprit.short} and confirmed it against its parent "  # type: ignore[union-attr]
+                          f"({res.confirmation.sentence()}); it explains {share:.0%} of the endpoint gap, "  # type: ignore[union-attr]
+                          f">= {ctx.min_share:.0%}")
+        elif res.outcome in (BOutcome.CULPRIT, BOutcome.CULPRIT_RANGE) and res.confirmed:
+            exp.outcome = Outcome.PARTIAL
+            exp.reason = (f"bisect confirmed a commit that explains only "
+                          f"{share:.0%} of the endpoint gap" if share is not None else "the share is unknown")
+        elif res.outcome is BOutcome.ENVIRONMENT:
+            exp.outcome = Outcome.REFUTED
+            exp.reason = "the old and the new commit measure the same now: the code is not the cause"
+        else:
+            exp.outcome = Outcome.INCONCLUSIVE
+            exp.reason = f"bisect ended with {res.outcome.value}"
+        exp.sentence = f"forensics bisect: {res.sentence}"
+
+
+# which canary results a condition shows in, and the words for it
+_COMPONENTS = {
+    "gpu.contention": (["canary.compute_ms", "component.matmul_tflops"], "another process on the GPU"),
+    "gpu.throttling": (["component.matmul_tflops", "canary.compute_ms"], "clocks cut under load"),
+    "gpu.pcie-link": (["component.h2d_gbps", "component.d2h_gbps"], "a PCIe link below its maximum"),
+}
+
+
+class RemeasureExperiment:
+    """Re-measure the canary's matching component now and say whether the condition still holds."""
+
+    hypotheses = tuple(_COMPONENTS)
+
+    @classmethod
+    def propose(cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]) -> list[Experiment]:
+        comps, words = _COMPONENTS[hyp.id]
+        exp = Experiment(next_id("remeasure"), Kind.REMEASURE, hyp.id,
+                         f"re-measure {', '.join(comps)} now ({words}; the tool never changes GPU settings or "
+                         "other people's processes)", a_label="baseline", b_label="now")
+        exp.params["components"] = comps
+        exp.command = f"forensics bench --processes {max(ctx.processes, 5)} -o now.json && forensics bench compare BASELINE-BENCH.json now.json"
+        if not ctx.canary:
+            exp.outcome, exp.reason = Outcome.NOT_RUN, ctx.cache.get("no_canary_reason", "the canary cannot run here")
+        return [exp]
+
+    @staticmethod
+    def estimate(ctx: Context, exp: Experiment) -> float:
+        return 0.0 if "remeasure" in ctx.cache else max(ctx.processes, 5) * ctx.canary_process_s + STARTUP_S
+
+    @staticmethod
+    def run(ctx: Context, exp: Experiment) -> None:
+        from forensics.bench.compare import compare_values, foreign_processes, throttled
+        from forensics.stats import Verdict
+
+        if "remeasure" not in ctx.cache:
+            ctx.cache["remeasure"] = canary_once(ctx.canary_options, processes=max(ctx.processes, 5),
+                                                 budget_s=max(ctx.left_s(), 1.0), on_process=ctx.on_process)
+        doc = ctx.cache["remeasure"]
+        now = {r["name"]: r for r in doc["results"]}
+        lines, verdicts = [], []
+        for name in exp.params["components"]:
+            base = ctx.baseline_values(name)
+            if base is None or name not in now:
+                lines.append(f"{name}: not measured on both sides")
+                continue
+            r = now[name]
+            floor, c = compare_values(base, r["process_medians"], threshold=ctx.threshold,
+                                      higher_is_better=bool(r.get("higher_is_better")), name=name)
+            verdicts.append(c.verdict)
+            if exp.comparison is None:
+                exp.comparison, exp.noise_floor, exp.subject = c, floor, name
+                exp.a, exp.b = list(base), list(r["process_medians"])
+            lines.append(f"{name} {c.a.median:.4g} -> {c.b.median:.4g} {r.get('unit', '')}: {c.sentence()}")
+        tel = doc.get("telemetry")
+        cond = []
+        if exp.hypothesis == "gpu.contention":
+            for gpu, procs in foreign_processes(doc).items():
+                cond.append(f"{gpu} also runs {', '.join(procs[:4])}")
+        elif exp.hypothesis == "gpu.throttling":
+            cond += [f"{k} in {v:.0%} of busy samples" for k, v in throttled(tel).items() if v > 0.05]
+        elif exp.hypothesis == "gpu.pcie-link" and isinstance(tel, dict) and isinstance(tel.get("gpus"), dict):
+            for g in tel["gpus"].values():
+                gen, width = (g.get("pcie_gen") or {}).get("median"), (g.get("pcie_width") or {}).get("median")
+                if gen is not None:
+                    cond.append(f"GPU {g.get('index')} PCIe Gen{gen} x{width} under load")
+        if not isinstance(tel, dict) or "gpus" not in tel:
+            cond_note = "no GPU telemetry here, so the condition itself cannot be seen"
+        else:
+            cond_note = "; ".join(cond) if cond else "the condition is not seen in this run's telemetry"
+        exp.details.update({"components": lines, "condition": cond_note})
+        if Verdict.SLOWER in verdicts:
+            exp.outcome = Outcome.STILL_PRESENT
+            exp.reason = "the component is still slower than in the baseline"
+            exp.sentence = f"Still present: {cond_note}; {lines[0]}"
+        elif verdicts and all(v in (Verdict.SAME, Verdict.FASTER) for v in verdicts):
+            exp.outcome = Outcome.GONE
+            exp.reason = "the component measures as in the baseline again"
+            exp.sentence = f"Gone now: {lines[0]}; {cond_note}"
+        else:
+            exp.outcome = Outcome.INCONCLUSIVE
+            exp.reason = "; ".join(lines) or "no component measured on both sides"
+            exp.sentence = f"Could not tell whether it is still present: {exp.reason}"
+
+
+_PKG_NAMES = {"torch.version": lambda n: n.lower() == "torch",
+              "nccl.version": lambda n: n.lower().startswith("nvidia-nccl"),
+              "python.packages": lambda n: n.lower() != "torch" and not n.lower().startswith("nvidia-nccl")}
+
+
+class PackageExperiment:
+    """The baseline's version of a changed package in a temporary ``pip --target`` overlay (B side only)."""
+
+    hypotheses = tuple(_PKG_NAMES)
+    MAX_PER_HYPOTHESIS = 3
+    INSTALL_S = 30.0
+
+    @staticmethod
+    def _packages(doc: dict[str, Any]) -> dict[str, str]:
+        sec = (doc.get("probes") or {}).get("software") or {}
+        pk = (sec.get("data") or {}).get("packages")
+        return {str(k): str(v) for k, v in pk.items()} if isinstance(pk, dict) else {}
+
+    @classmethod
+    def propose(cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]) -> list[Experiment]:
+        before, after = cls._packages(ctx.baseline), cls._packages(ctx.now)
+        pick = _PKG_NAMES[hyp.id]
+        names = [n for n in sorted(set(before) & set(after)) if before[n] != after[n] and pick(n) and n not in taken]
+        out = []
+        for name in names[:cls.MAX_PER_HYPOTHESIS]:
+            taken.add(name)
+            old = before[name]
+            exp = Experiment(next_id("package"), Kind.PACKAGE, hyp.id,
+                             f"{name} {old} (the baseline's) instead of {after[name]}, in a temporary overlay",
+                             b_label=f"today with {name}=={old}")
+            exp.params.update({"name": name, "old": old})
+            exp.details.update({"package": name, "baseline_version": old, "today_version": after[name]})
+            hint = ctx.bench_hint() or "--cmd STEP"
+            exp.command = (f"pip download --no-deps -d WHEELS {name}=={old} && forensics investigate --baseline "
+                           f"BASELINE.json {hint} --wheelhouse WHEELS")
+            if ctx.wheelhouse is None:
+                exp.outcome, exp.reason = Outcome.NOT_RUN, (
+                    f"{name}=={old} is not available offline: give --wheelhouse DIR holding its wheel")
+            elif not ctx.has_step and not ctx.canary:
+                exp.outcome, exp.reason = Outcome.NOT_RUN, "no step to measure (give --cmd or --callable)"
+            out.append(exp)
+        if not names:
+            out.append(Experiment(next_id("package"), Kind.PACKAGE, hyp.id, "swap a package back",
+                                  outcome=Outcome.NOT_RUN,
+                                  reason="no distribution with a version on both sides changed (added or removed "
+                                         "packages, or a library outside pip): nothing to swap back"))
+        return out
+
+    @classmethod
+    def estimate(cls, ctx: Context, exp: Experiment) -> float:
+        per = ctx.subject.process_s if ctx.subject else ctx.canary_process_s
+        return 2 * ctx.processes * per + cls.INSTALL_S
+
+    @staticmethod
+    def run(ctx: Context, exp: Experiment) -> None:
+        name, old = exp.params["name"], exp.params["old"]
+        overlay = tempfile.mkdtemp(prefix="forensics-overlay-")
+        try:
+            argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--find-links",
+                    str(ctx.wheelhouse), "--target", overlay, f"{name}=={old}"]
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, errors="replace",
+                                      stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                exp.outcome, exp.reason = Outcome.NOT_RUN, f"pip install {name}=={old} timed out"
+                return
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+                exp.outcome, exp.reason = Outcome.NOT_RUN, f"{name}=={old} could not be installed from the wheelhouse: {last}"
+                return
+            path = os.pathsep.join([overlay] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+            exp.details["overlay"] = "pip --target into a temporary folder, first on PYTHONPATH for side B only; " \
+                                     "--no-deps, so its dependencies stay today's; removed afterwards"
+            a, b = ab(ctx.subject, b_env={"PYTHONPATH": path}, processes=ctx.processes,
+                      budget_s=max(ctx.left_s() / 2, 1.0), on_process=ctx.on_process)
+            _finish_ab(ctx, exp, a, b, what=f"{name} {old} instead of {exp.details['today_version']}")
+        finally:
+            shutil.rmtree(overlay, ignore_errors=True)
+
+
+KINDS: dict[Kind, Any] = {Kind.ENV: EnvExperiment, Kind.COMMIT: CommitExperiment, Kind.BISECT: BisectExperiment,
+                          Kind.REMEASURE: RemeasureExperiment, Kind.PACKAGE: PackageExperiment}
+"""kind -> the class that estimates and runs it."""
+
+PROPOSERS = [EnvExperiment, CommitExperiment, RemeasureExperiment, PackageExperiment]
+"""Classes that turn a hypothesis into experiments, by the ids in their ``hypotheses``."""

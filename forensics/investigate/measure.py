@@ -1,0 +1,200 @@
+"""What ``forensics investigate`` measures: the snapshot taken now, and the A/B sides of an experiment.
+
+The **subject** is the result an experiment A/Bs: the user's step
+(``--cmd``, or ``--callable`` run as ``python -m forensics.bench_callable``,
+one fresh process per sample, :mod:`forensics.bench.user`) when the baseline
+measured it, else the canary's verify step (:mod:`forensics.bench.session`).
+Every A/B is interleaved A B A B in fresh processes, so drift hits both sides.
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from forensics.errors import BadInputError
+
+CANARY_RESULT = "canary.verify_step_ms"
+STARTUP_S = 1.0  # added to an estimate per experiment: worktrees, temp folders, telemetry
+
+
+@dataclass
+class Subject:
+    """The step an experiment measures, and how long one fresh process of it takes.
+
+    Attributes:
+        kind: ``cmd`` (the user's step) or ``canary``.
+        cmd: the shell command of the user's step (``--callable`` turned into one).
+        metric, metric_regex, higher_is_better: how to read the step's output.
+        name: the result name in bench documents (``user.step_ms``, ``canary.verify_step_ms``).
+        unit: the result's unit.
+        process_s: median wall seconds of one fresh process (measured in the snapshot taken now).
+        timeout_s: limit of one process.
+        canary: canary options (:func:`forensics.bench.session.canary_config`), for ``kind == "canary"``.
+    """
+
+    kind: str
+    cmd: str = ""
+    metric: str | None = None
+    metric_regex: str | None = None
+    higher_is_better: bool = False
+    name: str = CANARY_RESULT
+    unit: str = "ms"
+    process_s: float = 5.0
+    timeout_s: float = 300.0
+    canary: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"your step ({self.cmd})" if self.kind == "cmd" else "the canary's verify step"
+
+
+def callable_command(target: str) -> str:
+    """The shell command timing ``module:function`` in a fresh process (:mod:`forensics.bench_callable`)."""
+    return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.bench_callable", target))
+
+
+def _user_result(doc: dict[str, Any], subject: Subject, processes: int, budget_s: float,
+                 on_process: Callable[[str, int, dict], None] | None) -> None:
+    """Run the user's step ``processes`` times and append its result (kind ``user``) to ``doc``."""
+    from forensics.bench.user import run_cmd_process, user_result
+
+    recs, walls = [], []
+    t0 = time.perf_counter()
+    for i in range(processes):
+        spent = time.perf_counter() - t0
+        if i >= 5 and spent + spent / i > budget_s:
+            break
+        p0 = time.perf_counter()
+        rec = run_cmd_process(subject.cmd, metric=subject.metric or (recs[0]["metric"] if recs else None),
+                              metric_regex=subject.metric_regex, timeout_s=subject.timeout_s)
+        walls.append(time.perf_counter() - p0)
+        recs.append(rec)
+        if on_process:
+            on_process("step", i, rec)
+    subject.metric = subject.metric or recs[0]["metric"]
+    subject.name = f"user.{recs[0]['metric']}"
+    subject.unit = "per s" if subject.higher_is_better else "ms"
+    subject.process_s = statistics.median(walls)
+    result = user_result(subject.name, recs, unit=subject.unit, higher_is_better=subject.higher_is_better)
+    doc["results"].append(result)
+    doc.setdefault("config", {})["user_step"] = {"command": subject.cmd, "metric": subject.metric,
+                                                 "metric_regex": subject.metric_regex,
+                                                 "higher_is_better": subject.higher_is_better, "processes": len(recs)}
+    doc["summary"] = f"{doc.get('summary', '')}; {subject.name} {result['median']:.4g} {result['unit']}".lstrip("; ")
+
+
+def measure_now(step: Subject | None, *, canary: bool, canary_options: dict[str, Any], processes: int,
+                budget_s: float, on_process: Callable[[str, int, dict], None] | None = None) -> tuple[dict | None, float]:
+    """The benchmark part of the snapshot taken now: the canary (unless ``canary`` is false) and the step.
+
+    Returns:
+        (bench document or ``None`` when nothing was measured, median wall seconds of one canary process or 0).
+
+    Raises:
+        BadInputError: a canary or step process failed.
+    """
+    from forensics.bench import SNAPSHOT_BLOCKS, SNAPSHOT_WARMUP_S
+    from forensics.bench.document import build
+
+    doc: dict | None = None
+    canary_s = 0.0
+    if canary:
+        from forensics.bench.session import canary_config, run_canary
+
+        opts = {"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **canary_options}
+        cfg = canary_config(opts)
+
+        def cb(side, i, result):
+            if on_process:
+                on_process("canary", i, {"value": result.get("wall_s", 0.0)})
+
+        doc = run_canary(cfg, processes=processes, budget_s=budget_s, label="snapshot", on_process=cb)[0]
+        walls = [p.get("wall_s") for p in doc.get("processes", []) if isinstance(p.get("wall_s"), (int, float))]
+        canary_s = statistics.median(walls) if walls else 10.0
+    if step is not None:
+        if doc is None:
+            from forensics.bench.harness import visible_gpus
+            from forensics.bench.session import telemetry
+
+            doc = {"results": []}
+            with telemetry(visible_gpus() > 0) as tel:
+                _user_result(doc, step, processes, budget_s, on_process)
+            config = {"kind": "user", "step": "cmd", "command": step.cmd, "metric": step.metric,
+                      "metric_regex": step.metric_regex, "processes_asked": processes, "budget_s": budget_s}
+            doc = build(config, doc["results"], telemetry=tel, label="snapshot")
+        else:
+            _user_result(doc, step, processes, budget_s, on_process)
+    return doc, canary_s
+
+
+def ab(subject: Subject, *, b_env: dict[str, str | None] | None = None, b_cmd: str | None = None,
+       processes: int, budget_s: float, cwd: str | None = None,
+       on_process: Callable[[str, int, dict], None] | None = None) -> tuple[list[float], list[float]]:
+    """Interleaved A/B of ``subject``: A as it is today, B with ``b_env`` (``None`` unsets) and/or ``b_cmd``.
+
+    Returns:
+        (A per-process medians, B per-process medians), the subject's unit.
+
+    Raises:
+        BadInputError: a process failed on either side.
+    """
+    if subject.kind == "cmd":
+        from forensics.bench.user import run_user_ab
+
+        ra, rb = run_user_ab(subject.cmd, b_cmd or subject.cmd, b_env=b_env, processes=processes,
+                             budget_s=budget_s, timeout_s=subject.timeout_s, metric=subject.metric,
+                             metric_regex=subject.metric_regex, cwd=cwd, on_process=on_process)
+        return [r["value"] for r in ra], [r["value"] for r in rb]
+    if b_cmd:
+        raise BadInputError("an A/B with another command needs the user's step (--cmd or --callable)")
+    docs = run_canary_ab(subject, b_env=b_env, processes=processes, budget_s=budget_s, on_process=on_process)
+    return _values(docs[0], subject.name), _values(docs[1], subject.name)
+
+
+def run_canary_ab(subject: Subject, *, b_env: dict[str, str | None] | None, processes: int, budget_s: float,
+                  on_process: Callable[[str, int, dict], None] | None = None) -> list[dict]:
+    """The canary, A and B interleaved (B with ``b_env``); two bench documents."""
+    from forensics.bench import SNAPSHOT_BLOCKS, SNAPSHOT_WARMUP_S
+    from forensics.bench.session import canary_config, run_canary
+
+    cfg = canary_config({"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **subject.canary})
+
+    def cb(side, i, result):
+        if on_process:
+            on_process(side.name, i, {"value": result.get("wall_s", 0.0)})
+
+    return run_canary(cfg, processes=processes, budget_s=budget_s, b_env=dict(b_env or {}), on_process=cb)
+
+
+def canary_once(options: dict[str, Any], *, processes: int, budget_s: float,
+                on_process: Callable[[str, int, dict], None] | None = None) -> dict:
+    """One fresh canary run (every component), for re-measuring a condition now."""
+    from forensics.bench import SNAPSHOT_BLOCKS, SNAPSHOT_WARMUP_S
+    from forensics.bench.session import canary_config, run_canary
+
+    cfg = canary_config({"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **options})
+
+    def cb(side, i, result):
+        if on_process:
+            on_process("canary", i, {"value": result.get("wall_s", 0.0)})
+
+    return run_canary(cfg, processes=processes, budget_s=budget_s, label="re-measure", on_process=cb)[0]
+
+
+def _values(doc: dict, name: str) -> list[float]:
+    for r in doc.get("results", []):
+        if r.get("name") == name:
+            return [float(x) for x in r["process_medians"]]
+    raise BadInputError(f"the canary run has no result {name!r}")
+
+
+def results_of(snapshot: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """``name -> result entry`` of a snapshot's embedded bench document (empty when it has none)."""
+    bench = (snapshot or {}).get("bench")
+    if not isinstance(bench, dict) or not isinstance(bench.get("results"), list):
+        return {}
+    return {str(r["name"]): r for r in bench["results"] if isinstance(r, dict) and r.get("name")}

@@ -1,0 +1,58 @@
+"""The plan: experiments for the implicated hypotheses, most likely first, each with its estimated cost.
+
+The order is the ledger's (:attr:`forensics.ledger.Analysis.implicated`,
+highest score first); within a hypothesis, the order its experiment class
+proposes (the ledger's order of variables; the suspect commit before the
+bisect). A hypothesis no experiment can test (the driver, firmware, GPU
+settings, topology, the host) is listed with the reason, so the report shows
+it was considered. Estimates are wall seconds: fresh processes per side x
+sides x the measured length of one process (from the snapshot taken now).
+"""
+
+from __future__ import annotations
+
+from forensics.investigate.experiments import KINDS, PROPOSERS, Context
+from forensics.investigate.model import Experiment, Kind, Outcome
+
+UNTESTABLE = {
+    "driver.version": "the driver cannot be swapped without root and a reboot; the tool never changes it",
+    "cuda.version": "the CUDA toolkit/runtime is not swapped by the tool (a CUDA wheel under python.packages is)",
+    "gpu.config": "GPU settings (power limit, clocks, modes) are never changed by the tool; nvidia-smi -q shows them",
+    "gpu.health": "ECC errors, remapped rows and Xid events cannot be undone by an experiment",
+    "gpu.topology": "NVLink/P2P topology is hardware and firmware; the tool never changes it",
+    "host.cpu": "CPU governor, load and cgroup limits belong to the host; the tool never changes them",
+}
+
+
+def build_plan(ctx: Context) -> list[Experiment]:
+    """Experiments for ``ctx.analysis``'s implicated hypotheses, with estimates; nothing runs.
+
+    Returns:
+        experiments in the order they would run (``outcome`` ``planned``, or
+        ``not-run`` with the reason when they cannot run at all).
+    """
+    counters: dict[str, int] = {}
+
+    def next_id(prefix: str) -> str:
+        counters[prefix] = counters.get(prefix, 0) + 1
+        return f"{prefix}-{counters[prefix]}"
+
+    by_hyp = {h: cls for cls in PROPOSERS for h in cls.hypotheses}
+    taken: dict[type, set[str]] = {}
+    plan: list[Experiment] = []
+    for hyp in ctx.analysis.implicated:
+        cls = by_hyp.get(hyp.id)
+        if cls is None:
+            why = UNTESTABLE.get(hyp.id, "no experiment tests this hypothesis")
+            plan.append(Experiment(next_id("none"), Kind.NONE, hyp.id, f"{hyp.id}: {hyp.summary}",
+                                   outcome=Outcome.NOT_RUN, reason=why))
+            continue
+        plan.extend(cls.propose(ctx, hyp, taken.setdefault(cls, set()), next_id))
+    for exp in plan:
+        if exp.kind in KINDS:
+            exp.estimate_s = KINDS[exp.kind].estimate(ctx, exp)
+        if ctx.subject is not None and exp.kind in (Kind.ENV, Kind.COMMIT, Kind.PACKAGE):
+            exp.subject = ctx.subject.name
+        if exp.kind is Kind.BISECT and ctx.subject is not None:
+            exp.subject = ctx.subject.name
+    return plan

@@ -1,0 +1,147 @@
+"""The report of ``forensics investigate``: HTML, Markdown and JSON from one :class:`Investigation`.
+
+Order: the verdict first ("Confirmed by experiment: ..." / "Most likely, not
+confirmed: ..."), then each experiment with its A/B numbers, the CI of the
+ratio and the share of the slowdown recovered, then the ledger and the
+evidence: the ``forensics diff`` report of the same two snapshots
+(:mod:`forensics.render.report`), embedded as it is.
+
+- JSON: the diff's keys (:meth:`forensics.ledger.Analysis.to_json`) with
+  ``verdict`` now the investigation's (the diff's sentence is kept as
+  ``diff_verdict``), plus ``experiments``, ``regression``, ``rule``, ``timings``
+  and, without a baseline, ``hardware``.
+- HTML: self-contained, Jinja2 autoescape on (``investigate.html.j2``).
+- Markdown: ``investigate.md.j2``.
+
+Everything passes through :class:`forensics.redact.Redactor` (step commands
+may carry a token).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from forensics import __version__
+from forensics.errors import BadInputError
+from forensics.investigate.decide import DEFAULT_MIN_SHARE
+
+FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
+
+
+def format_for(path: Path) -> str:
+    """``html``, ``md`` or ``json`` from the file name.
+
+    Raises:
+        BadInputError: any other suffix.
+    """
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise BadInputError(f"-o {path}: the report name must end in .html, .md or .json")
+    return fmt
+
+
+def rule(inv) -> dict[str, Any]:
+    """The decision rule with this run's settings, as the report states it."""
+    s = inv.settings
+    return {"confirmed": (f"B significantly faster than A (Mann-Whitney U on per-process medians, p <= 0.01; bootstrap "
+                          f"95% CI of the ratio excludes 1; beyond the {s.threshold:.0%} threshold and twice the A/A "
+                          f"noise floor; IQR/median <= 10%) and the lower end of the 95% CI of the share of the "
+                          f"slowdown recovered >= {s.min_share:.0%}"),
+            "partial": f"B significantly faster, but the share's upper end below {s.min_share:.0%}",
+            "refuted": (f"no change: the whole CI of the ratio within +-{s.threshold:.0%} (and the share's upper end "
+                        f"below {s.min_share:.0%}), or B slower"),
+            "inconclusive": "anything else; the reason says what would decide it",
+            "share": "(today - intervention) / (today - baseline) on the medians; baseline = the baseline "
+                     "snapshot's measurement of the same result; 95% CI by bootstrap over processes",
+            "threshold": s.threshold, "min_share": s.min_share, "processes_per_side": s.processes,
+            "default_min_share": DEFAULT_MIN_SHARE}
+
+
+def to_json(inv) -> dict[str, Any]:
+    """The JSON report (see the module docstring), redacted."""
+    from forensics.redact import Redactor
+
+    if inv.analysis is not None:
+        doc = inv.analysis.to_json()
+    else:
+        doc = {"verdict": "", "hypotheses": [], "changes": [], "commits": [], "bench": None, "notes": [],
+               "snapshots": {"now": {"label": inv.now.get("label", ""), "created": inv.now.get("created", "")}}}
+    doc["diff_verdict"] = doc.get("verdict", "")
+    doc["schema"] = "forensics.investigate/1"
+    doc["verdict"] = inv.verdict
+    doc["exit_code"] = inv.exit_code
+    doc["regression"] = {"status": inv.regression.value, "sentence": inv.regression_sentence,
+                         "subject": inv.subject.name if inv.subject else None,
+                         "subject_kind": inv.subject.kind if inv.subject else None,
+                         "step": inv.subject.cmd if inv.subject and inv.subject.kind == "cmd" else None}
+    doc["experiments"] = [e.to_json() for e in inv.experiments]
+    doc["confirmed"] = [e.id for e in inv.confirmed]
+    doc["rule"] = rule(inv)
+    doc["plan_only"] = inv.settings.plan_only
+    doc["budget_s"] = inv.settings.budget_s
+    doc["timings"] = {k: round(v, 2) for k, v in inv.timings.items()}
+    doc["interrupted"] = inv.interrupted
+    doc["notes"] = list(inv.notes) + list(doc.get("notes") or [])
+    doc["hardware"] = inv.hardware
+    doc["tool"] = {"name": "forensics", "version": __version__}
+    red = Redactor()
+    out = red.sweep(doc)
+    out["redactions"] = [r.to_json() for r in red.records]
+    return out
+
+
+def _diff_parts(inv, fmt: str) -> tuple[str, str]:
+    """(style, body) of the ``forensics diff`` report of the same snapshots, to embed; ("", "") without a baseline."""
+    if inv.analysis is None:
+        return "", ""
+    from forensics.render import report as diff_report
+
+    text = diff_report.render(inv.analysis, fmt)
+    if fmt == "md":
+        lines = text.splitlines()
+        body = "\n".join(("#" + ln) if ln.startswith("#") else ln for ln in lines)  # one level down
+        return "", body
+    style = text[text.find("<style>") + 7:text.find("</style>")] if "<style>" in text else ""
+    body = text[text.find("<main>") + 6:text.rfind("</main>")] if "<main>" in text else ""
+    body = body.replace("<h1>", "<h2 class=\"ledger-title\">", 1).replace("</h1>", "</h2>", 1)
+    return style, body
+
+
+def render(inv, fmt: str) -> str:
+    """The report text in ``fmt`` (``html``, ``md`` or ``json``)."""
+    data = to_json(inv)
+    if fmt == "json":
+        from forensics.snapshot import finite_json
+
+        return json.dumps(finite_json(data), indent=1, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+    import jinja2
+    from markupsafe import Markup
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
+                             autoescape=jinja2.select_autoescape(["html", "html.j2"], default_for_string=False),
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.0%}"
+    env.filters["num"] = lambda v: "n/a" if v is None else f"{v:.4g}"
+    env.filters["secs"] = lambda v: "-" if not v else f"{v:.0f} s"
+    env.filters["mdcell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
+    style, body = _diff_parts(inv, fmt)
+    name = "investigate.html.j2" if fmt == "html" else "investigate.md.j2"
+    return env.get_template(name).render(r=data, diff_style=Markup(style), diff_body=Markup(body) if fmt == "html"
+                                         else body)
+
+
+def write_report(inv, path: Path) -> None:
+    """Render in the format named by ``path``'s suffix and write it atomically.
+
+    Raises:
+        BadInputError: unknown suffix, or the folder is missing or not writable.
+    """
+    from forensics.snapshot import write_atomic
+
+    write_atomic(Path(path), render(inv, format_for(path)))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)

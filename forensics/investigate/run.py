@@ -1,0 +1,347 @@
+"""The budgeted runner of ``forensics investigate``: snapshot now, diff, rank, plan, experiment, conclude.
+
+:func:`investigate` is the core of the command. It
+
+1. loads the baseline snapshot (one-line errors for a missing, truncated or
+   foreign file: exit 2);
+2. takes a snapshot now (:func:`forensics.collect.take_snapshot`) with the
+   canary and the user's step embedded (:func:`forensics.investigate.measure.measure_now`);
+3. diffs and ranks (:func:`forensics.ledger.analyse`);
+4. decides whether the step got slower: the user's step when the baseline
+   measured it, else the canary's verify step (``forensics.stats`` comparison
+   of the two snapshots). No regression: no experiment runs;
+5. plans (:func:`forensics.investigate.plan.build_plan`) and runs the
+   experiments most likely first while the budget lasts (the budget covers the
+   whole command, snapshot included). An experiment whose estimate exceeds the
+   time left is listed as not run, with the reason. After a cause is confirmed
+   the rest are not needed (``keep_going`` runs them anyway);
+6. writes the verdict: "Confirmed: ..." only from a ``confirmed`` experiment
+   (:mod:`forensics.investigate.decide`), else "Most likely, not confirmed: ...".
+
+Ctrl-C or SIGTERM during an experiment (the exception types in
+``interrupts``) stops it cleanly: the running step's process group is stopped
+by :mod:`forensics.procgroup`, worktrees are removed by
+:class:`forensics.worktree.WorktreePool`, and the result so far is returned
+with ``interrupted`` set, so the report still says what was learned.
+
+Core only: returns an :class:`Investigation`; progress goes to ``on_event``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from forensics.errors import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, BadInputError
+from forensics.investigate.experiments import KINDS, Context
+from forensics.investigate.measure import CANARY_RESULT, Subject, callable_command, measure_now, results_of
+from forensics.investigate.model import Experiment, Kind, Outcome, Regression
+from forensics.investigate.plan import build_plan
+
+EventFn = Callable[..., None]
+SNAPSHOT_PROCESSES = 5
+
+
+@dataclass
+class Settings:
+    """The command's options (see ``forensics investigate --help``)."""
+
+    baseline: Path | None
+    cmd: str | None = None
+    target: str | None = None
+    metric: str | None = None
+    metric_regex: str | None = None
+    higher_is_better: bool = False
+    repo: Path | None = None
+    config: Path | None = None
+    budget_s: float = 900.0
+    processes: int = 6
+    snapshot_processes: int = SNAPSHOT_PROCESSES
+    threshold: float = 0.05
+    min_share: float = 0.5
+    wheelhouse: Path | None = None
+    canary: bool = True
+    canary_options: dict[str, Any] = field(default_factory=dict)
+    plan_only: bool = False
+    keep_going: bool = False
+    timeout_s: float = 300.0
+    redact: bool = True
+
+
+@dataclass
+class Investigation:
+    """What ``forensics investigate`` found; rendered by :mod:`forensics.investigate.report`.
+
+    Attributes:
+        analysis: the ledger (``None`` without a baseline).
+        now: the snapshot taken now.
+        subject: what the experiments measured.
+        regression: did the step get slower, and ``regression_sentence`` the measurement saying so.
+        experiments: every planned experiment, run or not, in plan order.
+        verdict: the sentence the report leads with; ``exit_code`` 0/1/3.
+        hardware: without a baseline, the machine judged against its hardware (list of checks).
+        timings: wall seconds of the snapshot, the experiments and the whole run.
+    """
+
+    settings: Settings
+    baseline: dict[str, Any] | None
+    now: dict[str, Any]
+    analysis: Any
+    subject: Subject | None
+    regression: Regression
+    regression_sentence: str
+    experiments: list[Experiment] = field(default_factory=list)
+    verdict: str = ""
+    exit_code: int = EXIT_INCONCLUSIVE
+    notes: list[str] = field(default_factory=list)
+    hardware: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    interrupted: str = ""
+    names: tuple[str, str] = ("BASELINE", "NOW")
+
+    @property
+    def confirmed(self) -> list[Experiment]:
+        return [e for e in self.experiments if e.outcome is Outcome.CONFIRMED]
+
+
+def _load_baseline(path: Path) -> dict[str, Any]:
+    from forensics import snapshot as snap
+
+    doc = snap.load(path)
+    return snap.redact_loaded(doc)[0]
+
+
+def _step_subject(s: Settings) -> Subject | None:
+    if s.cmd:
+        return Subject("cmd", s.cmd, s.metric, s.metric_regex, s.higher_is_better, timeout_s=s.timeout_s)
+    if s.target:
+        from forensics.bench.user import CALLABLE_RE
+
+        if not CALLABLE_RE.match(s.target):
+            raise BadInputError(f"--callable {s.target!r}: expected package.module:function")
+        return Subject("cmd", callable_command(s.target), "call_ms", None, False, timeout_s=s.timeout_s)
+    return None
+
+
+def check_settings(s: Settings) -> None:
+    """Refuse bad options before any measurement (one line each, exit 2).
+
+    Raises:
+        BadInputError: both --cmd and --callable, an empty --cmd, a missing wheelhouse,
+            too few processes, a non-positive budget.
+    """
+    if s.cmd and s.target:
+        raise BadInputError("give either --cmd or --callable, not both")
+    if s.cmd is not None and not s.cmd.strip():
+        raise BadInputError("--cmd is empty; give the command that runs your step")
+    if (s.metric or s.metric_regex) and not s.cmd:
+        raise BadInputError("--metric and --metric-regex read the output of --cmd; give --cmd too")
+    if s.wheelhouse is not None and not s.wheelhouse.is_dir():
+        raise BadInputError(f"--wheelhouse {s.wheelhouse}: no such folder; give a folder of wheels (pip download -d DIR)")
+    if s.processes < 5:
+        raise BadInputError(f"--processes {s.processes}: at least 5 a side (with fewer Mann-Whitney U cannot reach "
+                            "p <= 0.01, so nothing could be confirmed)")
+    if not 0 < s.budget_s < math.inf:
+        raise BadInputError("--budget must be a positive duration, e.g. 120, 15m or 1h")
+    if not 0 < s.min_share <= 1:
+        raise BadInputError("--explains must be between 0% and 100%")
+
+
+def investigate(s: Settings, on_event: EventFn | None = None,
+                interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt,)) -> Investigation:
+    """Run the whole method (module docstring); returns what was learned, also when interrupted.
+
+    Raises:
+        BadInputError: bad options, an unreadable baseline, a step that fails in the snapshot taken now.
+    """
+    emit = on_event or (lambda *a, **k: None)
+    t0 = time.monotonic()
+    check_settings(s)
+    baseline = _load_baseline(s.baseline) if s.baseline is not None else None
+    step = _step_subject(s)
+    notes: list[str] = []
+    canary = s.canary
+    no_canary_reason = ""
+    if canary and importlib.util.find_spec("torch") is None:
+        canary, no_canary_reason = False, "PyTorch is not installed in this Python, so the canary cannot run"
+    elif canary and baseline is not None and CANARY_RESULT not in results_of(baseline):
+        canary, no_canary_reason = False, "the baseline has no canary measurement to compare with"
+    elif not canary:
+        no_canary_reason = "--no-canary"
+    if no_canary_reason and s.canary:
+        notes.append(f"the canary was not run: {no_canary_reason}")
+    canary_s = [0.0]
+
+    def bench():
+        emit("phase", text="measuring now: " + " and ".join(
+            (["the canary"] if canary else []) + (["your step"] if step else [])) + " in fresh processes")
+        doc, canary_s[0] = measure_now(step, canary=canary, canary_options=s.canary_options,
+                                       processes=s.snapshot_processes, budget_s=45.0,
+                                       on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
+        return doc
+
+    from forensics.collect import take_snapshot
+
+    emit("phase", text="taking a snapshot now")
+    options = {"repo": str(s.repo) if s.repo else None}
+    measure = bench if (canary or step) else None
+    now = take_snapshot(label="investigate", options=options, redact=s.redact, bench=measure)
+    t_snap = time.monotonic() - t0
+    if baseline is None:
+        from forensics.investigate.hardware import judge_alone
+
+        inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
+        inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
+        inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": time.monotonic() - t0}
+        return inv
+    from forensics.ledger import analyse
+
+    analysis = analyse(baseline, now, repo=s.repo, config=s.config, names=(str(s.baseline), "now"))
+    subject, regression, sentence = _regression(analysis, baseline, step, canary, canary_s[0], s, notes)
+    inv = Investigation(s, baseline, now, analysis, subject, regression, sentence, notes=notes,
+                        names=(str(s.baseline), "now"))
+    ctx = Context(baseline, now, analysis, subject, step is not None, processes=s.processes, threshold=s.threshold,
+                  min_share=s.min_share, repo=s.repo, wheelhouse=s.wheelhouse, canary=canary,
+                  canary_options=dict(s.canary_options), canary_process_s=canary_s[0] or 10.0,
+                  deadline=t0 + s.budget_s,
+                  on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
+    ctx.cache["no_canary_reason"] = f"the canary cannot run: {no_canary_reason}"
+    if regression is Regression.YES:
+        inv.experiments = build_plan(ctx)
+        if not s.plan_only:
+            _run_all(inv, ctx, emit, interrupts)
+    t_exp = sum(e.elapsed_s for e in inv.experiments)
+    inv.timings = {"snapshot_s": t_snap, "experiments_s": t_exp, "total_s": time.monotonic() - t0,
+                   "budget_s": s.budget_s}
+    inv.verdict, inv.exit_code = _verdict(inv)
+    return inv
+
+
+def _regression(analysis, baseline, step: Subject | None, canary: bool, canary_s: float, s: Settings,
+                notes: list[str]) -> tuple[Subject | None, Regression, str]:
+    """The subject of the experiments and whether it got slower (from the two snapshots' measurements)."""
+    results = {r.name: r for r in (analysis.bench.results if analysis.bench else [])}
+    subject = step
+    judged = None
+    if step is not None:
+        judged = results.get(step.name)
+        if judged is None or judged.comparison is None:
+            notes.append(f"the baseline has no measurement of your step ({step.name}); take it with "
+                         f"`forensics snapshot --bench --bench-cmd \"{step.cmd}\"`: the share of the slowdown an "
+                         "experiment recovers, and so any confirmation, needs it")
+            judged = results.get(CANARY_RESULT)
+    else:
+        judged = results.get(CANARY_RESULT)
+        if judged is not None and judged.comparison is not None and canary:
+            subject = Subject("canary", name=CANARY_RESULT, unit=judged.unit or "ms", process_s=canary_s or 10.0,
+                              canary=dict(s.canary_options), timeout_s=s.timeout_s)
+    if judged is None or judged.comparison is None:
+        why = "neither snapshot has a measurement on both sides"
+        return subject, Regression.UNKNOWN, (f"could not tell whether the step got slower: {why} (take the baseline "
+                                             "with `forensics snapshot --bench`, and --cmd for your step)")
+    c = judged.comparison
+    text = f"{judged.name}: {c.sentence()}"
+    if c.verdict.value == "slower":
+        return subject, Regression.YES, text
+    if c.verdict.value in ("same", "faster"):
+        return subject, Regression.NO, text
+    return subject, Regression.UNKNOWN, text
+
+
+def _dependency(exp: Experiment, done: dict[str, Experiment]) -> tuple[Outcome, str] | None:
+    """The outcome an experiment takes without running, from the one it depends on (None: run it)."""
+    dep = done.get(exp.params.get("depends_on", ""))
+    if dep is None:
+        return None
+    if exp.kind is Kind.BISECT:
+        if dep.outcome is Outcome.CONFIRMED:
+            return Outcome.NOT_RUN, f"not needed: {dep.id} confirmed the suspect commit"
+        if dep.outcome is Outcome.NOT_RUN:
+            return Outcome.NOT_RUN, dep.reason
+        return None
+    if exp.kind is Kind.ENV and dep.outcome is Outcome.REFUTED:
+        return Outcome.REFUTED, f"restoring all of them together ({dep.id}) did not move the step: {dep.reason}"
+    return None
+
+
+def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[type[BaseException], ...]) -> None:
+    done: dict[str, Experiment] = {}
+    todo = [e for e in inv.experiments if e.outcome is Outcome.PLANNED]
+    total = len(todo)
+    for n, exp in enumerate(todo, 1):
+        if inv.interrupted:
+            exp.outcome, exp.reason = Outcome.NOT_RUN, f"not run: interrupted ({inv.interrupted})"
+            continue
+        if inv.confirmed and not inv.settings.keep_going:
+            exp.outcome = Outcome.NOT_RUN
+            exp.reason = f"not needed: {inv.confirmed[0].id} confirmed a cause (--keep-going runs the rest)"
+            continue
+        forced = _dependency(exp, done)
+        if forced is not None:
+            exp.outcome, exp.reason = forced
+            done[exp.id] = exp
+            continue
+        left = ctx.left_s()
+        if exp.estimate_s > left:
+            exp.outcome = Outcome.NOT_RUN
+            exp.reason = (f"budget spent: needs about {exp.estimate_s:.0f} s, {max(left, 0):.0f} s of the "
+                          f"{inv.settings.budget_s:.0f} s budget left (raise --budget, or run it: {exp.command})")
+            done[exp.id] = exp
+            continue
+        emit("experiment", experiment=exp, index=n, total=total, left_s=left)
+        t = time.monotonic()
+        try:
+            KINDS[exp.kind].run(ctx, exp)
+        except interrupts as exc:
+            inv.interrupted = type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
+            exp.outcome, exp.reason = Outcome.INTERRUPTED, "stopped by the user; its processes were ended"
+            exp.sentence = f"{exp.title}: interrupted"
+        except BadInputError as exc:
+            exp.outcome, exp.reason = Outcome.INCONCLUSIVE, f"the experiment could not finish: {exc}"
+            exp.sentence = f"{exp.title}: could not finish ({exc})"
+        exp.elapsed_s = time.monotonic() - t
+        done[exp.id] = exp
+        emit("done", experiment=exp)
+
+
+def _verdict(inv: Investigation) -> tuple[str, int]:
+    """The leading sentence and the exit code (0 no regression, 1 explained, 3 not explained)."""
+    if inv.regression is Regression.NO:
+        return (f"No regression: {inv.regression_sentence}; no experiment was run.", EXIT_OK)
+    if inv.regression is Regression.UNKNOWN:
+        return (f"Could not tell whether it got slower ({inv.regression_sentence}); no experiment was run: rerun "
+                "with more processes (--snapshot-processes) on a quieter machine.", EXIT_INCONCLUSIVE)
+    top = inv.analysis.top
+    if inv.settings.plan_only:
+        runnable = [e for e in inv.experiments if e.outcome is Outcome.PLANNED]
+        cost = sum(e.estimate_s for e in runnable)
+        lead = f"most likely {top.id} ({top.summary})" if top else "nothing implicated"
+        return (f"Plan: measured slower ({inv.regression_sentence}); {lead}; {len(runnable)} experiment(s), about "
+                f"{cost:.0f} s.", EXIT_OK)
+    conf = inv.confirmed
+    if conf:
+        head = conf[0]
+        also = [e for e in conf[1:]]
+        text = f"Confirmed by experiment: {head.hypothesis}: {head.sentence}."
+        if also:
+            text += " Also confirmed: " + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in also) + "."
+        return text, EXIT_REGRESSION
+    ran = [e for e in inv.experiments if e.outcome not in (Outcome.NOT_RUN, Outcome.PLANNED)]
+    lead = f"{top.id} ({top.summary})" if top else "no hypothesis implicated"
+    present = [e for e in ran if e.outcome is Outcome.STILL_PRESENT]
+    if present:
+        tail = f"; re-measured now, {present[0].hypothesis} is still present: {present[0].sentence}"
+    elif ran:
+        tail = "; experiments: " + "; ".join(f"{e.id} {e.outcome.value}" for e in ran)
+    else:
+        tail = "; no experiment could run (see each one's reason)"
+    if inv.interrupted:
+        tail += f"; interrupted ({inv.interrupted}) before the plan was done"
+    return f"Most likely, not confirmed: {lead}{tail}.", EXIT_INCONCLUSIVE
+
+
+__all__ = ["Investigation", "Settings", "investigate", "check_settings", "EXIT_BAD_INPUT"]
