@@ -70,6 +70,10 @@ def _progress(total: int, what: str):
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set for the canary's processes.")
 @click.option("--b-env", "b_env_pairs", multiple=True, metavar="NAME=VALUE",
               help="Run a second side B with these variables too, interleaved A B A B, and compare.")
+@click.option("--b-unset", "b_unset", multiple=True, metavar="NAME",
+              help="Run a second side B without this variable (repeatable), interleaved, and compare.")
+@click.option("--b-cmd", metavar="COMMAND", help="With --cmd: side B runs this command instead (e.g. the same step in "
+              "another checkout), interleaved A B A B, and compares.")
 @click.option("--b-output", type=OUTPUT_FILE, help="Where side B is written.")
 @click.option("--threshold", default="5%", show_default=True, help="With --b-env: practical threshold.")
 @click.option("-o", "--output", type=OUTPUT_FILE, help="Write the bench file here.")
@@ -80,7 +84,7 @@ def _progress(total: int, what: str):
 @error_boundary
 def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s, timeout_s, device,
           tp, layers, hidden, heads, ffn, draft_tokens, batch, kv_len, blocks, block_ms, warmup_s, cuda_graph, graph_timeout_s, eager,
-          env_pairs, b_env_pairs, b_output, threshold, output, label, no_redact, quiet):
+          env_pairs, b_env_pairs, b_unset, b_cmd, b_output, threshold, output, label, no_redact, quiet):
     """Measure the verify step: the built-in canary (default), or your own step.
 
     Runs several fresh processes (median of per-process medians, IQR/median
@@ -88,8 +92,12 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
     forensics.bench/1 file with -o. Compare two files with
     'forensics bench compare A.json B.json'.
 
-    Exit codes: 0 ok (with --b-env: B same or faster than A), 1 B slower (--b-env),
-    3 inconclusive (--b-env), 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
+    With --b-env/--b-unset (canary or your step) or --b-cmd (your step), a
+    second side B runs interleaved with A (A B A B, fresh processes) and the
+    two are compared as 'bench compare' does.
+
+    Exit codes: 0 ok (with a side B: B same or faster than A), 1 B slower,
+    3 inconclusive (with a side B), 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -107,15 +115,25 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
     if not 0 < timeout_s <= 86400 or not 0 < budget_s <= 86400:
         raise BadInputError("--timeout and --budget must be positive numbers of seconds")
     env, b_env = _parse_env(env_pairs, "--env"), _parse_env(b_env_pairs, "--b-env")
-    if b_env and not b_output:
-        raise BadInputError("--b-env needs --b-output PATH for side B's bench file")
-    if b_env and (cmd or target):
-        raise BadInputError("--b-env applies to the canary only; run your step twice and use 'bench compare'")
+    for name in b_unset:
+        if not name or "=" in name:
+            raise BadInputError(f"--b-unset {name!r}: give a variable name, e.g. --b-unset CUDA_LAUNCH_BLOCKING")
+        b_env[name] = None
+    if b_cmd is not None and not cmd:
+        raise BadInputError("--b-cmd is side B's version of --cmd; give --cmd too")
+    if b_cmd is not None and not b_cmd.strip():
+        raise BadInputError("--b-cmd is empty; give side B's command")
+    two_sided = bool(b_env) or b_cmd is not None
+    if two_sided and not b_output:
+        raise BadInputError("--b-env, --b-unset and --b-cmd need --b-output PATH for side B's bench file")
     if cuda_graph and eager:
         raise BadInputError("--cuda-graph and --eager exclude each other")
     thr = parse_threshold(threshold)
     c = console(stderr=False)
-    if cmd or target:
+    if (cmd or target) and two_sided:
+        docs = _run_user_ab(cmd, target, b_cmd, env, b_env, metric, metric_regex, unit, higher_is_better, processes,
+                            budget_s, timeout_s, label, quiet)
+    elif cmd or target:
         docs = [_run_user(cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s,
                           timeout_s, blocks, block_ms, label, quiet)]
     else:
@@ -179,6 +197,48 @@ def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, process
     finally:
         if prog is not None:
             prog.stop()
+
+
+def _run_user_ab(cmd, target, b_cmd, env, b_env, metric, metric_regex, unit, higher_is_better, processes, budget_s,
+                 timeout_s, label, quiet):
+    """Side A (--cmd or --callable with --env) and side B (--b-cmd, or the same with --b-env/--b-unset),
+    interleaved A B A B in fresh processes; two bench documents."""
+    from forensics.bench import document
+    from forensics.bench.harness import visible_gpus
+    from forensics.bench.session import telemetry
+    from forensics.bench.user import run_user_ab, user_result
+    from forensics.investigate.measure import callable_command
+
+    a_cmd = cmd or callable_command(target)
+    prog, task = (None, None) if quiet else _progress(processes * 2, "your step, A and B interleaved")
+
+    def on_process(side, i, rec):
+        if prog is not None:
+            prog.update(task, advance=1, last=f"{side} #{i + 1}: {rec['value']:.4g}")
+
+    if prog is not None:
+        prog.start()
+    try:
+        with telemetry(visible_gpus() > 0) as tel:
+            ra, rb = run_user_ab(a_cmd, b_cmd or a_cmd, a_env=env, b_env={**env, **b_env}, processes=processes,
+                                 budget_s=budget_s, timeout_s=timeout_s, metric=metric or ("call_ms" if target else None),
+                                 metric_regex=metric_regex, on_process=on_process)
+    finally:
+        if prog is not None:
+            prog.stop()
+    if "gpus" in tel:
+        tel["scope"] = "whole session (A and B interleaved)"
+    the_unit = unit or ("per s" if higher_is_better else "ms")
+    docs = []
+    for side, recs, side_cmd, side_env in (("A", ra, a_cmd, env), ("B", rb, b_cmd or a_cmd, {**env, **b_env})):
+        name = f"user.{recs[0]['metric']}"
+        result = user_result(name, recs, unit=the_unit, higher_is_better=higher_is_better)
+        config = {"kind": "user", "step": "cmd" if cmd else "callable", "command": side_cmd,
+                  "callable": target, "env": {k: v for k, v in side_env.items() if v is not None},
+                  "unset": sorted(k for k, v in side_env.items() if v is None), "metric": metric,
+                  "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
+        docs.append(document.build(config, [result], telemetry=tel, label=label or side))
+    return docs
 
 
 @bench.command("compare")

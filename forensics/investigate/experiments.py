@@ -318,7 +318,7 @@ class CommitExperiment:
                 raise BadInputError(f"the step failed in a worktree: {exc}") from None
         today = m.samples[head] if head and head != sha else None
         _finish_ab(ctx, exp, m.samples[sha], m.samples[parent], today=today,
-                   what=f"Going back from {sha[:10]} to its parent {parent[:10]}")
+                   what=f"Going back from {sha[:10]} \"{exp.details.get('subject', '')}\" to its parent {parent[:10]}")
         if today is not None:
             exp.details["head_samples"] = list(today)
         exp.details["isolation"] = "each commit ran in its own private git worktree; your checkout was not touched"
