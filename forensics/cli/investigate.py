@@ -213,11 +213,13 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
                         parse_threshold(min_share, "--explains"), wheelhouse, not no_canary,
                         {"tp": tp} if tp else {}, plan_only, keep_going, timeout_s, not no_redact)
     check_settings(settings)
-    with _Progress(not quiet, budget_s) as progress:
+    from forensics import snapshot as snap
+
+    if baseline is not None:
+        settings.baseline_doc = snap.load(baseline)  # a bad file is one line before any work or progress output
+    with _Progress(not quiet and console(stderr=True).is_terminal, budget_s) as progress:
         inv = run(settings, progress.event, interrupts=(KeyboardInterrupt, Terminated))
     if snapshot_out is not None:
-        from forensics import snapshot as snap
-
         snap.save(inv.now, snapshot_out)
     for out in outs:
         write_report(inv, out)

@@ -70,6 +70,7 @@ class Settings:
     keep_going: bool = False
     timeout_s: float = 300.0
     redact: bool = True
+    baseline_doc: dict[str, Any] | None = None  # the loaded baseline, when the caller has read it already
 
 
 @dataclass
@@ -108,11 +109,10 @@ class Investigation:
         return [e for e in self.experiments if e.outcome is Outcome.CONFIRMED]
 
 
-def _load_baseline(path: Path) -> dict[str, Any]:
+def _load_baseline(path: Path, doc: dict[str, Any] | None = None) -> dict[str, Any]:
     from forensics import snapshot as snap
 
-    doc = snap.load(path)
-    return snap.redact_loaded(doc)[0]
+    return snap.redact_loaded(doc if doc is not None else snap.load(path))[0]
 
 
 def _step_subject(s: Settings) -> Subject | None:
@@ -161,7 +161,7 @@ def investigate(s: Settings, on_event: EventFn | None = None,
     emit = on_event or (lambda *a, **k: None)
     t0 = time.monotonic()
     check_settings(s)
-    baseline = _load_baseline(s.baseline) if s.baseline is not None else None
+    baseline = _load_baseline(s.baseline, s.baseline_doc) if s.baseline is not None else None
     step = _step_subject(s)
     notes: list[str] = []
     canary = s.canary

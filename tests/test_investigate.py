@@ -1,0 +1,283 @@
+"""forensics investigate on CPU: a real step script in a throw-away git repository.
+
+The step busy-waits (CPU time, so other jobs on a loaded machine add little noise) for
+``cost.txt`` (in the commit under test) milliseconds, times 1.4 when ``PYTORCH_TEST_SLOW``
+is set; ``NCCL_TEST_DECOY`` is read and ignored. It prints ``{"metric": "step_ms", ...}``
+lines. Baselines are real snapshots taken with the step measured in fresh processes (the
+canary left out so a test takes seconds, not minutes; tests marked ``slow`` run more
+processes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import processes_with_env
+
+STEP = r'''
+import json, os, random, time
+cost = float(open("cost.txt").read())
+factor = 1.4 if os.environ.get("PYTORCH_TEST_SLOW") else 1.0
+_ = os.environ.get("NCCL_TEST_DECOY")  # read, and it does not matter
+rnd = random.Random()
+proc = 1 + rnd.gauss(0, 0.01)
+for _ in range(4):
+    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))
+    t0 = time.process_time()
+    while (time.process_time() - t0) * 1e3 < ms:
+        pass
+    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
+'''
+CMD = f"{sys.executable} step.py"
+BASELINE = r'''
+import sys
+from forensics import snapshot as snap
+from forensics.collect import take_snapshot
+from forensics.investigate.measure import Subject, measure_now
+step = Subject("cmd", sys.argv[2])
+doc = take_snapshot(label="baseline", options={"repo": "."},
+                    bench=lambda: measure_now(step, canary=False, canary_options={}, processes=int(sys.argv[3]),
+                                              budget_s=60)[0])
+snap.save(doc, sys.argv[1])
+'''
+GIT_ENV = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_TEST_SLOW", "NCCL_TEST_DECOY",
+                                                             "FORENSICS_DEBUG")}
+    env.update(GIT_ENV)
+    env.update(extra)
+    return env
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=_env()).stdout.strip()
+
+
+def _commit(repo: Path, msg: str, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", msg)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def user_repo(tmp_path):
+    """(upstream, user clone): the user's clone at the first commit (cost 4 ms)."""
+    up = tmp_path / "upstream"
+    up.mkdir()
+    _git(up, "init", "-q", "-b", "main")
+    _commit(up, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n", "kernels/attn.py": "x = 1\n"})
+    user = tmp_path / "user"
+    subprocess.run(["git", "clone", "-q", str(up), str(user)], check=True, env=_env())
+    return up, user
+
+
+def baseline(path: Path, cwd: Path, processes: int = 5, **env: str) -> Path:
+    subprocess.run([sys.executable, "-c", BASELINE, str(path), CMD, str(processes)], cwd=cwd, env=_env(**env),
+                   check=True, capture_output=True, text=True, timeout=120)
+    return path
+
+
+def investigate(cwd: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "forensics", "investigate", *args], cwd=cwd, env=_env(**env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.mark.slow
+def test_confirms_the_variable_that_slows_the_step_and_refutes_the_decoy(user_repo, tmp_path):
+    _, user = user_repo
+    base = baseline(tmp_path / "before.json", user)
+    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
+                    "-o", str(tmp_path / "r.html"), "-o", str(tmp_path / "r.md"), "--budget", "5m", "-q",
+                    PYTORCH_TEST_SLOW="1", NCCL_TEST_DECOY="1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("Confirmed by experiment: nccl.env: Unsetting PYTORCH_TEST_SLOW"), first
+    assert "recovers" in first and "of the slowdown" in first
+    doc = json.loads((tmp_path / "r.json").read_text())
+    by_var = {next(iter(e["details"]["restore"])): e for e in doc["experiments"]}
+    slow, decoy = by_var["PYTORCH_TEST_SLOW"], by_var["NCCL_TEST_DECOY"]
+    assert slow["outcome"] == "confirmed" and slow["share"]["low"] >= 0.5
+    assert slow["comparison"]["verdict"] == "faster" and slow["comparison"]["ci95"][1] < 1
+    assert decoy["outcome"] == "refuted" and decoy["comparison"]["verdict"] == "same"
+    # the JSON keeps forensics diff's keys and adds the experiments
+    for key in ("verdict", "hypotheses", "changes", "commits", "bench", "experiments", "diff_verdict"):
+        assert key in doc
+    assert doc["verdict"] == first
+    html = (tmp_path / "r.html").read_text()
+    assert html.index("Confirmed by experiment") < html.index("Suspects, most likely first")  # verdict, then ledger
+    assert "PYTORCH_TEST_SLOW" in (tmp_path / "r.md").read_text()
+
+
+@pytest.mark.slow
+def test_suspect_commit_confirmed_in_a_private_worktree_checkout_untouched(user_repo, tmp_path):
+    up, user = user_repo
+    base = baseline(tmp_path / "before.json", user)
+    _commit(up, "docs: timings", {"README.md": "timings per block\n"})
+    slow = _commit(up, "kernels: recompute attention scores", {"cost.txt": "5.6\n", "kernels/attn.py": "x = 2\n"})
+    _commit(up, "config: log every 50 steps", {"config.yaml": "log_every: 50\n"})
+    _git(user, "pull", "-q")
+    (user / "scratch.txt").write_text("uncommitted, untracked\n")
+    before = _tree_hash(user)
+    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
+                    "--budget", "5m", "-q")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.startswith(f"Confirmed by experiment: code.change: Going back from {slow[:10]}")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    commit, bis = doc["experiments"][0], doc["experiments"][1]
+    assert commit["kind"] == "commit" and commit["details"]["commit"] == slow and commit["outcome"] == "confirmed"
+    assert bis["kind"] == "bisect" and bis["outcome"] == "not-run" and "not needed" in bis["reason"]
+    assert _tree_hash(user) == before
+    assert _git(user, "worktree", "list").count("\n") == 0  # our worktrees are gone
+
+
+@pytest.mark.slow
+def test_a_hot_but_innocent_suspect_is_refuted_then_bisect_names_the_commit(user_repo, tmp_path):
+    up, user = user_repo
+    base = baseline(tmp_path / "before.json", user)
+    culprit = _commit(up, "tune the block size", {"cost.txt": "5.6\n"})
+    _commit(up, "kernels: comments", {"kernels/attn.py": "x = 1  # attention\n"})  # the hot-path suspect
+    _commit(up, "config", {"config.yaml": "a: 1\n"})
+    _git(user, "pull", "-q")
+    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
+                    "--budget", "10m", "-q", timeout=600)
+    doc = json.loads((tmp_path / "r.json").read_text())
+    commit, bis = doc["experiments"][0], doc["experiments"][1]
+    assert commit["outcome"] == "refuted", commit
+    assert bis["details"]["bisect"]["culprit"]["sha"] == culprit
+    assert bis["outcome"] == "confirmed" and r.returncode == 1, r.stdout + r.stderr
+
+
+def test_plan_lists_experiments_with_costs_and_runs_none(user_repo, tmp_path):
+    _, user = user_repo
+    base = baseline(tmp_path / "before.json", user)
+    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "--plan", "-q",
+                    "-o", str(tmp_path / "plan.json"), PYTORCH_TEST_SLOW="1", NCCL_TEST_DECOY="1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Plan: measured slower")
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("env-")]
+    assert len(lines) == 2 and all("planned" in ln and "est. " in ln for ln in lines)
+    assert "--b-unset PYTORCH_TEST_SLOW" in r.stdout  # the command that would run it
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert doc["plan_only"] and all(e["outcome"] == "planned" and e["estimate_s"] > 0 and not e["a"]
+                                    for e in doc["experiments"])
+
+
+def test_budget_spent_lists_every_experiment_with_the_reason(user_repo, tmp_path):
+    _, user = user_repo
+    base = baseline(tmp_path / "before.json", user)
+    # one second cannot hold even the snapshot taken now: every experiment is left out, saying why
+    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "--budget", "1", "-q",
+                    "-o", str(tmp_path / "r.json"), PYTORCH_TEST_SLOW="1")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.stdout.startswith("Most likely, not confirmed: nccl.env")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["experiments"] and all(e["outcome"] == "not-run" and e["reason"].startswith("budget spent: needs about")
+                                      for e in doc["experiments"])
+    assert "raise --budget" in r.stdout
+
+
+def test_no_regression_runs_no_experiment(user_repo, tmp_path):
+    _, user = user_repo
+    base = baseline(tmp_path / "before.json", user, processes=10)
+    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-q", "-o", str(tmp_path / "r.json"),
+                    "--snapshot-processes", "10")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("No regression: user.step_ms")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["experiments"] == [] and doc["regression"]["status"] == "no regression"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--baseline", "missing.json"], "--baseline missing.json: no such file"),
+    (["--baseline", "foreign.json"], "foreign.json"),
+    (["--baseline", "before.json", "--budget", "soon"], "--budget 'soon': expected seconds or a duration"),
+    (["--baseline", "before.json", "--cmd", "x", "--callable", "a:b"], "either --cmd or --callable"),
+    (["--baseline", "before.json", "-o", "report.txt"], "must end in .html, .md or .json"),
+    (["--baseline", "before.json", "--wheelhouse", "nowhere"], "--wheelhouse nowhere: no such folder"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    (tmp_path / "foreign.json").write_text(json.dumps({"schema": "something.else/1"}))
+    (tmp_path / "before.json").write_text(json.dumps({"schema": "forensics.snapshot/1", "probes": {}}))
+    r = investigate(tmp_path, *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("forensics: error:") and message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("text, seconds", [("120", 120), ("90s", 90), ("15m", 900), ("1h", 3600), ("1h30m", 5400)])
+def test_budget_accepts_seconds_and_units(text, seconds):
+    from forensics.cli.investigate import parse_duration
+
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(user_repo, tmp_path):
+    _, user = user_repo
+    base = baseline(tmp_path / "before.json", user)
+    (user / "step.py").write_text(STEP.replace("for _ in range(4):", "for _ in range(100):"))  # longer processes
+    marker = f"inv-{os.getpid()}-{time.time_ns()}"
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", "investigate", "--baseline", str(base), "--cmd", CMD,
+                             "--no-canary", "-o", str(tmp_path / "r.json"), "--timeout", "600"], cwd=user,
+                            env=_env(PYTORCH_TEST_SLOW="1", INV_TEST_MARKER=marker), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    def side_b_running() -> bool:  # side B of the environment experiment: the step without the variable
+        import psutil
+
+        for p in processes_with_env("INV_TEST_MARKER", marker):
+            try:
+                if "step.py" in " ".join(p.cmdline()) and "PYTORCH_TEST_SLOW" not in p.environ():
+                    return True
+            except psutil.Error:
+                continue
+        return False
+
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tmp_path / "r.json").exists() and not side_b_running():
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert err.strip().splitlines()[-1].startswith("forensics: error: interrupted"), err
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["interrupted"] and doc["experiments"][0]["outcome"] == "interrupted"
+    time.sleep(0.5)
+    assert [p for p in processes_with_env("INV_TEST_MARKER", marker) if p.pid != proc.pid] == []
+
+
+def test_without_baseline_a_real_busy_gpu_snapshot_is_below_its_hardware():
+    from forensics.investigate.hardware import judge_alone
+
+    root = Path(__file__).resolve().parents[1] / "examples"
+    busy = json.loads((root / "busy-gpu" / "after.json").read_text())
+    checks, verdict, code = judge_alone(busy)
+    assert code == 1 and "component.matmul_tflops" in verdict and "GPU 0 SM clock" in verdict
+    idle = json.loads((root / "aa" / "before.json").read_text())
+    checks, verdict, code = judge_alone(idle)
+    assert code == 0 and verdict.startswith("No deviation") and all(c["status"] != "below" for c in checks)
+    assert any(c["check"].startswith("GPU 1 NVLink") and c["measured"] == 18 for c in checks)
