@@ -239,8 +239,8 @@ def test_budget_accepts_seconds_and_units(text, seconds):
 @pytest.mark.slow
 def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(user_repo, tmp_path):
     _, user = user_repo
+    _commit(user, "longer processes", {"step.py": STEP.replace("for _ in range(4):", "for _ in range(100):")})
     base = baseline(tmp_path / "before.json", user)
-    (user / "step.py").write_text(STEP.replace("for _ in range(4):", "for _ in range(100):"))  # longer processes
     marker = f"inv-{os.getpid()}-{time.time_ns()}"
     proc = subprocess.Popen([sys.executable, "-m", "forensics", "investigate", "--baseline", str(base), "--cmd", CMD,
                              "--no-canary", "-o", str(tmp_path / "r.json"), "--timeout", "600"], cwd=user,
@@ -265,7 +265,7 @@ def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(u
     assert proc.returncode == 130, out + err
     assert err.strip().splitlines()[-1].startswith("forensics: error: interrupted"), err
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["interrupted"] and doc["experiments"][0]["outcome"] == "interrupted"
+    assert doc["interrupted"] and doc["experiments"][0]["outcome"] == "interrupted", doc["experiments"]
     time.sleep(0.5)
     assert [p for p in processes_with_env("INV_TEST_MARKER", marker) if p.pid != proc.pid] == []
 
