@@ -23,9 +23,12 @@ processes of the baseline, today and the intervention independently.
   least ``min_share`` (default 50%);
 - **partial**: B significantly faster, but the share's upper end is below
   ``min_share``: a contributing cause, not the explanation;
-- **refuted**: A and B the same (the whole CI within +-threshold) and the
-  share's upper end below ``min_share`` (or no baseline to compute a share
-  from); also when B is significantly *slower*;
+- **partial** also for a *small real change*: B significantly faster
+  (p <= alpha, CI excludes 1) but inside the threshold, with the share's
+  upper end below ``min_share``;
+- **refuted**: A and B the same (the whole CI within +-threshold), not
+  significant, and the share's upper end below ``min_share`` (or no baseline to
+  compute a share from); also when B is significantly *slower*;
 - **inconclusive** otherwise, with the reason and how many processes the noise
   needs. Without a baseline measurement of the subject nothing is confirmed: the
   share cannot be said.
@@ -131,13 +134,22 @@ def decide(comparison: Comparison, share: Share, *, min_share: float = DEFAULT_M
                                       f"straddles {min_share:.0%}{need}")
     if v is Verdict.SLOWER:
         return Outcome.REFUTED, f"the intervention made it slower ({comparison.sentence()})"
+    significant_faster = comparison.p_value <= comparison.alpha and comparison.ci_high < 1
     if v is Verdict.SAME:
+        if significant_faster:  # a small real change: inside the threshold, yet not nothing
+            if has_share and share.high < min_share:  # type: ignore[operator]
+                return Outcome.PARTIAL, (f"a small real change (p={comparison.p_value:.2g}, CI of the ratio excludes 1, "
+                                         f"inside the {comparison.threshold:.0%} threshold) that recovers {rng} of "
+                                         "the slowdown: it contributes; something else explains the rest")
+            return Outcome.INCONCLUSIVE, (f"a small real change inside the {comparison.threshold:.0%} threshold"
+                                          + (f" recovering {rng} of the slowdown" if has_share else "")
+                                          + "; lower --threshold to decide")
         if has_share and share.high >= min_share:  # type: ignore[operator]
             return Outcome.INCONCLUSIVE, (f"no change beyond the threshold, yet its share {rng} cannot rule out "
                                           f"{min_share:.0%} of a slowdown this small; lower --threshold or add processes")
         why = f"; share recovered {rng}" if has_share else ""
-        return Outcome.REFUTED, (f"no change: the whole CI of the ratio lies within +-{comparison.threshold:.0%}"
-                                 f"{why}")
+        return Outcome.REFUTED, (f"no change: the whole CI of the ratio lies within +-{comparison.threshold:.0%} and "
+                                 f"it is not significant (p={comparison.p_value:.2g}){why}")
     reasons = "; ".join(comparison.reasons) or "not decided"
     return Outcome.INCONCLUSIVE, f"{reasons}{need if 'need about' not in reasons else ''}"
 

@@ -1,0 +1,1 @@
+"""The stand-in serving package of the investigate scenarios."""

@@ -1,0 +1,71 @@
+"""The confirm / refute rule on real canary readings (2 x H200, examples/h200x2/bench).
+
+a1 and a2 are two unchanged runs (3.91 ms per verify step), p2p the same machine with
+NCCL_P2P_DISABLE=1 (4.48 ms): "restoring" the variable is p2p -> a2, against the a1 baseline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from forensics.bench.compare import compare_values
+from forensics.investigate.decide import decide, share_recovered
+from forensics.investigate.model import Outcome
+
+BENCH = Path(__file__).resolve().parents[1] / "examples" / "h200x2" / "bench"
+
+
+def medians(name: str) -> list[float]:
+    doc = json.loads((BENCH / f"{name}.json").read_text())
+    return next(r["process_medians"] for r in doc["results"] if r["name"] == "canary.verify_step_ms")
+
+
+def rule(baseline, a, b, **kw):
+    floor, cmp = compare_values(a, b)
+    share = share_recovered(baseline, a, a, b)
+    return decide(cmp, share, **kw), share
+
+
+def test_restoring_the_variable_is_confirmed_with_its_share():
+    (outcome, reason), share = rule(medians("a1"), medians("p2p"), medians("a2"))
+    assert outcome is Outcome.CONFIRMED, reason
+    assert 0.9 < share.point < 1.1 and share.low >= 0.5 and share.low <= share.point <= share.high
+    assert "recovers" in reason and "lower end >= 50%" in reason
+
+
+def test_no_change_is_refuted():
+    p2p = medians("p2p")
+    (outcome, reason), _ = rule(medians("a1"), p2p, list(reversed(p2p)))
+    assert outcome is Outcome.REFUTED and "not significant" in reason
+
+
+def test_too_few_processes_is_never_confirmed():
+    (outcome, reason), _ = rule(medians("a1"), medians("p2p"), medians("a2")[:3])
+    assert outcome is Outcome.INCONCLUSIVE and "Mann-Whitney U cannot reach" in reason
+
+
+def test_a_higher_bar_leaves_a_full_recovery_confirmed_and_says_the_bar():
+    (outcome, reason), _ = rule(medians("a1"), medians("p2p"), medians("a2"), min_share=0.8)
+    assert outcome is Outcome.CONFIRMED and ">= 80%" in reason
+
+
+def test_without_a_baseline_measurement_nothing_is_confirmed():
+    (outcome, reason), share = rule(None, medians("p2p"), medians("a2"))
+    assert share.point is None and outcome is Outcome.INCONCLUSIVE and "share" in reason
+
+
+def test_a_slowdown_that_did_not_reproduce_has_no_share():
+    share = share_recovered(medians("p2p"), medians("a1"), medians("a1"), medians("a2"))
+    assert share.point is None and "not slower than the baseline" in share.note
+
+
+@pytest.mark.parametrize("hib", [False, True])
+def test_share_is_the_same_for_a_throughput(hib):
+    conv = (lambda xs: [1 / x for x in xs]) if hib else (lambda xs: xs)
+    s = share_recovered(conv(medians("a1")), conv(medians("p2p")), conv(medians("p2p")), conv(medians("a2")),
+                        higher_is_better=hib)
+    ref = share_recovered(medians("a1"), medians("p2p"), medians("p2p"), medians("a2"))
+    assert s.point == pytest.approx(ref.point, rel=1e-6)
