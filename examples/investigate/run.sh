@@ -1,5 +1,5 @@
 #!/bin/sh
-# forensics investigate, end to end. Usage: run.sh OUTDIR [nothing] [env] [busy] [pull]  (default: all four)
+# forensics investigate, end to end. Usage: run.sh OUTDIR [nothing] [env] [busy] [pull] [alone]  (default: all)
 #
 # One GPU is enough (the canary runs at TP=1); on a machine without a GPU it runs too (CPU canary,
 # gloo; the "busy" scenario then loads the CPU instead of a GPU). The user's code is a small
@@ -15,17 +15,18 @@
 #             re-measured now and named, "still present" (exit 3: the tool never stops it)
 #   pull      a silent `git pull` of three commits, one of which stages every KV block through a
 #             copy: the commit confirmed against its parent in a private worktree (exit 1)
+#   alone     no baseline: this machine against what its GPU model should give (ceilings.yaml)
 #
 # Each scenario writes OUTDIR/<name>/: baseline.json, now.json (the snapshot investigate took),
 # report.html, report.md, report.json, console.txt (stdout and stderr), exit-code.txt and the
 # wall time in timings.txt. Budgets are small (5 fresh processes a side, the fewest with which
-# Mann-Whitney U reaches p <= 0.01). About 6-7 minutes on one H200.
+# Mann-Whitney U reaches p <= 0.01). About 6-7 minutes on one H200 (alone adds ~30 s).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib.sh"
-out=${1:?usage: run.sh OUTDIR [nothing] [env] [busy] [pull]}; shift
-scenarios=${*:-nothing env busy pull}
+out=${1:?usage: run.sh OUTDIR [nothing] [env] [busy] [pull] [alone]}; shift
+scenarios=${*:-nothing env busy pull alone}
 for s in $scenarios; do
-    case $s in nothing|env|busy|pull) ;; *) echo "run.sh: unknown scenario '$s' (nothing, env, busy, pull)" >&2; exit 2 ;; esac
+    case $s in nothing|env|busy|pull|alone) ;; *) echo "run.sh: unknown scenario '$s' (nothing, env, busy, pull, alone)" >&2; exit 2 ;; esac
 done
 mkdir -p "$out"; out=$(cd "$out" && pwd)
 : "${PROCESSES:=5}"
@@ -67,11 +68,12 @@ $FORENSICS snapshot --label baseline --bench --bench-processes "$PROCESSES" --be
     -o "$out/baseline.json" >"$out/baseline-console.txt" 2>&1
 echo "baseline snapshot: $(( $(date +%s) - t0 )) s" | tee -a "$out/timings.txt"
 
-investigate() {  # investigate NAME [options...]
+investigate() {  # investigate NAME [options...]  (NAME alone: no baseline)
     name=$1; shift
-    d="$out/$name"; mkdir -p "$d"; cp "$out/baseline.json" "$d/baseline.json"
+    d="$out/$name"; mkdir -p "$d"; base=""
+    if [ "$name" != alone ]; then cp "$out/baseline.json" "$d/baseline.json"; base="--baseline $d/baseline.json"; fi
     t=$(date +%s); rc=0
-    $FORENSICS investigate --baseline "$d/baseline.json" --budget "$BUDGET" --processes "$PROCESSES" \
+    $FORENSICS investigate $base --budget "$BUDGET" --processes "$PROCESSES" \
         --snapshot-processes "$PROCESSES" --snapshot-out "$d/now.json" \
         -o "$d/report.html" -o "$d/report.md" -o "$d/report.json" "$@" >"$d/console.txt" 2>&1 || rc=$?
     echo "$rc" >"$d/exit-code.txt"
@@ -99,6 +101,7 @@ for s in $scenarios; do
         git log --oneline -5 >"$out/git-log.txt"
         investigate pull --cmd "python3 step.py" --repo .
         git reset -q --hard 'HEAD@{1}' ;;                   # back to the baseline's commit (our own clone)
+    alone) investigate alone ;;
     esac
 done
 echo "total: $(( $(date +%s) - t0 )) s" | tee -a "$out/timings.txt"

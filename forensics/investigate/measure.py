@@ -88,8 +88,12 @@ def _user_result(doc: dict[str, Any], subject: Subject, processes: int, budget_s
 
 
 def measure_now(step: Subject | None, *, canary: bool, canary_options: dict[str, Any], processes: int,
-                budget_s: float, on_process: Callable[[str, int, dict], None] | None = None) -> tuple[dict | None, float]:
+                budget_s: float, on_process: Callable[[str, int, dict], None] | None = None,
+                notes: list[str] | None = None) -> tuple[dict | None, float]:
     """The benchmark part of the snapshot taken now: the canary (unless ``canary`` is false) and the step.
+
+    With ``notes`` and a step, a canary that fails here (a variable it cannot run under) is noted
+    and the step is measured alone.
 
     Returns:
         (bench document or ``None`` when nothing was measured, median wall seconds of one canary process or 0).
@@ -112,9 +116,16 @@ def measure_now(step: Subject | None, *, canary: bool, canary_options: dict[str,
             if on_process:
                 on_process("canary", i, {"value": result.get("wall_s", 0.0)})
 
-        doc = run_canary(cfg, processes=processes, budget_s=budget_s, label="snapshot", on_process=cb)[0]
-        walls = [p.get("wall_s") for p in doc.get("processes", []) if isinstance(p.get("wall_s"), (int, float))]
-        canary_s = statistics.median(walls) if walls else 10.0
+        try:
+            doc = run_canary(cfg, processes=processes, budget_s=budget_s, label="snapshot", on_process=cb)[0]
+        except BadInputError as exc:  # forensics' own code failing in this environment is itself a finding
+            if notes is None or step is None:
+                raise
+            notes.append(f"the canary failed in this environment ({exc}); only your step was measured now")
+            doc = None
+        else:
+            walls = [p.get("wall_s") for p in doc.get("processes", []) if isinstance(p.get("wall_s"), (int, float))]
+            canary_s = statistics.median(walls) if walls else 10.0
     if step is not None:
         if doc is None:
             from forensics.bench.harness import visible_gpus

@@ -180,7 +180,7 @@ def investigate(s: Settings, on_event: EventFn | None = None,
         emit("phase", text="measuring now: " + " and ".join(
             (["the canary"] if canary else []) + (["your step"] if step else [])) + " in fresh processes")
         doc, canary_s[0] = measure_now(step, canary=canary, canary_options=s.canary_options,
-                                       processes=s.snapshot_processes, budget_s=45.0,
+                                       processes=s.snapshot_processes, budget_s=45.0, notes=notes,
                                        on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
         return doc
 
