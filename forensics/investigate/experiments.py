@@ -246,6 +246,14 @@ class CommitExperiment:
                 continue
             taken.add(rc.path)
             name = Path(rc.path).name or rc.path
+            if rc.role != "main":
+                out.append(Experiment(next_id("commit"), Kind.COMMIT, hyp.id, f"{name} ({rc.role}): test its commits",
+                                      outcome=Outcome.NOT_RUN, reason=(
+                                          f"{rc.path} is an installed package's repository ({rc.role}), not the "
+                                          "folder the step runs in: testing its commits needs the step to import it "
+                                          "from a worktree; run forensics bisect --repo on it with a --setup that "
+                                          "installs it")))
+                continue
             if not rc.commits:
                 why = rc.availability if rc.availability != "ok" else (
                     "no new commits (uncommitted changes or a reset): no commit to test; the tool never changes your "
