@@ -281,3 +281,21 @@ def test_without_baseline_a_real_busy_gpu_snapshot_is_below_its_hardware():
     checks, verdict, code = judge_alone(idle)
     assert code == 0 and verdict.startswith("No deviation") and all(c["status"] != "below" for c in checks)
     assert any(c["check"].startswith("GPU 1 NVLink") and c["measured"] == 18 for c in checks)
+
+
+def test_bench_runs_side_b_of_the_users_step_interleaved(user_repo, tmp_path):
+    _, user = user_repo
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    r = subprocess.run([sys.executable, "-m", "forensics", "bench", "--cmd", CMD, "--processes", "5", "--b-unset",
+                        "PYTORCH_TEST_SLOW", "-o", str(a), "--b-output", str(b), "-q"], cwd=user,
+                       env=_env(PYTORCH_TEST_SLOW="1"), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "user.step_ms: faster" in r.stdout, r.stdout + r.stderr
+    doc_b = json.loads(b.read_text())
+    assert doc_b["config"]["unset"] == ["PYTORCH_TEST_SLOW"] and len(doc_b["results"][0]["process_medians"]) == 5
+    r = subprocess.run([sys.executable, "-m", "forensics", "bench", "--cmd", CMD, "--processes", "5", "--b-cmd",
+                        f"env PYTORCH_TEST_SLOW=1 {CMD}", "-o", str(a), "--b-output", str(b), "-q"], cwd=user,
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "user.step_ms: slower" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "forensics", "bench", "--b-cmd", CMD, "-o", str(a), "--b-output", str(b)],
+                       cwd=user, env=_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == "forensics: error: --b-cmd is side B's version of --cmd; give --cmd too"
