@@ -301,35 +301,46 @@ class CommitExperiment:
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
-        from forensics.bisect_measure import Measurer, StepFailed, StepSpec
-        from forensics.worktree import WorktreePool, git
+        commit_vs_parent(ctx, exp, exp.params["folder"], exp.params["sha"], exp.params["head"])
 
-        s = ctx.subject
-        folder, sha, head = exp.params["folder"], exp.params["sha"], exp.params["head"]
-        top = git(folder, "rev-parse", "--show-toplevel")
-        parent = git(top, "rev-parse", f"{sha}^")
-        spec = StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,
-                        timeout_s=s.timeout_s)
-        exp.details["parent"] = parent
-        sides = [(sha, "suspect"), (parent, "parent")] + ([(head, "head")] if head and head != sha else [])
 
-        def on_process(which, value):
-            if ctx.on_process:
-                label = {sha: "A", parent: "B"}.get(which, "HEAD")
-                ctx.on_process(label, len(m.samples.get(which, [])), {"value": value})
+def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head: str | None) -> None:
+    """Interleaved A/B of ``sha`` (A) against its first parent (B) in private worktrees, and HEAD alongside
+    when it is another commit (today's value for the share); fills ``exp`` by the rule of :mod:`decide`.
 
-        with WorktreePool(top) as pool:
-            m = Measurer(pool, spec, on_process)
-            try:
-                m.top_up(sides, ctx.processes)
-            except StepFailed as exc:
-                raise BadInputError(f"the step failed in a worktree: {exc}") from None
-        today = m.samples[head] if head and head != sha else None
-        _finish_ab(ctx, exp, m.samples[sha], m.samples[parent], today=today,
-                   what=f"Going back from {sha[:10]} \"{exp.details.get('subject', '')}\" to its parent {parent[:10]}")
-        if today is not None:
-            exp.details["head_samples"] = list(today)
-        exp.details["isolation"] = "each commit ran in its own private git worktree; your checkout was not touched"
+    Raises:
+        BadInputError: the step failed in a worktree.
+    """
+    from forensics.bisect_measure import Measurer, StepFailed, StepSpec
+    from forensics.worktree import WorktreePool, git
+
+    s = ctx.subject
+    top = git(folder, "rev-parse", "--show-toplevel")
+    parent = git(top, "rev-parse", f"{sha}^")
+    subject = exp.details.get("subject") or git(top, "show", "-s", "--format=%s", sha)
+    spec = StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,
+                    timeout_s=s.timeout_s)
+    exp.details["parent"] = parent
+    sides = [(sha, "suspect"), (parent, "parent")] + ([(head, "head")] if head and head != sha else [])
+
+    def on_process(which, value):
+        if ctx.on_process:
+            label = {sha: "A", parent: "B"}.get(which, "HEAD")
+            ctx.on_process(label, len(m.samples.get(which, [])), {"value": value})
+
+    with WorktreePool(top) as pool:
+        m = Measurer(pool, spec, on_process)
+        try:
+            m.top_up(sides, ctx.processes)
+        except StepFailed as exc:
+            raise BadInputError(f"the step failed in a worktree: {exc}") from None
+    today = m.samples[head] if head and head != sha else None
+    exp.a_label, exp.b_label = sha[:10], f"its parent {parent[:10]}"
+    _finish_ab(ctx, exp, m.samples[sha], m.samples[parent], today=today,
+               what=f"Going back from {sha[:10]} \"{subject}\" to its parent {parent[:10]}")
+    if today is not None:
+        exp.details["head_samples"] = list(today)
+    exp.details["isolation"] = "each commit ran in its own private git worktree; your checkout was not touched"
 
 
 class BisectExperiment:
@@ -341,7 +352,8 @@ class BisectExperiment:
     def estimate(ctx: Context, exp: Experiment) -> float:
         per = ctx.subject.process_s if ctx.subject else 5.0
         n = max(int(exp.params.get("n", 2)), 2)
-        return (6 + math.log2(n)) * max(ctx.processes, 3) * per + 5 * STARTUP_S
+        # endpoints, log2(n) rounds, bisect's confirmation, then the culprit against its parent (3 sides)
+        return (6 + math.log2(n)) * max(ctx.processes, 3) * per + 3 * ctx.processes * per + 5 * STARTUP_S
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
@@ -363,27 +375,26 @@ class BisectExperiment:
                                  "culprit": res.culprit.to_json() if res.culprit else None,
                                  "confirmed": res.confirmed, "gap_share": res.gap_share, "notes": res.notes,
                                  "rounds": res.rounds}
-        exp.comparison = res.confirmation
-        if res.culprit is not None:
-            exp.a_label, exp.b_label = res.culprit.short, "its parent"
-        # bisect's own confirmation: culprit vs parent (fresh, interleaved, twice the processes), and the share
-        # of the endpoint gap it explains on a log scale; the same bar as the other experiments.
-        share = res.gap_share
-        if res.outcome is BOutcome.CULPRIT and res.confirmed and share is not None and share >= ctx.min_share:
-            exp.outcome = Outcome.CONFIRMED
-            exp.reason = (f"bisect named {res.culprit.short} and confirmed it against its parent "  # type: ignore[union-attr]
-                          f"({res.confirmation.sentence()}); it explains {share:.0%} of the endpoint gap, "  # type: ignore[union-attr]
-                          f">= {ctx.min_share:.0%}")
-        elif res.outcome in (BOutcome.CULPRIT, BOutcome.CULPRIT_RANGE) and res.confirmed:
-            exp.outcome = Outcome.PARTIAL
-            exp.reason = (f"bisect confirmed a commit that explains only "
-                          f"{share:.0%} of the endpoint gap" if share is not None else "the share is unknown")
-        elif res.outcome is BOutcome.ENVIRONMENT:
+        exp.details["bisect_confirmation"] = res.confirmation.to_json() if res.confirmation else None
+        if res.outcome is BOutcome.CULPRIT and res.culprit is not None:
+            # bisect's own confirmation has no A/A floor or noise gate: the culprit is tested again against its
+            # parent with the same rule as every other experiment, in fresh processes
+            exp.details["subject"] = res.culprit.subject
+            if ctx.left_s() < CommitExperiment.estimate(ctx, exp):
+                exp.outcome = Outcome.INCONCLUSIVE
+                exp.reason = (f"bisect named {res.culprit.short}, but the budget is spent before the A/B that would "
+                              f"confirm it: forensics bisect --good {res.culprit.short}^ --bad {res.culprit.short}")
+                exp.sentence = f"forensics bisect: {res.sentence}"
+                return
+            commit_vs_parent(ctx, exp, exp.params["folder"], res.culprit.sha, exp.params["bad"])
+            exp.sentence = f"bisect named {res.culprit.short}; {exp.sentence[0].lower()}{exp.sentence[1:]}"
+            return
+        if res.outcome is BOutcome.ENVIRONMENT:
             exp.outcome = Outcome.REFUTED
             exp.reason = "the old and the new commit measure the same now: the code is not the cause"
         else:
             exp.outcome = Outcome.INCONCLUSIVE
-            exp.reason = f"bisect ended with {res.outcome.value}"
+            exp.reason = f"bisect ended with {res.outcome.value}: {res.sentence}"
         exp.sentence = f"forensics bisect: {res.sentence}"
 
 
