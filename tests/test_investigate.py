@@ -138,14 +138,17 @@ def test_suspect_commit_confirmed_in_a_private_worktree_checkout_untouched(user_
     up, user = user_repo
     base = baseline(tmp_path / "before.json", user)
     _commit(up, "docs: timings", {"README.md": "timings per block\n"})
-    slow = _commit(up, "kernels: recompute attention scores", {"cost.txt": "5.6\n", "kernels/attn.py": "x = 2\n"})
+    slow = _commit(up, "kernels: recompute attention scores <script>alert(1)</script>",
+                   {"cost.txt": "5.6\n", "kernels/attn.py": "x = 2\n"})
     _commit(up, "config: log every 50 steps", {"config.yaml": "log_every: 50\n"})
     _git(user, "pull", "-q")
     (user / "scratch.txt").write_text("uncommitted, untracked\n")
     before = _tree_hash(user)
     r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
-                    "--budget", "5m", "-q")
+                    "-o", str(tmp_path / "r.html"), "--budget", "5m", "-q")
     assert r.returncode == 1, r.stdout + r.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert r.stdout.startswith(f"Confirmed by experiment: code.change: Going back from {slow[:10]}")
     doc = json.loads((tmp_path / "r.json").read_text())
     commit, bis = doc["experiments"][0], doc["experiments"][1]

@@ -105,3 +105,24 @@ for s in $scenarios; do
     esac
 done
 echo "total: $(( $(date +%s) - t0 )) s" | tee -a "$out/timings.txt"
+# One table for docs/investigate.md: how long each investigation took and how much of it was experiments.
+python3 - "$out" $scenarios >"$out/timings.md" <<'PY'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+print("| scenario | exit | verdict | total s | snapshot now s | experiments s | experiments (outcome) |")
+print("| --- | --- | --- | ---: | ---: | ---: | --- |")
+for name in sys.argv[2:]:
+    f = out / name / "report.json"
+    if not f.exists():
+        print(f"| {name} | - | (no report) | | | | |")
+        continue
+    r = json.loads(f.read_text())
+    t = r.get("timings", {})
+    exps = ", ".join(f"{e['id']} {e['outcome']}" for e in r.get("experiments", [])) or "none"
+    verdict = r["verdict"].replace("|", "\\|")
+    verdict = verdict if len(verdict) < 160 else verdict[:157] + "..."
+    print(f"| {name} | {r.get('exit_code')} | {verdict} | {t.get('total_s', 0):.0f} | {t.get('snapshot_s', 0):.0f} "
+          f"| {t.get('experiments_s', 0):.0f} | {exps} |")
+PY
+cat "$out/timings.md"
