@@ -302,3 +302,19 @@ def test_bench_runs_side_b_of_the_users_step_interleaved(user_repo, tmp_path):
     r = subprocess.run([sys.executable, "-m", "forensics", "bench", "--b-cmd", CMD, "-o", str(a), "--b-output", str(b)],
                        cwd=user, env=_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.strip() == "forensics: error: --b-cmd is side B's version of --cmd; give --cmd too"
+
+
+@pytest.mark.slow
+def test_three_changed_variables_are_restored_together_first_then_one_by_one(user_repo, tmp_path):
+    _, user = user_repo
+    base = baseline(tmp_path / "before.json", user)
+    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
+                    "--budget", "5m", "-q", PYTORCH_TEST_SLOW="1", NCCL_TEST_DECOY="1", CUDA_TEST_DECOY="2")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    env = [e for e in doc["experiments"] if e["kind"] == "environment"]
+    group, singles = env[0], env[1:]
+    assert len(group["details"]["restore"]) == 3 and group["outcome"] == "confirmed"
+    outcome = {next(iter(e["details"]["restore"])): e["outcome"] for e in singles}
+    assert outcome == {"PYTORCH_TEST_SLOW": "confirmed", "NCCL_TEST_DECOY": "refuted", "CUDA_TEST_DECOY": "refuted"}
+    assert r.stdout.startswith("Confirmed by experiment: nccl.env: Unsetting PYTORCH_TEST_SLOW (unset")

@@ -276,7 +276,8 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
         if inv.interrupted:
             exp.outcome, exp.reason = Outcome.NOT_RUN, f"not run: interrupted ({inv.interrupted})"
             continue
-        if inv.confirmed and not inv.settings.keep_going:
+        narrows = exp.params.get("depends_on") in {e.id for e in inv.confirmed}  # which one of a confirmed group
+        if inv.confirmed and not inv.settings.keep_going and not narrows:
             exp.outcome = Outcome.NOT_RUN
             exp.reason = f"not needed: {inv.confirmed[0].id} confirmed a cause (--keep-going runs the rest)"
             continue
@@ -322,7 +323,7 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         lead = f"most likely {top.id} ({top.summary})" if top else "nothing implicated"
         return (f"Plan: measured slower ({inv.regression_sentence}); {lead}; {len(runnable)} experiment(s), about "
                 f"{cost:.0f} s.", EXIT_OK)
-    conf = inv.confirmed
+    conf = sorted(inv.confirmed, key=lambda e: len(e.params.get("restore") or {}))  # one variable before a group
     if conf:
         head = conf[0]
         also = [e for e in conf[1:]]
