@@ -286,6 +286,7 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
             exp.outcome, exp.reason = forced
             done[exp.id] = exp
             continue
+        exp.estimate_s = KINDS[exp.kind].estimate(ctx, exp)  # again: a re-measurement already made costs nothing
         left = ctx.left_s()
         if exp.estimate_s > left:
             exp.outcome = Outcome.NOT_RUN
