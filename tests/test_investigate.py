@@ -318,3 +318,48 @@ def test_three_changed_variables_are_restored_together_first_then_one_by_one(use
     outcome = {next(iter(e["details"]["restore"])): e["outcome"] for e in singles}
     assert outcome == {"PYTORCH_TEST_SLOW": "confirmed", "NCCL_TEST_DECOY": "refuted", "CUDA_TEST_DECOY": "refuted"}
     assert r.stdout.startswith("Confirmed by experiment: nccl.env: Unsetting PYTORCH_TEST_SLOW (unset")
+
+
+def _wheel(folder: Path, version: str, cost: float) -> Path:
+    """A minimal pure-Python wheel of ``fakeslow`` (the step reads its COST)."""
+    import zipfile
+
+    path = folder / f"fakeslow-{version}-py3-none-any.whl"
+    info = f"fakeslow-{version}.dist-info"
+    files = {"fakeslow/__init__.py": f"COST = {cost}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: fakeslow\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return path
+
+
+@pytest.mark.slow
+def test_an_older_package_from_the_wheelhouse_is_confirmed_in_a_temporary_overlay(tmp_path):
+    wheels, site, work = tmp_path / "wheels", tmp_path / "site", tmp_path / "work"
+    for d in (wheels, site, work):
+        d.mkdir()
+    old, new = _wheel(wheels, "1.0", 4), _wheel(wheels, "2.0", 5.6)
+    (work / "cost.txt").write_text("0\n")
+    (work / "step.py").write_text(STEP.replace('float(open("cost.txt").read())', "__import__('fakeslow').COST"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site)]
+    subprocess.run([*pip, str(old)], check=True, capture_output=True, timeout=120)
+    base = baseline(tmp_path / "before.json", work, PYTHONPATH=str(site))
+    subprocess.run([*pip, "--upgrade", str(new)], check=True, capture_output=True, timeout=120)
+    before_site = _tree_hash(site)
+    r = investigate(work, "--baseline", str(base), "--cmd", CMD, "--no-canary", "--wheelhouse", str(wheels),
+                    "-o", str(tmp_path / "r.json"), "--budget", "5m", "-q", PYTHONPATH=str(site))
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    pkg = next(e for e in doc["experiments"] if e["kind"] == "package")
+    assert pkg["details"]["package"] == "fakeslow" and pkg["details"]["baseline_version"] == "1.0"
+    assert pkg["outcome"] == "confirmed", pkg
+    assert r.stdout.startswith("Confirmed by experiment: python.packages: fakeslow 1.0 instead of 2.0")
+    assert _tree_hash(site) == before_site  # the user's environment is not touched
+    r = investigate(work, "--baseline", str(base), "--cmd", CMD, "--no-canary", "--plan", "-q",
+                    "-o", str(tmp_path / "p.json"), PYTHONPATH=str(site))
+    plan = json.loads((tmp_path / "p.json").read_text())
+    pkg = next(e for e in plan["experiments"] if e["kind"] == "package")
+    assert pkg["outcome"] == "not-run" and "--wheelhouse" in pkg["reason"] and "pip download" in pkg["command"]
