@@ -191,3 +191,50 @@ def run_user_ab(a_cmd: str, b_cmd: str, *, a_env: dict[str, str | None] | None =
             if on_process:
                 on_process(side, i, rec)
     return out["A"], out["B"]
+
+
+def callable_command(target: str) -> str:
+    """The shell command timing ``module:function`` in a fresh process, printing JSON metric lines (``call_ms``)."""
+    import shlex
+
+    if not CALLABLE_RE.match(target):
+        raise BadInputError(f"--callable {target!r}: expected package.module:function")
+    return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.bench_callable", target))
+
+
+def measure_user_ab(cmd: str | None, target: str | None, *, b_cmd: str | None = None,
+                    env: dict[str, str | None] | None = None, b_env: dict[str, str | None] | None = None,
+                    metric: str | None = None, metric_regex: str | None = None, unit: str | None = None,
+                    higher_is_better: bool = False, processes: int, budget_s: float, timeout_s: float,
+                    label: str = "", on_process: Callable[[str, int, dict], None] | None = None) -> list[dict]:
+    """Sides A and B of the user's step, interleaved (:func:`run_user_ab`) under GPU telemetry: two bench documents.
+
+    Side A is ``cmd`` (or the callable ``target``, run as :func:`callable_command`) with ``env``;
+    side B is ``b_cmd`` (default: the same) with ``env`` and ``b_env`` (a ``None`` value unsets).
+    Each document's config records its command, the variables set and those unset.
+
+    Raises:
+        BadInputError: see :func:`run_user_ab`.
+    """
+    from forensics.bench import document
+    from forensics.bench.harness import visible_gpus
+    from forensics.bench.session import telemetry
+
+    a_cmd = cmd or callable_command(str(target))
+    a_env, full_b = dict(env or {}), {**(env or {}), **(b_env or {})}
+    with telemetry(visible_gpus() > 0) as tel:
+        ra, rb = run_user_ab(a_cmd, b_cmd or a_cmd, a_env=a_env, b_env=full_b, processes=processes,
+                             budget_s=budget_s, timeout_s=timeout_s, metric=metric or ("call_ms" if target else None),
+                             metric_regex=metric_regex, on_process=on_process)
+    if "gpus" in tel:
+        tel["scope"] = "whole session (A and B interleaved)"
+    the_unit = unit or ("per s" if higher_is_better else "ms")
+    docs = []
+    for side, recs, side_cmd, side_env in (("A", ra, a_cmd, a_env), ("B", rb, b_cmd or a_cmd, full_b)):
+        result = user_result(f"user.{recs[0]['metric']}", recs, unit=the_unit, higher_is_better=higher_is_better)
+        config = {"kind": "user", "step": "cmd" if cmd else "callable", "command": side_cmd, "callable": target,
+                  "env": {k: v for k, v in side_env.items() if v is not None},
+                  "unset": sorted(k for k, v in side_env.items() if v is None), "metric": metric,
+                  "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
+        docs.append(document.build(config, [result], telemetry=tel, label=label or side))
+    return docs

@@ -201,15 +201,8 @@ def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, process
 
 def _run_user_ab(cmd, target, b_cmd, env, b_env, metric, metric_regex, unit, higher_is_better, processes, budget_s,
                  timeout_s, label, quiet):
-    """Side A (--cmd or --callable with --env) and side B (--b-cmd, or the same with --b-env/--b-unset),
-    interleaved A B A B in fresh processes; two bench documents."""
-    from forensics.bench import document
-    from forensics.bench.harness import visible_gpus
-    from forensics.bench.session import telemetry
-    from forensics.bench.user import run_user_ab, user_result
-    from forensics.investigate.measure import callable_command
+    from forensics.bench.user import measure_user_ab
 
-    a_cmd = cmd or callable_command(target)
     prog, task = (None, None) if quiet else _progress(processes * 2, "your step, A and B interleaved")
 
     def on_process(side, i, rec):
@@ -219,26 +212,12 @@ def _run_user_ab(cmd, target, b_cmd, env, b_env, metric, metric_regex, unit, hig
     if prog is not None:
         prog.start()
     try:
-        with telemetry(visible_gpus() > 0) as tel:
-            ra, rb = run_user_ab(a_cmd, b_cmd or a_cmd, a_env=env, b_env={**env, **b_env}, processes=processes,
-                                 budget_s=budget_s, timeout_s=timeout_s, metric=metric or ("call_ms" if target else None),
-                                 metric_regex=metric_regex, on_process=on_process)
+        return measure_user_ab(cmd, target, b_cmd=b_cmd, env=env, b_env=b_env, metric=metric, metric_regex=metric_regex,
+                               unit=unit, higher_is_better=higher_is_better, processes=processes, budget_s=budget_s,
+                               timeout_s=timeout_s, label=label, on_process=on_process)
     finally:
         if prog is not None:
             prog.stop()
-    if "gpus" in tel:
-        tel["scope"] = "whole session (A and B interleaved)"
-    the_unit = unit or ("per s" if higher_is_better else "ms")
-    docs = []
-    for side, recs, side_cmd, side_env in (("A", ra, a_cmd, env), ("B", rb, b_cmd or a_cmd, {**env, **b_env})):
-        name = f"user.{recs[0]['metric']}"
-        result = user_result(name, recs, unit=the_unit, higher_is_better=higher_is_better)
-        config = {"kind": "user", "step": "cmd" if cmd else "callable", "command": side_cmd,
-                  "callable": target, "env": {k: v for k, v in side_env.items() if v is not None},
-                  "unset": sorted(k for k, v in side_env.items() if v is None), "metric": metric,
-                  "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
-        docs.append(document.build(config, [result], telemetry=tel, label=label or side))
-    return docs
 
 
 @bench.command("compare")

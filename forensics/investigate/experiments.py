@@ -127,12 +127,6 @@ def _finish_ab(ctx: Context, exp: Experiment, a: list[float], b: list[float], *,
     exp.sentence = f"{moved}: {part}; {label}"
 
 
-def _fail(exp: Experiment, exc: Exception) -> None:
-    exp.outcome = Outcome.INCONCLUSIVE
-    exp.reason = f"the experiment could not finish: {exc}"
-    exp.sentence = f"{exp.title}: could not finish ({exc})"
-
-
 class EnvExperiment:
     """Restore the baseline's value of changed variables in the step's own environment (``nccl.env``)."""
 

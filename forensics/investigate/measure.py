@@ -9,9 +9,7 @@ Every A/B is interleaved A B A B in fresh processes, so drift hits both sides.
 
 from __future__ import annotations
 
-import shlex
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -53,8 +51,10 @@ class Subject:
 
 
 def callable_command(target: str) -> str:
-    """The shell command timing ``module:function`` in a fresh process (:mod:`forensics.bench_callable`)."""
-    return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.bench_callable", target))
+    """The shell command timing ``module:function`` in a fresh process (:func:`forensics.bench.user.callable_command`)."""
+    from forensics.bench.user import callable_command as cc
+
+    return cc(target)
 
 
 def _user_result(doc: dict[str, Any], subject: Subject, processes: int, budget_s: float,

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from forensics.errors import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, BadInputError
+from forensics.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, BadInputError
 from forensics.investigate.experiments import KINDS, Context
 from forensics.investigate.measure import CANARY_RESULT, Subject, callable_command, measure_now, results_of
 from forensics.investigate.model import Experiment, Kind, Outcome, Regression
@@ -346,4 +346,4 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
     return f"Most likely, not confirmed: {lead}{tail}.", EXIT_INCONCLUSIVE
 
 
-__all__ = ["Investigation", "Settings", "investigate", "check_settings", "EXIT_BAD_INPUT"]
+__all__ = ["Investigation", "Settings", "investigate", "check_settings"]
