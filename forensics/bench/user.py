@@ -199,7 +199,7 @@ def callable_command(target: str) -> str:
 
     if not CALLABLE_RE.match(target):
         raise BadInputError(f"--callable {target!r}: expected package.module:function")
-    return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.bench_callable", target))
+    return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.step.callable", target))
 
 
 def measure_user_ab(cmd: str | None, target: str | None, *, b_cmd: str | None = None,

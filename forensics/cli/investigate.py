@@ -19,7 +19,8 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import POSITIVE, Terminated, check_repo, console, error_boundary, parse_threshold, safe
+from forensics.cli.common import Terminated, check_repo, console, error_boundary, parse_threshold, safe
+from forensics.cli.types import POSITIVE
 
 _DURATION = re.compile(r"^\s*(?:(?P<h>\d+(?:\.\d+)?)h)?\s*(?:(?P<m>\d+(?:\.\d+)?)m)?\s*(?:(?P<s>\d+(?:\.\d+)?)s?)?\s*$")
 DEFAULT_REPORT = "forensics-investigate.html"
@@ -191,7 +192,7 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
     3 regression not explained, 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
     """
     from forensics.errors import BadInputError
-    from forensics.investigate.report import format_for, write_report
+    from forensics.render.investigate import format_for, write_report
     from forensics.investigate.run import Settings, check_settings, investigate as run
 
     budget_s = parse_duration(budget)

@@ -1,7 +1,7 @@
 """The experiment kinds of ``forensics investigate``: one class each, proposing, estimating and running.
 
 Each class turns the implicated hypotheses of the ledger
-(:class:`forensics.ledger.Analysis`, read through its public attributes) into
+(:class:`forensics.diff.ledger.Analysis`, read through its public attributes) into
 :class:`~forensics.investigate.model.Experiment` objects (``propose``), says
 what one costs (``estimate``, wall seconds from the measured length of one
 fresh process) and runs it (``run``), filling in the A/B numbers and the
@@ -11,7 +11,7 @@ outcome from :func:`forensics.investigate.decide.decide`.
   baseline's value of a variable (or its absence) restored in the step's own
   environment, interleaved with today's.
 - :class:`CommitExperiment` (``code.change``): the top-ranked commit against its
-  parent in private worktrees (:mod:`forensics.bisect_measure`, the user's
+  parent in private worktrees (:mod:`forensics.bisect.measure`, the user's
   checkout is never touched); :class:`BisectExperiment` bisects the range when
   the suspect does not explain the slowdown (:func:`forensics.bisect.run_bisect`).
 - :class:`RemeasureExperiment` (``gpu.contention``, ``gpu.throttling``,
@@ -53,7 +53,7 @@ class Context:
 
     Attributes:
         baseline, now: the two snapshots (documents).
-        analysis: the ledger (:class:`forensics.ledger.Analysis`).
+        analysis: the ledger (:class:`forensics.diff.ledger.Analysis`).
         subject: what the A/Bs measure (``None``: nothing measurable now).
         has_step: the user gave ``--cmd`` / ``--callable``.
         processes: fresh processes per side.
@@ -305,8 +305,8 @@ def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head:
     Raises:
         BadInputError: the step failed in a worktree.
     """
-    from forensics.bisect_measure import Measurer, StepFailed, StepSpec
-    from forensics.worktree import WorktreePool, git
+    from forensics.bisect.measure import Measurer, StepFailed, StepSpec
+    from forensics.bisect.worktree import WorktreePool, git
 
     s = ctx.subject
     top = git(folder, "rev-parse", "--show-toplevel")
@@ -351,8 +351,8 @@ class BisectExperiment:
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
-        from forensics.bisect import BisectConfig, Outcome as BOutcome, run_bisect
-        from forensics.bisect_measure import StepSpec
+        from forensics.bisect.run import BisectConfig, Outcome as BOutcome, run_bisect
+        from forensics.bisect.measure import StepSpec
 
         s = ctx.subject
         spec = StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,

@@ -1,7 +1,7 @@
 """What ``forensics investigate`` measures: the snapshot taken now, and the A/B sides of an experiment.
 
 The **subject** is the result an experiment A/Bs: the user's step
-(``--cmd``, or ``--callable`` run as ``python -m forensics.bench_callable``,
+(``--cmd``, or ``--callable`` run as ``python -m forensics.step.callable``,
 one fresh process per sample, :mod:`forensics.bench.user`) when the baseline
 measured it, else the canary's verify step (:mod:`forensics.bench.session`).
 Every A/B is interleaved A B A B in fresh processes, so drift hits both sides.

@@ -2,7 +2,7 @@
 
 Plain dataclasses and enums (string values, as in the JSON report), read by
 the runner (:mod:`forensics.investigate.run`), the reports
-(:mod:`forensics.investigate.report`) and the CLI. Nothing here measures.
+(:mod:`forensics.render.investigate`) and the CLI. Nothing here measures.
 """
 
 from __future__ import annotations

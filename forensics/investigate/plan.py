@@ -1,6 +1,6 @@
 """The plan: experiments for the implicated hypotheses, most likely first, each with its estimated cost.
 
-The order is the ledger's (:attr:`forensics.ledger.Analysis.implicated`,
+The order is the ledger's (:attr:`forensics.diff.ledger.Analysis.implicated`,
 highest score first); within a hypothesis, the order its experiment class
 proposes (the ledger's order of variables; the suspect commit before the
 bisect). A hypothesis no experiment can test (the driver, firmware, GPU

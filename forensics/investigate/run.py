@@ -6,7 +6,7 @@
    foreign file: exit 2);
 2. takes a snapshot now (:func:`forensics.collect.take_snapshot`) with the
    canary and the user's step embedded (:func:`forensics.investigate.measure.measure_now`);
-3. diffs and ranks (:func:`forensics.ledger.analyse`);
+3. diffs and ranks (:func:`forensics.diff.ledger.analyse`);
 4. decides whether the step got slower: the user's step when the baseline
    measured it, else the canary's verify step (``forensics.stats`` comparison
    of the two snapshots). No regression: no experiment runs;
@@ -21,7 +21,7 @@
 Ctrl-C or SIGTERM during an experiment (the exception types in
 ``interrupts``) stops it cleanly: the running step's process group is stopped
 by :mod:`forensics.procgroup`, worktrees are removed by
-:class:`forensics.worktree.WorktreePool`, and the result so far is returned
+:class:`forensics.bisect.worktree.WorktreePool`, and the result so far is returned
 with ``interrupted`` set, so the report still says what was learned.
 
 Core only: returns an :class:`Investigation`; progress goes to ``on_event``.
@@ -75,7 +75,7 @@ class Settings:
 
 @dataclass
 class Investigation:
-    """What ``forensics investigate`` found; rendered by :mod:`forensics.investigate.report`.
+    """What ``forensics investigate`` found; rendered by :mod:`forensics.render.investigate`.
 
     Attributes:
         analysis: the ledger (``None`` without a baseline).
@@ -198,7 +198,7 @@ def investigate(s: Settings, on_event: EventFn | None = None,
         inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
         inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": time.monotonic() - t0}
         return inv
-    from forensics.ledger import analyse
+    from forensics.diff.ledger import analyse
 
     analysis = analyse(baseline, now, repo=s.repo, config=s.config, names=(str(s.baseline), "now"))
     subject, regression, sentence = _regression(analysis, baseline, step, canary, canary_s[0], s, notes)

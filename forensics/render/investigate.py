@@ -6,7 +6,7 @@ ratio and the share of the slowdown recovered, then the ledger and the
 evidence: the ``forensics diff`` report of the same two snapshots
 (:mod:`forensics.render.report`), embedded as it is.
 
-- JSON: the diff's keys (:meth:`forensics.ledger.Analysis.to_json`) with
+- JSON: the diff's keys (:meth:`forensics.diff.ledger.Analysis.to_json`) with
   ``verdict`` now the investigation's (the diff's sentence is kept as
   ``diff_verdict``), plus ``experiments``, ``regression``, ``rule``, ``timings``
   and, without a baseline, ``hardware``.
@@ -114,7 +114,7 @@ def render(inv, fmt: str) -> str:
     """The report text in ``fmt`` (``html``, ``md`` or ``json``)."""
     data = to_json(inv)
     if fmt == "json":
-        from forensics.snapshot import finite_json
+        from forensics.docfile import finite_json
 
         return json.dumps(finite_json(data), indent=1, ensure_ascii=False, default=str, allow_nan=False) + "\n"
     import jinja2
@@ -139,7 +139,7 @@ def write_report(inv, path: Path) -> None:
     Raises:
         BadInputError: unknown suffix, or the folder is missing or not writable.
     """
-    from forensics.snapshot import write_atomic
+    from forensics.docfile import write_atomic
 
     write_atomic(Path(path), render(inv, format_for(path)))
     umask = os.umask(0)

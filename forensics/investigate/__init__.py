@@ -1,0 +1,16 @@
+"""``forensics investigate``: diff against a baseline, rank, then confirm or refute the causes by experiment.
+
+Owns ``run`` (the budgeted runner: snapshot now, diff, plan, experiments,
+verdict), ``plan`` (experiments from the ledger's ranked hypotheses, with cost
+estimates), ``experiments`` (one class per experiment kind: environment
+restore, suspect commit, bisect, re-measure, package overlay), ``decide`` (the
+confirm / refute rule and the share of the slowdown recovered), ``measure``
+(the snapshot's benchmark and the interleaved A/B sides), ``hardware`` (no
+baseline: this machine against the figures in ``ceilings.yaml``) and
+``model`` (its dataclasses and enums). The report lives in
+``forensics.render.investigate``.
+
+May import the core, ``forensics.diff`` (the ledger, read through its public
+attributes), ``forensics.bench``, ``forensics.step`` and ``forensics.bisect``;
+never ``cli``, ``render`` or a probe.
+"""
