@@ -69,3 +69,42 @@ def test_share_is_the_same_for_a_throughput(hib):
                         higher_is_better=hib)
     ref = share_recovered(medians("a1"), medians("p2p"), medians("p2p"), medians("a2"))
     assert s.point == pytest.approx(ref.point, rel=1e-6)
+
+
+def _busy_gpu():
+    root = Path(__file__).resolve().parents[1] / "examples" / "busy-gpu"
+    return json.loads((root / "before.json").read_text()), json.loads((root / "after.json").read_text())
+
+
+def test_a_busy_gpu_re_measured_is_still_present_with_the_process_named():
+    """The 2 x H200 busy-GPU run: the canary measured again (here: its recorded run) is still slower."""
+    from forensics.diff.ledger import analyse
+    from forensics.investigate.experiments import Context, RemeasureExperiment
+    from forensics.investigate.measure import Subject
+    from forensics.investigate.plan import build_plan
+
+    before, after = _busy_gpu()
+    ctx = Context(before, after, analyse(before, after), Subject("canary"), False, processes=5)
+    plan = build_plan(ctx)
+    assert [e.hypothesis for e in plan] == ["gpu.contention", "gpu.throttling"]
+    ctx.cache["remeasure"] = after["bench"]  # what a fresh canary run under the load measured
+    exp = plan[0]
+    RemeasureExperiment.run(ctx, exp)
+    assert exp.outcome is Outcome.STILL_PRESENT
+    assert exp.sentence.startswith("Still present: GPU 0 also runs pid ")
+    assert "python3" in exp.sentence and "canary.compute_ms" in exp.sentence
+    assert RemeasureExperiment.estimate(ctx, plan[1]) == 0.0  # the second one reuses the same run
+
+
+def test_the_same_idle_machine_re_measured_is_gone():
+    from forensics.diff.ledger import analyse
+    from forensics.investigate.experiments import Context, RemeasureExperiment
+    from forensics.investigate.measure import Subject
+    from forensics.investigate.plan import build_plan
+
+    before, after = _busy_gpu()
+    ctx = Context(before, after, analyse(before, after), Subject("canary"), False, processes=5)
+    exp = build_plan(ctx)[0]
+    ctx.cache["remeasure"] = before["bench"]  # the load gone: the canary as in the baseline
+    RemeasureExperiment.run(ctx, exp)
+    assert exp.outcome is Outcome.GONE and exp.sentence.startswith("Gone now:")

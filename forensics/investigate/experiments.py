@@ -462,6 +462,8 @@ class RemeasureExperiment:
         else:
             cond_note = "; ".join(cond) if cond else "the condition is not seen in this run's telemetry"
         exp.details.update({"components": lines, "condition": cond_note})
+        measured = [ln for ln in lines if not ln.endswith("not measured on both sides")]
+        lines = measured + [ln for ln in lines if ln not in measured]
         if Verdict.SLOWER in verdicts:
             exp.outcome = Outcome.STILL_PRESENT
             exp.reason = "the component is still slower than in the baseline"
