@@ -84,7 +84,7 @@ investigate() {  # investigate NAME [options...]  (NAME alone: no baseline)
 for s in $scenarios; do
     case $s in
     nothing) investigate nothing --cmd "python3 step.py" --repo . ;;
-    env) PYTORCH_NO_CUDA_MEMORY_CACHING=1 investigate env --cmd "python3 step.py" --repo . ;;
+    env) (export PYTORCH_NO_CUDA_MEMORY_CACHING=1; investigate env --cmd "python3 step.py" --repo .) ;;
     busy)
         if [ $gpu = 1 ]; then
             python3 "$here/../busy-gpu/load.py" & load=$!
