@@ -123,7 +123,9 @@ def test_confirms_the_variable_that_slows_the_step_and_refutes_the_decoy(user_re
     slow, decoy = by_var["PYTORCH_TEST_SLOW"], by_var["NCCL_TEST_DECOY"]
     assert slow["outcome"] == "confirmed" and slow["share"]["low"] >= 0.5
     assert slow["comparison"]["verdict"] == "faster" and slow["comparison"]["ci95"][1] < 1
-    assert decoy["outcome"] == "refuted" and decoy["comparison"]["verdict"] == "same"
+    # refuted: no change within the noise band, or it cannot account for a fifth of the slowdown
+    assert decoy["outcome"] == "refuted" and decoy["comparison"]["verdict"] not in ("faster", "small-faster")
+    assert decoy["comparison"]["verdict"] == "same" or decoy["share"]["high"] < 0.2
     # the JSON keeps forensics diff's keys and adds the experiments
     for key in ("verdict", "hypotheses", "changes", "commits", "bench", "experiments", "diff_verdict"):
         assert key in doc

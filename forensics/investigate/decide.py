@@ -17,18 +17,17 @@ processes of the baseline, today and the intervention independently.
 
 :func:`decide`:
 
-- **confirmed**: B is significantly *faster* than A (``faster`` by the rules
-  above: p <= alpha, CI excludes 1, beyond the threshold and twice the noise
+- **confirmed**: B significantly *faster* than A (``faster``, or ``small-faster``
+  inside the threshold: p <= alpha, CI excludes 1, beyond twice the A/A noise
   floor, not noisy) **and** the lower end of the share's 95% interval is at
   least ``min_share`` (default 50%);
 - **partial**: B significantly faster, but the share's upper end is below
   ``min_share``: a contributing cause, not the explanation;
-- **partial** also for a *small real change*: B significantly faster
-  (p <= alpha, CI excludes 1) but inside the threshold, with the share's
-  upper end below ``min_share``;
-- **refuted**: A and B the same (the whole CI within +-threshold), not
-  significant, and the share's upper end below ``min_share`` (or no baseline to
-  compute a share from); also when B is significantly *slower*;
+- **refuted**: B the same as A (``same``: not significant and the whole CI
+  inside the noise band, ``max(2 x A/A floor, 1%)``) with the share's upper end
+  below ``min_share``; or B not significantly faster and the share's upper end
+  below ``refute_share`` (20%: it cannot account for more than a fifth of the
+  slowdown); or B significantly *slower*;
 - **inconclusive** otherwise, with the reason and how many processes the noise
   needs. Without a baseline measurement of the subject nothing is confirmed: the
   share cannot be said.
@@ -43,6 +42,7 @@ from forensics.investigate.model import Outcome, Share
 from forensics.stats import Comparison, Verdict
 
 DEFAULT_MIN_SHARE = 0.5
+REFUTE_SHARE = 0.2
 N_BOOT = 4000
 
 
@@ -102,7 +102,8 @@ def share_recovered(baseline: Sequence[float] | None, today: Sequence[float], a:
     return shown
 
 
-def decide(comparison: Comparison, share: Share, *, min_share: float = DEFAULT_MIN_SHARE) -> tuple[Outcome, str]:
+def decide(comparison: Comparison, share: Share, *, min_share: float = DEFAULT_MIN_SHARE,
+           refute_share: float = REFUTE_SHARE) -> tuple[Outcome, str]:
     """Apply the rule of the module docstring to one A/B.
 
     Args:
@@ -110,6 +111,7 @@ def decide(comparison: Comparison, share: Share, *, min_share: float = DEFAULT_M
             :func:`forensics.bench.compare.compare_values` (time ratio B/A; < 1 = B faster).
         share: from :func:`share_recovered`.
         min_share: the share of the slowdown B must recover (lower end of its 95% interval) to confirm.
+        refute_share: an A/B that is not significantly faster refutes when the share's upper end is below this.
 
     Returns:
         (outcome, reason): the reason names the rule that applied and, when
@@ -120,38 +122,32 @@ def decide(comparison: Comparison, share: Share, *, min_share: float = DEFAULT_M
     need = f" (about {comparison.processes_needed} processes a side would resolve it)" \
         if comparison.processes_needed > min(comparison.a.n, comparison.b.n) else ""
     rng = f"{share.point:.0%} (95% CI {share.low:.0%} to {share.high:.0%})" if has_share else ""
-    if v is Verdict.FASTER:
+    if v in (Verdict.FASTER, Verdict.SMALL_FASTER):
+        what = ("significantly faster" if v is Verdict.FASTER else
+                f"a small real change, significantly faster but inside the {comparison.threshold:.0%} threshold")
         if not has_share:
-            return Outcome.INCONCLUSIVE, f"significantly faster, but {share.note or 'the share is unknown'}"
+            return Outcome.INCONCLUSIVE, f"{what}, but {share.note or 'the share is unknown'}"
         if share.low >= min_share:  # type: ignore[operator]
-            return Outcome.CONFIRMED, (f"significantly faster (p={comparison.p_value:.2g}, CI of the ratio excludes 1, "
-                                       f"beyond the threshold and the noise floor) and recovers {rng} of the "
-                                       f"slowdown, lower end >= {min_share:.0%}")
+            return Outcome.CONFIRMED, (f"{what} (p={comparison.p_value:.2g}, CI of the ratio excludes 1, beyond "
+                                       f"twice the A/A noise floor) and recovers {rng} of the slowdown, lower end "
+                                       f">= {min_share:.0%}")
         if share.high < min_share:  # type: ignore[operator]
-            return Outcome.PARTIAL, (f"significantly faster but recovers only {rng} of the slowdown "
-                                     f"(below {min_share:.0%}): it contributes; something else explains the rest")
-        return Outcome.INCONCLUSIVE, (f"significantly faster; it recovers {rng} of the slowdown, an interval that "
-                                      f"straddles {min_share:.0%}{need}")
-    if v is Verdict.SLOWER:
+            return Outcome.PARTIAL, (f"{what} but recovers only {rng} of the slowdown (below {min_share:.0%}): it "
+                                     "contributes; something else explains the rest")
+        return Outcome.INCONCLUSIVE, (f"{what}; it recovers {rng} of the slowdown, an interval that straddles "
+                                      f"{min_share:.0%}{need}")
+    if v in (Verdict.SLOWER, Verdict.SMALL_SLOWER):
         return Outcome.REFUTED, f"the intervention made it slower ({comparison.sentence()})"
-    significant_faster = comparison.p_value <= comparison.alpha and comparison.ci_high < 1
-    if v is Verdict.SAME:
-        if significant_faster:  # a small real change: inside the threshold, yet not nothing
-            if has_share and share.high < min_share:  # type: ignore[operator]
-                return Outcome.PARTIAL, (f"a small real change (p={comparison.p_value:.2g}, CI of the ratio excludes 1, "
-                                         f"inside the {comparison.threshold:.0%} threshold) that recovers {rng} of "
-                                         "the slowdown: it contributes; something else explains the rest")
-            return Outcome.INCONCLUSIVE, (f"a small real change inside the {comparison.threshold:.0%} threshold"
-                                          + (f" recovering {rng} of the slowdown" if has_share else "")
-                                          + "; lower --threshold to decide")
-        if has_share and share.high >= min_share:  # type: ignore[operator]
-            return Outcome.INCONCLUSIVE, (f"no change beyond the threshold, yet its share {rng} cannot rule out "
-                                          f"{min_share:.0%} of a slowdown this small; lower --threshold or add processes")
+    if v is Verdict.SAME and (not has_share or share.high < min_share):  # type: ignore[operator]
         why = f"; share recovered {rng}" if has_share else ""
-        return Outcome.REFUTED, (f"no change: the whole CI of the ratio lies within +-{comparison.threshold:.0%} and "
-                                 f"it is not significant (p={comparison.p_value:.2g}){why}")
+        return Outcome.REFUTED, (f"no change: not significant (p={comparison.p_value:.2g}) and the whole CI of the "
+                                 f"ratio inside the +-{comparison.noise_band:.1%} noise band{why}")
+    if has_share and share.high < refute_share:  # type: ignore[operator]
+        return Outcome.REFUTED, (f"not significantly faster, and it recovers at most {share.high:.0%} of the "
+                                 f"slowdown (share {rng}, upper end below {refute_share:.0%}): it cannot explain it")
     reasons = "; ".join(comparison.reasons) or "not decided"
-    return Outcome.INCONCLUSIVE, f"{reasons}{need if 'need about' not in reasons else ''}"
+    tail = f"; share recovered {rng}" if has_share else ""
+    return Outcome.INCONCLUSIVE, f"{reasons}{tail}{need if 'need about' not in reasons else ''}"
 
 
 def fmt_value(x: float | None, unit: str) -> str:

@@ -440,7 +440,7 @@ class RemeasureExperiment:
             r = now[name]
             floor, c = compare_values(base, r["process_medians"], threshold=ctx.threshold,
                                       higher_is_better=bool(r.get("higher_is_better")), name=name)
-            verdicts.append(c.verdict)
+            verdicts.append(c)
             if exp.comparison is None:
                 exp.comparison, exp.noise_floor, exp.subject = c, floor, name
                 exp.a, exp.b = list(base), list(r["process_medians"])
@@ -464,13 +464,14 @@ class RemeasureExperiment:
         exp.details.update({"components": lines, "condition": cond_note})
         measured = [ln for ln in lines if not ln.endswith("not measured on both sides")]
         lines = measured + [ln for ln in lines if ln not in measured]
-        if Verdict.SLOWER in verdicts:
+        if any(c.verdict is Verdict.SLOWER for c in verdicts):
             exp.outcome = Outcome.STILL_PRESENT
-            exp.reason = "the component is still slower than in the baseline"
+            exp.reason = "the component is still slower than in the baseline, beyond the threshold"
             exp.sentence = f"Still present: {cond_note}; {lines[0]}"
-        elif verdicts and all(v in (Verdict.SAME, Verdict.FASTER) for v in verdicts):
+        elif verdicts and all(c.ci_high < 1 + ctx.threshold for c in verdicts):
             exp.outcome = Outcome.GONE
-            exp.reason = "the component measures as in the baseline again"
+            exp.reason = (f"the component is back: a slowdown of {ctx.threshold:.0%} or more against the baseline is "
+                          "ruled out (the CI of the ratio ends below it)")
             exp.sentence = f"Gone now: {lines[0]}; {cond_note}"
         else:
             exp.outcome = Outcome.INCONCLUSIVE

@@ -41,6 +41,7 @@ from forensics.investigate.experiments import KINDS, Context
 from forensics.investigate.measure import CANARY_RESULT, Subject, callable_command, measure_now, results_of
 from forensics.investigate.model import Experiment, Kind, Outcome, Regression
 from forensics.investigate.plan import build_plan
+from forensics.stats import Verdict
 
 EventFn = Callable[..., None]
 SNAPSHOT_PROCESSES = 5
@@ -245,9 +246,12 @@ def _regression(analysis, baseline, step: Subject | None, canary: bool, canary_s
                                              "with `forensics snapshot --bench`, and --cmd for your step)")
     c = judged.comparison
     text = f"{judged.name}: {c.sentence()}"
-    if c.verdict.value == "slower":
+    if c.verdict is Verdict.SLOWER:
         return subject, Regression.YES, text
-    if c.verdict.value in ("same", "faster"):
+    if c.verdict in (Verdict.SAME, Verdict.FASTER) or c.verdict.small or c.ci_high < 1 + s.threshold:
+        # the threshold gates it (DESIGN section 7): a slowdown of the threshold or more is ruled out
+        if c.verdict not in (Verdict.SAME, Verdict.FASTER) and not c.verdict.small:
+            text += f"; a slowdown of {s.threshold:.0%} or more is ruled out (the CI ends at {c.ci_high:.3f})"
         return subject, Regression.NO, text
     return subject, Regression.UNKNOWN, text
 
