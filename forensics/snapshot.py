@@ -119,7 +119,12 @@ def redact_loaded(doc: dict[str, Any]) -> tuple[dict[str, Any], int]:
 
 
 def save(doc: dict[str, Any], path: Path) -> Path:
-    """Write a snapshot atomically (:func:`forensics.docfile.save`); returns ``path``."""
+    """Write a snapshot atomically (:func:`forensics.docfile.save`); returns ``path``.
+
+    ``redactions`` is written last (an empty list when the document has none), so that
+    :func:`validate` can tell a YAML file cut short from a whole one.
+    """
+    doc = {k: v for k, v in doc.items() if k != "redactions"} | {"redactions": list(doc.get("redactions") or [])}
     return docfile.save(doc, path)
 
 

@@ -137,12 +137,13 @@ class _CountingStr(str):
 
 def test_evidence_of_many_changed_packages_is_deduplicated_without_pairwise_comparison():
     """20,000 added packages took 3 s, 80,000 took 71 s: each evidence line was compared with every earlier one."""
+    from forensics.diff.evidence import Scored
     from forensics.diff.ledger import _build
     from forensics.model import Severity, implicated
 
     lines = [_CountingStr(f"pkg{i}: absent -> 1.0") for i in range(3000)]
     f = implicated("python.packages", Severity.LOW, "3000 other packages changed", lines + lines[:10])
     _CountingStr.compared = 0
-    hyp = _build("python.packages", [f], 1.0)
+    hyp = _build("python.packages", [f], Scored(1.0, [], {}))
     assert hyp.evidence == ["3000 other packages changed", *lines]
     assert _CountingStr.compared < 3 * len(lines)  # was about 4.5 million (n**2 / 2)
