@@ -161,8 +161,10 @@ class ChildGroups:
             for pid in pids:
                 _signal_group(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace_s
+            pause = 0.002  # most children die within a millisecond of SIGTERM: look again soon, then less often
             while time.monotonic() < deadline and any(_alive(p) for p in pids):
-                time.sleep(0.02)
+                time.sleep(pause)
+                pause = min(0.02, pause * 2)
             for pid in pids:
                 _signal_group(pid, signal.SIGKILL)
         return len(pids)
@@ -224,6 +226,25 @@ def probe_children(groups: ChildGroups):
         yield groups
     finally:
         _LOCAL.groups = old
+
+
+def carry_children(fn):
+    """``fn``, wrapped so that the thread running it records its children like the calling thread.
+
+    For a probe that runs a command beside another in a thread of its own
+    (:func:`probe_children` covers only the probe's thread): the children the
+    wrapped call starts join the calling probe's groups, ended with the probe.
+    Outside a probe ``fn`` is returned unchanged.
+    """
+    groups = getattr(_LOCAL, "groups", None)
+    if groups is None:
+        return fn
+
+    def run(*args, **kwargs):
+        with probe_children(groups):
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def end_helpers(grace_s: float = 1.0) -> list[str]:

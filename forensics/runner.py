@@ -10,8 +10,9 @@ Every child process a probe's thread starts (its own ``subprocess`` calls,
 GitPython's ``git`` commands) runs in its own process group, recorded against
 the probe (:func:`forensics.procgroup.probe_children`). When the probe's time
 is up the runner ends those groups, so a hung ``git`` neither keeps the probe's
-thread blocked nor outlives forensics; children still running once every
-probe is done are ended too. Probes that shell out still put their own,
+thread blocked nor outlives forensics; children a probe leaves running when it
+returns are ended by its own thread then (the others still collecting), and
+any still running once every probe is done are ended too. Probes that shell out still put their own,
 shorter timeouts on subprocesses, to report what timed out.
 """
 
@@ -44,6 +45,10 @@ class _Slot:
 def _run_one(slot: _Slot) -> None:
     with probe_children(slot.children or ChildGroups()):
         _collect_one(slot)
+    if slot.children is not None:
+        # What the probe left running (GitPython's persistent ``git cat-file``) is stopped now, in
+        # the probe's own thread beside the probes still running, not after the last one is done.
+        slot.children.end()
 
 
 def _collect_one(slot: _Slot) -> None:
