@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from forensics.env import collect as ec
-from forensics.env import nccllog
 from forensics.model import MissingReason, is_missing, missing
 from forensics.env.workers import envdump
 from forensics.env.workers.binding import read_binding
@@ -124,6 +123,8 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
         environment" with a value the launching process does not have
         (``NCCL_DEBUG*`` set by the rank itself are left out).
     """
+    from forensics.env import nccllog  # only --nccl-init and --launcher ranks have a log to parse
+
     parsed = nccllog.parse(info.get("log_lines") or [])
     mine = next(iter(list(parsed["ranks"].values()) + list(parsed["unranked"].values())), None)
     no_log = missing(MissingReason.NOT_APPLICABLE, info.get("reason") or "NCCL wrote no log") if mine is None else None
@@ -226,6 +227,30 @@ def _nccl_summary(ranks: list[dict[str, Any]], under: str) -> dict[str, Any]:
     return out
 
 
+def _parent_side(select, parent_raw: dict[str, str], at_exec_all: dict[str, str] | None,
+                 files: list[dict[str, Any]], conf: dict[str, dict[str, str]], red: _Redact) -> dict[str, Any]:
+    """``select``, ``parent``, ``network`` and ``config_files`` of the data section: the launching
+    process's own view (``os.environ``, ``/proc/self/environ``, its start-up hooks and binding,
+    ``/sys/class/net``, NCCL's config files)."""
+    data: dict[str, Any] = {"select": list(select)}
+    changed = [] if at_exec_all is None else ec.differences(envdump.filter_env(at_exec_all, select), parent_raw, None)
+    data["parent"] = {
+        "env": red.env(parent_raw, "nccl_env.parent.env"),
+        "changed_in_process": [d["name"] for d in changed],
+        "hooks": hooks_entry(envdump.find_hooks()),
+        "python": {"executable": sys.executable, "version": sys.version.split()[0]},
+        "binding": read_binding(),
+    }
+    data["network"] = ec.net_interfaces()
+    data["config_files"] = {
+        "files": [{**f, "vars": red.env(f["vars"], "nccl_env.config_files") if "missing" not in f["vars"] else f["vars"]}
+                  for f in files],
+        "effective": {k: {"value": red.value(k, v["value"], "nccl_env.config_files.effective"), "from": v["from"]}
+                      for k, v in conf.items()},
+    }
+    return data
+
+
 def collect_nccl_env(options: dict[str, Any], redactor, timeout_s: float,
                      error: Callable[[str, str], None]) -> dict[str, Any]:
     """Collect the ``nccl_env`` data section.
@@ -249,24 +274,6 @@ def collect_nccl_env(options: dict[str, Any], redactor, timeout_s: float,
     slow = bool(launcher or nccl_init or options.get("deep"))
     budget = max(1.0, timeout_s - 1.5)
     sel = ",".join(select)
-    files = ec.config_files(os.environ)
-    conf = ec.conf_effective(files, os.environ)
-    data: dict[str, Any] = {"select": list(select)}
-    changed = [] if at_exec_all is None else ec.differences(envdump.filter_env(at_exec_all, select), parent_raw, None)
-    data["parent"] = {
-        "env": red.env(parent_raw, "nccl_env.parent.env"),
-        "changed_in_process": [d["name"] for d in changed],
-        "hooks": hooks_entry(envdump.find_hooks()),
-        "python": {"executable": sys.executable, "version": sys.version.split()[0]},
-        "binding": read_binding(),
-    }
-    data["network"] = ec.net_interfaces()
-    data["config_files"] = {
-        "files": [{**f, "vars": red.env(f["vars"], "nccl_env.config_files") if "missing" not in f["vars"] else f["vars"]}
-                  for f in files],
-        "effective": {k: {"value": red.value(k, v["value"], "nccl_env.config_files.effective"), "from": v["from"]}
-                      for k, v in conf.items()},
-    }
     dirs = [ec.private_dir() for _ in range(3)]
     try:
         jobs: dict[str, Callable[[], Any]] = {
@@ -279,7 +286,12 @@ def collect_nccl_env(options: dict[str, Any], redactor, timeout_s: float,
             argv = ec.worker_argv(["--out-dir", dirs[2], "--select", sel, "--nccl-init", "--method", "nccl_init"])
             jobs["nccl"] = lambda: _ranks_run(argv, dirs[2], budget)
         with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            # The workers (fresh interpreters, the slow part) start first; the launching process's
+            # own side is read while they come up.
             futures = {k: pool.submit(fn) for k, fn in jobs.items()}
+            files = ec.config_files(os.environ)
+            conf = ec.conf_effective(files, os.environ)
+            data = _parent_side(select, parent_raw, at_exec_all, files, conf, red)
             results = {k: f.result() for k, f in futures.items()}
     finally:
         for d in dirs:
