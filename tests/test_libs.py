@@ -1,6 +1,7 @@
 """The libs probe: finding libraries, decoding versions, and judging cuda.version / nccl.version."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +64,45 @@ def test_find_library_prefers_torch_wheels_over_system(tmp_path):
     assert got["source"] == "nvidia_wheel" and got["path"].endswith("cu13/lib/libcudart.so.13")
     assert find_library("nccl", None, system_dirs=(str(system),))["source"] == "system"
     assert find_library("cudnn", site, system_dirs=(str(system),)) is None
+
+
+def _h200_site(tmp_path):
+    """A site-packages holding the H200 machine's ~200 distributions (tests/fixtures/h200x2/pip-list.txt) as
+    ``<name>-<version>.dist-info`` folders (the wheel spec's escaped names), plus one ``.egg-info``."""
+    lines = (Path(__file__).parent / "fixtures" / "h200x2" / "pip-list.txt").read_text().splitlines()[2:]
+    for line in lines:
+        name, version = line.split()[:2]
+        folder = tmp_path / f"{name.replace('-', '_')}-{version}.dist-info"
+        folder.mkdir()
+        (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    egg = tmp_path / "nvidia_legacy_tools.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.0\nName: NVIDIA-Legacy-Tools\nVersion: 1.0\n")
+    return len(lines)
+
+
+def test_wheels_found_reading_only_nvidia_metadata(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    count = _h200_site(tmp_path)
+    every_dist = metadata.distributions
+    monkeypatch.setattr(libs.metadata, "distributions", lambda: every_dist(path=[str(tmp_path)]))
+    reads = []
+    original = metadata.PathDistribution.read_text
+    monkeypatch.setattr(metadata.PathDistribution, "read_text",
+                        lambda self, name: reads.append(self._path.name) or original(self, name))
+    dists = libs.nvidia_distributions()
+    # what reading every METADATA finds (the probe's earlier way), in the same order
+    every = [((d.metadata["Name"] or "").lower(), d.version) for d in every_dist(path=[str(tmp_path)])]
+    assert dists == [(n, v) for n, v in every if n.startswith("nvidia-")]
+    assert ("nvidia-legacy-tools", "1.0") in dists and len(dists) == 17
+    for kind, want in (("cuda_runtime", H200["cuda_runtime"]), ("nccl", H200["nccl"]), ("cudnn", H200["cudnn"])):
+        assert libs._wheel_for(want["path"], libs.LIBS[kind][2], dists) == want["wheel"]
+        assert libs._wheel_for(want["path"], libs.LIBS[kind][2]) == want["wheel"]
+    assert libs._wheel_for("/usr/lib/x86_64-linux-gnu/libnccl.so.2", "nccl")["missing"] == "not_applicable"
+    reads.clear()
+    libs.nvidia_distributions()
+    assert count > 190 and all("nvidia" in r.lower() for r in reads) and len(set(reads)) == 17
 
 
 def test_version_query_of_a_broken_library_is_an_error_not_a_crash(tmp_path):

@@ -33,6 +33,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -152,8 +153,6 @@ def read_torch() -> tuple[Any, Path | None]:
 
 def parse_version_py(text: str, name: str) -> Any:
     """Value of ``name = '...'`` (or ``name: Optional[str] = '...'``) in torch/version.py text."""
-    import re
-
     m = re.search(rf"^{name}\s*(?::[^=]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", text, re.M)
     if not m:
         return missing(MissingReason.NOT_FOUND, f"{name} not in torch/version.py")
@@ -161,14 +160,42 @@ def parse_version_py(text: str, name: str) -> Any:
     return val if val is not None else missing(MissingReason.NOT_APPLICABLE, "CPU-only build of torch")
 
 
-def _wheel_for(path: str, fragment: str) -> Any:
-    """The nvidia-* distribution (name and version) that ships ``path``, by name fragment."""
+_DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-[^-]+\.dist-info$")
+
+
+def nvidia_distributions() -> list[tuple[str, str]]:
+    """``(name, version)`` of every installed distribution named ``nvidia-*``, in
+    ``importlib.metadata.distributions()`` order; ``name`` is its METADATA ``Name``, lowercased.
+
+    METADATA is read only where the name can start with ``nvidia-``: a
+    ``<name>-<version>.dist-info`` folder (the wheel spec's escaped name) whose
+    name does not normalise to ``nvidia-...`` is passed over unread; other
+    layouts (``.egg-info``) are read. One pass for all three libraries: an
+    environment with torch holds ~200 distributions, and parsing each METADATA
+    costs ~1 ms of the interpreter's time that the other probes wait for.
+    """
+    out = []
+    for dist in metadata.distributions():
+        m = _DIST_INFO.match(getattr(getattr(dist, "_path", None), "name", "") or "")
+        if m and not re.sub(r"[-_.]+", "-", m.group("name")).lower().startswith("nvidia-"):
+            continue
+        md = dist.metadata
+        name = (md["Name"] or "").lower()
+        if name.startswith("nvidia-"):
+            out.append((name, md["Version"]))
+    return out
+
+
+def _wheel_for(path: str, fragment: str, dists: list[tuple[str, str]] | None = None) -> Any:
+    """The nvidia-* distribution (name and version) that ships ``path``, by name fragment.
+
+    ``dists``: :func:`nvidia_distributions`, when the caller already has it.
+    """
     if "/nvidia/" not in path:
         return missing(MissingReason.NOT_APPLICABLE, "not from an nvidia-* wheel")
-    for dist in metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower()
-        if name.startswith("nvidia-") and fragment in name:
-            return f"{name} {dist.version}"
+    for name, version in nvidia_distributions() if dists is None else dists:
+        if fragment in name:
+            return f"{name} {version}"
     return missing(MissingReason.NOT_FOUND, f"no nvidia-*{fragment}* distribution")
 
 
@@ -239,12 +266,29 @@ class LibsProbe(Probe):
         return DEEP_TIMEOUT_S if options.get("deep") else 0.0
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from forensics.procgroup import carry_children
         from forensics.readers import run_command
 
+        with ThreadPoolExecutor(max_workers=1) as pool:  # nvcc runs beside the version query's child
+            nvcc = pool.submit(carry_children(run_command), ["nvcc", "--version"], min(5.0, ctx.timeout_s / 2))
+            data = self._loaded(ctx)
+            data["nvcc"] = read_nvcc(nvcc.result())
+        data["env_claims"] = {k: ctx.redactor.env(k, os.environ[k], f"libs.env_claims.{k}")
+                              for k in ENV_CLAIMS if k in os.environ}
+        if ctx.option("deep"):
+            data["deep"] = read_deep()
+        return data
+
+    @staticmethod
+    def _loaded(ctx: ProbeContext) -> dict[str, Any]:
+        """``torch`` and the three libraries: files, versions asked in a child, wheels."""
         torch, site = read_torch()
         data: dict[str, Any] = {"torch": torch}
         found = {k: f for k in LIBS if (f := find_library(k, site)) is not None}
         codes = query_versions(found, min(VERSION_TIMEOUT_S, ctx.timeout_s / 2))
+        dists = nvidia_distributions() if any("/nvidia/" in f["path"] for f in found.values()) else []
         for kind in LIBS:
             if kind not in found:
                 data[kind] = missing(MissingReason.NOT_FOUND, "no library file in torch/lib, nvidia wheels or "
@@ -254,15 +298,10 @@ class LibsProbe(Probe):
             code = codes.get(kind, missing(MissingReason.ERROR, "no answer"))
             entry["version_code"] = code
             entry["version"] = decode_version(kind, code) if isinstance(code, int) else code
-            entry["wheel"] = _wheel_for(entry["path"], LIBS[kind][2])
+            entry["wheel"] = _wheel_for(entry["path"], LIBS[kind][2], dists)
             if is_missing(code):
                 ctx.error(f"{kind}.version", str(code.get("detail")))
             data[kind] = entry
-        data["nvcc"] = read_nvcc(run_command(["nvcc", "--version"], min(5.0, ctx.timeout_s / 2)))
-        data["env_claims"] = {k: ctx.redactor.env(k, os.environ[k], f"libs.env_claims.{k}")
-                              for k in ENV_CLAIMS if k in os.environ}
-        if ctx.option("deep"):
-            data["deep"] = read_deep()
         return data
 
     def judge(self, before: ProbeResult | None, after: ProbeResult | None, jctx: JudgeContext | None = None):
@@ -285,8 +324,6 @@ class LibsProbe(Probe):
 
 def read_nvcc(res) -> Any:
     """Parse ``nvcc --version`` (a :class:`forensics.readers.CommandResult`): release and build."""
-    import re
-
     if not res.ok:
         return res.failure
     m = re.search(r"release (\d+\.\d+), V([\d.]+)", res.stdout)
