@@ -135,6 +135,8 @@ class HostProbe(Probe):
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
         import psutil
 
+        # The busiest processes are measured over a window; the other facts are read inside it.
+        window = _ProcessWindow(psutil)
         data: dict[str, Any] = {
             "cpu": self._read_cpu(psutil),
             "kernel": platform.release(),
@@ -154,7 +156,7 @@ class HostProbe(Probe):
         data["memory"] = {"total_bytes": vm.total, "available_bytes": vm.available, "used_bytes": vm.used}
         data["swap"] = {"total_bytes": sw.total, "used_bytes": sw.used}
         data["uptime_s"] = round(time.time() - psutil.boot_time(), 1)
-        data["top_processes"] = self._read_top_processes(psutil, ctx)
+        data["top_processes"] = window.top()
         return data
 
     @staticmethod
@@ -202,36 +204,6 @@ class HostProbe(Probe):
         except OSError:
             return {}
         return {n: (read_text(f"{base}/{n}/cpulist") or "").strip() for n in names}
-
-    @staticmethod
-    def _read_top_processes(psutil, ctx: ProbeContext, window_s: float = 0.1, top: int = 5) -> list[dict[str, Any]]:
-        def times() -> dict[int, tuple[float, Any]]:
-            out = {}
-            for p in psutil.process_iter(["pid"]):
-                try:
-                    t = p.cpu_times()
-                    out[p.pid] = (t.user + t.system, p)
-                except (psutil.Error, OSError):
-                    continue
-            return out
-
-        first = times()
-        time.sleep(window_s)
-        second = times()
-        deltas = []
-        for pid, (t2, proc) in second.items():
-            t1 = first.get(pid, (t2, None))[0]
-            deltas.append((t2 - t1, pid, proc))
-        deltas.sort(key=lambda x: x[0], reverse=True)
-        rows = []
-        for d, pid, proc in deltas[:top]:
-            try:
-                with proc.oneshot():
-                    rows.append({"pid": pid, "name": proc.name(), "user": proc.username(),
-                                 "cpu_pct": round(100.0 * d / window_s, 1), "rss_bytes": proc.memory_info().rss})
-            except (psutil.Error, OSError, KeyError):
-                continue
-        return rows
 
     def headline(self, data: dict[str, Any]) -> str:
         cpu = data.get("cpu") if isinstance(data.get("cpu"), dict) and not is_missing(data.get("cpu")) else {}
@@ -300,6 +272,52 @@ class HostProbe(Probe):
                                  [f"compared: {', '.join(compared)}"] + (
                                      [f"not compared ({why}): {', '.join(unheld)}"] if unheld else [])))
         return out
+
+
+class _ProcessWindow:
+    """The 5 processes using the most CPU over a window of ``window_s`` (default 0.1 s).
+
+    Sources: ``psutil.process_iter`` and each process's ``cpu_times()`` at the
+    start and end of the window; then name, user and RSS of the top ones.
+    The first reading is taken when the object is made, and :meth:`top` waits
+    for whatever is left of the window: the probe reads its other facts inside it.
+    """
+
+    def __init__(self, psutil, window_s: float = 0.1, top: int = 5):
+        self.psutil, self.window_s, self.count = psutil, window_s, top
+        self.first = self._times()
+        self.started = time.monotonic()
+
+    def _times(self) -> dict[int, tuple[float, Any]]:
+        out = {}
+        for p in self.psutil.process_iter(["pid"]):
+            try:
+                t = p.cpu_times()
+                out[p.pid] = (t.user + t.system, p)
+            except (self.psutil.Error, OSError):
+                continue
+        return out
+
+    def top(self) -> list[dict[str, Any]]:
+        psutil, window_s = self.psutil, self.window_s
+        left = window_s - (time.monotonic() - self.started)
+        if left > 0:
+            time.sleep(left)
+        first, second = self.first, self._times()
+        deltas = []
+        for pid, (t2, proc) in second.items():
+            t1 = first.get(pid, (t2, None))[0]
+            deltas.append((t2 - t1, pid, proc))
+        deltas.sort(key=lambda x: x[0], reverse=True)
+        rows = []
+        for d, pid, proc in deltas[:self.count]:
+            try:
+                with proc.oneshot():
+                    rows.append({"pid": pid, "name": proc.name(), "user": proc.username(),
+                                 "cpu_pct": round(100.0 * d / window_s, 1), "rss_bytes": proc.memory_info().rss})
+            except (psutil.Error, OSError, KeyError):
+                continue
+        return rows
 
 
 def _sub(data: dict[str, Any], group: str, key: str) -> Any:
