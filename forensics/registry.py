@@ -37,11 +37,19 @@ class LoadFailure:
     error: str
 
 
-def _dist_label(ep: metadata.EntryPoint) -> str:
+def _dist_label(ep: metadata.EntryPoint, cache: dict[int, str] | None = None) -> str:
+    """"name version" of the distribution that registered ``ep`` (its METADATA, parsed once per
+    distribution when ``cache`` is given: it holds the long description, the README)."""
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "unknown distribution"
-    return f"{dist.metadata['Name']} {dist.version}"
+    if cache is not None and id(dist) in cache:
+        return cache[id(dist)]
+    md = dist.metadata
+    label = f"{md['Name']} {md['Version']}"
+    if cache is not None:
+        cache[id(dist)] = label
+    return label
 
 
 def _instantiate(ep: metadata.EntryPoint) -> Probe:
@@ -68,8 +76,9 @@ def load_probes(group: str = GROUP) -> tuple[list[LoadedProbe], list[LoadFailure
     loaded: dict[str, LoadedProbe] = {}
     failures: list[LoadFailure] = []
     eps = sorted(metadata.entry_points(group=group), key=lambda e: e.name)
+    labels: dict[int, str] = {}  # the entry points of one distribution share its Distribution object
     for ep in eps:
-        dist = _dist_label(ep)
+        dist = _dist_label(ep, labels)
         if ep.name in loaded:
             failures.append(LoadFailure(ep.name, dist, f"duplicate probe name (already provided by {loaded[ep.name].distribution})"))
             continue

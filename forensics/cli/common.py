@@ -98,12 +98,12 @@ def check_repo(repo: Path | None) -> None:
     Raises:
         BadInputError: the path is missing, a file, or not in a git repository.
     """
+    if repo is None:
+        return
     import shutil
 
     from forensics.bisect.worktree import GitError, git
 
-    if repo is None:
-        return
     if not repo.exists():
         raise BadInputError(f"--repo {repo}: no such folder")
     if not repo.is_dir():
