@@ -30,6 +30,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# Imported with the probe, not in its thread: the workers (the snapshot's slowest part) then start the
+# moment the probe does, instead of after an import that waits on the other probes' imports.
+from forensics.env.data import collect_nccl_env
 from forensics.model import Finding
 from forensics.probe import FieldSpec, JudgeContext, Probe, ProbeContext, ProbeResult
 
@@ -84,8 +87,6 @@ class NcclEnvProbe(Probe):
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
         """Run the workers and gather what they saw (:func:`forensics.env.data.collect_nccl_env`)."""
-        from forensics.env.data import collect_nccl_env
-
         try:
             return collect_nccl_env(ctx.options, ctx.redactor, ctx.timeout_s, ctx.error)
         except ValueError as exc:  # an unusable --launcher string
