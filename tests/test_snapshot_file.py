@@ -16,7 +16,7 @@ def _valid_doc() -> dict:
     return {"schema": "forensics.snapshot/1", "created": "2026-11-29T19:49:47Z", "label": "x",
             "tool": {"name": "forensics", "version": "0.1.0"},
             "probes": {"host": {"status": "ok", "duration_s": 0.1, "data": {"kernel": "6.1"}, "errors": []}},
-            "bench": None}
+            "bench": None, "redaction": "on", "redactions": []}  # written last, as snapshot.build does
 
 
 BAD_INPUTS = {
