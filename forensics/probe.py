@@ -26,6 +26,10 @@ Contract:
   scan); default 0.
 - ``fields``: optional field table (dotted path pattern -> :class:`FieldSpec`),
   read by both ``judge`` and the report; ``*`` matches one path element.
+- ``types``: optional field-type table (dotted path pattern -> type word such as
+  ``"mapping"``, ``"string?"``, ``"number>=0"``), checked when a snapshot is
+  loaded (:mod:`forensics.fieldtypes`): a wrong type refuses the file (exit 2),
+  an impossible reading becomes a missing value, so judges never see either.
 - ``headline(data) -> str``: optional one-line summary for the terminal.
 - ``map_fields``: dotted paths whose child keys are data (env var names,
   package names), exempt from the snake_case key rule.
@@ -160,6 +164,7 @@ class Probe:
     name: str = ""
     description: str = ""
     fields: dict[str, FieldSpec] = {}
+    types: dict[str, str] = {}
     map_fields: tuple[str, ...] = ()
     hypotheses: tuple[str, ...] = ()
 

@@ -175,7 +175,38 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     for key in ("label", "created"):
         if key in doc and not isinstance(doc[key], str):
             raise BadInputError(f"{path}: {key!r} must be a string, found {json_type(doc[key])}")
+    check_field_types(doc, path)
     return doc
+
+
+def check_field_types(doc: dict[str, Any], path: Path) -> None:
+    """Check each probe section's ``data`` against the ``types`` its probe declares (:mod:`forensics.fieldtypes`).
+
+    Probes are found through the registry (a probe not installed here is not
+    checked). Impossible readings are replaced by missing values in ``doc``,
+    listed under :data:`forensics.fieldtypes.MALFORMED` for the ledger and noted
+    under :data:`forensics.docfile.LOAD_NOTES` for the report.
+
+    Raises:
+        BadInputError: a field of the wrong type, naming the file and the field.
+    """
+    from forensics.fieldtypes import MALFORMED, check_data
+    from forensics.registry import find_probe_class
+
+    notes: list[str] = []
+    for name, section in doc["probes"].items():
+        data = section.get("data")
+        if not data or section.get("status") not in ("ok", "partial"):
+            continue
+        probe = find_probe_class(name)
+        types = getattr(probe, "types", None) if probe is not None else None
+        if isinstance(types, dict) and types:
+            bad = check_data(data, types, f"probes.{name}.data", path)
+            if bad:
+                doc.setdefault(MALFORMED, {})[name] = [list(trail) for trail, _ in bad]
+                notes += [note for _, note in bad]
+    if notes:
+        doc[docfile.LOAD_NOTES] = list(doc.get(docfile.LOAD_NOTES) or []) + notes
 
 
 def load(path: Path | str) -> dict[str, Any]:

@@ -118,6 +118,12 @@ class HostProbe(Probe):
     description = "CPU model/cores/frequency/governor, load, memory, kernel, cgroup limits, NUMA, THP, top processes"
     hypotheses = ("host.cpu",)
     map_fields = ("numa_nodes",)
+    types = {"cpu": "mapping", "cpu.model": "string?", "cpu.logical_cores": "integer>=0?",
+             "cpu.physical_cores": "integer>=0?", "cpu.affinity_cores": "integer>=0?", "kernel": "string",
+             "memory": "mapping", "memory.*": "number>=0", "swap": "mapping", "swap.*": "number>=0",
+             "cgroup": "mapping", "container": "mapping", "numa_nodes": "mapping", "top_processes": "list",
+             "top_processes.*": "mapping", "load_avg_1m": "number>=0", "load_avg_5m": "number>=0",
+             "load_avg_15m": "number>=0", "uptime_s": "number>=0"}
     fields = {
         "load_avg_1m": FieldSpec("", "load average 1 min", "os.getloadavg()", volatile=True),
         "load_avg_5m": FieldSpec("", "load average 5 min", "os.getloadavg()", volatile=True),

@@ -46,6 +46,9 @@ class NcclEnvProbe(Probe):
     name = "nccl_env"
     description = "NCCL/CUDA/torch variables as the launching process and its workers see them (per start method, per rank)"
     hypotheses = ("nccl.env", "nccl.env-propagation", "nccl.transport", "host.numa")
+    types = {"select": "list", "select.*": "string", "parent": "mapping", "parent.env": "mapping",
+             "parent.env.*": "string", "config_files": "mapping", "start_methods": "mapping",
+             "start_methods.*": "mapping", "launcher": "mapping", "nccl_init": "mapping"}
     fields = {
         "parent.env.*": FieldSpec(label="variable of the launching process", source="os.environ"),
         "start_methods.*.duration_s": FieldSpec(unit="s", label="worker round trip", volatile=True),

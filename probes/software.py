@@ -98,6 +98,8 @@ class SoftwareProbe(Probe):
     description = "Python version/executable, installed distributions and versions, editable installs and their source"
     hypotheses = ("torch.version", "python.packages")
     map_fields = ("packages", "editable")
+    types = {"python": "mapping", "packages": "mapping", "packages.*": "string", "editable": "mapping",
+             "torch": "mapping"}
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
         packages: dict[str, str] = {}

@@ -147,3 +147,93 @@ def test_evidence_of_many_changed_packages_is_deduplicated_without_pairwise_comp
     hyp = _build("python.packages", [f], Scored(1.0, [], {}))
     assert hyp.evidence == ["3000 other packages changed", *lines]
     assert _CountingStr.compared < 3 * len(lines)  # was about 4.5 million (n**2 / 2)
+
+
+# -- A: each probe's fields are checked against the types it declares --------------------------------------------
+
+
+def _gpu0(doc: dict) -> dict:
+    return next(iter(doc["probes"]["gpu"]["data"]["gpus"].values()))
+
+
+def _set_power(value):
+    return lambda d: _gpu0(d)["power"].__setitem__("enforced_limit_mw", value)
+
+
+WRONG_TYPES = {
+    "gpus a string": (lambda d: d["probes"]["gpu"]["data"].__setitem__("gpus", "x"),
+                      "probes.gpu.data.gpus is 'x', expected a mapping"),
+    "gpus a list": (lambda d: d["probes"]["gpu"]["data"].__setitem__("gpus", [1, 2]),
+                    "probes.gpu.data.gpus is a list, expected a mapping"),
+    "one GPU a string": (lambda d: d["probes"]["gpu"]["data"]["gpus"].__setitem__(
+        next(iter(d["probes"]["gpu"]["data"]["gpus"])), "x"), "is 'x', expected a mapping"),
+    "power a word": (_set_power("fast"), "power.enforced_limit_mw is 'fast', expected a number"),
+    "power true": (_set_power(True), "power.enforced_limit_mw is True, expected a number"),
+    "power null": (_set_power(None), "power.enforced_limit_mw is null, expected a number"),
+    "power a list": (_set_power([1]), "power.enforced_limit_mw is a list, expected a number"),
+    "host cpu a string": (lambda d: d["probes"]["host"]["data"].__setitem__("cpu", "x"),
+                          "probes.host.data.cpu is 'x', expected a mapping"),
+    "git repos a string": (lambda d: d["probes"]["git"]["data"].__setitem__("repos", "x"),
+                           "probes.git.data.repos is 'x', expected a list"),
+    "packages a list": (lambda d: d["probes"]["software"]["data"].__setitem__("packages", ["a"]),
+                        "probes.software.data.packages is a list, expected a mapping"),
+    "package version a number": (lambda d: d["probes"]["software"]["data"]["packages"].__setitem__("torch", 5),
+                                 "probes.software.data.packages.torch is 5, expected a string"),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_TYPES))
+def test_a_field_of_the_wrong_type_refuses_the_file(tmp_path, case):
+    """Each of these gave a made-up cause with exit 0 ("gpu.health: GPU 0 absent after (fell off the bus?)",
+    "gpu.config: 700 W -> nan W", python.packages) or an internal exception in a note."""
+    mutate, expected = WRONG_TYPES[case]
+    doc = _load(PULL_B)
+    mutate(doc)
+    bad = _write(tmp_path / "bad.json", doc)
+    for args in (("diff", str(bad), str(PULL_B)), ("show", str(bad))):
+        r = run_cli(*args)
+        assert r.returncode == 2, (args, r.stdout)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"forensics: error: {bad}: ") and expected in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -5, 10**400], ids=["nan", "inf", "negative", "1e400"])
+def test_an_impossible_power_reading_makes_gpu_config_inconclusive(tmp_path, value):
+    doc = _load(PULL_B)
+    _gpu0(doc)["power"]["enforced_limit_mw"] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))  # NaN and Infinity as JSON's lenient literals
+    report = tmp_path / "r.json"
+    r = run_cli("diff", str(bad), str(PULL_B), "-o", str(report))
+    assert r.returncode == 0, r.stderr
+    assert "gpu.config" not in r.stdout.splitlines()[0]  # was "Most likely cause: gpu.config (... 700 W -> nan W)"
+    out = json.loads(report.read_text())
+    hyp = next(h for h in out["hypotheses"] if h["id"] == "gpu.config")
+    assert hyp["status"] == "inconclusive" and hyp["summary"].startswith("malformed value (BEFORE gpus."), hyp
+    assert any("power.enforced_limit_mw: malformed value" in n for n in out["notes"]), out["notes"]
+    assert r.returncode == 0 and run_cli("show", str(bad)).returncode == 0
+
+
+def test_a_failing_third_party_judge_is_a_plain_note_and_its_hypotheses_inconclusive(monkeypatch):
+    from forensics.diff import ledger
+    from forensics.probe import Probe
+
+    class Crashy(Probe):
+        name = "crashy"
+        description = "a probe whose judge breaks"
+        hypotheses = ("host.cpu",)
+
+        def judge(self, before, after, jctx=None):
+            return before.data["nothing"]["here"]
+
+    real = ledger._probe
+    monkeypatch.setattr(ledger, "_probe", lambda n: Crashy() if n == "crashy" else real(n))
+    monkeypatch.delenv("FORENSICS_DEBUG", raising=False)
+    b, a = _load(AA_B), _load(AA_A)
+    for doc in (b, a):
+        doc["probes"]["crashy"] = {"status": "ok", "duration_s": 0.0, "data": {"x": 1}, "errors": []}
+    result = ledger.analyse(b, a)
+    note = next(n for n in result.notes if "crashy" in n)
+    assert note == ("probe 'crashy' could not judge these snapshots (a fault in the probe, or data it does not "
+                    "expect); its hypotheses are inconclusive; FORENSICS_DEBUG=1 shows the error")
+    assert "KeyError" not in " ".join(result.notes)

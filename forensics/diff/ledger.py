@@ -30,6 +30,7 @@ temperature is not a cause); they stay in its evidence.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -37,6 +38,7 @@ from typing import Any, Mapping
 from forensics import docfile
 from forensics.diff import commits as commits_mod
 from forensics.errors import BadInputError
+from forensics.fieldtypes import MALFORMED
 from forensics.diff.changes import Change, diff_snapshots
 from forensics.bench.effect import BenchEffect, Pointer, compare_bench
 from forensics.diff import evidence as ev_table
@@ -234,16 +236,50 @@ def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
             try:
                 found = list(probe.judge(sb, sa, jctx))
             except Exception as exc:  # a third-party judge may break; its hypotheses end inconclusive
-                notes.append(f"probe {name!r}: judge failed ({type(exc).__name__}: {exc}); its hypotheses are inconclusive")
-                found = []
+                why = f" ({type(exc).__name__}: {exc})" if os.environ.get("FORENSICS_DEBUG") else ""
+                notes.append(f"probe {name!r} could not judge these snapshots (a fault in the probe, or data it "
+                             f"does not expect); its hypotheses are inconclusive; FORENSICS_DEBUG=1 shows the "
+                             f"error{why}")
+                found = [inconclusive(h, f"probe {name!r} could not judge these snapshots") for h in probe.hypotheses]
         for f in found:
             f.probe = f.probe or name
+        found = _unless_malformed(name, found, before, after)
         if len(usable) < 2:
             # "ruled out" means "did not change": with a side missing nobody can say that. A one-sided
             # problem (an implicated finding) still stands.
             found = [f for f in found if f.status is not HypothesisStatus.RULED_OUT]
             found = _no_data(name, probe, sb, sa, found) + found  # the plainer reason first
         out.extend(found)
+    return out
+
+
+def _unless_malformed(name: str, found: list[Finding], before: Mapping[str, Any],
+                      after: Mapping[str, Any]) -> list[Finding]:
+    """``found`` with each finding that rests on a malformed value made inconclusive.
+
+    The loader (:func:`forensics.snapshot.check_field_types`) replaced impossible readings (NaN, a
+    negative power) by missing values and listed them under :data:`forensics.fieldtypes.MALFORMED`.
+    A finding whose ``fields`` cover one of them (or that names no fields) neither implicates nor
+    rules out on it.
+    """
+    bad = [(side, tuple(trail)) for side, doc in (("BEFORE", before), ("AFTER", after))
+           for trail in ((doc.get(MALFORMED) or {}).get(name) or [])]
+    if not bad:
+        return found
+
+    def covers(pattern: str, trail: tuple) -> bool:
+        parts = pattern.split(".")
+        return len(parts) <= len(trail) and all(p in ("*", t) for p, t in zip(parts, trail))
+
+    out = []
+    for f in found:
+        hit = [(side, trail) for side, trail in bad if not f.fields or any(covers(p, trail) for p in f.fields)]
+        if hit and f.status is not HypothesisStatus.INCONCLUSIVE:
+            where = "; ".join(f"{side} {'.'.join(trail)}" for side, trail in hit[:3])
+            g = inconclusive(f.hypothesis, f"malformed value ({where}); cannot compare", [f.summary])
+            g.probe, g.fields = f.probe, f.fields
+            f = g
+        out.append(f)
     return out
 
 

@@ -122,6 +122,11 @@ class GitProbe(Probe):
     name = "git"
     description = "git HEAD, branch/detached, upstream ahead/behind, dirty files, stash, reflog of the code under test"
     hypotheses = ("code.change",)
+    types = {"repos": "list", "repos.*": "mapping", "repos.*.path": "string", "repos.*.branch": "string?",
+             "repos.*.detached": "boolean", "repos.*.dirty": "boolean", "repos.*.head": "mapping?",
+             "repos.*.head.sha": "string", "repos.*.reflog": "list", "repos.*.reflog.*": "mapping",
+             "repos.*.modified": "list", "repos.*.staged": "list", "repos.*.untracked": "list",
+             "repos.*.remotes": "mapping", "repos.*.stash_count": "integer>=0"}
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
         targets: list[tuple[Path, str, str | None]] = []

@@ -76,3 +76,23 @@ FIELDS: dict[str, FieldSpec] = {
     "topology.raw": FieldSpec("", "nvidia-smi topo -m text", "nvidia-smi topo -m"),
     "sample": FieldSpec("", "sampled window (--sample)", "forensics.gpu.sampler", volatile=True),
 }
+
+# What each field must hold, checked on load (forensics.fieldtypes): a wrong type refuses the file, an
+# impossible reading (NaN, a negative power) becomes a missing value ("malformed value").
+_N = "number>=0"
+TYPES: dict[str, str] = {
+    "driver_version": "string", "cuda_driver_version": "string", "gpu_count": "integer>=0",
+    "gpus": "mapping", "gpus.*": "mapping", "topology": "mapping", "sample": "mapping",
+    _G + "index": "integer>=0", _G + "uuid": "string", _G + "name": "string", _G + "pci_bus_id": "string",
+    **{_G + k: "mapping" for k in ("memory", "utilization", "clocks", "clocks.*", "clocks_event_reasons", "pcie",
+                                   "pcie.counters", "power", "temperature", "violation_ns", "clocks_event_ns",
+                                   "ecc", "remapped_rows", "modes", "nvlink", "nvlink.links", "nvlink.links.*")},
+    _G + "memory.*": _N, _G + "utilization.*": _N, _G + "clocks.*.*": _N, _G + "pstate": "integer>=0",
+    _G + "clocks_event_reasons.active": "list", _G + "clocks_event_reasons.active.*": "string",
+    _G + "clocks_event_reasons.current_mask": "integer>=0", _G + "clocks_event_reasons.supported_mask": "integer>=0",
+    **{_G + "pcie." + k: _N for k in ("gen_current", "gen_max", "gen_gpu_max", "width_current", "width_max",
+                                      "speed_mbps")},
+    _G + "pcie.counters.*": _N, _G + "power.*": _N, _G + "temperature.*": "number",
+    _G + "violation_ns.*": _N, _G + "clocks_event_ns.*": _N, _G + "remapped_rows.*": _N,
+    _G + "nvlink.active_links": "integer>=0", _G + "processes": "list", _G + "processes.*": "mapping",
+}

@@ -27,6 +27,10 @@ HW_COUNTER_GROWTH_NS = 1e9  # HW slowdown/brake time grown by > 1 s between snap
 NEW_PROCESS_MEM_BYTES = 1 << 30
 BUSY_UTIL_PCT = 30
 
+_THROTTLE_FIELDS = ["gpus.*.clocks_event_reasons", "gpus.*.clocks_event_ns", "gpus.*.violation_ns", "gpus.*.clocks",
+                    "gpus.*.pstate", "gpus.*.utilization", "sample", "bench.telemetry"]
+"""What gpu.throttling reads (a malformed value under one of these makes it inconclusive)."""
+
 def _reasons(t: dict[str, float]) -> str:
     return ", ".join(f"{r.replace('_', ' ')} {pct(f)}" for r, f in sorted(t.items(), key=lambda kv: -kv[1])) or "none"
 
@@ -127,7 +131,8 @@ def judge_throttling(pairs, docs, datas) -> Finding:
         return implicated("gpu.throttling", sev, summary, evidence, relevance=rel,
                           fields=["gpus.*.clocks_event_reasons", "gpus.*.clocks_event_ns", "bench.telemetry"])
     if checked:
-        return ruled_out("gpu.throttling", "; ".join(checked) + "; no reason counter grew", evidence)
+        return ruled_out("gpu.throttling", "; ".join(checked) + "; no reason counter grew", evidence,
+                         fields=_THROTTLE_FIELDS)
     unheld = not_held(pairs, "clocks") + not_held(pairs, "clocks_event_reasons")
     if unheld:
         return inconclusive("gpu.throttling", unheld_summary(unheld, "clocks and clocks-event reasons under load"),
@@ -201,7 +206,7 @@ def judge_pcie(pairs, docs, datas) -> Finding:
                           fields=["gpus.*.pcie", "bench.telemetry"])
     idle = "; idle downtraining at snapshot time is expected, not a fault" if idle_notes else ""
     if checked:
-        return ruled_out("gpu.pcie-link", "; ".join(checked) + idle, evidence)
+        return ruled_out("gpu.pcie-link", "; ".join(checked) + idle, evidence, fields=["gpus.*.pcie", "bench.telemetry"])
     unheld = not_held(pairs, "pcie")
     if unheld:
         return inconclusive("gpu.pcie-link", unheld_summary(unheld, "the PCIe link under load"), evidence + unheld)
@@ -266,7 +271,8 @@ def judge_contention(pairs) -> Finding:
         return implicated("gpu.contention", sev, summary, evidence, relevance=rel,
                           fields=["gpus.*.processes", "gpus.*.utilization"])
     if checked and not unknown:
-        return ruled_out("gpu.contention", "no new process on the GPUs: " + "; ".join(checked), evidence)
+        return ruled_out("gpu.contention", "no new process on the GPUs: " + "; ".join(checked), evidence,
+                         fields=["gpus.*.processes", "gpus.*.utilization"])
     unheld = not_held(pairs, "processes")
     if unheld:
         return inconclusive("gpu.contention", unheld_summary(unheld, "the process list"), evidence + unheld)

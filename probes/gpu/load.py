@@ -109,7 +109,8 @@ def judge_memory(pairs, docs, datas) -> Finding:
                           "allocator holds (reserved), not only live tensors"], relevance=rel,
                           fields=["bench.telemetry", "sample"])
     if checked:
-        return ruled_out("gpu.memory", "; ".join(checked) + f" (near full is {NEAR_FULL:.0%})", evidence)
+        return ruled_out("gpu.memory", "; ".join(checked) + f" (near full is {NEAR_FULL:.0%})", evidence,
+                         fields=["bench.telemetry", "sample", "gpus.*.memory"])
     return inconclusive("gpu.memory", "memory in use is judged only from samples under load: run 'forensics bench' "
                         "or 'forensics snapshot --sample 10' during the workload; a snapshot's instant reading is not judged",
                         evidence)

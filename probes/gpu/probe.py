@@ -26,7 +26,7 @@ from forensics.gpu.readings import (CLOCKS_EVENT_FIELDS, PCIE_COUNTER_FIELDS, de
 from forensics.model import MissingReason, is_missing, missing
 from forensics.gpu.nvml import Nvml
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
-from forensics_probes.gpu.fields import FIELDS
+from forensics_probes.gpu.fields import FIELDS, TYPES
 
 _CLOCKS = (("graphics", "NVML_CLOCK_GRAPHICS", 0), ("sm", "NVML_CLOCK_SM", 1),
            ("mem", "NVML_CLOCK_MEM", 2), ("video", "NVML_CLOCK_VIDEO", 3))
@@ -56,6 +56,7 @@ class GpuProbe(Probe):
     fields = FIELDS
     map_fields = ("gpus", "gpus.*.nvlink.links", "topology.matrix", "topology.matrix.*", "sample.gpus",
                   "kernel_cmdline.params", "iommu.group_types")
+    types = TYPES
 
     def __init__(self, nvml: Nvml | None = None, topo_runner=None, max_workers: int = MAX_READERS):
         self._nvml = nvml

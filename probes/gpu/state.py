@@ -103,7 +103,7 @@ def judge_config(pairs) -> Finding:
     if same:
         unheld = not_held(pairs, "power") + not_held(pairs, "clocks") + not_held(pairs, "modes")
         return ruled_out("gpu.config", "same on both sides: " + "; ".join(same), evidence + [
-            f"not compared: {line}" for line in unheld])
+            f"not compared: {line}" for line in unheld], fields=["gpus.*.power", "gpus.*.clocks", "gpus.*.modes", "gpus.*.ecc"])
     unheld = not_held(pairs, "power") + not_held(pairs, "clocks") + not_held(pairs, "modes")
     if unheld:
         return inconclusive("gpu.config", unheld_summary(unheld, "power limits, application clocks and modes"),
@@ -229,7 +229,8 @@ def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
         return implicated("gpu.health", sev, summary, evidence, relevance=rel,
                           fields=["gpus.*.ecc", "gpus.*.remapped_rows", "gpus.*.pcie.counters", "gpus.*.nvlink"])
     if any(checked):
-        return ruled_out("gpu.health", "; ".join(c for c in checked if c), evidence)
+        return ruled_out("gpu.health", "; ".join(c for c in checked if c), evidence,
+                         fields=["gpus.*.ecc", "gpus.*.remapped_rows", "gpus.*.pcie.counters", "gpus.*.nvlink"])
     unheld = [ln for g in ("ecc", "remapped_rows", "retired_pages", "pcie", "nvlink") for ln in not_held(pairs, g)]
     if unheld:
         return inconclusive("gpu.health", unheld_summary(unheld, "error counters (ECC, remapped rows, PCIe, NVLink)"),
@@ -373,7 +374,8 @@ def judge_topology(b, a, pairs) -> Finding:
         return inconclusive("gpu.topology", "ACS on the bridges above the GPUs not read: " + "; ".join(
             aa["unreadable"][:3]) + ("; checked: " + "; ".join(same) if same else ""), evidence + aa["unreadable"])
     if same:
-        return ruled_out("gpu.topology", "same on both sides: " + "; ".join(same), evidence)
+        return ruled_out("gpu.topology", "same on both sides: " + "; ".join(same), evidence,
+                         fields=["gpus.*.nvlink", "topology", "gpus.*.pci_topology", "iommu", "kernel_cmdline"])
     if unheld:
         return inconclusive("gpu.topology", unheld_summary(unheld, "NVLink state and the topology matrix"),
                             evidence + unheld)
@@ -431,7 +433,8 @@ def judge_driver(b, a) -> Finding:
     if db != da:
         return implicated("driver.version", Severity.MEDIUM, f"NVIDIA driver {db} -> {da}", ev,
                           relevance=0.6, fields=["driver_version", "cuda_driver_version"])
-    return ruled_out("driver.version", f"driver {da} on both (CUDA driver API {ca})", ev)
+    return ruled_out("driver.version", f"driver {da} on both (CUDA driver API {ca})", ev,
+                     fields=["driver_version", "cuda_driver_version"])
 
 
 def judge_state(b: dict[str, Any] | None, a: dict[str, Any] | None, pairs, docs=({}, {})) -> list[Finding]:

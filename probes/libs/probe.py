@@ -250,6 +250,9 @@ class LibsProbe(Probe):
     name = "libs"
     description = "CUDA runtime, NCCL and cuDNN that torch loads (asked from the libraries), nvcc, version claims"
     hypotheses = ("cuda.version", "nccl.version")
+    types = {**{k: "mapping" for k in ("torch", "cuda_runtime", "nccl", "cudnn", "nvcc", "env_claims")},
+             **{f"{k}.version": "string" for k in ("torch", "cuda_runtime", "nccl", "cudnn", "nvcc")},
+             "env_claims.*": "string"}
     map_fields = ("env_claims",)
     fields = {
         "torch.version": FieldSpec("", "torch", "package metadata"),
