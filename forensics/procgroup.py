@@ -32,6 +32,26 @@ def defer_signal(signum: int) -> bool:
 
 
 @contextlib.contextmanager
+def signals_deferred():
+    """Defer forensics' own handling of Ctrl-C, SIGTERM and SIGHUP to the end of the block, without
+    blocking them (:func:`signals_held` blocks them, and a child started meanwhile would inherit the
+    blocked mask and ignore its own SIGTERM).
+
+    For starting a child and recording it as one step: a signal in between would leave the child
+    running, unknown to the clean-up.
+    """
+    _HOLD["depth"] += 1
+    try:
+        yield
+    finally:
+        _HOLD["depth"] -= 1
+        if not _HOLD["depth"] and _HOLD["pending"]:
+            signum = _HOLD["pending"][0]
+            _HOLD["pending"].clear()
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
 def signals_held():
     """Hold Ctrl-C, SIGTERM and SIGHUP for the block; the first one that came is re-raised after it.
 
@@ -99,9 +119,12 @@ def run_group(args: list[str] | str, timeout_s: float, *, shell: bool = False, c
         OSError: the command cannot be started (e.g. FileNotFoundError).
         KeyboardInterrupt: re-raised after the group was stopped.
     """
-    proc = subprocess.Popen(args, shell=shell, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+    proc = None
     try:
+        with signals_deferred():  # a signal right after the fork must still find ``proc`` to stop
+            proc = subprocess.Popen(args, shell=shell, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                    start_new_session=True)
         out, err = proc.communicate(timeout=timeout_s)
         return proc.returncode, out, err
     except subprocess.TimeoutExpired:
@@ -112,7 +135,8 @@ def run_group(args: list[str] | str, timeout_s: float, *, shell: bool = False, c
             out, err = "", ""
         return None, out or "", err or ""
     except BaseException:
-        kill_group(proc)
+        if proc is not None:
+            kill_group(proc)
         raise
 
 

@@ -237,3 +237,43 @@ def test_a_failing_third_party_judge_is_a_plain_note_and_its_hypotheses_inconclu
     assert note == ("probe 'crashy' could not judge these snapshots (a fault in the probe, or data it does not "
                     "expect); its hypotheses are inconclusive; FORENSICS_DEBUG=1 shows the error")
     assert "KeyError" not in " ".join(result.notes)
+
+
+# -- K: a signal right after a canary rank is forked still stops that rank -----------------------------------------
+
+
+def test_a_signal_between_starting_a_rank_and_recording_it_still_stops_the_rank(monkeypatch):
+    """The flaky SIGTERM test of test_process_hygiene: under load the signal could land while the next
+    process's rank was being started, after the fork but before the rank was recorded for the clean-up,
+    and that rank outlived forensics. Here the signal lands exactly there, every time."""
+    import signal
+    import subprocess as sp
+
+    import psutil
+
+    from forensics.bench import harness
+    from forensics.bench.config import CanaryConfig
+    from forensics.cli.common import Terminated, signals_raise
+
+    real_popen = sp.Popen
+    started = []
+
+    def popen_then_sigterm(*args, **kwargs):
+        kwargs.pop("stdout", None)
+        p = real_popen(["sleep", "60"], start_new_session=True, stdout=sp.DEVNULL, stderr=kwargs.get("stderr"))
+        started.append(p)
+        os.kill(os.getpid(), signal.SIGTERM)  # as the test's SIGTERM did, between the fork and the append
+        return p
+
+    monkeypatch.setattr(harness.subprocess, "Popen", popen_then_sigterm)
+    with pytest.raises(Terminated):
+        with signals_raise():
+            harness.launch(CanaryConfig(), timeout_s=30)
+    assert started, "no rank was started"
+    p = started[0]
+    try:
+        assert p.poll() is not None or not psutil.pid_exists(p.pid), "the rank outlived the signal"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from forensics.bench.config import CanaryConfig
 from forensics.errors import BadInputError
-from forensics.procgroup import kill_group, signals_held
+from forensics.procgroup import kill_group, signals_deferred, signals_held
 from forensics.stats import summarize
 
 PROCESS_TIMEOUT_S = 300.0
@@ -113,14 +113,18 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
                 renv = dict(base, RANK=str(rank), LOCAL_RANK=str(rank))
                 out = os.path.join(tmp, f"rank{rank}.json")
                 err = open(os.path.join(tmp, f"rank{rank}.err"), "w+", encoding="utf-8")
-                try:
-                    p = subprocess.Popen([*(launcher or []), sys.executable, "-m", "forensics.bench.worker", cfg_path,
-                                          out], env=renv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-                except OSError as exc:
-                    err.close()
-                    what = launcher[0] if launcher else sys.executable
-                    raise BadInputError(f"cannot start a canary rank with {what!r} ({exc.strerror})") from None
-                procs.append((p, out, err))
+                # a SIGTERM between the fork and the append would leave this rank unknown to the clean-up
+                # below, still running after forensics exits: started and recorded as one step
+                with signals_deferred():
+                    try:
+                        p = subprocess.Popen([*(launcher or []), sys.executable, "-m", "forensics.bench.worker",
+                                              cfg_path, out], env=renv, stdout=subprocess.DEVNULL, stderr=err,
+                                             start_new_session=True)
+                    except OSError as exc:
+                        err.close()
+                        what = launcher[0] if launcher else sys.executable
+                        raise BadInputError(f"cannot start a canary rank with {what!r} ({exc.strerror})") from None
+                    procs.append((p, out, err))
             failed = _wait(procs, t0 + timeout_s, timeout_s)
             if failed:
                 raise BadInputError(f"canary process failed ({failed})")
