@@ -275,6 +275,10 @@ def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAUL
     verdict = Verdict.INCONCLUSIVE
     if len(a) < MIN_PROCESSES or len(b) < MIN_PROCESSES:
         reasons.append(f"too few processes ({len(a)} and {len(b)}; at least {MIN_PROCESSES} a side)")
+    elif sorted(a) == sorted(b):
+        # the very same measurements (a file compared with itself): nothing changed, however noisy they are
+        verdict = Verdict.SAME
+        reasons.append("the same measurements on both sides")
     else:
         effect = abs(ratio - 1)
         in_noise = noise_floor is not None and effect <= 2 * noise_floor

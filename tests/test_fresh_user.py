@@ -277,3 +277,68 @@ def test_a_signal_between_starting_a_rank_and_recording_it_still_stops_the_rank(
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+# -- J: small things a new user meets -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example", ["aa", "busy-gpu", "nccl-lost", "silent-pull"])
+def test_a_snapshot_compared_with_itself_is_the_same_everywhere(example):
+    """`diff X X --fail-on any` exited 3: component.d2h_gbps was inconclusive on identical measurements."""
+    snap = EXAMPLES / example / "before.json"
+    r = run_cli("diff", str(snap), str(snap), "--fail-on", "any", "-o", os.devnull)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "inconclusive: component" not in r.stdout and "inconclusive: canary" not in r.stdout
+
+
+def _git_repo(root: Path) -> Path:
+    env = dict(os.environ, GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example.invalid", GIT_COMMITTER_NAME="T",
+               GIT_COMMITTER_EMAIL="t@example.invalid", GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_SYSTEM=os.devnull)
+    repo = root / "model"
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "one"],
+                 ["commit", "-q", "--allow-empty", "-m", "two"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    return repo
+
+
+def test_bisect_names_a_tree_as_not_a_commit(tmp_path):
+    repo = _git_repo(tmp_path)
+    r = run_cli("bisect", "--repo", str(repo), "--good", "HEAD^{tree}", "--bad", "HEAD", "--cmd", "true")
+    assert r.returncode == 2
+    assert "--good HEAD^{tree}: names a tree, not a commit" in r.stderr, r.stderr
+
+
+def test_a_nan_measurement_is_named_as_such(tmp_path):
+    step = "echo '{\"metric\": \"step_ms\", \"value\": NaN}'"
+    r = run_cli("bench", "--cmd", step, "--processes", "5", "-o", str(tmp_path / "b.json"), cwd=tmp_path)
+    assert r.returncode == 2
+    assert "its JSON line's value NaN is not a time" in r.stderr, r.stderr
+
+
+def test_env_prints_a_skipped_start_method_reason_whole():
+    r = run_cli("env", env={"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("torch_spawn:"))
+    assert line == "torch_spawn: skipped: it imports torch in a child (1-4 s); runs with --deep, --nccl-init or --launcher"
+
+
+def test_a_branch_change_on_a_detached_head_does_not_print_none(tmp_path):
+    doc = _load(PULL_B)
+    after = copy.deepcopy(doc)
+    repo = after["probes"]["git"]["data"]["repos"][0]
+    repo["branch"], repo["detached"] = None, True
+    b, a = _write(tmp_path / "b.json", doc), _write(tmp_path / "a.json", after)
+    r = run_cli("diff", str(b), str(a), "-o", str(tmp_path / "r.md"))
+    report = (tmp_path / "r.md").read_text()
+    assert f"branch {doc['probes']['git']['data']['repos'][0]['branch']} -> (detached)" in report, r.stdout
+    assert "-> None" not in report and "-> None" not in r.stdout
+
+
+def test_a_snapshot_whose_probes_time_out_warns(tmp_path):
+    r = run_cli("snapshot", "--timeout", "0.001", "-o", str(tmp_path / "s.json"))
+    assert r.returncode in (0, 3), r.stderr
+    if r.returncode == 0:
+        assert "forensics: warning:" in r.stderr and "probes timed out under --timeout 0.001 s" in r.stderr
+    else:
+        assert "every probe failed" in r.stderr

@@ -111,5 +111,11 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
 
         print_snapshot_summary(console(), doc)
         console().print(f"wrote [bold]{out}[/bold]")
+    timed_out = sorted(n for n, sec in doc["probes"].items()
+                       if sec.get("status") == "failed" and str(sec.get("reason", "")).startswith("timed out"))
+    if timed_out and not all_failed:
+        click.echo(f"forensics: warning: {len(timed_out)} of {len(doc['probes'])} probes timed out under --timeout "
+                   f"{timeout_s:g} s ({', '.join(timed_out)}): their data is missing; give a longer --timeout",
+                   err=True)
     if all_failed:
         raise InconclusiveError(f"{out}: every probe failed; the snapshot holds no data (see the reasons above)")

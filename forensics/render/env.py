@@ -72,7 +72,10 @@ def print_env(console, data: dict[str, Any], findings=()) -> None:
                           f"{escape(', '.join(f'{k}={v}' for k, v in f['vars'].items()) or 'empty')}")
     for method, entry in (data.get("start_methods") or {}).items():
         if isinstance(entry, dict) and entry.get("status") != "ok":
-            console.print(f"[dim]{escape(method)}: {escape(_cell(entry.get('reason')))}[/dim]")
+            reason = entry.get("reason")
+            if is_missing(reason):
+                reason = reason.get("detail") or reason["missing"].replace("_", " ")
+            console.print(f"[dim]{escape(method)}: {escape(str(reason or ''))}[/dim]")  # a reason, never cut
     for f in findings:
         style = "red" if f.status.value == "implicated" else "green" if f.status.value == "ruled-out" else "yellow"
         console.print(f"[{style}]{escape(f.hypothesis)} {escape(f.status.value)}[/{style}] "

@@ -41,13 +41,16 @@ class StepRun:
     stderr_tail: str = ""
 
 
-def parse_output(text: str, metric: str | None = None, metric_regex: str | None = None) -> tuple[str, list[float]]:
+def parse_output(text: str, metric: str | None = None, metric_regex: str | None = None,
+                 rejected: list[str] | None = None) -> tuple[str, list[float]]:
     """Extract measurements from a step's stdout.
 
     Args:
         text: the command's standard output.
         metric: keep only JSON lines with this ``metric`` (default: the first metric seen).
         metric_regex: instead of JSON lines, a regex; group ``value`` or group 1 is the number.
+        rejected: if given, gets one reason per JSON line of the chosen metric whose value is no
+            time (``value NaN is not a time``), for the error message.
 
     Returns:
         (metric name, values). Values may be empty: the caller decides that is an error.
@@ -91,9 +94,13 @@ def parse_output(text: str, metric: str | None = None, metric_regex: str | None 
         try:
             v = float(obj["value"])
         except (TypeError, ValueError, OverflowError):
+            if rejected is not None:
+                rejected.append(f"value {json.dumps(obj['value'])[:40]} is not a number")
             continue
         if math.isfinite(v):  # NaN and Infinity are not measurements
             values.append(v)
+        elif rejected is not None:
+            rejected.append(f"value {json.dumps(obj['value'])} is not a time")
     return chosen or (metric or "value"), values
 
 
@@ -129,10 +136,13 @@ def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None 
     if proc.returncode != 0:
         hint = f"; stderr: {tail.splitlines()[-1]}" if tail else ""
         raise BadInputError(f"step command exited with status {proc.returncode}: {cmd}{hint}")
-    name, values = parse_output(proc.stdout, metric, metric_regex)
+    rejected: list[str] = []
+    name, values = parse_output(proc.stdout, metric, metric_regex, rejected)
     if not values:
         how = f"no line matched --metric-regex {metric_regex!r}" if metric_regex else \
             'no JSON line like {"metric": "step_ms", "value": 19.3}' + (f" with metric {metric!r}" if metric else "")
+        if rejected:
+            how = f"no usable measurement (its JSON line's {rejected[0]}; print a finite number of ms)"
         raise BadInputError(f"step command printed {how}: {cmd}")
     return StepRun(values, name, proc.returncode, tail)
 

@@ -333,7 +333,9 @@ class GitProbe(Probe):
             summary = f"{name}{role}: HEAD moved by '{verb}'" if new_events else f"{name}{role}: HEAD moved"
             out.append(implicated("code.change", Severity.HIGH, summary, evidence, relevance=0.8, fields=["head.sha"]))
         if (br.get("branch") != ar.get("branch")) and bsha == asha:
-            out.append(implicated("code.change", Severity.LOW, f"{name}: branch {br.get('branch')} -> {ar.get('branch')} (same commit)",
+            def _br(r):  # no branch: a detached HEAD, not Python's None
+                return r.get("branch") or ("(detached)" if r.get("detached", True) else "(none)")
+            out.append(implicated("code.change", Severity.LOW, f"{name}: branch {_br(br)} -> {_br(ar)} (same commit)",
                                   relevance=0.1))
         bdirty = set(br.get("modified") or []) | set(br.get("staged") or [])
         adirty = set(ar.get("modified") or []) | set(ar.get("staged") or [])
