@@ -342,3 +342,41 @@ def test_a_snapshot_whose_probes_time_out_warns(tmp_path):
         assert "forensics: warning:" in r.stderr and "probes timed out under --timeout 0.001 s" in r.stderr
     else:
         assert "every probe failed" in r.stderr
+
+
+# -- H: bench files that cannot be compared are refused; malformed telemetry is ignored with a note ----------------
+
+BENCH_A, BENCH_B = EXAMPLES / "h200x2" / "bench" / "a1.json", EXAMPLES / "h200x2" / "bench" / "a2.json"
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("unit", "s", "result 'canary.verify_step_ms': unit is \"ms\" in A but \"s\" in B; the two runs are not comparable"),
+    ("higher_is_better", True, "result 'canary.verify_step_ms': higher_is_better is false in A but true in B"),
+])
+def test_bench_results_measured_differently_are_not_compared(tmp_path, key, value, expected):
+    """A in ms against B in s was "same", exit 0, no note."""
+    doc = _load(BENCH_B)
+    doc["results"][0][key] = value
+    r = run_cli("bench", "compare", str(BENCH_A), str(_write(tmp_path / "b.json", doc)))
+    assert r.returncode == 2 and expected in r.stderr, r.stdout + r.stderr
+
+
+def test_a_bench_file_with_a_result_twice_is_refused(tmp_path):
+    doc = _load(BENCH_B)
+    doc["results"].append(copy.deepcopy(doc["results"][0]))
+    bad = _write(tmp_path / "b.json", doc)
+    r = run_cli("bench", "compare", str(BENCH_A), str(bad))
+    assert r.returncode == 2
+    assert f"{bad}: result 'canary.verify_step_ms' appears twice in 'results'" in r.stderr
+
+
+@pytest.mark.parametrize("gpus", ["x", [1, 2], {"GPU-0": "x"}])
+def test_malformed_bench_telemetry_is_ignored_not_read_as_no_throttling(tmp_path, gpus):
+    """telemetry.gpus = "x" made up "throttle changed: sw_power_cap 19% -> 0%" and flipped the verdict."""
+    good = run_cli("bench", "compare", str(BENCH_A), str(BENCH_B))
+    doc = _load(BENCH_B)
+    doc["telemetry"]["gpus"] = gpus
+    r = run_cli("bench", "compare", str(BENCH_A), str(_write(tmp_path / "b.json", doc)))
+    assert r.returncode == good.returncode, r.stdout + r.stderr
+    assert "throttle changed" not in r.stdout
+    assert "GPU telemetry on B ignored: telemetry.gpus" in r.stdout.replace("\n", " ")

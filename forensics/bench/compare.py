@@ -22,6 +22,8 @@ throttle may hide a change) and is given as an explanation next to
 
 from __future__ import annotations
 
+import json
+
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +92,35 @@ def _check_comparable(a: dict, b: dict) -> None:
                 f"{k}: {ca.get(k)} vs {cb.get(k)}" for k in diff) + "); rerun one with the other's options")
 
 
+def telemetry_problem(telemetry: Any) -> str:
+    """Why a bench file's ``telemetry`` cannot be read ("" when it can, or when it is a missing value).
+
+    A sampler summary is ``{"gpus": {uuid: {"reason_fraction": {reason: 0..1}, ...}}, ...}``; anything
+    else (an edited or damaged file) is ignored with a note, never read as "no throttling".
+    """
+    from forensics.model import is_missing
+
+    if telemetry is None or is_missing(telemetry):
+        return ""
+    if not isinstance(telemetry, dict):
+        return f"telemetry is {type(telemetry).__name__}, expected a mapping"
+    gpus = telemetry.get("gpus")
+    if not isinstance(gpus, dict):
+        return f"telemetry.gpus is {'absent' if gpus is None else type(gpus).__name__}, expected a mapping"
+    for uuid, g in gpus.items():
+        if not isinstance(g, dict):
+            return f"telemetry.gpus.{uuid} is {type(g).__name__}, expected a mapping"
+        rf = g.get("reason_fraction")
+        if rf is not None and not is_missing(rf) and (not isinstance(rf, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in rf.values())):
+            return f"telemetry.gpus.{uuid}.reason_fraction is not a mapping of fractions 0-1"
+    return ""
+
+
+def _usable_telemetry(telemetry: Any) -> bool:
+    return isinstance(telemetry, dict) and isinstance(telemetry.get("gpus"), dict) and not telemetry_problem(telemetry)
+
+
 def throttled(telemetry: Any) -> dict[str, float]:
     """``{"GPU 0 sw_power_cap": 0.93, ...}``: fraction of busy samples with each throttle reason set."""
     out: dict[str, float] = {}
@@ -113,6 +144,8 @@ def throttle_changes(tel_a: Any, tel_b: Any) -> list[str]:
     canary's own matmul probe briefly reaches the SW power cap: ~19% of busy
     samples on an idle 2 x H200, on both sides alike, which is no change).
     """
+    if not (_usable_telemetry(tel_a) and _usable_telemetry(tel_b)):
+        return []  # a side without readable telemetry shows no change: unknown is not "0% throttled"
     ta, tb = throttled(tel_a), throttled(tel_b)
     out = []
     for key in sorted(set(ta) | set(tb)):
@@ -223,6 +256,12 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
     names = [r["name"] for r in a["results"] if r["name"] in rb]
     if not names:
         raise BadInputError("the two bench files share no result name; nothing to compare")
+    for name in names:  # a time in ms against one in s, or two directions, would compare nothing real
+        for key, default in (("unit", ""), ("higher_is_better", False)):
+            x, y = ra[name].get(key, default), rb[name].get(key, default)
+            if x != y:
+                raise BadInputError(f"result {name!r}: {key} is {json.dumps(x)} in A but {json.dumps(y)} in B; "
+                                    "the two runs are not comparable (measure both the same way)")
     headline = names[0]
     out: dict[str, Comparison] = {}
     floors: dict[str, float | None] = {}
@@ -247,6 +286,9 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
         tel = doc.get("telemetry")
         if isinstance(tel, dict) and "missing" in tel:
             notes.append(f"no GPU telemetry on {side}: {tel.get('detail') or tel.get('missing')}")
+        elif telemetry_problem(tel):
+            notes.append(f"GPU telemetry on {side} ignored: {telemetry_problem(tel)} (the file was edited or "
+                         "damaged); throttling not compared")
     pointing = []
     if verdict in (Verdict.SLOWER, Verdict.FASTER):
         pointing = [n for n in names if n != headline and ra[n].get("kind") == "component"

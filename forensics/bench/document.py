@@ -205,9 +205,16 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     results = doc.get("results")
     if not isinstance(results, list) or not results:
         raise BadInputError(f"{path}: 'results' must be a non-empty list; the bench run recorded nothing")
+    seen: set[str] = set()
     for i, r in enumerate(results):
         if not isinstance(r, dict) or not isinstance(r.get("name"), str):
             raise BadInputError(f"{path}: results[{i}] must be a mapping with a 'name'")
+        if r["name"] in seen:
+            raise BadInputError(f"{path}: result {r['name']!r} appears twice in 'results'; the file was edited or "
+                                "damaged")
+        seen.add(r["name"])
+        if "unit" in r and not isinstance(r["unit"], str):
+            raise BadInputError(f"{path}: result {r['name']!r} 'unit' must be a string such as \"ms\"")
         vals = r.get("process_medians")
         if not isinstance(vals, list) or not vals or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < float(v) < 1e300 for v in vals):
