@@ -380,3 +380,30 @@ def test_malformed_bench_telemetry_is_ignored_not_read_as_no_throttling(tmp_path
     assert r.returncode == good.returncode, r.stdout + r.stderr
     assert "throttle changed" not in r.stdout
     assert "GPU telemetry on B ignored: telemetry.gpus" in r.stdout.replace("\n", " ")
+
+
+# -- I: a failing --bench-cmd: checked first where it can be, and never costs the snapshot -------------------------
+
+
+def test_a_bench_cmd_whose_program_does_not_exist_is_refused_before_the_canary(tmp_path):
+    out = tmp_path / "s.json"
+    r = run_cli("snapshot", "--probe", "host", "--bench", "--bench-cmd", "no-such-step-program --fast", "-o", str(out))
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("forensics: error: --bench-cmd: 'no-such-step-program' not found on PATH; check the "
+                                "command before the benchmark runs")
+    assert not out.exists()
+
+
+def test_a_failing_bench_cmd_keeps_the_snapshot_and_the_canary(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "s.json"
+    step = f"{sys.executable} -c 'import sys; sys.exit(3)'"
+    r = run_cli("snapshot", "--probe", "host", "--bench", "--bench-cmd", step, "--bench-processes", "3", "-q",
+                "-o", str(out), timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "--bench-cmd failed (step command exited with status 3" in r.stderr
+    assert f"{out} was written with the canary's results only" in r.stderr
+    doc = _load(out)
+    assert doc["bench"]["config"]["user_step"]["failed"].startswith("step command exited with status 3")
+    assert [x["name"] for x in doc["bench"]["results"]][0] == "canary.verify_step_ms"
+    assert run_cli("show", str(out)).returncode == 0

@@ -40,6 +40,8 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
         cmd: the user's step command (JSON metric lines, see
             :mod:`forensics.step.command`); it runs ``processes`` fresh times
             after the canary and its result (kind ``user``) joins the document.
+            When it fails, ``config.user_step.failed`` says why and the
+            document keeps the canary's results.
         metric, metric_regex, higher_is_better: how to read ``cmd``'s output.
 
     Raises:
@@ -64,9 +66,16 @@ def _add_user_step(doc: dict[str, Any], opts: dict[str, Any], processes: int, bu
     """Run the user's step command and append its result (kind ``user``) to a canary document."""
     from forensics.bench.user import run_user, user_result
 
+    from forensics.errors import BadInputError
+
     hib = bool(opts.get("higher_is_better"))
-    recs = run_user("cmd", opts["cmd"], processes=processes, budget_s=budget, timeout_s=300.0,
-                    metric=opts.get("metric"), metric_regex=opts.get("metric_regex"))
+    try:
+        recs = run_user("cmd", opts["cmd"], processes=processes, budget_s=budget, timeout_s=300.0,
+                        metric=opts.get("metric"), metric_regex=opts.get("metric_regex"))
+    except BadInputError as exc:  # the canary's minute is kept: the bench is marked, the snapshot written
+        doc["config"]["user_step"] = {"command": opts["cmd"], "failed": str(exc)}
+        doc["summary"] = f"{doc.get('summary', '')}; your step failed: {exc}"
+        return
     name = f"user.{recs[0]['metric']}"
     result = user_result(name, recs, unit="per s" if hib else "ms", higher_is_better=hib)
     doc["results"].append(result)

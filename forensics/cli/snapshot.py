@@ -49,7 +49,8 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
               "e.g. 'torchrun --nproc-per-node 2'.")
 @click.option("--bench", "with_bench", is_flag=True, help="Run the built-in verify-step canary and embed it.")
 @click.option("--bench-cmd", metavar="CMD", help="With --bench: also benchmark your step, a command printing JSON "
-              "lines like {\"metric\": \"step_ms\", \"value\": 19.3}.")
+              "lines like {\"metric\": \"step_ms\", \"value\": 19.3}. Its program is checked first; if the "
+              "step fails, the snapshot is still written with the canary's results and the exit code is 2.")
 @click.option("--bench-processes", type=click.IntRange(3, 100), help="With --bench: fresh processes per benchmark "
               "(default 5).")
 @click.option("--higher-is-better", is_flag=True, help="With --bench-cmd: the step's metric is a throughput (tok/s).")
@@ -82,6 +83,10 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
                "nccl_init": nccl_init, "launcher": launcher}
     if (bench_cmd or bench_processes) and not with_bench:
         raise BadInputError("--bench-cmd and --bench-processes go with --bench")
+    if bench_cmd:
+        from forensics.step.command import check_step_command
+
+        check_step_command(bench_cmd, "--bench-cmd")  # before a minute of canary, not after
     bench = None
     if with_bench:
         import importlib.util
@@ -117,5 +122,9 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         click.echo(f"forensics: warning: {len(timed_out)} of {len(doc['probes'])} probes timed out under --timeout "
                    f"{timeout_s:g} s ({', '.join(timed_out)}): their data is missing; give a longer --timeout",
                    err=True)
+    step_failed = (((doc.get("bench") or {}).get("config") or {}).get("user_step") or {}).get("failed")
+    if step_failed:
+        raise BadInputError(f"--bench-cmd failed ({step_failed}); {out} was written with the canary's results "
+                            "only (bench.config.user_step.failed)")
     if all_failed:
         raise InconclusiveError(f"{out}: every probe failed; the snapshot holds no data (see the reasons above)")

@@ -177,6 +177,39 @@ def check_launcher(launcher: str) -> list[str]:
     return prefix
 
 
+_SHELL_WORDS = {"cd", "exec", "env", "time", "nice", "if", "for", "while", "case", "{", "(", "!", "export", ".",
+                "source", "set", "eval", "command", "builtin", "test", "[", "true", "false", "echo", "printf", ":"}
+
+
+def check_step_command(cmd: str, option: str = "--cmd") -> None:
+    """Before any measurement: the step command's program exists (``shutil.which``), where that can be told.
+
+    A shell line may start with ``VAR=value`` words (skipped), a builtin or a
+    keyword (``cd x && ...``: not checked); a program given as a path must be
+    executable.
+
+    Raises:
+        BadInputError: unbalanced quotes, empty, or the program is not found.
+    """
+    import shutil
+
+    try:
+        words = shlex.split(cmd)
+    except ValueError as exc:
+        raise BadInputError(f"{option} {cmd!r}: {exc}; check its quotes") from None
+    words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)] if words else words
+    if not words:
+        raise BadInputError(f"{option} is empty; give the command that runs your step")
+    prog = words[0]
+    if prog in _SHELL_WORDS or any(c in prog for c in "$`;&|<>*?"):
+        return
+    if "/" in prog:
+        if not (os.path.isfile(prog) and os.access(prog, os.X_OK)):
+            raise BadInputError(f"{option}: {prog!r} is not an executable file")
+    elif shutil.which(prog) is None:
+        raise BadInputError(f"{option}: {prog!r} not found on PATH; check the command before the benchmark runs")
+
+
 def child_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:
     """A copy of this process's environment with ``extra`` applied; a ``None`` value removes the variable."""
     env = dict(os.environ)
