@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -242,41 +243,41 @@ def test_a_failing_third_party_judge_is_a_plain_note_and_its_hypotheses_inconclu
 # -- K: a signal right after a canary rank is forked still stops that rank -----------------------------------------
 
 
-def test_a_signal_between_starting_a_rank_and_recording_it_still_stops_the_rank(monkeypatch):
+def test_a_signal_between_starting_a_rank_and_recording_it_still_stops_the_rank():
     """The flaky SIGTERM test of test_process_hygiene: under load the signal could land while the next
     process's rank was being started, after the fork but before the rank was recorded for the clean-up,
-    and that rank outlived forensics. Here the signal lands exactly there, every time."""
-    import signal
-    import subprocess as sp
-
+    and that rank outlived forensics. Here the signal lands exactly there, every time (in a fresh
+    process, as the CLI gets it)."""
     import psutil
 
-    from forensics.bench import harness
-    from forensics.bench.config import CanaryConfig
-    from forensics.cli.common import Terminated, signals_raise
-
-    real_popen = sp.Popen
-    started = []
-
-    def popen_then_sigterm(*args, **kwargs):
-        kwargs.pop("stdout", None)
-        p = real_popen(["sleep", "60"], start_new_session=True, stdout=sp.DEVNULL, stderr=kwargs.get("stderr"))
-        started.append(p)
-        os.kill(os.getpid(), signal.SIGTERM)  # as the test's SIGTERM did, between the fork and the append
-        return p
-
-    monkeypatch.setattr(harness.subprocess, "Popen", popen_then_sigterm)
-    with pytest.raises(Terminated):
-        with signals_raise():
-            harness.launch(CanaryConfig(), timeout_s=30)
-    assert started, "no rank was started"
-    p = started[0]
-    try:
-        assert p.poll() is not None or not psutil.pid_exists(p.pid), "the rank outlived the signal"
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    code = textwrap.dedent("""
+        import os, signal, subprocess as sp, sys
+        from forensics.bench import harness
+        from forensics.bench.config import CanaryConfig
+        from forensics.cli.common import Terminated, signals_raise
+        real_popen = sp.Popen
+        started = []
+        def popen_then_sigterm(*args, **kwargs):
+            p = real_popen(["sleep", "60"], start_new_session=True, stdout=sp.DEVNULL, stderr=kwargs.get("stderr"))
+            started.append(p)
+            print(p.pid, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)  # between the fork and the rank being recorded
+            return p
+        harness.subprocess.Popen = popen_then_sigterm
+        try:
+            with signals_raise():
+                harness.launch(CanaryConfig(), timeout_s=30)
+        except Terminated:
+            print("terminated", flush=True)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    lines = r.stdout.split()
+    assert lines and lines[-1] == "terminated", r.stdout + r.stderr
+    pid = int(lines[0])
+    alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, "the rank outlived the signal"
 
 
 # -- J: small things a new user meets -------------------------------------------------------------------------------
