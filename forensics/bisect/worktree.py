@@ -148,8 +148,9 @@ def resolve_range(repo: str | Path, good: str, bad: str) -> Range:
         try:
             shas.append(git(top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{commit}}"))
         except GitError:
-            if _ok(top, "rev-parse", "--verify", "-q", "--end-of-options", rev):  # a tree, a blob, a tag of one
-                kind = git(top, "cat-file", "-t", rev, check=False) or "object"
+            kind = git(top, "cat-file", "-t", f"{rev}^{{object}}", check=False) if _ok(
+                top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{object}}") else ""
+            if kind:  # an object that exists but is no commit: a tree, a blob, a tag of one
                 raise BadInputError(f"{opt} {rev}: names a {kind}, not a commit; give a commit (a sha, a branch, "
                                     "HEAD~3)") from None
             raise BadInputError(f"{opt} {rev}: unknown revision in {top}{hint}") from None
