@@ -8,9 +8,10 @@ below ``top``). A case whose probes are not registered in this install is
 skipped, naming them; nothing else is skipped.
 
 Cases marked ``"new_in": 13`` (issue 13's real cases, built by
-tests/fixtures/cases/make_issue13_cases.py) are expected to fail until the
-evidence-based ranking lands: they run as non-strict xfail so the suite stays
-green and a case that starts passing shows as XPASS.
+tests/fixtures/cases/make_issue13_cases.py) run like every other case since the
+evidence-based ranking landed. A case whose expect.json lists ``"requires_facts"``
+(facts its snapshots do not hold yet) is a strict xfail naming them, so it turns
+into a failure the day the fixture gains the facts and passes.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir() and (p / "expect.jso
 
 def _param(case):
     expect = json.loads((case / "expect.json").read_text())
-    marks = [pytest.mark.xfail(reason=f"issue {expect['new_in']}: needs the evidence-based ranking", strict=False)
-             ] if expect.get("new_in") else []
+    marks = [pytest.mark.xfail(reason="the snapshots lack: " + "; ".join(expect["requires_facts"]), strict=True)
+             ] if expect.get("requires_facts") else []
     return pytest.param(case, id=case.name, marks=marks)
 
 

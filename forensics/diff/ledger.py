@@ -42,6 +42,8 @@ from forensics.fieldtypes import MALFORMED
 from forensics.diff.changes import Change, diff_snapshots
 from forensics.bench.effect import BenchEffect, Pointer, compare_bench
 from forensics.diff import evidence as ev_table
+from forensics.diff import known as known_mod
+from forensics.diff import layers as layers_mod
 from forensics.hypotheses import HYPOTHESES
 from forensics.model import Finding, HypothesisStatus, Severity, implicated, inconclusive
 from forensics.probe import JudgeContext, Probe, ProbeResult
@@ -72,6 +74,7 @@ class Hypothesis:
     summary: str
     evidence: list[str]
     findings: list[Finding] = field(default_factory=list)
+    known_issues: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def description(self) -> str:
@@ -80,7 +83,8 @@ class Hypothesis:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "status": self.status.value, "score": round(self.score, 3),
                 "severity": self.severity.value, "summary": self.summary, "description": self.description,
-                "evidence": list(self.evidence), "findings": [f.to_json() for f in self.findings]}
+                "evidence": list(self.evidence), "findings": [f.to_json() for f in self.findings],
+                "known_issues": list(self.known_issues)}
 
 
 @dataclass
@@ -382,6 +386,7 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
         notes.append(f"--repo {repo}: the snapshots name no repository on both sides (git probe absent or "
                      "unavailable), so there are no two HEADs to list commits between")
     findings = commits_mod.attach_evidence(findings, repos)
+    findings.extend(layers_mod.library_findings(before, after))
     bench = compare_bench(before, after)
     by_hyp: dict[str, list[Finding]] = {h: [] for h in HYPOTHESES}
     for f in findings:
@@ -405,9 +410,24 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
             by_hyp[CODE].append(f)
     strong = {h: [f for f in fs if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
               for h, fs in by_hyp.items()}
+    for h, lines in layers_mod.brought_by_torch(before, after).items():
+        if strong.get(h):
+            lead = max(strong[h], key=lambda f: (f.severity.weight, f.relevance))
+            lead.evidence = lines + [x for x in lead.evidence if x not in lines]
     facts = ev_table.Facts(bench, {h: fs for h, fs in strong.items() if fs}, findings)
+    matches = known_mod.match(before, after, set(facts.implicated), bench)
+    facts.known = {m.hypothesis: [] for m in matches}
+    for m in matches:
+        facts.known[m.hypothesis].append(m.entry["id"])
     present = ", ".join(_probe_state(n, before, after) for n in names_all)
-    hyps = [_build(h, fs, ev_table.score(h, fs, facts), present) for h, fs in by_hyp.items()]
+    hyps = []
+    for h, fs in by_hyp.items():
+        mine = [m for m in matches if m.hypothesis == h]
+        # several entries for one change: the strongest counts once (they describe one cause), every link is shown
+        factor = max((m.factor for m in mine), key=lambda x: abs(x - 1), default=1.0)
+        hyp = _build(h, fs, ev_table.score(h, fs, facts, factor, [m.line() for m in mine]), present)
+        hyp.known_issues = [m.to_json() for m in mine]
+        hyps.append(hyp)
     order = {HypothesisStatus.IMPLICATED: 0, HypothesisStatus.INCONCLUSIVE: 1, HypothesisStatus.RULED_OUT: 2}
     hyps.sort(key=lambda h: (order[h.status], -h.score))
     result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)
@@ -434,7 +454,9 @@ def _measured(a: Analysis) -> str:
         return ""
     if b.pointer is not Pointer.NONE:
         if b.small:
-            worst = max((r for r in b.results if r.moved), key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
+            moved = [r for r in b.results if r.moved]
+            worst = max([r for r in moved if r.kind != "component"] or moved,
+                        key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
             c = worst.comparison
             return (f"measured a small real change: {worst.name} {c.time_ratio:.3f}x slower "  # type: ignore[union-attr]
                     f"(95% CI {c.ci_low:.3f}-{c.ci_high:.3f}, below the {c.threshold:.0%} threshold); ")  # type: ignore[union-attr]
