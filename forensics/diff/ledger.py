@@ -305,7 +305,11 @@ def _no_data(name: str, probe: Probe, sb: ProbeResult | None, sa: ProbeResult | 
     return out
 
 
-def _build(hyp: str, findings: list[Finding], scored: ev_table.Scored, present: str = "") -> Hypothesis:
+def _build(hyp: str, findings: list[Finding], scored: ev_table.Scored | float = 1.0, present: str = "") -> Hypothesis:
+    """One ledger line from a hypothesis's findings; ``scored`` is its evidence score (a bare multiplier scores
+    the findings alone, without the evidence rules)."""
+    if not isinstance(scored, ev_table.Scored):
+        scored = ev_table.Scored(score(findings, float(scored), hyp), [], {})
     strong = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
     ruled = [f for f in findings if f.status is HypothesisStatus.RULED_OUT]
     weak = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight == 0]
