@@ -53,7 +53,7 @@ PRIORS: dict[str, tuple[float, str]] = {
     "cuda.version": (0.25, "CUDA runtime/cuBLAS changes are mostly neutral; a few regress kernels or host APIs"),
     "driver.version": (0.2, "most driver updates are performance-neutral; the catalog lists the ones that are not"),
     "host.cpu": (0.2, "governor, load and cgroup limits matter to host-bound steps only"),
-    "python.packages": (0.25, "the judge implicates GPU-stack packages only (vLLM, flash-attn, triton): as likely as torch"),
+    "python.packages": (0.15, "GPU-stack packages (vLLM, triton, numpy): most updates do not touch the step's hot loop"),
 }
 DEFAULT_PRIOR = 0.3
 """Prior of a hypothesis id no row names (a third-party probe's)."""
@@ -211,7 +211,7 @@ RULES: list[Rule] = [
     Rule("compute-flat", "the canary slowed but its compute and the matmul were measured unchanged",
          {"gpu.throttling": 0.4, "gpu.contention": 0.4, "gpu.config": 0.4}, _compute_flat),
     Rule("user-step-only", "the user's step slowed while the canary's verify step did not (DESIGN section 7)",
-         {"code.change": 3.0, "python.packages": 2.5, "torch.version": 1.2, "cuda.version": 1.5,
+         {"code.change": 3.0, "python.packages": 4.0, "torch.version": 1.2, "cuda.version": 1.5,
           **{h: 0.3 for h in ENV_HYPOTHESES}}, _user_only),
     Rule("canary-moved", "the canary slowed: forensics' own code did not change, so the environment did",
          {"code.change": 0.2, "python.packages": 0.5}, _canary_moved),
