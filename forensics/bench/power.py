@@ -8,8 +8,9 @@ Silverman's bandwidth ``1.06 * sigma * m^(-1/5)``, sigma = IQR/1.349, so no
 artificial ties: real timings never tie), multiply side B by ``1 + shift``, and run the same
 comparison ``forensics bench compare`` runs
 (:func:`forensics.bench.compare.compare_values`). With ``shift = 0`` the
-rate of ``slower``/``faster`` is the A/A false-alarm rate; with a shift, the
-rate of ``slower`` is the power. ``inflate`` widens the pool around its
+rate of any change verdict (``slower``/``faster``/``small-*``) is the A/A
+false-alarm rate; with a shift, the rate of ``slower`` + ``small-slower`` (the
+change is reported) is the power. ``inflate`` widens the pool around its
 median (a stress test for noisier days than the recorded one).
 
 Run: ``python -m forensics.bench.power A1.json A2.json [--processes 6]``.
@@ -27,7 +28,7 @@ from typing import Sequence
 from forensics.bench.compare import compare_values
 from forensics.stats import Verdict
 
-SHIFTS = (0.0, 0.02, 0.04, 0.05, 0.06, 0.08, 0.10)
+SHIFTS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.06)
 
 
 def simulate(pool: Sequence[float], *, n: int, shift: float, trials: int = 1000, seed: int = 0,
@@ -109,13 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(aa.values())
     print(f"A/A over all {total} splits of the pool into {n_a} vs {len(pool) - n_a} processes: " +
           ", ".join(f"{v.value} {aa[v]}" for v in Verdict))
-    print("| processes a side | noise x | shift | slower | same | inconclusive | faster |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| processes a side | noise x | shift | reported (slower + small-slower) | slower | same | inconclusive | "
+          "wrong direction |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for inflate in args.inflate:
         for n in args.processes:
             for row in table(pool, n=n, trials=args.trials, inflate=inflate):
-                print(f"| {n} | {inflate:g} | {row['shift']:.0%} | {row['slower']:.1%} | {row['same']:.1%} | "
-                      f"{row['inconclusive']:.1%} | {row['faster']:.1%} |")
+                print(f"| {n} | {inflate:g} | {row['shift']:.1%} | {row['slower'] + row['small-slower']:.1%} | "
+                      f"{row['slower']:.1%} | {row['same']:.1%} | {row['inconclusive']:.1%} | "
+                      f"{row['faster'] + row['small-faster']:.1%} |")
     return 0
 
 

@@ -26,6 +26,7 @@ from forensics.bench.document import ResultKind, make_result
 from forensics.bench.harness import MIN_PROCESSES
 from forensics.errors import BadInputError
 from forensics.stats import summarize
+from forensics.step import loaded_files
 from forensics.step.command import child_env, run_command
 
 CALLABLE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -38,13 +39,18 @@ def run_cmd_process(cmd: str, *, metric: str | None, metric_regex: str | None, t
     Raises:
         BadInputError: the command failed, timed out, or printed no measurement.
     """
-    run = run_command(cmd, env=child_env(env), timeout_s=timeout_s, metric=metric, metric_regex=metric_regex)
+    step_env, folder = loaded_files.recording_env(child_env(env))
+    try:
+        run = run_command(cmd, env=step_env, timeout_s=timeout_s, metric=metric, metric_regex=metric_regex)
+    finally:
+        loaded = loaded_files.collect(folder)
     values = list(run.values)
     dropped = len(values) >= 3
     kept = values[1:] if dropped else values
     if any(v <= 0 for v in kept):
         raise BadInputError(f"step command printed a non-positive value for {run.metric!r}: {cmd}")
-    return {"value": statistics.median(kept), "values": values, "metric": run.metric, "warmup_dropped": dropped}
+    return {"value": statistics.median(kept), "values": values, "metric": run.metric, "warmup_dropped": dropped,
+            "loaded_files": loaded}
 
 
 def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s: float, timeout_s: float,
@@ -58,11 +64,14 @@ def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s:
         raise BadInputError(f"--callable {target!r}: expected package.module:function")
     args = [sys.executable, "-m", "forensics.step.callable", target, "--summary", "--blocks", str(blocks),
             "--min-block-ms", str(block_ms), "--warmup-s", str(warmup_s)]
+    step_env, folder = loaded_files.recording_env(child_env(env))
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, env=child_env(env),
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, env=step_env,
                               errors="replace")
     except subprocess.TimeoutExpired:
         raise BadInputError(f"--callable {target}: timed out after {timeout_s:g} s") from None
+    finally:
+        loaded = loaded_files.collect(folder)
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
     if proc.returncode != 0:
         last = lines[-1] if lines else f"exit status {proc.returncode}"
@@ -72,6 +81,7 @@ def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s:
     except (IndexError, json.JSONDecodeError):
         raise BadInputError(f"--callable {target}: the timing process printed no result") from None
     data["value"] = statistics.median(data["per_call_ms"])
+    data["loaded_files"] = loaded
     return data
 
 
@@ -83,7 +93,13 @@ def user_result(name: str, processes: list[dict], *, unit: str, higher_is_better
         xs = p.get("per_call_ms") or (p["values"][1:] if p.get("warmup_dropped") else p["values"])
         if len(xs) >= 2:
             within.append(summarize(xs).iqr_over_median)
-    return make_result(name, ResultKind.USER, unit, vals, higher_is_better=higher_is_better, within=within or None)
+    result = make_result(name, ResultKind.USER, unit, vals, higher_is_better=higher_is_better, within=within or None)
+    files = sorted({f for p in processes for f in p.get("loaded_files") or []})
+    if any("loaded_files" in p for p in processes):
+        # every Python process of the step (spawned workers too) recorded the source files it loaded:
+        # forensics diff ranks a commit that touches none of them lower (forensics.step.loaded_files)
+        result["loaded_files"] = files
+    return result
 
 
 def run_user(kind: str, target: str, *, processes: int, budget_s: float, timeout_s: float,

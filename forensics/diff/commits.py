@@ -14,8 +14,15 @@ sides (matched by path) this module
   at a clone of it);
 - flags files matching performance-sensitive path patterns
   (:data:`DEFAULT_HOT_PATHS`, extended by ``hot_paths`` in ``.forensics.yaml``
-  in the repository or in ``--config``) and ranks commits by the hot lines
-  they touch;
+  in the repository or in ``--config``) and ranks commits by their **weighted
+  hot lines** (:attr:`CommitInfo.weight`): lines from ``git diff-tree -M -C
+  --numstat`` (a renamed or copied file counts only the lines that changed, not
+  the lines it moved), times the file's category weight
+  (:data:`forensics.diff.hotpaths.CATEGORY_WEIGHTS`: collective communication and
+  CUDA graphs 4, kernels/attention/MoE/quantization 3, scheduler 2, the rest 1),
+  times :data:`NOT_LOADED_FACTOR` for a commit that touches only files the user's
+  step never loaded (when the benchmark recorded them: ``loaded_files`` of a
+  ``user`` result, :mod:`forensics.step.loaded_files`);
 - flags hot files in a dirty working tree.
 
 Only read-only git commands are run (``rev-list``, ``diff``, ``merge-base
@@ -34,10 +41,13 @@ from typing import Any, Mapping
 
 from forensics.errors import BadInputError
 from forensics.model import Finding, HypothesisStatus, Severity
-from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, load_hot_paths  # noqa: F401  (re-exported)
+from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, category_weight, load_hot_paths  # noqa: F401
 
 MAX_COMMITS = 200
 """At most this many commits are listed per side (newest first)."""
+
+NOT_LOADED_FACTOR = 0.25
+"""Weight of a commit whose files the user's step never loaded (recorded by the benchmark), against 1."""
 
 
 
@@ -164,13 +174,26 @@ class FileChange:
     added: int | None
     deleted: int | None
     hot: list[str] = field(default_factory=list)
+    renamed_from: str = ""
+    loaded: bool | None = None
 
     @property
     def lines(self) -> int:
         return (self.added or 0) + (self.deleted or 0) if self.added is not None else 1
 
+    @property
+    def weight(self) -> float:
+        """Changed lines x the file's category weight (0 when it is not hot)."""
+        return self.lines * category_weight(self.hot)
+
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "added": self.added, "deleted": self.deleted, "hot": list(self.hot)}
+        out = {"path": self.path, "added": self.added, "deleted": self.deleted, "hot": list(self.hot),
+               "weight": self.weight}
+        if self.renamed_from:
+            out["renamed_from"] = self.renamed_from
+        if self.loaded is not None:
+            out["loaded_by_step"] = self.loaded
+        return out
 
 
 @dataclass
@@ -211,10 +234,28 @@ class CommitInfo:
     def hot_categories(self) -> list[str]:
         return sorted({c for f in self.files for c in f.hot})
 
+    @property
+    def unloaded(self) -> bool:
+        """The step's loaded files are known and this commit touches none of them."""
+        known = [f.loaded for f in self.files if f.loaded is not None]
+        return bool(known) and len(known) == len(self.files) and not any(known)
+
+    @property
+    def weight(self) -> float:
+        """Ranking weight: sum of the files' weighted changed lines, lowered when the step never loaded them."""
+        w = sum(f.weight for f in self.files)
+        return w * NOT_LOADED_FACTOR if self.unloaded else w
+
+    @property
+    def renamed(self) -> list[FileChange]:
+        return [f for f in self.files if f.renamed_from]
+
     def to_json(self) -> dict[str, Any]:
         return {"sha": self.sha, "subject": self.subject, "author": self.author, "authored_at": self.authored_at,
                 "side": self.side, "added": self.added, "deleted": self.deleted, "hot_lines": self.hot_lines,
-                "hot_categories": self.hot_categories, "files": [f.to_json() for f in self.files]}
+                "hot_categories": self.hot_categories, "weight": round(self.weight, 2),
+                "loaded_by_step": None if not any(f.loaded is not None for f in self.files) else not self.unloaded,
+                "files": [f.to_json() for f in self.files]}
 
 
 @dataclass
@@ -255,9 +296,42 @@ class RepoChanges:
 
 
 def _rank(commits: list[CommitInfo]) -> list[CommitInfo]:
-    """Hot commits first (most hot lines first), the rest in their original (newest first) order."""
+    """Hot commits first (highest :attr:`CommitInfo.weight` first), the rest in their original (newest first) order."""
     order = {id(c): i for i, c in enumerate(commits)}
-    return sorted(commits, key=lambda c: (-c.hot_lines, -len(c.hot_files), order[id(c)]))
+    return sorted(commits, key=lambda c: (-c.weight, -c.hot_lines, -len(c.hot_files), order[id(c)]))
+
+
+def _numstat(repo, commit) -> list[tuple[str, int | None, int | None, str]]:
+    """(path, added, deleted, renamed_from) per file from ``git diff-tree -r -M -C --numstat -z``.
+
+    Rename and copy detection: a moved file counts only its changed lines.
+    """
+    args = ["-r", "-M", "-C", "--numstat", "-z", "--no-commit-id"]
+    args += [commit.parents[0].hexsha, commit.hexsha] if commit.parents else ["--root", commit.hexsha]
+    out = repo.git.diff_tree(*args)
+    parts = out.split("\0")
+    rows = []
+    i = 0
+    while i < len(parts):
+        head = parts[i]
+        if not head.strip():
+            i += 1
+            continue
+        fields = head.split("\t")
+        if len(fields) < 3:
+            i += 1
+            continue
+        a, d, path = fields[0].strip(), fields[1], fields[2]
+        src = ""
+        if path == "" and i + 2 < len(parts):  # rename/copy: "a\td\t\0src\0dst"
+            src, path = parts[i + 1], parts[i + 2]
+            i += 3
+        else:
+            i += 1
+        added = int(a) if a.isdigit() else None
+        deleted = int(d) if d.isdigit() else None
+        rows.append((path, added, deleted, src))
+    return rows
 
 
 def _open_repo(path: Path):
@@ -268,22 +342,30 @@ def _open_repo(path: Path):
     return repo
 
 
-def _commit_info(commit, hot: HotPaths, side: str) -> CommitInfo:
+def _commit_info(commit, hot: HotPaths, side: str, repo=None, loaded: set[str] | None = None) -> CommitInfo:
     import datetime as dt
 
     files = []
-    for path, st in commit.stats.files.items():
-        added = st.get("insertions")
-        deleted = st.get("deletions")
-        files.append(FileChange(str(path), added if isinstance(added, int) else None,
-                                deleted if isinstance(deleted, int) else None, hot.categories(str(path))))
+    if repo is not None:
+        rows = _numstat(repo, commit)
+    else:
+        rows = [(str(p), st.get("insertions"), st.get("deletions"), "") for p, st in commit.stats.files.items()]
+    for path, added, deleted, src in rows:
+        fc = FileChange(str(path), added if isinstance(added, int) else None,
+                        deleted if isinstance(deleted, int) else None, hot.categories(str(path)), src)
+        if loaded is not None:
+            fc.loaded = fc.path in loaded or bool(src and src in loaded)
+        files.append(fc)
     when = dt.datetime.fromtimestamp(commit.authored_date, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     subject = (commit.message or "").strip().splitlines()[0] if (commit.message or "").strip() else ""
     return CommitInfo(commit.hexsha, subject, str(commit.author.name or ""), when, files, side)
 
 
-def list_commits(path: Path, old: str, new: str, hot: HotPaths) -> tuple[list[CommitInfo], list[CommitInfo], list[str]]:
+def list_commits(path: Path, old: str, new: str, hot: HotPaths,
+                 loaded: set[str] | None = None) -> tuple[list[CommitInfo], list[CommitInfo], list[str]]:
     """Commits in ``new`` not in ``old`` and the reverse, read from the repository at ``path``.
+
+    ``loaded``: repository-relative paths the user's step loaded (None when unknown).
 
     Returns:
         (new commits ranked, dropped commits ranked, notes).
@@ -308,8 +390,10 @@ def list_commits(path: Path, old: str, new: str, hot: HotPaths) -> tuple[list[Co
                                   "or different clone)") from None
         if (Path(repo.git_dir) / "shallow").exists():
             notes.append(f"{path} is a shallow clone: older commits may be missing from the list")
-        fresh = [_commit_info(c, hot, "new") for c in repo.iter_commits(f"{old}..{new}", max_count=MAX_COMMITS)]
-        gone = [_commit_info(c, hot, "dropped") for c in repo.iter_commits(f"{new}..{old}", max_count=MAX_COMMITS)]
+        fresh = [_commit_info(c, hot, "new", repo, loaded)
+                 for c in repo.iter_commits(f"{old}..{new}", max_count=MAX_COMMITS)]
+        gone = [_commit_info(c, hot, "dropped", repo, loaded)
+                for c in repo.iter_commits(f"{new}..{old}", max_count=MAX_COMMITS)]
     finally:
         repo.close()
     if len(fresh) >= MAX_COMMITS:
@@ -334,6 +418,30 @@ def _dirty_notes(before: Mapping[str, Any], after: Mapping[str, Any], hot: HotPa
     if after.get("operation"):
         notes.append(f"a git {after['operation']} is in progress in the AFTER snapshot")
     return notes, hot_files
+
+
+def loaded_files(*snapshots: Mapping[str, Any]) -> list[str] | None:
+    """Files the user's step loaded, from ``loaded_files`` of the ``user`` bench results (None when none recorded)."""
+    out: set[str] = set()
+    seen = False
+    for snap in snapshots:
+        bench = snap.get("bench")
+        for r in (bench.get("results") or []) if isinstance(bench, dict) else []:
+            files = r.get("loaded_files") if isinstance(r, dict) and r.get("kind") == "user" else None
+            if isinstance(files, list):
+                seen = True
+                out.update(str(f) for f in files if isinstance(f, str))
+    return sorted(out) if seen else None
+
+
+def _relative(files: list[str] | None, repo_path: str) -> set[str] | None:
+    if files is None:
+        return None
+    import os
+
+    root = os.path.realpath(repo_path).rstrip(os.sep) + os.sep
+    return {f[len(root):] for f in (os.path.realpath(x) if not x.startswith(root) else x for x in files)
+            if f.startswith(root)}
 
 
 def _repos(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -365,6 +473,7 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
     out: list[RepoChanges] = []
     pairs = [(b_repos[r["path"]], r) for r in _repos(after) if r["path"] in b_repos]
     pairs.sort(key=lambda p: p[1].get("role") != "main")
+    step_files = loaded_files(before, after)
     for i, (b, a) in enumerate(pairs):
         where = Path(repo) if (repo is not None and i == 0 and a.get("role", "main") == "main") else Path(a["path"])
         hot = load_hot_paths(where if where.is_dir() else None, config)
@@ -375,7 +484,11 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
                 rc.availability = f"commit list not available: {where} is not on this machine (use --repo)"
             else:
                 try:
-                    rc.commits, rc.dropped, notes = list_commits(where, rc.before_sha, rc.after_sha, hot)
+                    loaded = _relative(step_files, a["path"])
+                    rc.commits, rc.dropped, notes = list_commits(where, rc.before_sha, rc.after_sha, hot, loaded)
+                    if loaded is not None:
+                        notes.append(f"the benchmarked step loaded {len(loaded)} file(s) of this repository "
+                                     "(recorded in every Python process of the step)")
                     rc.read_from = str(where)
                     rc.notes.extend(notes)
                 except LookupError as exc:
@@ -416,8 +529,14 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
             evidence.append(f"{len(rc.commits)} new commit(s), {len(rc.dropped)} dropped; {len(hot)} touch "
                             "performance-sensitive paths")
         for c in hot[:3]:
+            moved = [f for f in c.hot_files if f.renamed_from]
+            extra = ""
+            if moved:
+                extra += f"; {len(moved)} moved/copied file(s) count only their changed lines"
+            if c.unloaded:
+                extra += "; the benchmarked step never loaded these files: ranked lower"
             evidence.append(f"{c.sha[:10]} \"{c.subject}\" touches {', '.join(f.path for f in c.hot_files[:3])} "
-                            f"({', '.join(c.hot_categories)}; {c.hot_lines} hot lines)")
+                            f"({', '.join(c.hot_categories)}; {c.hot_lines} hot lines, weight {c.weight:g}{extra})")
         if rc.availability != "ok":
             evidence.append(rc.availability)
         evidence.extend(rc.notes)

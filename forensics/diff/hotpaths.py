@@ -29,6 +29,27 @@ DEFAULT_HOT_PATHS: dict[str, list[str]] = {
 }
 """Category -> regular expressions searched (case-insensitively) in repo-relative paths."""
 
+CATEGORY_WEIGHTS: dict[str, float] = {
+    "distributed communication": 4.0,  # one collective per layer: a change multiplies by the layer count
+    "CUDA graphs": 4.0,                # a capture change can put every kernel launch back on the host
+    "kernels": 3.0,
+    "attention": 3.0,                  # attention, MoE and quantization are kernel code too
+    "MoE": 3.0,
+    "quantization": 3.0,
+    "scheduler": 2.0,                  # scheduling decides batch shapes, not the math
+}
+"""Category -> weight of a changed line when ranking commits (issue 13): collective communication and
+CUDA-graph capture above kernels above scheduling above the rest (speculative decoding, memory pool,
+categories from ``.forensics.yaml``: :data:`DEFAULT_CATEGORY_WEIGHT`)."""
+
+DEFAULT_CATEGORY_WEIGHT = 1.0
+
+
+def category_weight(categories: list[str]) -> float:
+    """The weight of a file in ``categories`` (the highest of them; 0 when it is not hot)."""
+    return max((CATEGORY_WEIGHTS.get(c, DEFAULT_CATEGORY_WEIGHT) for c in categories), default=0.0)
+
+
 CONFIG_NAME = ".forensics.yaml"
 
 

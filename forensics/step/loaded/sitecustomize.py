@@ -1,0 +1,99 @@
+"""Records which source files a Python process of the user's step loaded (forensics bench, issue 13).
+
+``forensics bench --cmd/--callable`` prepends this folder to ``PYTHONPATH`` and sets
+``FORENSICS_LOADED_DIR`` to a temporary folder, so every Python process of the step --
+the command itself, ``torchrun``/``multiprocessing`` spawn workers (they inherit the
+environment) and forked ``multiprocessing`` children -- writes, when it exits, one file
+``<pid>.txt`` there: the ``__file__`` of every module in ``sys.modules`` that is not
+under the interpreter's prefixes (the standard library and installed packages), one
+real path a line. The benchmark keeps their union as the result's ``loaded_files``;
+``forensics diff`` ranks a commit that touches only files the step never loaded lower.
+
+The user's own ``sitecustomize`` (if any, later on ``sys.path``) still runs: it is
+found without this folder and executed. Nothing here may raise: a failure to record
+is a missing list, never a broken step. Standard library only.
+"""
+
+import atexit
+import os
+import sys
+
+_DIR = os.environ.get("FORENSICS_LOADED_DIR", "")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _skip_prefixes():
+    out = set()
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, getattr(sys, "base_exec_prefix", "")):
+        if p:
+            out.add(os.path.realpath(p) + os.sep)
+    return tuple(sorted(out))
+
+
+def _write():
+    if not _DIR:
+        return
+    try:
+        skip = _skip_prefixes()
+        files = set()
+        for mod in list(sys.modules.values()):
+            f = getattr(mod, "__file__", None)
+            if not isinstance(f, str) or not f.endswith((".py", ".so", ".pyd")):
+                continue
+            real = os.path.realpath(f)
+            if real.startswith(skip) or real.startswith(_HERE + os.sep):
+                continue
+            files.add(real)
+        path = os.path.join(_DIR, f"{os.getpid()}.txt")
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            fh.write("\n".join(sorted(files)) + "\n")
+        os.replace(path + ".tmp", path)
+    except Exception:
+        pass
+
+
+class _AfterFork:
+    """A forked multiprocessing child skips atexit (os._exit); multiprocessing's own finalizers run instead."""
+
+    def __call__(self, _obj=None):
+        try:
+            from multiprocessing import util
+
+            util.Finalize(None, _write, exitpriority=0)
+        except Exception:
+            pass
+
+
+_after_fork = _AfterFork()
+
+
+def _install():
+    if not _DIR:
+        return
+    atexit.register(_write)
+    try:
+        from multiprocessing import util
+
+        util.register_after_fork(_after_fork, _AfterFork.__call__)
+    except Exception:
+        pass
+
+
+def _chain_user_sitecustomize():
+    try:
+        import importlib.machinery
+        import importlib.util
+
+        rest = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(_HERE)]
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+        if spec is None or spec.origin is None or os.path.realpath(spec.origin) == os.path.realpath(__file__):
+            return
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["_forensics_user_sitecustomize"] = mod
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    except Exception:
+        pass
+
+
+_install()
+_chain_user_sitecustomize()
