@@ -38,8 +38,8 @@ def _write():
         files = set()
         for mod in list(sys.modules.values()):
             f = getattr(mod, "__file__", None)
-            if not isinstance(f, str) or not f.endswith((".py", ".so", ".pyd")):
-                continue
+            if not isinstance(f, str) or not os.path.isabs(f) or not f.endswith((".py", ".so", ".pyd")):
+                continue  # torch._classes and the like carry a bare file name, not a path
             real = os.path.realpath(f)
             if real.startswith(skip) or real.startswith(_HERE + os.sep):
                 continue

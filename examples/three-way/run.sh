@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Three-way verdicts on the GPU (issue 13): the canary A/A and a user step made 1% and 2% slower.
-# usage: examples/verdicts/run.sh OUTDIR        (1 GPU; about 4-5 minutes on an H200)
+# usage: examples/three-way/run.sh OUTDIR        (1 GPU; about 4-5 minutes on an H200)
 #   FORENSICS="python3 -m forensics" and PROCESSES=6 by default; TRIAL=1 runs tiny CPU budgets.
 set -euo pipefail
 out=${1:?usage: run.sh OUTDIR}
@@ -11,7 +11,7 @@ P=${PROCESSES:-6}
 canary_opts=()
 if [[ "${TRIAL:-0}" == 1 ]]; then      # CPU trial: tiny canary and step
   canary_opts=(--device cpu --tp 1 --layers 1 --hidden 64 --heads 2 --ffn 128 --blocks 5 --block-ms 1 --warmup 0)
-  export STEP_N=64 STEP_ITERS=20 STEP_BLOCKS=5
+  export STEP_N=64 STEP_ITERS=20 STEP_BLOCKS=5 OMP_NUM_THREADS=1
 fi
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/run.log"; }
 status() { set +e; "$@"; echo "exit $?"; set -e; }
