@@ -9,6 +9,7 @@ set -euo pipefail
 out=${1:?usage: examples/speed/run.sh OUT_DIR [BASE_REV]}
 base=${2:-857da02}
 py=$(command -v "${PYTHON:-python3}")
+case $py in /*) ;; *) py="$PWD/$py" ;; esac  # the benchmarks run from a temp folder
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 tmp=$(mktemp -d)
@@ -19,6 +20,6 @@ ln -s reports "$tmp/forensics_reports"
 printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' "$tmp" "$py" > "$tmp/python"
 chmod +x "$tmp/python"
 cd "$root"
-"$tmp/python" -c 'import forensics, forensics_probes.libs.probe as p; print("baseline:", forensics.__file__, p.__file__)'
+(cd / && "$tmp/python" -c 'import forensics, forensics_probes.libs.probe as p; print("baseline:", forensics.__file__, p.__file__)')
 "$py" benchmarks/run.py --runs 9 --baseline "$tmp/python" | tee "$out/run.txt"
 "$py" benchmarks/snapshot_probes.py --runs 9 --baseline "$tmp/python" | tee "$out/probes.txt"
