@@ -1,5 +1,7 @@
 """The GPU-to-GPU P2P canary component's plumbing (no GPU here: rank results as the worker writes them)."""
 
+import pytest
+
 from forensics.bench.config import CanaryConfig
 from forensics.bench.document import canary_results, p2p_note
 
@@ -36,3 +38,41 @@ def test_one_gpu_skips_with_the_reason():
 
 def test_cpu_defaults_have_no_p2p():
     assert CanaryConfig.defaults("cpu", 2).p2p_bytes == 0
+
+
+def test_no_caching_allocator_runs_the_step_eagerly_and_says_why():
+    # On the H200 (torch 2.11) graph capture failed under PYTORCH_NO_CUDA_MEMORY_CACHING=1 and the canary
+    # process died with only "Compile with TORCH_USE_CUDA_DSA..." as its message.
+    pytest.importorskip("torch")
+    from forensics.bench.worker import graph_blocker
+
+    assert graph_blocker({}) is None and graph_blocker({"PYTORCH_NO_CUDA_MEMORY_CACHING": "0"}) is None
+    reason = graph_blocker({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    assert reason.startswith("PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns off the caching allocator")
+    cfg = CanaryConfig.defaults("cuda", 1)
+    graph = {"ranks": [{"rank": 0, "metrics": {"step": {"per_call_ms": [2.0] * 5}}}]}
+    eager = {"ranks": [{"rank": 0, "metrics": {"step": {"per_call_ms": [2.6] * 5}}, "graph_skipped": reason}]}
+    a = {r["name"]: r for r in canary_results(cfg, [graph] * 5)}["canary.verify_step_ms"]
+    b = {r["name"]: r for r in canary_results(cfg, [eager] * 5)}["canary.verify_step_ms"]
+    assert a["method"] == "split" and b["method"] == "eager"
+    assert "launched eagerly" in b["description"] and "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in b["description"]
+
+    from forensics.bench.compare import method_changes
+
+    notes = method_changes({"canary.verify_step_ms": a}, {"canary.verify_step_ms": b}, ["canary.verify_step_ms"])
+    assert len(notes) == 1 and "split on A and eager on B" in notes[0]
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in notes[0]
+
+
+def test_a_rank_failure_names_the_cuda_error_not_the_hint_after_it():
+    from forensics.bench.harness import failure_line
+
+    # the tail torch prints for a CUDA error (c10/cuda/CUDAException), as a failed graph capture ends
+    stderr = ("Traceback (most recent call last):\n  File \"worker.py\", line 266, in _graph\n"
+              "torch.AcceleratorError: CUDA error: operation not permitted when stream is capturing\n"
+              "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+              "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+              "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n\n")
+    assert failure_line(stderr) == "torch.AcceleratorError: CUDA error: operation not permitted when stream is capturing"
+    assert failure_line("warming up\nkilled by the OOM killer\n") == "killed by the OOM killer"
+    assert failure_line("") == "no output on stderr"

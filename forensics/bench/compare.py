@@ -243,6 +243,21 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
     return floor, cmp
 
 
+def method_changes(ra: dict[str, dict], rb: dict[str, dict], names: list[str]) -> list[str]:
+    """Notes for results measured differently on the two sides (``method``: a CUDA graph replay against an
+    eager launch, when an environment stopped graph capture, see :func:`forensics.bench.document.graph_note`)."""
+    out = []
+    for name in names:
+        ma, mb = ra[name].get("method"), rb[name].get("method")
+        if ma and mb and ma != mb:
+            eager = rb[name] if mb == "eager" else ra[name]
+            why = str(eager.get("description", "")).partition("(")[2].rstrip(")") or "see its description"
+            out.append(f"{name}: measured as {ma} on A and {mb} on B ({why}); its change includes the kernel-launch "
+                       "time a CUDA graph replay hides, while the matmul, copy and all-reduce components are "
+                       "measured alike on both sides")
+    return out
+
+
 def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchComparison:
     """Compare bench documents A (before) and B (after).
 
@@ -275,6 +290,7 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
     notes: list[str] = []
     changes = throttle_changes(a.get("telemetry"), b.get("telemetry"))
     notes.extend(f"throttle changed: {c}" for c in changes)
+    notes.extend(method_changes(ra, rb, names))
     if changes and verdict is Verdict.SAME:
         verdict = head.verdict = Verdict.INCONCLUSIVE
         head.reasons.append("GPU throttling differed between the runs (see the notes); it may hide a change")

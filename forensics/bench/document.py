@@ -88,9 +88,15 @@ def canary_results(cfg: CanaryConfig, processes: list[dict]) -> list[dict[str, A
                "eager": "whole step launched eagerly"}.get(cfg.variant, "compute of the step")
         if cfg.device == "cuda" and cfg.tp == 1 and cfg.variant != "eager":
             how = "whole step replayed from a CUDA graph (tp=1: no all-reduce)"
+    method = cfg.variant
+    eager = graph_note(processes)
+    if eager:  # the ranks could not capture a CUDA graph in this environment
+        how = (f"composed: compute (eager, no CUDA graph) + {n_ar} x all-reduce of {cfg.message_bytes} B"
+               if "compute" in per and "allreduce" in per else "whole step launched eagerly")
+        how, method = f"{how} ({eager})", "eager"
     toks = cfg.batch * cfg.tokens
     results.append(make_result("canary.verify_step_ms", ResultKind.CANARY, "ms", step, within=w,
-                               description=f"ms per verify step, slowest rank; {how}", method=cfg.variant))
+                               description=f"ms per verify step, slowest rank; {how}", method=method))
     results.append(make_result("canary.verified_tokens_per_s", ResultKind.CANARY, "tok/s",
                                [toks * 1e3 / s for s in step], higher_is_better=True, within=w,
                                description=f"batch x (k+1) = {toks} positions verified per step / step time"))
@@ -131,6 +137,13 @@ def canary_results(cfg: CanaryConfig, processes: list[dict]) -> list[dict[str, A
         results.append(make_result("component.p2p_latency_us", ResultKind.COMPONENT, "us", v, within=w,
                                    description="GPU-to-GPU copy of 4 B, back-to-back, GPU time, slowest rank"))
     return results
+
+
+def graph_note(processes: list[dict]) -> str | None:
+    """The reason the ranks launched the step eagerly instead of from a CUDA graph (``graph_skipped`` of each
+    rank, see :func:`forensics.bench.worker.graph_blocker`), or ``None`` when every rank used its graph."""
+    reasons = sorted({r["graph_skipped"] for p in processes for r in p.get("ranks", []) if r.get("graph_skipped")})
+    return "; ".join(reasons) or None
 
 
 def p2p_note(processes: list[dict]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -154,12 +155,23 @@ def _wait(procs: list, deadline: float, timeout_s: float) -> str | None:
     return _why(bad[0].returncode, bad[1]) if bad is not None else None
 
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:? ")
+
+
+def failure_line(stderr: str) -> str:
+    """The line of a rank's stderr that says what went wrong: the last exception line
+    (``torch.AcceleratorError: CUDA error: ...``), not the hints torch prints after a CUDA error
+    ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1", "Compile with `TORCH_USE_CUDA_DSA`
+    ..."); else the last non-empty line; else "no output on stderr"."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    raised = [ln for ln in lines if _EXCEPTION_LINE.match(ln)]
+    return (raised or lines or ["no output on stderr"])[-1]
+
+
 def _why(returncode: int, err) -> str:
     err.flush()
     err.seek(0)
-    lines = [ln for ln in err.read().splitlines() if ln.strip()]
-    last = lines[-1].strip() if lines else "no output on stderr"
-    return f"rank exited with status {returncode}: {last[:300]}"
+    return f"rank exited with status {returncode}: {failure_line(err.read())[:300]}"
 
 
 def slowest_rank_ms(ranks: list[dict], metric: str) -> tuple[float, float] | None:

@@ -26,7 +26,7 @@ import statistics
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 import torch.distributed as dist
@@ -150,6 +150,25 @@ class Rank:
         return int(t.item())
 
 
+_OFF_WORDS = ("", "0", "false", "no", "off")
+
+
+def graph_blocker(env: Mapping[str, str]) -> str | None:
+    """Why CUDA graphs cannot be captured in this environment, or ``None`` when they can.
+
+    ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` turns PyTorch's caching allocator off, and
+    ``torch.cuda.graph`` capture needs it (its private memory pool): capture fails
+    with a CUDA error (seen on the H200 with torch 2.11). Source: the variable as
+    this process sees it (``os.environ``); PyTorch documents it in "CUDA Environment
+    Variables" ("If set to 1, disables caching of memory allocations in CUDA").
+    """
+    value = env.get("PYTORCH_NO_CUDA_MEMORY_CACHING")
+    if value is None or value.strip().lower() in _OFF_WORDS:
+        return None
+    return (f"PYTORCH_NO_CUDA_MEMORY_CACHING={value} turns off the caching allocator that CUDA graph capture "
+            "needs")
+
+
 def _allreduce(t: torch.Tensor) -> None:
     dist.all_reduce(t)
 
@@ -169,8 +188,12 @@ def run(cfg: CanaryConfig) -> dict:
         full = variant != Variant.SPLIT.value and r.world > 1
         model = __import__("forensics.bench.canary", fromlist=["VerifyModel"]).VerifyModel(
             cfg, r.device, _allreduce if full else (lambda t: None))
-        guard = _guard(cfg.graph_timeout_s) if full and variant == Variant.GRAPH.value else None
-        if r.cuda and variant in (Variant.SPLIT.value, Variant.GRAPH.value):
+        no_graph = graph_blocker(os.environ) if r.cuda else None
+        if no_graph and variant in (Variant.SPLIT.value, Variant.GRAPH.value):
+            info["graph_skipped"] = no_graph  # launched eagerly instead; the document says so
+            variant = Variant.SPLIT.value if variant == Variant.SPLIT.value else Variant.EAGER.value
+        guard = _guard(cfg.graph_timeout_s) if full and variant == Variant.GRAPH.value and not no_graph else None
+        if r.cuda and variant in (Variant.SPLIT.value, Variant.GRAPH.value) and not no_graph:
             step = _graph(model.step)
         else:
             step = model.step
