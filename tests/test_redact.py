@@ -59,7 +59,7 @@ def test_git_remote_credentials_redacted_in_snapshot(tmp_path):
     assert any(r["why"] == "credentials in URL" for r in doc["redactions"])
     shown = run_cli("show", str(out), env={"COLUMNS": "200"})
     # the editable forensics checkout is examined too; its reflog may hold secret-shaped commit messages
-    assert re.search(r"redacted \d+ secret value\(s\): .*git\.repo\.remotes\.origin", shown.stdout), shown.stdout
+    assert re.search(r"redacted \d+ secret values?: .*git\.repo\.remotes\.origin", shown.stdout), shown.stdout
     # and --no-redact is explicit, and says so
     out2 = tmp_path / "s2.json"
     run_cli("snapshot", "-q", "--probe", "git", "--repo", str(repo), "--no-redact", "-o", str(out2))

@@ -226,7 +226,8 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
     if cmp.verdict is Verdict.INCONCLUSIVE and floor_p > cmp.alpha and min(len(va), len(vb)) >= 3:
         cmp.reasons = [r for r in cmp.reasons if not r.startswith("need about")]
         cmp.reasons.insert(0, f"with {len(va)}+{len(vb)} processes Mann-Whitney U cannot reach p <= "
-                              f"{cmp.alpha:g} (smallest possible p {floor_p:.3f}); run at least 5 a side")
+                              f"{cmp.alpha:g} (smallest possible p {floor_p:.3f}); run at least 5 a side "
+                              "(--processes 5; snapshot --bench-processes 5)")
     noise = max(cmp.a.iqr_over_median, cmp.b.iqr_over_median)
     # The gate guards calls that noise could have made. When every process of the slower side is slower
     # than every process of the faster side by more than the threshold and the spread together, noise
@@ -240,6 +241,8 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
                            "called on noisy data")
         if cmp.processes_needed > min(len(va), len(vb)):
             cmp.reasons.append(f"need about {cmp.processes_needed} processes a side")
+    cmp.reasons = [more_processes_advice(r, cmp.processes_needed) if r.startswith("need about") else r
+                   for r in cmp.reasons]
     return floor, cmp
 
 
@@ -256,6 +259,21 @@ def method_changes(ra: dict[str, dict], rb: dict[str, dict], names: list[str]) -
                        "time a CUDA graph replay hides, while the matmul, copy and all-reduce components are "
                        "measured alike on both sides")
     return out
+
+
+REACHABLE_PROCESSES = 50
+"""More fresh processes a side than this is no advice worth giving: fix the noise instead."""
+
+
+def more_processes_advice(reason: str, needed: int) -> str:
+    """The "need about N processes a side" reason, with the flag that asks for them or, when N is out
+    of reach, the better move (docs/inconclusive.md)."""
+    if 0 < needed <= REACHABLE_PROCESSES:
+        return (f"need about {needed} processes a side: run again with --processes {needed} "
+                f"(snapshot --bench-processes {needed})")
+    return (f"about {needed} processes a side (--processes) would be needed, more than is worth running: cut the noise "
+            "instead - a quieter machine (nothing else on the GPUs or CPUs), a longer step (more work per timed "
+            "block), or your own step with --cmd; see docs/inconclusive.md")
 
 
 def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchComparison:

@@ -40,6 +40,7 @@ from forensics.bisect.model import (BisectConfig, BisectResult, CommitClass, Com
 from forensics.errors import BadInputError
 from forensics.hypotheses import HYPOTHESES
 from forensics.stats import Comparison, Verdict, compare as _stats_compare
+from forensics.render.words import plural
 from forensics.bisect.worktree import CommitInfo, WorktreePool, commit_info, diff_stat, git, resolve_range
 
 __all__ = ["BisectConfig", "BisectResult", "CommitClass", "CommitRecord", "LogEntry", "Outcome", "StepExit",
@@ -248,8 +249,9 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
             phase = f"round {res.rounds}"
             info = commit_info(rng.toplevel, chain[mid])
             suspects = hi - lo - 1
-            s.say(phase, f"measuring {info.short} \"{info.subject}\": {suspects} suspects left between "
-                         f"{chain[lo][:7]} and {chain[hi][:7]}, about {math.ceil(math.log2(suspects + 1))} rounds to go",
+            s.say(phase, f"measuring {info.short} \"{info.subject}\": {plural(suspects, 'suspect')} left between "
+                         f"{chain[lo][:7]} and {chain[hi][:7]}, about "
+                         f"{plural(math.ceil(math.log2(suspects + 1)), 'round')} to go",
                   chain[mid], left=suspects)
             rec = s.measure_point(chain[mid], rng.good, rng.bad, phase)
             rec.info, rec.index, rec.round = info, mid, res.rounds

@@ -211,6 +211,95 @@ def reap(session: str, grace_s: float = 2.0) -> list[int]:
     return [p.pid for p in mine]
 
 
+OWNER_FILE = "forensics-bisect-owner"
+"""Our token in each admin entry we create (``.git/worktrees/<name>/forensics-bisect-owner``): JSON
+``{"pid", "started", "session"}`` of the bisect that made it. git ignores unknown files there."""
+
+
+def _process_started(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return psutil.Process(pid).create_time()
+    except Exception:  # noqa: BLE001 - gone, or not ours to read
+        return None
+
+
+def _mark_ours(admin: Path, session: str) -> None:
+    import json
+
+    try:
+        (admin / OWNER_FILE).write_text(json.dumps({"pid": os.getpid(), "started": _process_started(os.getpid()),
+                                                    "session": session}))
+    except OSError:
+        pass
+
+
+def _owner(path: Path) -> dict | None:
+    import json
+
+    try:
+        owner = json.loads(path.read_text())
+        int(owner["pid"])
+        return owner
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _running(owner: dict) -> bool:
+    started = _process_started(int(owner["pid"]))
+    return started is not None and (owner.get("started") is None or abs(started - float(owner["started"])) < 1)
+
+
+def remove_stale(repo: str | Path) -> list[str]:
+    """Remove the worktrees an earlier ``forensics bisect`` left when it was killed (``kill -9``); only ours.
+
+    Ours are recognised by their token: the checkout lives in a folder
+    ``forensics-bisect-<random>/forensics-bisect-<random>-<role>`` that
+    :class:`WorktreePool` made, whose :data:`OWNER_FILE` (also copied into the
+    admin entry under ``git rev-parse --git-common-dir``/``worktrees``) names
+    the bisect's pid and start time. One is stale when that process is gone,
+    or when its temp folder is gone altogether. Its checkout and admin entry
+    are deleted; the user's own worktrees, stale or not, are never touched (no
+    ``git worktree prune``).
+
+    Returns:
+        one line per worktree removed ("<path> (bisect pid N)"); [] when none or
+        ``repo`` is not a repository.
+    """
+    try:
+        common = (Path(repo) / git(repo, "rev-parse", "--git-common-dir", timeout_s=30)).resolve()
+    except (GitError, OSError):
+        return []
+    wdir = common / "worktrees"
+    removed: list[str] = []
+    for entry in sorted(wdir.iterdir()) if wdir.is_dir() else []:
+        try:
+            checkout = Path((entry / "gitdir").read_text().strip()).parent
+        except OSError:
+            continue
+        base = checkout.parent
+        token = base.name.startswith("forensics-bisect-") and checkout.name.startswith(base.name + "-")
+        owner = _owner(entry / OWNER_FILE) or _owner(base / OWNER_FILE)
+        if not token and owner is None:
+            continue  # not ours
+        if owner is not None and _running(owner):
+            continue  # that bisect is still running
+        if owner is None and base.exists():
+            continue  # ours by name but its owner unknown and its folder still there: leave it
+        shutil.rmtree(checkout, ignore_errors=True)
+        if token and base.exists() and not [p for p in base.iterdir() if p.name != OWNER_FILE]:
+            shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(f"{checkout}" + (f" (bisect pid {owner['pid']})" if owner else ""))
+    if removed and wdir.is_dir() and not any(wdir.iterdir()):
+        try:
+            wdir.rmdir()
+        except OSError:
+            pass
+    return removed
+
+
 class Worktree:
     """One private detached checkout; use :meth:`checkout` to move it to another commit."""
 
@@ -252,6 +341,7 @@ class WorktreePool:
 
     def __enter__(self) -> "WorktreePool":
         self.base = Path(tempfile.mkdtemp(prefix="forensics-bisect-"))
+        _mark_ours(self.base, self.session)  # before any worktree exists: a kill -9 at any point leaves our token
         return self
 
     def add(self, role: str, sha: str) -> Worktree:
@@ -267,6 +357,7 @@ class WorktreePool:
         gitfile = path / ".git"
         if gitfile.is_file() and gitfile.read_text().startswith("gitdir:"):
             wt.admin_dir = Path(gitfile.read_text().split(":", 1)[1].strip())
+            _mark_ours(wt.admin_dir, self.session)
         return wt
 
     @property

@@ -37,7 +37,7 @@ def _progress(total: int, what: str):
     return prog, task
 
 
-@click.group(invoke_without_command=True)
+@click.group(invoke_without_command=True, epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
 @click.option("--cmd", metavar="COMMAND", help="Benchmark your step: a command printing JSON lines "
               "{\"metric\": \"verify_ms\", \"value\": 19.3} (or use --metric-regex).")
 @click.option("--callable", "target", metavar="PKG.MODULE:FUNC", help="Benchmark a Python function, timed in-process.")
@@ -220,7 +220,7 @@ def _run_user_ab(cmd, target, b_cmd, env, b_env, metric, metric_regex, unit, hig
             prog.stop()
 
 
-@bench.command("compare")
+@bench.command("compare", epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 @click.option("--threshold", default="5%", show_default=True,

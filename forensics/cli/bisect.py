@@ -73,7 +73,7 @@ def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_
                         threshold=parse_threshold(threshold), good_was=good_was)
 
 
-@click.command()
+@click.command(epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
 @_step_options
 @click.option("--good-was", type=POSITIVE_VALUE, default=None, metavar="VALUE",
               help="The good commit's earlier result (the metric's unit), to tell an environment change apart.")
@@ -114,11 +114,20 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
         shown = "failed" if value is None else f"{value:.4g}"
         status.update(f"measuring {sha[:10]}: process {counts[sha]} -> {shown}")
 
+    from forensics.bisect.worktree import remove_stale
+
+    stale = remove_stale(cfg.repo)
+    if stale:
+        err.print(f"removed {len(stale)} stale worktree{'s' if len(stale) > 1 else ''} of an interrupted bisect: "
+                  + escape("; ".join(stale)))
     try:
         with signals_raise(), status:
             result = run_bisect(cfg, on_log, on_process)
     except Terminated as exc:
         fail(f"terminated by signal {exc.signum}; worktrees removed, your checkout is untouched", 128 + exc.signum)
+    from forensics.redact import Redactor
+
+    result = Redactor().sweep(result)  # commit subjects and notes, once, for every output below
     for out in outputs:
         write_report(result, out)
         err.print(f"wrote {escape(str(out))}")

@@ -13,7 +13,7 @@ from forensics.cli.types import DIFF_REPORT_FILE
 _DEFAULT_NAME = "forensics-report"
 
 
-@click.command()
+@click.command(epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
 @click.option("-o", "--output", metavar="FILE", type=DIFF_REPORT_FILE,

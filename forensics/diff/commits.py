@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from forensics.errors import BadInputError
+from forensics.render.words import plural
 from forensics.model import Finding, HypothesisStatus, Severity
 from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, category_weight, load_hot_paths  # noqa: F401
 
@@ -408,10 +409,19 @@ def _dirty_notes(before: Mapping[str, Any], after: Mapping[str, Any], hot: HotPa
     was, now = bool(before.get("dirty")), bool(after.get("dirty"))
     before_files = set(map(str, (before.get("modified") or []) + (before.get("staged") or [])))
     new_files = [f for f in dict.fromkeys(files) if f not in before_files]
-    if now and (not was or new_files):
-        notes.append(f"working tree {'became dirty' if not was else 'has new uncommitted changes'}: "
-                     f"{len(new_files)} file(s) newly modified or staged"
-                     + (f" ({', '.join(new_files[:5])}{' ...' if len(new_files) > 5 else ''})" if new_files else ""))
+    before_untracked = set(map(str, before.get("untracked") or []))
+    new_untracked = [str(f) for f in after.get("untracked") or [] if str(f) not in before_untracked]
+
+    def listed(names: list[str]) -> str:
+        return f" ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''})" if names else ""
+
+    if now and (not was or new_files or new_untracked):
+        what = [f"{plural(len(new_files), 'file')} newly modified or staged{listed(new_files)}"] if new_files else []
+        if new_untracked:
+            what.append(f"{plural(len(new_untracked), 'untracked file')}{listed(new_untracked)}")
+        if not what:
+            what.append("conflicted files" if after.get("conflicted") else "changes git reports as dirty")
+        notes.append(f"working tree {'became dirty' if not was else 'has new uncommitted changes'}: " + "; ".join(what))
     elif was and not now:
         notes.append("working tree was dirty before and is clean now (uncommitted changes were committed, "
                      "stashed or discarded)")
@@ -526,7 +536,7 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
         evidence = [f"repository {rc.path} ({rc.role}): {rc.move.sentence}"]
         hot = [c for c in rc.commits if c.hot_lines]
         if rc.commits or rc.dropped:
-            evidence.append(f"{len(rc.commits)} new commit(s), {len(rc.dropped)} dropped; {len(hot)} touch "
+            evidence.append(f"{plural(len(rc.commits), 'new commit')}, {len(rc.dropped)} dropped; {len(hot)} touch "
                             "performance-sensitive paths")
         for c in hot[:3]:
             moved = [f for f in c.hot_files if f.renamed_from]
@@ -550,7 +560,8 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
         if "head.sha" in lead.fields:  # the HEAD move: this module says how, with the commits
             what = rc.move.short if (rc.move.moved or rc.move.entries) else (rc.notes or ["code changed"])[0]
             if hot:
-                what += f"; {len(hot)} commit(s) touch hot paths, first {hot[0].sha[:10]} \"{hot[0].subject}\""
+                what += (f"; {plural(len(hot), 'commit')} {'touches' if len(hot) == 1 else 'touch'} hot paths, first "
+                         f"{hot[0].sha[:10]} \"{hot[0].subject}\"")
             lead.summary = f"{Path(rc.path).name or rc.path}: {what}"
         if sev.weight > lead.severity.weight:
             lead.severity = sev

@@ -468,8 +468,20 @@ def _measured(a: Analysis) -> str:
     return ""
 
 
+NOT_MEASURED = "no slowdown was measured (no benchmark in either snapshot)"
+
+
 def _verdict(a: Analysis) -> str:
     imp = a.implicated
+    if a.bench is None:  # nothing was timed: say what changed, never "most likely cause" of a slowdown nobody saw
+        ruled = sum(h.status is HypothesisStatus.RULED_OUT for h in a.hypotheses)
+        unknown = sum(h.status is HypothesisStatus.INCONCLUSIVE for h in a.hypotheses)
+        if imp:
+            also = f"; also changed: {', '.join(h.id for h in imp[1:4])}" if len(imp) > 1 else ""
+            return (f"Things changed, but {NOT_MEASURED}; the change likeliest to matter: {imp[0].id} "
+                    f"({imp[0].summary}){also}.")
+        return (f"Nothing implicated, and {NOT_MEASURED}: {ruled} hypotheses ruled out, "
+                f"{unknown} inconclusive.")
     slow = _measured(a)
     if imp:
         top = imp[0]

@@ -22,19 +22,43 @@ def print_results(c, doc: dict) -> None:
     c.print(doc["summary"])
 
 
+def change_text(a: float, b: float) -> str:
+    """B's value against A's in the metric's own direction: "+3.2%", "-1.1%", "1.98x more", "2.00x less".
+
+    A throughput that doubled reads "2.00x more" (of tokens/s); a step time that
+    doubled reads "2.00x more" (of ms) -- the verdict column says which is slower.
+    """
+    if not (isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0):
+        return "?"
+    r = b / a
+    if r >= 1.5:
+        return f"{r:.2f}x more"
+    if r <= 1 / 1.5:
+        return f"{1 / r:.2f}x less"
+    return f"{(r - 1) * 100:+.1f}%"
+
+
 def print_comparison(c, result) -> None:
-    """Print a :class:`forensics.bench.compare.BenchComparison`: per-result table, headline verdict, noise, telemetry, notes."""
+    """Print a :class:`forensics.bench.compare.BenchComparison`: per-result table, headline verdict, noise, telemetry, notes.
+
+    The table fits an 80-column terminal: result names wrap rather than being
+    cut, the change is in the metric's own direction (:func:`change_text`), and
+    each result's confidence interval is in ``bench compare --json``; the
+    headline's is in the sentence below the table.
+    """
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(show_header=True, header_style="bold")
-    for col in ("result", "A", "B", "change", "95% CI of ratio", "p", "verdict"):
-        t.add_column(col, justify="left" if col in ("result", "verdict") else "right", no_wrap=col == "result")
+    t = Table(show_header=True, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+              collapse_padding=True)
+    t.add_column("result", justify="left", overflow="fold")
+    for col in ("A", "B", "change", "p"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("verdict", justify="left", no_wrap=True)
     for name, cmp in result.results.items():
-        mark = {"slower": "+ slower", "faster": "- faster", "same": "same", "inconclusive": "~ inconclusive",
-                "small-slower": "+ small slower", "small-faster": "- small faster"}
-        t.add_row(name, f"{cmp.a.median:.4g}", f"{cmp.b.median:.4g}", f"{cmp.change_pct:+.1f}%",
-                  f"{cmp.ci_low:.3f}-{cmp.ci_high:.3f}", f"{cmp.p_value:.2g}", mark[cmp.verdict.value])
+        t.add_row(escape(name), f"{cmp.a.median:.4g}", f"{cmp.b.median:.4g}", change_text(cmp.a.median, cmp.b.median),
+                  f"{cmp.p_value:.2g}", cmp.verdict.value)
     c.print(t)
     head = result.results[result.headline]
     c.print(f"[bold]{escape(result.headline)}: {result.verdict.value}[/bold] - {escape(head.sentence())}")
@@ -47,3 +71,5 @@ def print_comparison(c, result) -> None:
             c.print(f"telemetry {side}: {gpu}: {line}")
     for note in result.notes:
         c.print(escape(note))
+    if result.verdict.value == "inconclusive":
+        c.print("what to do next: docs/inconclusive.md (When the answer is inconclusive)")

@@ -137,6 +137,9 @@ def context(analysis) -> dict[str, Any]:
         groups.setdefault(c.probe, []).append({
             "path": c.path, "kind": c.kind.value, "before": show_value(c.before), "after": show_value(c.after),
             "volatile": c.volatile, "label": c.label, "unit": c.unit})
+    # per probe: the fields that matter, then the volatile ones (load, uptime, process lists), collapsed
+    split = {probe: {"steady": [r for r in rows if not r["volatile"]], "volatile": [r for r in rows if r["volatile"]]}
+             for probe, rows in groups.items()}
     bench = None
     if doc["bench"] is not None:
         bench = dict(doc["bench"])
@@ -150,12 +153,32 @@ def context(analysis) -> dict[str, Any]:
     return {
         "doc": doc, "verdict": doc["verdict"], "machine_note": doc["machine_note"],
         "implicated": by_status["implicated"], "ruled_out": by_status["ruled-out"],
-        "inconclusive": by_status["inconclusive"], "changes": groups,
+        "inconclusive": by_status["inconclusive"], "changes": groups, "changes_split": split,
+        "ledger_rows": ledger_rows(by_status["implicated"] + by_status["inconclusive"] + by_status["ruled-out"]),
         "n_changes": len(analysis.changes), "n_volatile": sum(c.volatile for c in analysis.changes),
         "repos": [r for r, rc in zip(doc["commits"], analysis.repos) if rc.changed],
         "n_repos_unchanged": sum(not rc.changed for rc in analysis.repos), "bench": bench, "notes": doc["notes"], "snapshots": doc["snapshots"],
         "version": __version__, "generated": utc_now(),
     }
+
+
+def ledger_rows(hyps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ledger's rows: hypotheses in order, inconclusive ones with the same reason folded into one row.
+
+    Seven GPU hypotheses all "gpu probe unavailable ...: no NVIDIA driver found" are one row naming
+    the seven ids. Each row is the hypothesis' JSON plus ``ids`` (the ids it stands for).
+    """
+    rows: list[dict[str, Any]] = []
+    folded: dict[str, dict[str, Any]] = {}
+    for h in hyps:
+        if h["status"] == "inconclusive" and h["summary"] in folded:
+            folded[h["summary"]]["ids"].append(h["id"])
+            continue
+        row = dict(h, ids=[h["id"]])
+        if h["status"] == "inconclusive":
+            folded[h["summary"]] = row
+        rows.append(row)
+    return rows
 
 
 @functools.lru_cache(maxsize=2)

@@ -6,6 +6,8 @@ from typing import Any
 
 import re
 
+from forensics.render.words import plural
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -88,7 +90,7 @@ def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -
     if red:
         where = ", ".join(sorted({r.get("where", "?") for r in red})[:5])
         more = "" if len(red) <= 5 else f" and {len(red) - 5} more"
-        console.print(f"[yellow]redacted {len(red)} secret value(s)[/yellow]: {escape(clean(where))}{more}")
+        console.print(f"[yellow]redacted {plural(len(red), 'secret value')}[/yellow]: {escape(clean(where))}{more}")
     elif doc.get("redaction", "on") != "on":
         console.print("[red]redaction is off[/red]: this file may hold secrets")
     bench = doc.get("bench")

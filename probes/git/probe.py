@@ -20,6 +20,9 @@ never changing anything:
 - ``dirty``, ``modified`` (unstaged), ``staged``, ``conflicted`` (unmerged index entries: a merge or
   rebase stopped on them), ``untracked`` (first 200 names), ``untracked_count``.
 - ``stash_count``: entries of ``refs/stash``'s reflog.
+- ``submodules``: ``[{"path", "head", "state"}]`` from ``git submodule status --recursive``
+  (``state``: ``ok``, ``moved``, ``not_initialized``, ``conflict``); a submodule whose
+  checked-out commit moved between the snapshots is a code change.
 - ``reflog``: the last 100 entries of HEAD's reflog (``.git/logs/HEAD``), newest
   first: ``{"old", "new", "time", "action"}`` where action is git's message,
   e.g. ``pull origin main: Fast-forward``.
@@ -42,6 +45,7 @@ from typing import Any
 
 from forensics.errors import ProbeUnavailable
 from forensics.model import Finding, Severity, implicated, ruled_out
+from forensics.render.words import plural
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 
 REFLOG_ENTRIES = 100
@@ -208,6 +212,7 @@ class GitProbe(Probe):
             rec["state"] = "ok"
             rec.update(self._read_head(repo))
             rec.update(self._read_worktree(repo))
+            rec["submodules"] = self._read_submodules(repo)
             rec["upstream"] = self._read_upstream(repo)
             rec["stash_count"] = self._count_lines(Path(repo.common_dir) / "logs" / "refs" / "stash")
             try:
@@ -252,6 +257,27 @@ class GitProbe(Probe):
             conflicted = []
         return {"dirty": bool(modified or staged or untracked or conflicted), "modified": modified, "staged": staged,
                 "conflicted": conflicted, "untracked": untracked[:UNTRACKED_LIST], "untracked_count": len(untracked)}
+
+    @staticmethod
+    def _read_submodules(repo) -> list[dict[str, Any]]:
+        """Each submodule's path, checked-out commit and state, from ``git submodule status --recursive``.
+
+        State (the line's first character): ``ok`` (at the commit the superproject records), ``moved``
+        (``+``: checked out at another commit), ``not_initialized`` (``-``: ``head`` is null), ``conflict`` (``U``).
+        """
+        import re
+
+        if repo.bare or not (Path(repo.working_tree_dir) / ".gitmodules").exists():
+            return []
+        out = []
+        states = {" ": "ok", "+": "moved", "-": "not_initialized", "U": "conflict"}
+        for line in repo.git.submodule("status", "--recursive").splitlines():
+            m = re.match(r"^([ +\-U])([0-9a-f]{7,64}) (\S+)", line)
+            if m:
+                state = states[m.group(1)]
+                out.append({"path": m.group(3), "head": None if state == "not_initialized" else m.group(2),
+                            "state": state})
+        return out
 
     @staticmethod
     def _read_upstream(repo) -> dict[str, Any] | None:
@@ -314,8 +340,20 @@ class GitProbe(Probe):
 
     @staticmethod
     def _judge_repo(name: str, br: dict[str, Any], ar: dict[str, Any]) -> list[Finding]:
+        subs = (br.get("submodules"), ar.get("submodules"))  # compared only when both snapshots list them
         br, ar = _well_typed(br), _well_typed(ar)
         out = []
+        if all(isinstance(x, list) for x in subs):
+            bs, as_ = ({str(x.get("path")): x.get("head") for x in side if isinstance(x, dict)} for side in subs)
+            for path in sorted(set(bs) | set(as_)):
+                hb, ha = bs.get(path), as_.get(path)
+                if hb != ha:
+                    out.append(implicated("code.change", Severity.HIGH,
+                                          f"{name}: submodule {path} moved {str(hb)[:7] if hb else '(absent)'} -> "
+                                          f"{str(ha)[:7] if ha else '(absent)'}",
+                                          [f"submodule {path}: {hb or 'absent or not initialized'} -> "
+                                           f"{ha or 'absent or not initialized'}"], relevance=0.8,
+                                          fields=["submodules"]))
         bsha, asha = (br.get("head") or {}).get("sha"), (ar.get("head") or {}).get("sha")
         if bsha != asha:
             newest_before = (br.get("reflog") or [{}])[0]
@@ -342,7 +380,7 @@ class GitProbe(Probe):
         if adirty != bdirty and adirty:
             newly = sorted(adirty - bdirty) or sorted(adirty)
             out.append(implicated("code.change", Severity.MEDIUM,
-                                  f"{name}: uncommitted changes to {len(adirty)} file(s) after ({', '.join(newly[:3])}"
+                                  f"{name}: uncommitted changes to {plural(len(adirty), 'file')} after ({', '.join(newly[:3])}"
                                   + (" ..." if len(newly) > 3 else "") + ")", newly, relevance=0.6, fields=["modified"]))
         elif bdirty and not adirty:
             out.append(implicated("code.change", Severity.MEDIUM,

@@ -16,6 +16,7 @@ from forensics.gpu.readings import HW_REASONS
 from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.probe import JudgeContext, ProbeResult
 from forensics_probes.gpu.load import judge_memory, judge_spin
+from forensics.render.words import plural
 from forensics_probes.gpu.state import judge_state
 from forensics_probes.gpu.views import (View, get, gpus_of, idle_state, instant_busy, label, match_gpus, not_held,
                                        num, unheld_summary,
@@ -246,12 +247,12 @@ def judge_contention(pairs) -> Finding:
             side = "AFTER" if ga is None or pa is None else "BEFORE"
             unknown.append(f"{name} ({side}: {_why_missing(gb if side == 'BEFORE' else ga)})")
             if pa is not None:
-                evidence.append(f"{name} after: {len(pa)} process(es) {', '.join(map(_proc_text, pa))}")
+                evidence.append(f"{name} after: {plural(len(pa), 'process', 'processes')} {', '.join(map(_proc_text, pa))}")
             continue
-        evidence.append(f"{name} after: {len(pa)} process(es) {', '.join(map(_proc_text, pa))}; "
+        evidence.append(f"{name} after: {plural(len(pa), 'process', 'processes')} {', '.join(map(_proc_text, pa))}; "
                         f"utilization {ua if ua is not None else '?'}% at snapshot time")
         if pb is not None:
-            evidence.append(f"{name} before: {len(pb)} process(es) {', '.join(map(_proc_text, pb))}; "
+            evidence.append(f"{name} before: {plural(len(pb), 'process', 'processes')} {', '.join(map(_proc_text, pb))}; "
                             f"utilization {ub if ub is not None else '?'}% at snapshot time")
         new = len(pa) - (len(pb) if pb is not None else 0)
         if new > 0 and pb is not None:
@@ -259,13 +260,13 @@ def judge_contention(pairs) -> Finding:
                 sum(num(p.get("used_memory_bytes")) or 0 for p in pb)
             heavy = mem >= NEW_PROCESS_MEM_BYTES or (ua or 0) >= BUSY_UTIL_PCT
             found.append((Severity.HIGH if heavy else Severity.MEDIUM, 0.9 if heavy else 0.6,
-                          f"{name}: {new} more process(es) on the GPU at snapshot time "
+                          f"{name}: {plural(new, 'more process', 'more processes')} on the GPU at snapshot time "
                           f"({', '.join(map(_proc_text, pa))}), utilization {ua}%", []))
         elif (ua or 0) >= BUSY_UTIL_PCT and (ub is None or ub < 5) and pb is not None:
             found.append((Severity.LOW, 0.4, f"{name}: utilization {ua}% at snapshot time with no new visible "
                           "process (another container?)", []))
         else:
-            checked.append(f"{name}: {len(pa)} process(es) after, {len(pb) if pb is not None else '?'} before")
+            checked.append(f"{name}: {plural(len(pa), 'process', 'processes')} after, {len(pb)} before")
     if found:
         sev, rel, summary, _ = worst(found)
         return implicated("gpu.contention", sev, summary, evidence, relevance=rel,
