@@ -41,7 +41,7 @@ def test_aa_is_exit_0_with_fail_on(tmp_path):
     a = write(tmp_path / "a.json", snapshot({}))
     res = _run([a, a, "-o", tmp_path / "r.json", "--fail-on", "any"])
     assert res.exit_code == 0
-    assert json.loads((tmp_path / "r.json").read_text())["verdict"].startswith("No significant change")
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"].startswith("Nothing implicated, and no slowdown was measured")
 
 
 def test_inconclusive_bench_exits_3_with_fail_on(tmp_path):

@@ -78,7 +78,8 @@ def test_diff_of_two_real_tickets_names_torch_cuda_and_driver_first(tmp_path):
     assert by_id["cuda.version"]["summary"] == "CUDA runtime loaded 10.1 -> 10.2"
     loaded = next(e for e in by_id["cuda.version"]["evidence"] if e.startswith("CUDA runtime loaded:"))
     assert "torch build (collect_env: CUDA used to build PyTorch)" in loaded and "ctypes" not in loaded
-    assert doc["verdict"].startswith("Most likely cause: ")
+    assert doc["verdict"].startswith("Things changed, but no slowdown was measured (no benchmark in either snapshot); "
+                                    "the change likeliest to matter: ")
     assert doc["snapshots"]["before"]["source"] == doc["snapshots"]["after"]["source"] == "imported"
     assert "imported from" in doc["machine_note"] or "imported" in doc["machine_note"]
     # what neither text holds is inconclusive, with the reason

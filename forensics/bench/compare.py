@@ -266,14 +266,13 @@ REACHABLE_PROCESSES = 50
 
 
 def more_processes_advice(reason: str, needed: int) -> str:
-    """The "need about N processes a side" reason, with the flag that asks for them or, when N is out
-    of reach, the better move (docs/inconclusive.md)."""
+    """The "need about N processes a side (K more)" reason, with the flag that asks for them or, when N
+    is out of reach, the better move (docs/inconclusive.md)."""
     if 0 < needed <= REACHABLE_PROCESSES:
-        return (f"need about {needed} processes a side: run again with --processes {needed} "
-                f"(snapshot --bench-processes {needed})")
-    return (f"about {needed} processes a side (--processes) would be needed, more than is worth running: cut the noise "
-            "instead - a quieter machine (nothing else on the GPUs or CPUs), a longer step (more work per timed "
-            "block), or your own step with --cmd; see docs/inconclusive.md")
+        return f"{reason}: run again with --processes {needed} (snapshot --bench-processes {needed})"
+    return (f"{reason}; that many (--processes) is more than is worth running: cut the noise instead - a quieter machine "
+            "(nothing else on the GPUs or CPUs), a longer step (more work per timed block), or your own step "
+            "with --cmd; see docs/inconclusive.md")
 
 
 def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchComparison:

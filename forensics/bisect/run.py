@@ -40,6 +40,7 @@ from forensics.bisect.model import (BisectConfig, BisectResult, CommitClass, Com
 from forensics.errors import BadInputError
 from forensics.hypotheses import HYPOTHESES
 from forensics.stats import Comparison, Verdict, compare as _stats_compare
+from forensics.bench.compare import REACHABLE_PROCESSES
 from forensics.render.words import plural
 from forensics.bisect.worktree import CommitInfo, WorktreePool, commit_info, diff_stat, git, resolve_range
 
@@ -197,9 +198,14 @@ def _endpoint_verdict(cfg: BisectConfig, c: Comparison, good_now: float) -> tupl
                 "is wrong or the slowdown does not reproduce here: --good-was with its earlier result tells these apart")
     if c.verdict is Verdict.FASTER:
         return (Outcome.BAD_FASTER, f"refusing to bisect: the bad commit is faster than the good one here ({c.sentence()})")
+    if c.processes_needed > REACHABLE_PROCESSES:
+        advice = (f"about {c.processes_needed} processes per commit (--processes) would be needed, more than is worth "
+                  "running: cut the noise instead (a quieter machine, a longer step); see docs/inconclusive.md")
+    else:
+        advice = ("raise --processes" + (f" to about {c.processes_needed}" if c.processes_needed else "")
+                  + " or reduce the noise; see docs/inconclusive.md")
     return (Outcome.NO_DIFFERENCE, f"refusing to bisect: the endpoints do not differ significantly ({c.sentence()}); "
-            f"a bisect on this would follow noise - raise --processes"
-            + (f" to about {c.processes_needed}" if c.processes_needed else "") + " or reduce the noise")
+            f"a bisect on this would follow noise - {advice}")
 
 
 def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = None,
