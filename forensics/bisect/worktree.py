@@ -259,7 +259,8 @@ def remove_stale(repo: str | Path) -> list[str]:
     :class:`WorktreePool` made, whose :data:`OWNER_FILE` (also copied into the
     admin entry under ``git rev-parse --git-common-dir``/``worktrees``) names
     the bisect's pid and start time. One is stale when that process is gone,
-    or when its temp folder is gone altogether. Its checkout and admin entry
+    or when its temp folder is gone altogether. Steps it left running (found
+    by its session token, :func:`reap`) are stopped, its checkout and admin entry
     are deleted; the user's own worktrees, stale or not, are never touched (no
     ``git worktree prune``).
 
@@ -287,6 +288,8 @@ def remove_stale(repo: str | Path) -> list[str]:
             continue  # that bisect is still running
         if owner is None and base.exists():
             continue  # ours by name but its owner unknown and its folder still there: leave it
+        if owner is not None and owner.get("session"):
+            reap(str(owner["session"]))  # the killed bisect's steps (own sessions) outlived it
         shutil.rmtree(checkout, ignore_errors=True)
         if token and base.exists() and not [p for p in base.iterdir() if p.name != OWNER_FILE]:
             shutil.rmtree(base, ignore_errors=True)

@@ -91,6 +91,9 @@ def write_report(result, path: Path) -> None:
     Raises:
         BadInputError: unknown suffix, or the folder is missing or not writable.
     """
-    from forensics.docfile import write_atomic
+    from forensics.docfile import write_atomic, written_in_place
 
+    if written_in_place(Path(path)):  # /dev/null, a FIFO: written where it is, in its own format
+        write_atomic(Path(path), render(result, FORMATS.get(Path(path).suffix.lower(), "html")))
+        return
     write_atomic(Path(path), render(result, format_for(path)))  # the usual file mode (umask), not 0600
