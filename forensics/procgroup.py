@@ -10,6 +10,7 @@ SIGKILL regardless.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -160,10 +161,28 @@ class ChildGroups:
     def __init__(self) -> None:
         self._procs: list[subprocess.Popen] = []
         self._lock = threading.Lock()
+        self.closed = False
 
-    def add(self, proc: subprocess.Popen) -> None:
+    def start(self, popen: subprocess.Popen, init, args, kwargs) -> None:
+        """Run ``init(popen, *args, **kwargs)`` (``Popen.__init__``: the fork) and record the child, under
+        the lock :meth:`close` takes, so that no child starts unrecorded while the groups are being ended.
+
+        Raises:
+            OSError: ECANCELED after :meth:`close`: the probe's time is up, no new child is started.
+        """
         with self._lock:
-            self._procs.append(proc)
+            if self.closed:
+                popen._child_created = False  # what Popen.__del__ looks at first
+                raise OSError(errno.ECANCELED, "the probe's time is up: no new child process is started")
+            init(popen, *args, **kwargs)
+            self._procs.append(popen)
+
+    def close(self, grace_s: float = 0.5) -> int:
+        """:meth:`end`, and from now on refuse to start a child in the probe's abandoned thread (it may go
+        on to its next command after the one that hung was stopped). Returns :meth:`end`'s count."""
+        with self._lock:
+            self.closed = True
+        return self.end(grace_s)
 
     def running(self) -> list[int]:
         """Process ids of recorded children not yet reaped (their group may hold more)."""
@@ -219,9 +238,10 @@ def _popen_init(self, *args, **kwargs):  # installed as subprocess.Popen.__init_
     if groups is not None and not kwargs.get("start_new_session") and kwargs.get("process_group") is None \
             and kwargs.get("preexec_fn") is None:
         kwargs["start_new_session"] = True
-    _ORIGINAL_POPEN_INIT(self, *args, **kwargs)
-    if groups is not None:
-        groups.add(self)
+    if groups is None:
+        _ORIGINAL_POPEN_INIT(self, *args, **kwargs)
+    else:
+        groups.start(self, _ORIGINAL_POPEN_INIT, args, kwargs)
 
 
 def _install_hook() -> None:

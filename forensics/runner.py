@@ -110,7 +110,7 @@ def run_probes(
     finally:  # also on Ctrl-C: no probe's child outlives the run
         for slot in slots:
             if slot.children is not None:
-                slot.children.end()
+                slot.children.close()
     return {s.probe.name: results[s.probe.name] for s in slots}
 
 
@@ -124,7 +124,7 @@ def _wait_all(slots: list[_Slot], on_done: Callable[[str, ProbeResult], None] | 
         remaining = slot.started + slot.ctx.timeout_s - time.perf_counter()
         slot.thread.join(max(0.0, remaining))
         if slot.thread.is_alive() or slot.result is None:
-            ended = slot.children.end() if slot.children is not None else 0
+            ended = slot.children.close() if slot.children is not None else 0
             reason = f"timed out after {slot.ctx.timeout_s:g} s"
             if ended:
                 reason += f" ({ended} child process{'es' if ended > 1 else ''} stopped)"

@@ -90,6 +90,37 @@ def test_mid_rebase(repo):
     assert rec["operation"] == "rebase"
     assert rec["detached"] and rec["rebasing_branch"] == "feature"  # HEAD is detached; the branch is not lost
     assert rec["conflicted"] == ["step.py"]
+    assert rec["modified"] == [] and rec["staged"] == []  # an unmerged path is conflicted, as `git status` says
+
+
+def test_staged_modified_and_untracked_are_told_apart(repo):
+    _commit(repo, "kernels/attn.py", "a = 1\n", "kernel")
+    (repo / "step.py").write_text("print(2)\n")
+    git(repo, "add", "step.py")  # staged
+    (repo / "kernels" / "attn.py").write_text("a = 2\n")  # modified, not staged
+    git(repo, "mv", "kernels/attn.py", "kernels/attention.py")  # a staged rename (its own status entry kind)
+    (repo / "notes with space.txt").write_text("n")
+    rec = _collect(repo)
+    assert rec["staged"] == ["kernels/attention.py", "step.py"]
+    assert rec["modified"] == ["kernels/attention.py"]
+    assert rec["untracked"] == ["notes with space.txt"] and rec["untracked_count"] == 1 and rec["dirty"]
+
+
+def test_a_git_dir_in_the_environment_does_not_redirect_the_probe(repo, tmp_path, monkeypatch):
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q", "-b", "elsewhere")
+    _commit(other, "o.py", "o", "other repo")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))  # as inside a git hook of another repository
+    rec = _collect(repo)
+    assert rec["branch"] == "main" and rec["head"]["subject"] == "base"
+
+
+def test_an_empty_dot_git_is_not_a_repository_even_inside_another(repo):
+    inner = repo / "vendor" / "broken"
+    (inner / ".git").mkdir(parents=True)
+    rec = _collect(inner)
+    assert rec["state"] == "not_a_repository" and "not a git repository" in rec["error"]
 
 
 def test_shallow_clone(repo, tmp_path):

@@ -107,3 +107,23 @@ def test_probe_may_ask_for_more_time():
 
     results = run_probes([Window()], {"sample_s": 1.0}, timeout_s=0.2)
     assert results["window"].status is ProbeStatus.OK
+
+
+def test_an_abandoned_probe_thread_cannot_start_children_after_its_groups_are_closed():
+    import errno
+    import subprocess
+
+    import pytest
+
+    from forensics.procgroup import ChildGroups, probe_children
+
+    groups = ChildGroups()
+    with probe_children(groups):
+        first = subprocess.Popen(["sleep", "30"])
+        assert groups.running() == [first.pid]
+        assert groups.close(grace_s=0.2) == 1  # the runner, when the probe's time is up
+        first.wait(5)
+        with pytest.raises(OSError) as exc:
+            subprocess.Popen(["sleep", "30"])  # the thread going on to its next command
+    assert exc.value.errno == errno.ECANCELED and "time is up" in str(exc.value)
+    assert groups.running() == []

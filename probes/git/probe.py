@@ -4,8 +4,8 @@ Repositories examined: the one given by ``--repo`` (default: the current folder
 if it is inside a repository), plus every editable-installed distribution whose
 source folder is in a git repository (from ``direct_url.json``, PEP 610).
 
-Per repository (``data.repos[]``), read with GitPython and plain file reads,
-never changing anything:
+Per repository (``data.repos[]``), read with a few ``git`` plumbing commands started side by
+side (see :mod:`forensics_probes.git.read`) and plain file reads, never changing anything:
 
 - ``path`` (working-tree root), ``role`` (``main`` | ``editable``), ``distribution``.
 - ``state``: ``ok`` | ``no_commits`` | ``bare`` | ``not_a_repository`` | ``error`` (with ``error``).
@@ -40,10 +40,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 from forensics.errors import ProbeUnavailable
+from forensics_probes.git.read import (GitCalls, GitError, parse_head, parse_remotes, parse_status_v2, parse_submodules,
+                                       worktree_fields)
 from forensics.model import Finding, Severity, implicated, ruled_out
 from forensics.render.words import plural
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
@@ -145,10 +148,8 @@ class GitProbe(Probe):
         if not targets:
             raise ProbeUnavailable("the current folder is not in a git repository and no editable install is "
                                    "(use --repo PATH to name the code under test)")
-        try:
-            import git  # GitPython; imported here: it costs time and needs the git executable
-        except ImportError as exc:
-            raise ProbeUnavailable(f"GitPython cannot be used: {exc}") from None
+        if shutil.which("git") is None:
+            raise ProbeUnavailable("git is not on PATH: install git to record the code under test")
         repos, seen = [], set()
         for path, role, dist in targets:
             root = find_repo_root(path) if path.exists() else None
@@ -156,7 +157,7 @@ class GitProbe(Probe):
             if key in seen:
                 continue
             seen.add(key)
-            repos.append(self._read_repo(git, path, root, role, dist, ctx))
+            repos.append(self._read_repo(path, root, role, dist, ctx))
         return {"repos": repos}
 
     @staticmethod
@@ -182,39 +183,41 @@ class GitProbe(Probe):
                     out.append((src, "editable", dist.metadata["Name"]))
         return out
 
-    def _read_repo(self, git, path: Path, root: Path | None, role: str, dist: str | None,
+    def _read_repo(self, path: Path, root: Path | None, role: str, dist: str | None,
                    ctx: ProbeContext) -> dict[str, Any]:
         rec: dict[str, Any] = {"path": str((root or path).absolute()), "role": role, "distribution": dist}
         if root is None:
             rec["state"] = "bare" if (path / "HEAD").is_file() and (path / "objects").is_dir() else "not_a_repository"
             return rec
+        calls = GitCalls(root, ctx.timeout_s + 5)  # the runner's timeout comes first and ends the groups
+        dirs = calls.start("rev-parse", "--absolute-git-dir", "--git-common-dir")
+        status = calls.start("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+        log = calls.start("log", "-1", "--format=%H%x00%an%x00%at%x00%ct%x00%B", "HEAD")
+        remotes = calls.start("remote", "-v")
+        subs = calls.start("submodule", "status", "--recursive") if (root / ".gitmodules").exists() else None
         try:
-            repo = git.Repo(root)
-        except Exception as exc:  # InvalidGitRepositoryError, NoSuchPathError, permissions
-            rec.update(state="not_a_repository" if "Invalid" in type(exc).__name__ else "error",
-                       error=f"{type(exc).__name__}: {exc}")
-            return rec
-        # Read-only: no optional index refresh/lock (GIT_OPTIONAL_LOCKS=0), and no fsmonitor hook to run.
-        repo.git.update_environment(GIT_OPTIONAL_LOCKS="0", GIT_CONFIG_COUNT="1",
-                                    GIT_CONFIG_KEY_0="core.fsmonitor", GIT_CONFIG_VALUE_0="false")
-        try:
-            git_dir = Path(repo.git_dir)
+            lines = calls.result(dirs).splitlines()
+            git_dir = Path(lines[0])
+            common = Path(lines[1]) if len(lines) > 1 else git_dir
+            common = common if common.is_absolute() else root / common
             rec["operation"] = operation_in_progress(git_dir)
             if rec["operation"] == "rebase":  # HEAD is detached mid-rebase; say which branch is being rebased
                 rec["rebasing_branch"] = rebasing_branch(git_dir)
-            rec["shallow"] = (Path(repo.common_dir) / "shallow").exists()
-            rec["remotes"] = {r.name: ctx.redactor.text(next(iter(r.urls), ""), f"git.{root.name}.remotes.{r.name}")
-                              for r in repo.remotes}
-            if not repo.head.is_valid():
-                rec.update(state="no_commits", head=None, branch=self._branch(repo), detached=False,
-                           untracked=repo.untracked_files[:UNTRACKED_LIST], stash_count=0, reflog=[])
+            rec["shallow"] = (common / "shallow").exists()
+            rec["remotes"] = {name: ctx.redactor.text(url, f"git.{root.name}.remotes.{name}")
+                              for name, url in parse_remotes(calls.result(remotes)).items()}
+            st = parse_status_v2(calls.result(status))
+            if st["oid"] is None:
+                rec.update(state="no_commits", head=None, branch=st["branch"], detached=False,
+                           untracked=st["untracked"][:UNTRACKED_LIST], stash_count=0, reflog=[])
                 return rec
             rec["state"] = "ok"
-            rec.update(self._read_head(repo))
-            rec.update(self._read_worktree(repo))
-            rec["submodules"] = self._read_submodules(repo)
-            rec["upstream"] = self._read_upstream(repo)
-            rec["stash_count"] = self._count_lines(Path(repo.common_dir) / "logs" / "refs" / "stash")
+            rec["head"] = parse_head(calls.result(log))
+            rec.update(branch=st["branch"], detached=st["branch"] is None)
+            rec.update(worktree_fields(st))
+            rec["submodules"] = parse_submodules(calls.result(subs)) if subs is not None else []
+            rec["upstream"] = st["upstream"]
+            rec["stash_count"] = self._count_lines(common / "logs" / "refs" / "stash")
             try:
                 text = (git_dir / "logs" / "HEAD").read_text(errors="replace")
             except OSError:
@@ -222,75 +225,16 @@ class GitProbe(Probe):
             rec["reflog"] = parse_reflog(text)
             for e in rec["reflog"]:
                 e["action"] = ctx.redactor.text(e["action"], f"git.{root.name}.reflog")
-        except Exception as exc:  # odd repository states must be recorded, not crash the probe
-            rec.setdefault("state", "error")
-            rec["error"] = f"{type(exc).__name__}: {exc}"
+        except GitError as exc:  # odd repository states must be recorded, not crash the probe
+            rec.update(state="not_a_repository" if exc.not_a_repository else "error", error=str(exc))
+            if not exc.not_a_repository:  # a folder that is not a repository is a state, not a failed read
+                ctx.error(f"repos[{rec['path']}]", rec["error"])
+        except (OSError, ValueError, IndexError) as exc:
+            rec.update(state="error", error=f"{type(exc).__name__}: {exc}")
             ctx.error(f"repos[{rec['path']}]", rec["error"])
+        finally:
+            calls.close()
         return rec
-
-    @staticmethod
-    def _branch(repo) -> str | None:
-        try:
-            return None if repo.head.is_detached else repo.active_branch.name
-        except (TypeError, ValueError):
-            return None
-
-    def _read_head(self, repo) -> dict[str, Any]:
-        c = repo.head.commit
-        return {
-            "head": {"sha": c.hexsha, "subject": c.summary if isinstance(c.summary, str) else c.summary.decode(errors="replace"),
-                     "author": c.author.name, "authored_at": _iso(c.authored_date), "committed_at": _iso(c.committed_date)},
-            "branch": self._branch(repo),
-            "detached": repo.head.is_detached,
-        }
-
-    @staticmethod
-    def _read_worktree(repo) -> dict[str, Any]:
-        if repo.bare:
-            return {"dirty": False, "modified": [], "staged": [], "conflicted": [], "untracked": [], "untracked_count": 0}
-        modified = sorted({d.a_path for d in repo.index.diff(None)})
-        staged = sorted({d.a_path or d.b_path for d in repo.index.diff("HEAD")})
-        untracked = repo.untracked_files
-        try:  # index entries at stage 1-3: a merge or rebase stopped on these files
-            conflicted = sorted({str(path) for path in repo.index.unmerged_blobs()})
-        except Exception:
-            conflicted = []
-        return {"dirty": bool(modified or staged or untracked or conflicted), "modified": modified, "staged": staged,
-                "conflicted": conflicted, "untracked": untracked[:UNTRACKED_LIST], "untracked_count": len(untracked)}
-
-    @staticmethod
-    def _read_submodules(repo) -> list[dict[str, Any]]:
-        """Each submodule's path, checked-out commit and state, from ``git submodule status --recursive``.
-
-        State (the line's first character): ``ok`` (at the commit the superproject records), ``moved``
-        (``+``: checked out at another commit), ``not_initialized`` (``-``: ``head`` is null), ``conflict`` (``U``).
-        """
-        import re
-
-        if repo.bare or not (Path(repo.working_tree_dir) / ".gitmodules").exists():
-            return []
-        out = []
-        states = {" ": "ok", "+": "moved", "-": "not_initialized", "U": "conflict"}
-        for line in repo.git.submodule("status", "--recursive").splitlines():
-            m = re.match(r"^([ +\-U])([0-9a-f]{7,64}) (\S+)", line)
-            if m:
-                state = states[m.group(1)]
-                out.append({"path": m.group(3), "head": None if state == "not_initialized" else m.group(2),
-                            "state": state})
-        return out
-
-    @staticmethod
-    def _read_upstream(repo) -> dict[str, Any] | None:
-        try:
-            if repo.head.is_detached:
-                return None
-            tracking = repo.active_branch.tracking_branch()
-            if tracking is None or not tracking.is_valid():
-                return None
-            ahead, behind = repo.git.rev_list("--left-right", "--count", f"HEAD...{tracking.name}").split()
-            return {"name": tracking.name, "ahead": int(ahead), "behind": int(behind)}
-        except Exception:
-            return None
 
     @staticmethod
     def _count_lines(path: Path) -> int:
