@@ -100,3 +100,16 @@ def test_bench_file_is_json(tmp_path):
     out = tmp_path / "x.json"
     assert bench("--cmd", step, "-o", str(out)).exit_code == 0
     assert json.loads(out.read_text())["schema"] == "forensics.bench/1"
+
+
+def test_sides_alternate_which_runs_first(tmp_path):
+    # A B A B measured B always right after A: on the power-capped H200 a step read 0.3% slower against itself
+    from forensics.bench.harness import balanced_order
+    from forensics.bench.user import run_user_ab
+
+    assert [balanced_order(["A", "B"], i) for i in range(4)] == [["A", "B"], ["B", "A"], ["A", "B"], ["B", "A"]]
+    log = tmp_path / "order.txt"
+    step = (f"{sys.executable} -c \"import json, os; open({str(log)!r}, 'a').write(os.environ['SIDE']); "
+            "[print(json.dumps({'metric': 'step_ms', 'value': 1.0})) for _ in range(3)]\"")
+    a, b = run_user_ab(step, step, a_env={"SIDE": "A"}, b_env={"SIDE": "B"}, processes=4, budget_s=60, timeout_s=30)
+    assert log.read_text() == "ABBAABBA" and len(a) == len(b) == 4

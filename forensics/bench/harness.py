@@ -3,7 +3,7 @@
 One *process* in the statistics is one fresh launch of all ``tp`` ranks (new
 CUDA contexts, new NCCL communicator). Its value for a metric is the median
 over timed blocks of the **slowest rank** (per block, the max time over
-ranks). Several sides can be run **interleaved** (A B A B ...) so slow drift
+ranks). Several sides can be run **interleaved** (A B B A A B ...) so slow drift
 (thermal, clocks, neighbours) hits every side alike.
 """
 
@@ -183,10 +183,24 @@ def slowest_rank_ms(ranks: list[dict], metric: str) -> tuple[float, float] | Non
     return s.median, s.iqr_over_median
 
 
+def balanced_order(items: list, round_index: int) -> list:
+    """The order of the sides in round ``round_index``: as given in even rounds, reversed in odd ones
+    (A B, B A, A B, B A ...: each side runs first in half the rounds).
+
+    Plain A B A B puts B right after A every time: under a steady drift (a GPU warming towards its power
+    cap, a page cache filling) B is always measured later, and that bias adds to every comparison. On the
+    H200 a power-capped matmul step compared with itself that way read B 0.3% slower, and a 1% heavier step
+    only +0.5% (examples/verdicts/h200). Reversing every other round cancels a linear drift within each
+    pair of rounds.
+    """
+    return list(items) if round_index % 2 == 0 else list(reversed(items))
+
+
 def run_sides(sides: list[Side], *, processes: int, budget_s: float,
               on_process: Callable[[Side, int, dict | None], None] | None = None,
               timeout_s: float = PROCESS_TIMEOUT_S) -> None:
-    """Run fresh processes for every side, interleaved, until ``processes`` each or the budget is spent.
+    """Run fresh processes for every side, interleaved in :func:`balanced_order` (A B B A A B ...), until
+    ``processes`` each or the budget is spent.
 
     The budget is wall seconds **per side** (about its GPU time); at least 3
     processes per side always run (with fewer, Mann-Whitney U cannot reach
@@ -204,7 +218,7 @@ def run_sides(sides: list[Side], *, processes: int, budget_s: float,
             per_round = spent / i
             if spent + per_round > budget_s * len(sides):
                 break
-        for side in sides:
+        for side in balanced_order(sides, i):
             result = launch(side.cfg, side.env, timeout_s, side.launcher)
             side.processes.append(result)
             if on_process:

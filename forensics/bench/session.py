@@ -78,7 +78,7 @@ def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[
     """Run the canary; returns one bench document, or two (A, B) when ``b_env`` is given.
 
     With ``b_env`` the A processes (``env``) and the B processes (``env`` +
-    ``b_env``) run interleaved, A B A B ..., in the same session.
+    ``b_env``) run interleaved, A B B A A B ..., in the same session.
 
     Raises:
         BadInputError: a canary process failed or timed out.

@@ -23,7 +23,7 @@ import sys
 from typing import Callable
 
 from forensics.bench.document import ResultKind, make_result
-from forensics.bench.harness import MIN_PROCESSES
+from forensics.bench.harness import MIN_PROCESSES, balanced_order
 from forensics.errors import BadInputError
 from forensics.stats import summarize
 from forensics.step import loaded_files
@@ -162,7 +162,8 @@ def run_user_ab(a_cmd: str, b_cmd: str, *, a_env: dict[str, str | None] | None =
                 b_env: dict[str, str | None] | None = None, processes: int, budget_s: float, timeout_s: float,
                 metric: str | None = None, metric_regex: str | None = None, cwd: str | None = None,
                 on_process: Callable[[str, int, dict], None] | None = None) -> tuple[list[dict], list[dict]]:
-    """Interleaved A/B of the user's step: A B A B ..., one fresh process each, in one session.
+    """Interleaved A/B of the user's step: A B B A A B ... (:func:`forensics.bench.harness.balanced_order`),
+    one fresh process each, in one session.
 
     Side A runs ``a_cmd`` with ``a_env`` applied to this process's environment,
     side B ``b_cmd`` with ``b_env`` (a ``None`` value unsets a variable). Both
@@ -188,7 +189,7 @@ def run_user_ab(a_cmd: str, b_cmd: str, *, a_env: dict[str, str | None] | None =
         spent = time.perf_counter() - t0
         if i >= minimum and i > 0 and spent + spent / i > 2 * budget_s:
             break
-        for side, cmd, env in (("A", a_cmd, a_env), ("B", b_cmd, b_env)):
+        for side, cmd, env in balanced_order([("A", a_cmd, a_env), ("B", b_cmd, b_env)], i):
             p0 = time.perf_counter()
             try:
                 run = run_command(cmd, cwd=cwd, env=child_env(env), timeout_s=timeout_s, metric=chosen,

@@ -69,11 +69,11 @@ def _progress(total: int, what: str):
 @click.option("--eager", is_flag=True, help="Launch the whole step eagerly (includes launch jitter; noisy).")
 @click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="Set for the canary's processes.")
 @click.option("--b-env", "b_env_pairs", multiple=True, metavar="NAME=VALUE",
-              help="Run a second side B with these variables too, interleaved A B A B, and compare.")
+              help="Run a second side B with these variables too, interleaved A B B A, and compare.")
 @click.option("--b-unset", "b_unset", multiple=True, metavar="NAME",
               help="Run a second side B without this variable (repeatable), interleaved, and compare.")
 @click.option("--b-cmd", metavar="COMMAND", help="With --cmd: side B runs this command instead (e.g. the same step in "
-              "another checkout), interleaved A B A B, and compares.")
+              "another checkout), interleaved A B B A, and compares.")
 @click.option("--b-output", type=OUTPUT_FILE, help="Where side B is written.")
 @click.option("--threshold", default="5%", show_default=True, help="With --b-env: practical threshold.")
 @click.option("-o", "--output", type=OUTPUT_FILE, help="Write the bench file here.")
@@ -93,7 +93,7 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
     'forensics bench compare A.json B.json'.
 
     With --b-env/--b-unset (canary or your step) or --b-cmd (your step), a
-    second side B runs interleaved with A (A B A B, fresh processes) and the
+    second side B runs interleaved with A (A B B A, fresh processes) and the
     two are compared as 'bench compare' does.
 
     Exit codes: 0 ok (with a side B: B same or faster than A), 1 B slower,

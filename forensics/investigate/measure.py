@@ -4,7 +4,7 @@ The **subject** is the result an experiment A/Bs: the user's step
 (``--cmd``, or ``--callable`` run as ``python -m forensics.step.callable``,
 one fresh process per sample, :mod:`forensics.bench.user`) when the baseline
 measured it, else the canary's verify step (:mod:`forensics.bench.session`).
-Every A/B is interleaved A B A B in fresh processes, so drift hits both sides.
+Every A/B is interleaved A B B A in fresh processes, so drift hits both sides alike.
 """
 
 from __future__ import annotations
