@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
+import statistics
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +13,8 @@ from forensics.bench.compare import aa_noise, compare_docs, foreign_processes, t
 from forensics.bench.document import build, make_result
 from forensics.errors import BadInputError
 from forensics.stats import Verdict
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # per-process medians of canary.verify_step_ms from the real 2 x H200 run (examples/h200x2/bench)
 H200_STEP_MS = [7.8177, 7.8498, 7.8452, 7.8683, 7.8861]
@@ -156,7 +161,16 @@ def test_different_canary_settings_are_refused():
 
 def test_aa_noise_needs_four_processes():
     assert aa_noise([1.0, 1.0, 1.0]) is None
-    assert aa_noise([1.0, 1.1, 1.0, 1.1]) == pytest.approx(0.1)
+    assert aa_noise([1.0, 1.0, 1.1, 1.1]) == pytest.approx(0.1)  # processes 1 2 against 3 4
+
+
+def test_aa_noise_splits_by_pairs_not_by_the_place_in_the_a_b_b_a_order():
+    # Side A of the +1% step on the H200, run A B B A A B ...: its even processes ran first in their round,
+    # its odd ones second. Odd/even read 1.2% (the place effect) and hid the 1% change as "same".
+    side_a = json.loads((ROOT / "examples/verdicts/h200-abba/step-plus1-a.json").read_text())["results"][0]
+    values = side_a["process_medians"]
+    assert abs(statistics.median(values[1::2]) / statistics.median(values[0::2]) - 1) > 0.01
+    assert aa_noise(values) == pytest.approx(0.0028, abs=5e-4)
 
 
 def test_detection_power_on_the_recorded_h200_baseline():

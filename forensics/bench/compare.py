@@ -73,12 +73,22 @@ class BenchComparison:
 
 
 def aa_noise(values: list[float]) -> float | None:
-    """|median(odd) / median(even) - 1| of one side's processes in run order; None below 4 processes."""
+    """The A/A noise floor of one side: |median(half 2) / median(half 1) - 1| over its processes in run
+    order, split by alternate pairs (processes 1 2 5 6 ... against 3 4 7 8 ...); None below 4 processes.
+
+    Pairs, not odd against even: the sides run A B B A A B ... (:func:`forensics.bench.harness.balanced_order`),
+    so a side's odd processes all ran in one place of their round and its even ones in the other; an
+    odd/even split measured that place effect, which the A B B A order has already cancelled between the
+    sides (on the H200 a power-capped step's floor read 1.2% odd/even against 0.3% by pairs, and hid a
+    real 1% change). Each half of a pair split holds as many first places as second ones.
+    """
     if len(values) < 4:
         return None
     import statistics
 
-    return abs(statistics.median(values[1::2]) / statistics.median(values[0::2]) - 1)
+    first = [v for i, v in enumerate(values) if (i // 2) % 2 == 0]
+    second = [v for i, v in enumerate(values) if (i // 2) % 2 == 1]
+    return abs(statistics.median(second) / statistics.median(first) - 1)
 
 
 def _check_comparable(a: dict, b: dict) -> None:
@@ -208,7 +218,7 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
                    name: str = "result") -> tuple[float | None, Comparison]:
     """One result's comparison: :func:`forensics.stats.compare` plus this module's rules.
 
-    Adds the A/A noise floor (odd/even split of each side), the note when
+    Adds the A/A noise floor (:func:`aa_noise`: alternate pairs of each side's processes), the note when
     Mann-Whitney U cannot reach alpha with these sample sizes, and the noise
     gate. Returns (noise floor or None, comparison).
 

@@ -63,7 +63,7 @@ def print_comparison(c, result) -> None:
     head = result.results[result.headline]
     c.print(f"[bold]{escape(result.headline)}: {result.verdict.value}[/bold] - {escape(head.sentence())}")
     if result.noise_floor is not None:
-        c.print(f"A/A noise floor (odd vs even processes): {result.noise_floor:.1%}")
+        c.print(f"A/A noise floor (alternate pairs of processes): {result.noise_floor:.1%}")
     if result.pointing:
         c.print("components that moved the same way: " + ", ".join(result.pointing))
     for side in ("A", "B"):
