@@ -4,7 +4,7 @@ Each result present in both files is compared with
 :func:`forensics.stats.compare` on its per-process medians (ratio of
 medians, bootstrap 95% CI over processes, Mann-Whitney U, threshold). The
 A/A noise floor of the session is the larger |ratio - 1| of each side split
-into its odd and even processes (run order), so an effect must exceed twice
+by alternate pairs of its processes (run order; :func:`aa_noise`), so an effect must exceed twice
 what the same configuration shows against itself. The **headline** is the
 first result (``canary.verify_step_ms`` or the user's metric); components
 that moved the same way are named as pointing at the cause.
@@ -256,16 +256,18 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
     return floor, cmp
 
 
-def method_changes(ra: dict[str, dict], rb: dict[str, dict], names: list[str]) -> list[str]:
+def method_changes(ra: dict[str, dict], rb: dict[str, dict], names: list[str],
+                   sides: tuple[str, str] = ("A", "B")) -> list[str]:
     """Notes for results measured differently on the two sides (``method``: a CUDA graph replay against an
-    eager launch, when an environment stopped graph capture, see :func:`forensics.bench.document.graph_note`)."""
+    eager launch, when an environment stopped graph capture, see :func:`forensics.bench.document.graph_note`).
+    ``sides`` names them in the note ("BEFORE", "AFTER" in a diff)."""
     out = []
     for name in names:
         ma, mb = ra[name].get("method"), rb[name].get("method")
         if ma and mb and ma != mb:
             eager = rb[name] if mb == "eager" else ra[name]
             why = str(eager.get("description", "")).partition("(")[2].rstrip(")") or "see its description"
-            out.append(f"{name}: measured as {ma} on A and {mb} on B ({why}); its change includes the kernel-launch "
+            out.append(f"{name}: measured as {ma} on {sides[0]} and {mb} on {sides[1]} ({why}); its change includes the kernel-launch "
                        "time a CUDA graph replay hides, while the matmul, copy and all-reduce components are "
                        "measured alike on both sides")
     return out

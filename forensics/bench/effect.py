@@ -52,7 +52,7 @@ class BenchResult:
     Attributes:
         before, after: per-process medians (``unit``), ``None`` when that side lacks it.
         comparison: the statistics, ``None`` when a side lacks the result or its data is unusable.
-        note: why there is no comparison ("" when there is one).
+        note: why there is no comparison, or how the two sides measured it differently ("" otherwise).
     """
 
     name: str
@@ -153,12 +153,14 @@ def compare_bench(before: Mapping[str, Any], after: Mapping[str, Any]) -> BenchE
         if xb is None or xa is None:
             res.note = f"measured only in {'AFTER' if xb is None else 'BEFORE'}; nothing to compare"
         else:
-            from forensics.bench.compare import compare_values
+            from forensics.bench.compare import compare_values, method_changes
 
             try:
                 res.comparison = compare_values(xb, xa, higher_is_better=hib, name=name)[1]
             except BadInputError as exc:
                 res.note = f"not comparable: {exc}"
+            else:
+                res.note = " ".join(method_changes(rb, ra, [name], ("BEFORE", "AFTER")))
         out.append(res)
     return _interpret(out)
 
@@ -177,9 +179,10 @@ def _interpret(results: list[BenchResult]) -> BenchEffect:
         worst = max([r for r in env_slow if r.kind == "canary"] or env_slow,
                     key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
         what = "the canary" if worst.kind == "canary" else "the canary's component"
+        how = f" ({worst.note})" if worst.note else ""
         return BenchEffect(results, Pointer.ENVIRONMENT,
                            f"{what} {worst.name} is {worst.comparison.sentence()}: the environment changed, "  # type: ignore[union-attr]
-                           "since forensics' own benchmark code did not", ratio, small)
+                           f"since forensics' own benchmark code did not{how}", ratio, small)
     user_slow = [r for r in others if r.moved]
     if user_slow:
         worst = max(user_slow, key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]

@@ -6,7 +6,7 @@ baseline's value, the suspect commit's parent, an older package). The two sides
 are compared exactly as ``forensics bench compare`` does
 (:func:`forensics.bench.compare.compare_values`: Mann-Whitney U on per-process
 medians, alpha 0.01; percentile bootstrap 95% CI of the ratio of medians; A/A
-noise floor from each side's odd/even processes; practical threshold, 5% by
+noise floor from each side's alternate pairs of processes; practical threshold, 5% by
 default; no call on a side whose IQR/median exceeds 10%).
 
 The **share recovered** is ``(today - intervention) / (today - baseline)`` on

@@ -85,7 +85,7 @@ class Experiment:
         a_label, b_label: what sides A (today) and B (the intervention) are.
         a, b: per-process medians of the two sides (the subject's unit).
         comparison: A vs B (``forensics.stats`` comparison; time ratio < 1 = B faster).
-        noise_floor: the A/A noise floor used (odd/even processes), or ``None``.
+        noise_floor: the A/A noise floor used (alternate pairs of processes), or ``None``.
         share: the share of the slowdown recovered.
         elapsed_s: wall seconds it took.
         details: kind-specific facts (variables restored, commit, bisect result...).
