@@ -22,6 +22,7 @@ import pytest
 
 from forensics import snapshot as snap
 from forensics.hypotheses import HYPOTHESES
+from forensics.model import HypothesisStatus, Severity
 from forensics.diff.ledger import analyse
 from forensics.registry import find_probe_class
 from forensics.render.report import render_html, render_json
@@ -72,3 +73,16 @@ def test_case(case):
         h = statuses[hyp]
         assert h["status"] == "ruled-out", f"{case.name}: {hyp} is {h['status']}: {h['summary']}"
         assert h["summary"], f"{case.name}: {hyp} ruled out without saying what was checked"
+
+
+@pytest.mark.parametrize("case", CASE_DIRS, ids=[p.name for p in CASE_DIRS])
+def test_case_baseline_against_itself(case):
+    """Every case's before side is a healthy baseline: compared with itself it implicates nothing above info."""
+    before = snap.load(case / "before.json")
+    absent = [name for name in before["probes"] if find_probe_class(name) is None]
+    if absent:
+        pytest.skip(f"probe(s) {', '.join(absent)} not registered in this install")
+    a = analyse(before, snap.load(case / "before.json"))
+    above_info = [(f.hypothesis, f.summary) for h in a.hypotheses for f in h.findings
+                  if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > Severity.INFO.weight]
+    assert above_info == [], f"{case.name}: {above_info}"
