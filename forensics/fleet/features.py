@@ -59,6 +59,15 @@ class Metric:
     effect: bool = False
 
 
+_REASON_FRACTIONS = (
+    # (clocks-event reason as the busy samples name it, metric, label, NVML reason bit, abs_tol)
+    ("sw_power_cap", "sw_power_cap_fraction", "SW power cap active", 0x4, 0.25),
+    ("hw_slowdown", "hw_slowdown_fraction", "HW slowdown active", 0x8, 0.05),
+    ("sw_thermal_slowdown", "sw_thermal_fraction", "SW thermal slowdown active", 0x20, 0.05),
+    ("hw_thermal_slowdown", "hw_thermal_fraction", "HW thermal slowdown active", 0x40, 0.05),
+    ("hw_power_brake_slowdown", "hw_power_brake_fraction", "HW power brake active", 0x80, 0.05),
+)
+
 METRICS: tuple[Metric, ...] = (
     Metric("pcie_gen_load", "PCIe generation under load", "", "low", "gpu.pcie-link",
            "busy samples: nvmlDeviceGetCurrPcieLinkGeneration (median)", discrete=True),
@@ -70,16 +79,9 @@ METRICS: tuple[Metric, ...] = (
            "nvmlDeviceGetMaxPcieLinkWidth", discrete=True),
     Metric("sm_clock_load_mhz", "SM clock under load", "MHz", "low", "gpu.throttling",
            "busy samples: nvmlDeviceGetClockInfo(SM) (median)", rel_tol=0.10, effect=True),
-    Metric("sw_power_cap_fraction", "SW power cap active", "of busy samples", "high", "gpu.throttling",
-           "busy samples: clocks-event reason bit 0x4", abs_tol=0.25),
-    Metric("hw_slowdown_fraction", "HW slowdown active", "of busy samples", "high", "gpu.throttling",
-           "busy samples: clocks-event reason bit 0x8", abs_tol=0.05),
-    Metric("sw_thermal_fraction", "SW thermal slowdown active", "of busy samples", "high", "gpu.throttling",
-           "busy samples: clocks-event reason bit 0x20", abs_tol=0.05),
-    Metric("hw_thermal_fraction", "HW thermal slowdown active", "of busy samples", "high", "gpu.throttling",
-           "busy samples: clocks-event reason bit 0x40", abs_tol=0.05),
-    Metric("hw_power_brake_fraction", "HW power brake active", "of busy samples", "high", "gpu.throttling",
-           "busy samples: clocks-event reason bit 0x80", abs_tol=0.05),
+    *(Metric(metric, label, "of busy samples", "high", "gpu.throttling",
+             f"busy samples: clocks-event reason bit {bit:#x}", abs_tol=tol)
+      for _, metric, label, bit, tol in _REASON_FRACTIONS),
     Metric("power_limit_w", "enforced power limit", "W", "low", "gpu.config",
            "nvmlDeviceGetEnforcedPowerLimit", rel_tol=0.02),
     Metric("ecc_uncorrected", "uncorrected ECC errors (volatile)", "", "high", "gpu.health",
@@ -99,9 +101,7 @@ METRICS: tuple[Metric, ...] = (
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
-_REASON_METRIC = {"sw_power_cap": "sw_power_cap_fraction", "hw_slowdown": "hw_slowdown_fraction",
-                  "sw_thermal_slowdown": "sw_thermal_fraction", "hw_thermal_slowdown": "hw_thermal_fraction",
-                  "hw_power_brake_slowdown": "hw_power_brake_fraction"}
+_REASON_METRIC = {reason: metric for reason, metric, *_ in _REASON_FRACTIONS}
 
 
 def _dig(obj: Any, *path: str) -> Any:
