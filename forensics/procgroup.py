@@ -316,21 +316,38 @@ def end_helpers(grace_s: float = 1.0) -> list[str]:
     try:
         import psutil
 
-        me = psutil.Process()
-        kids = me.children(recursive=True)
+        kids = psutil.Process().children(recursive=True)
         for kid in kids:
             try:
                 stopped.append(kid.name())
-                kid.terminate()
             except psutil.Error:
                 pass
-        _, alive = psutil.wait_procs(kids, timeout=grace_s)
-        for kid in alive:
-            try:
-                kid.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(alive, timeout=grace_s)
+        stop_processes(kids, grace_s, reap=True)
     except Exception:  # noqa: BLE001 - exiting anyway
         pass
     return stopped
+
+
+def stop_processes(procs: list, grace_s: float = GRACE_S, *, reap: bool = False) -> None:
+    """Stop each of ``procs`` (``psutil.Process`` objects): SIGTERM, up to ``grace_s`` for them to
+    end (``psutil.wait_procs``), then SIGKILL for those still running; with ``reap`` (they are this
+    process's children), up to ``grace_s`` more so the killed ones are reaped.
+
+    A process already gone, or one this user may not signal, is skipped (``psutil.Error``); other
+    errors propagate.
+    """
+    import psutil
+
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    if reap:
+        psutil.wait_procs(alive, timeout=grace_s)

@@ -8,7 +8,7 @@ import pytest
 
 from forensics.errors import BadInputError
 from tests.conftest import processes_with_env
-from forensics.procgroup import run_group
+from forensics.procgroup import run_group, stop_processes
 
 
 def test_run_group_stops_members_that_ignore_sigterm():
@@ -16,6 +16,28 @@ def test_run_group_stops_members_that_ignore_sigterm():
     code, _, _ = run_group(["sh", "-c", "(trap '' TERM; exec sleep 30) & sleep 30"], 1.0)
     assert code is None
     assert time.perf_counter() - t0 < 10  # SIGKILL after the grace, not the 30 s of the stubborn child
+
+
+def test_stop_processes_terminates_and_kills_one_that_ignores_sigterm():
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+                                 "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    assert stubborn.stdout.readline().strip() == "ready"  # its SIGTERM handler is in place
+    procs = [psutil.Process(polite.pid), psutil.Process(stubborn.pid)]
+    stop_processes(procs, grace_s=0.5, reap=True)
+    # psutil reaped them (wait_procs records each exit status): the polite one ended on SIGTERM, the other on SIGKILL
+    assert [p.returncode for p in procs] == [-signal.SIGTERM, -signal.SIGKILL]
+    assert not any(p.is_running() for p in procs)
+    stubborn.stdout.close()
+    polite.wait(), stubborn.wait()  # (already reaped: lets Popen know)
+    stop_processes(procs, grace_s=0.5)  # both gone and reaped now: skipped, no error
 
 
 def test_canary_rank_that_cannot_start_is_bad_input():

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forensics.errors import BadInputError
-from forensics.procgroup import signals_held
+from forensics.procgroup import signals_held, stop_processes
 
 GIT_TIMEOUT_S = 120.0
 _NO_HOOKS = ["-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
@@ -197,17 +197,7 @@ def reap(session: str, grace_s: float = 2.0) -> list[int]:
                 mine.append(proc)
         except (psutil.Error, OSError):
             continue
-    for proc in mine:
-        try:
-            proc.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(mine, timeout=grace_s)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
+    stop_processes(mine, grace_s)
     return [p.pid for p in mine]
 
 
