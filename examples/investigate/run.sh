@@ -36,31 +36,17 @@ load=""
 cleanup() { [ -n "$load" ] && kill $load 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 unset PYTORCH_NO_CUDA_MEMORY_CACHING
-export GIT_AUTHOR_NAME="A. Developer" GIT_AUTHOR_EMAIL="dev@example.invalid"
-export GIT_COMMITTER_NAME="A. Developer" GIT_COMMITTER_EMAIL="dev@example.invalid"
-at() { export GIT_AUTHOR_DATE="$1" GIT_COMMITTER_DATE="$1"; }  # fixed dates: the same hashes on every run
 gpu=0
 python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && gpu=1
 echo "GPU: $gpu (1 = CUDA visible), processes a side: $PROCESSES, budget per investigation: $BUDGET" | tee "$out/setup.txt"
 
-mkdir "$work/upstream"
-cp -r "$here/serving/." "$work/upstream/"
-git -C "$work/upstream" init -q -b main
-git -C "$work/upstream" add -A
-at 2026-11-30T09:00:00Z
-git -C "$work/upstream" commit -q -m "serving: KV-cache block writes"
-git clone -q "$work/upstream" "$work/serving"          # the user's checkout
+user_repo "$work" "$here/serving" 2026-11-30T09:00:00Z "serving: KV-cache block writes"   # (lib.sh)
 echo "Timings are per 300 block writes." >>"$work/upstream/README.md"
-at 2026-11-30T10:15:00Z
-git -C "$work/upstream" commit -q -am "docs: say what a timing covers"
+upstream_commit "$work" 2026-11-30T10:15:00Z "docs: say what a timing covers"
 printf 'log_every: 50\n' >"$work/upstream/config.yaml"
-git -C "$work/upstream" add config.yaml
-at 2026-11-30T11:40:00Z
-git -C "$work/upstream" commit -q -m "config: log every 50 steps"
+upstream_commit "$work" 2026-11-30T11:40:00Z "config: log every 50 steps" config.yaml
 sed -i 's/^STAGE_COPY = False/STAGE_COPY = True/' "$work/upstream/serving/kv_cache.py"
-at 2026-11-30T14:05:00Z
-git -C "$work/upstream" commit -q -am "kv_cache: stage each block through a copy for the async writer"
-unset GIT_AUTHOR_DATE GIT_COMMITTER_DATE
+upstream_commit "$work" 2026-11-30T14:05:00Z "kv_cache: stage each block through a copy for the async writer"
 cd "$work/serving"
 
 t0=$(date +%s)

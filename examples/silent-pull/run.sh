@@ -14,31 +14,15 @@ case $stage in all|snapshots|bisect) ;; *) echo "run.sh: unknown stage '$stage' 
 out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export GIT_AUTHOR_NAME="A. Developer" GIT_AUTHOR_EMAIL="dev@example.invalid"
-export GIT_COMMITTER_NAME="A. Developer" GIT_COMMITTER_EMAIL="dev@example.invalid"
-at() { export GIT_AUTHOR_DATE="$1" GIT_COMMITTER_DATE="$1"; }  # fixed dates: reproducible hashes
-
-mkdir "$work/upstream"
-cp -r "$here/serving/." "$work/upstream/"
-git -C "$work/upstream" init -q -b main
-git -C "$work/upstream" add -A
-at 2026-11-02T09:00:00Z
-git -C "$work/upstream" commit -q -m "serving: tensor-parallel verify step"
-git clone -q "$work/upstream" "$work/serving"          # the user's checkout
+user_repo "$work" "$here/serving" 2026-11-02T09:00:00Z "serving: tensor-parallel verify step"   # (lib.sh)
 
 # Upstream moves on: three commits, one of them slows the all-reduce path.
 echo "Timings are printed per block of 10 steps." >>"$work/upstream/README.md"
-at 2026-11-03T10:15:00Z
-git -C "$work/upstream" commit -q -am "docs: say how step timings are printed"
+upstream_commit "$work" 2026-11-03T10:15:00Z "docs: say how step timings are printed"
 sed -i 's/^OUT_OF_PLACE = False/OUT_OF_PLACE = True/' "$work/upstream/distributed/comm.py"
-at 2026-11-03T14:40:00Z
-git -C "$work/upstream" commit -q -am "comm: all-reduce out of place to keep the input buffer intact"
+upstream_commit "$work" 2026-11-03T14:40:00Z "comm: all-reduce out of place to keep the input buffer intact"
 printf 'log_every: 50\n' >"$work/upstream/config.yaml"
-git -C "$work/upstream" add config.yaml
-at 2026-11-04T08:05:00Z
-git -C "$work/upstream" commit -q -m "config: log every 50 steps"
-
-unset GIT_AUTHOR_DATE GIT_COMMITTER_DATE
+upstream_commit "$work" 2026-11-04T08:05:00Z "config: log every 50 steps" config.yaml
 
 cd "$work/serving"
 [ "$stage" = bisect ] || snap "$out" before --repo . --bench-cmd "python3 step.py"
