@@ -103,8 +103,10 @@ def _data(result) -> dict[str, Any] | None:
     return result.data if result is not None and result.usable and result.data else None
 
 
-def _channels(data: dict[str, Any]):
-    """Yield (channel label, worker entry) for every worker in ``data``."""
+def worker_entries(data: dict[str, Any]):
+    """Yield (channel label, worker entry) for every worker of an ``nccl_env`` data section that reported:
+    each start method whose ``status`` is ``ok`` (label: the method), then each rank of ``launcher`` and
+    ``nccl_init`` (label: ``launcher rank 0``, ``nccl-init rank 1``)."""
     for method, entry in (data.get("start_methods") or {}).items():
         if isinstance(entry, dict) and entry.get("status") == "ok":
             yield method, entry
@@ -128,7 +130,7 @@ def problems(data: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]
         "set by environment" report in that rank).
     """
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for channel, entry in _channels(data):
+    for channel, entry in worker_entries(data):
         for d in entry.get("differs") or []:
             out[(d["name"], channel, "env")] = {"parent": d.get("parent"), "worker": d.get("worker"),
                                                 "where": d.get("where", "unknown")}
@@ -151,7 +153,7 @@ def _evidence_line(var: str, channel: str, source: str, p: dict[str, Any], entry
 def _context_notes(data: dict[str, Any], items) -> list[str]:
     """Corroboration from the same workers: the sitecustomize that ran where a start-up hook changed a
     variable, and NCCL's own report where a variable never reached a rank."""
-    entries = dict(_channels(data))
+    entries = dict(worker_entries(data))
     notes = []
     for (var, channel, source), p in items:
         entry = entries.get(channel) or {}
@@ -218,7 +220,7 @@ def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | Non
     if findings:
         return findings
     sides = [d for d in (before, after) if d is not None]
-    chans = sorted({c for d in sides for c, _ in _channels(d)})
+    chans = sorted({c for d in sides for c, _ in worker_entries(d)})
     if not chans:
         return [inconclusive(H_PROP, "no worker reported on either side (every start method failed)")]
     silent = []
@@ -236,13 +238,13 @@ def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | Non
                              "checked: " + "; ".join(sorted(set(silent))),
                              [f"checked instead: {', '.join(chans)}"])]
     if before is not None and after is not None:  # "workers saw the same" needs the same workers on both sides
-        cb, ca = {c for c, _ in _channels(before)}, {c for c, _ in _channels(after)}
+        cb, ca = {c for c, _ in worker_entries(before)}, {c for c, _ in worker_entries(after)}
         if cb != ca:
             one_sided = "; ".join(f"{c} only in {'BEFORE' if c in cb else 'AFTER'}" for c in sorted(cb ^ ca))
             return [inconclusive(H_PROP, f"workers not seen in both snapshots, so not compared: {one_sided}",
                                  [f"seen in both: {', '.join(sorted(cb & ca)) or 'none'}"])]
     n = max(len((d.get("parent") or {}).get("env") or {}) for d in sides)
-    nccl = any("nccl" in e for d in sides for _, e in _channels(d))
+    nccl = any("nccl" in e for d in sides for _, e in worker_entries(d))
     return [ruled_out(H_PROP, f"workers saw the launching process's values: {n} variables compared in "
                       f"{', '.join(chans)}" + ("; NCCL's 'set by environment' report agrees" if nccl else ""))]
 

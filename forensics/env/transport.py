@@ -37,6 +37,7 @@ from typing import Any
 
 from forensics.env import nccllog
 from forensics.env.collect import socket_ifname_matches
+from forensics.env.judge import worker_entries
 from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
 
 H = "nccl.transport"
@@ -66,19 +67,6 @@ def nccl_ranks(data: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
                 r = rank.get("rank")
                 out.append((f"{label} rank {r if isinstance(r, int) else i}", rank))
     return out
-
-
-def workers(data: dict[str, Any]):
-    """Yield (channel label, worker entry) for every worker that reported (start methods, ranks)."""
-    for method, entry in (data.get("start_methods") or {}).items():
-        if isinstance(entry, dict) and entry.get("status") == "ok":
-            yield method, entry
-    for key, label in (("launcher", "launcher"), ("nccl_init", "nccl-init")):
-        sec = data.get(key)
-        if isinstance(sec, dict):
-            for i, rank in enumerate(sec.get("ranks") or []):
-                r = rank.get("rank")
-                yield f"{label} rank {r if isinstance(r, int) else i}", rank
 
 
 def _transports(data) -> dict[str, dict[str, int]]:
@@ -137,7 +125,7 @@ def _ifname_problems(data) -> dict[tuple[str, str], list[str]]:
     parent = ((data.get("parent") or {}).get("env") or {}).get("NCCL_SOCKET_IFNAME")
     if isinstance(parent, str):
         seen.setdefault(parent, "launching process")
-    for channel, entry in workers(data):
+    for channel, entry in worker_entries(data):
         v = (entry.get("env") or {}).get("NCCL_SOCKET_IFNAME")
         if isinstance(v, str):
             seen.setdefault(v, channel)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forensics.env.judge import _channels, fmt
+from forensics.env.judge import fmt, worker_entries
 from forensics.model import is_missing
 
 MAX_CELL = 36
@@ -20,7 +20,7 @@ def _cell(value: Any) -> str:
 def env_columns(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(column label, env mapping) for the launching process and every worker that reported."""
     cols = [("launching process", (data.get("parent") or {}).get("env") or {})]
-    cols += [(label, entry.get("env") or {}) for label, entry in _channels(data)]
+    cols += [(label, entry.get("env") or {}) for label, entry in worker_entries(data)]
     return cols
 
 
@@ -50,7 +50,7 @@ def print_env(console, data: dict[str, Any], findings=()) -> None:
             row.append(f"[red]{text}[/red]" if i and env.get(name) != parent.get(name) else text)
         table.add_row(*row)
     console.print(table)
-    for label, entry in _channels(data):
+    for label, entry in worker_entries(data):
         nccl = entry.get("nccl")
         if isinstance(nccl, dict):
             sbe = ", ".join(f"{k}={v}" for k, v in (nccl.get("set_by_environment") or {}).items()) or "none"
@@ -61,7 +61,7 @@ def print_env(console, data: dict[str, Any], findings=()) -> None:
                           f"set by environment: {escape(sbe)}")
             if nccl.get("error"):
                 console.print(f"  [red]{escape(str(nccl['error']))}[/red]")
-    for label, entry in [("launching process", data.get("parent") or {})] + list(_channels(data)):
+    for label, entry in [("launching process", data.get("parent") or {})] + list(worker_entries(data)):
         hooks = entry.get("hooks") or {}
         for key in ("sitecustomize", "usercustomize"):
             if isinstance(hooks.get(key), str):
