@@ -192,7 +192,7 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
     3 regression not explained, 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
     """
     from forensics.errors import BadInputError
-    from forensics.render.investigate import format_for, write_report
+    from forensics.render.investigate import format_from_name, write_report
     from forensics.investigate.run import Settings, check_settings, investigate as run
 
     budget_s = parse_duration(budget)
@@ -203,7 +203,7 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
         if not folder.is_dir():
             raise BadInputError(f"-o {out}: folder {folder} does not exist; create it or choose another name")
     for out in outs:
-        format_for(out)
+        format_from_name(out)
     if snapshot_out is not None and snapshot_out.suffix.lower() not in (".json", ".yaml", ".yml"):
         raise BadInputError(f"--snapshot-out {snapshot_out}: the name must end in .json, .yaml or .yml")
     if baseline is not None and not baseline.exists():

@@ -13,24 +13,10 @@ import json
 import statistics
 from pathlib import Path
 
-from forensics.errors import BadInputError
-
-FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
+from forensics.render.report import format_from_name
 
 # Geometry of the per-commit strip plot (SVG user units).
 _LABEL_W, _PLOT_W, _ROW_H, _PAD = 190, 520, 22, 12
-
-
-def format_for(path: Path) -> str:
-    """``html``, ``md`` or ``json`` from the file name.
-
-    Raises:
-        BadInputError: any other suffix.
-    """
-    fmt = FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise BadInputError(f"-o {path}: the report name must end in .html, .md or .json")
-    return fmt
 
 
 def report_data(result) -> dict:
@@ -91,9 +77,7 @@ def write_report(result, path: Path) -> None:
     Raises:
         BadInputError: unknown suffix, or the folder is missing or not writable.
     """
-    from forensics.docfile import write_atomic, written_in_place
+    from forensics.docfile import write_atomic
 
-    if written_in_place(Path(path)):  # /dev/null, a FIFO: written where it is, in its own format
-        write_atomic(Path(path), render(result, FORMATS.get(Path(path).suffix.lower(), "html")))
-        return
-    write_atomic(Path(path), render(result, format_for(path)))  # the usual file mode (umask), not 0600
+    # /dev/null, a FIFO: written where it is, in its suffix's format or HTML; a file: the usual file mode (umask), not 0600
+    write_atomic(Path(path), render(result, format_from_name(path, in_place="html")))

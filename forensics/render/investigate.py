@@ -25,23 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from forensics import __version__
-from forensics.errors import BadInputError
+from forensics.render.report import format_from_name
 from forensics.investigate.decide import DEFAULT_MIN_SHARE
-
-FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
-
-
-def format_for(path: Path) -> str:
-    """``html``, ``md`` or ``json`` from the file name.
-
-    Raises:
-        BadInputError: any other suffix.
-    """
-    fmt = FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise BadInputError(f"-o {path}: the report name must end in .html, .md or .json")
-    return fmt
-
 
 def rule(inv) -> dict[str, Any]:
     """The decision rule with this run's settings, as the report states it."""
@@ -141,7 +126,7 @@ def write_report(inv, path: Path) -> None:
     """
     from forensics.docfile import write_atomic
 
-    write_atomic(Path(path), render(inv, format_for(path)))
+    write_atomic(Path(path), render(inv, format_from_name(path)))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(path, 0o666 & ~umask)

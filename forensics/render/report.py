@@ -53,6 +53,29 @@ def format_for(path: Path, fmt: str | None = None) -> str:
                             ".json, or give --format") from None
 
 
+def format_from_name(path: Path, in_place: str | None = None) -> str:
+    """``html``, ``md`` or ``json`` from the file name alone (the bisect and investigate reports, which
+    have no --format).
+
+    Args:
+        path: the output's name.
+        in_place: the format of an output written in place (``/dev/null``, a FIFO:
+            :func:`forensics.docfile.written_in_place`) whose name has none of the suffixes;
+            None: such a name is refused like any other.
+
+    Raises:
+        BadInputError: any other suffix.
+    """
+    fmt = _SUFFIX.get(Path(path).suffix.lower())
+    if fmt is None:
+        from forensics.docfile import written_in_place
+
+        if in_place is not None and written_in_place(Path(path)):
+            return in_place
+        raise BadInputError(f"-o {path}: the report name must end in .html, .md or .json")
+    return fmt
+
+
 def show_value(value: Any) -> str:
     """A field value as short text: missing values as "missing: reason (detail)", containers as compact JSON."""
     if value is None:
