@@ -133,38 +133,22 @@ def _names(xs: list[str]) -> str:
     return ", ".join(xs)
 
 
-def _allreduce_moved(f: Facts) -> str:
-    m = f.moved(ALLREDUCE)
-    return f"measured slower: {_names(m)}" if m else ""
+def _moved(group) -> Callable[[Facts], str]:
+    """A rule test: fires on the components of GROUP that measured slower, naming them."""
+    def fires(f: Facts) -> str:
+        m = f.moved(group)
+        return f"measured slower: {_names(m)}" if m else ""
+    return fires
 
 
-def _compute_moved(f: Facts) -> str:
-    m = f.moved(COMPUTE)
-    return f"measured slower: {_names(m)}" if m else ""
-
-
-def _p2p_moved(f: Facts) -> str:
-    m = f.moved(P2P)
-    return f"measured slower: {_names(m)}" if m else ""
-
-
-def _copies_moved(f: Facts) -> str:
-    m = f.moved(COPIES)
-    return f"measured slower: {_names(m)}" if m else ""
-
-
-def _allreduce_flat(f: Facts) -> str:
-    if not f.canary_moved():
-        return ""
-    s = f.flat(ALLREDUCE)
-    return f"the canary slowed but {_names(s)} did not" if s and not f.moved(ALLREDUCE) else ""
-
-
-def _compute_flat(f: Facts) -> str:
-    if not f.canary_moved():
-        return ""
-    s = f.flat(COMPUTE)
-    return f"the canary slowed but {_names(s)} did not" if s and not f.moved(COMPUTE) else ""
+def _flat(group) -> Callable[[Facts], str]:
+    """A rule test: fires when the canary slowed while the components of GROUP that were measured did not."""
+    def fires(f: Facts) -> str:
+        if not f.canary_moved():
+            return ""
+        s = f.flat(group)
+        return f"the canary slowed but {_names(s)} did not" if s and not f.moved(group) else ""
+    return fires
 
 
 def _user_only(f: Facts) -> str:
@@ -197,19 +181,19 @@ def _contention_throttle(f: Facts) -> str:
 RULES: list[Rule] = [
     Rule("allreduce-moved", "the canary's all-reduce latency or bus bandwidth measured slower",
          {"nccl.version": 4.0, "nccl.env": 4.0, "nccl.transport": 4.0, "gpu.topology": 4.0,
-          "nccl.env-propagation": 3.0}, _allreduce_moved),
+          "nccl.env-propagation": 3.0}, _moved(ALLREDUCE)),
     Rule("compute-moved", "the canary's compute or the matmul TFLOP/s measured slower",
          {"gpu.throttling": 4.0, "gpu.contention": 4.0, "gpu.config": 3.0, "cuda.version": 2.0,
-          "driver.version": 2.0}, _compute_moved),
+          "driver.version": 2.0}, _moved(COMPUTE)),
     Rule("p2p-moved", "the GPU-to-GPU copy (P2P canary component) measured slower",
-         {"gpu.topology": 4.0, "nccl.transport": 3.0}, _p2p_moved),
+         {"gpu.topology": 4.0, "nccl.transport": 3.0}, _moved(P2P)),
     Rule("copies-moved", "host-to-device or device-to-host copy bandwidth measured slower",
-         {"gpu.pcie-link": 4.0, "host.numa": 2.0}, _copies_moved),
+         {"gpu.pcie-link": 4.0, "host.numa": 2.0}, _moved(COPIES)),
     Rule("allreduce-flat", "the canary slowed but its all-reduce was measured unchanged",
          {"nccl.version": 0.4, "nccl.env": 0.4, "nccl.transport": 0.4, "gpu.topology": 0.4,
-          "nccl.env-propagation": 0.4}, _allreduce_flat),
+          "nccl.env-propagation": 0.4}, _flat(ALLREDUCE)),
     Rule("compute-flat", "the canary slowed but its compute and the matmul were measured unchanged",
-         {"gpu.throttling": 0.4, "gpu.contention": 0.4, "gpu.config": 0.4}, _compute_flat),
+         {"gpu.throttling": 0.4, "gpu.contention": 0.4, "gpu.config": 0.4}, _flat(COMPUTE)),
     Rule("user-step-only", "the user's step slowed while the canary's verify step did not (DESIGN section 7)",
          {"code.change": 3.0, "python.packages": 4.0, "torch.version": 1.2, "cuda.version": 1.5,
           **{h: 0.3 for h in ENV_HYPOTHESES}}, _user_only),
