@@ -6,7 +6,9 @@ bench -o a.json`` runs the canary) with one subcommand, ``compare``.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -27,14 +29,27 @@ def _parse_env(pairs: tuple[str, ...], option: str) -> dict[str, str]:
     return out
 
 
-def _progress(total: int, what: str):
+@contextlib.contextmanager
+def _progress(total: int, what: str, quiet: bool, last: Callable[..., str]):
+    """A progress bar on stderr over ``total`` fresh processes, shown for the block (none when ``quiet``).
+
+    Yields the ``on_process`` callback for the run: each call advances the bar by one and shows
+    ``last(*args)`` (the callback's own arguments) after it; with ``quiet`` it does nothing.
+    """
+    if quiet:
+        yield lambda *args: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console(stderr=True),
                     transient=True)
     task = prog.add_task(what, total=total, last="")
-    return prog, task
+    prog.start()
+    try:
+        yield lambda *args: prog.update(task, advance=1, last=last(*args))
+    finally:
+        prog.stop()
 
 
 @click.group(invoke_without_command=True, epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
@@ -144,20 +159,10 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
                              "blocks": blocks, "block_ms": block_ms, "warmup_s": warmup_s, "cuda_graph": cuda_graph, "graph_timeout_s": graph_timeout_s,
                              "variant": "eager" if eager else None})
         sides = 2 if b_env else 1
-        prog, task = (None, None) if quiet else _progress(processes * sides, f"canary {cfg.device} tp={cfg.tp}")
-
-        def on_process(side, i, result):
-            if prog is not None:
-                prog.update(task, advance=1, last=f"{side.name} #{i + 1}: {result['wall_s']:.1f} s")
-
-        if prog is not None:
-            prog.start()
-        try:
+        with _progress(processes * sides, f"canary {cfg.device} tp={cfg.tp}", quiet,
+                       lambda side, i, result: f"{side.name} #{i + 1}: {result['wall_s']:.1f} s") as on_process:
             docs = run_canary(cfg, processes=processes, budget_s=budget_s, env=env, b_env=b_env or None,
                               label=label, on_process=on_process)
-        finally:
-            if prog is not None:
-                prog.stop()
     docs = [document.redact(d, enabled=not no_redact) for d in docs]
     if no_redact:
         click.echo("forensics: redaction is off: the bench file may hold secrets (tokens in --cmd or --env)", err=True)
@@ -182,42 +187,21 @@ def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, process
               blocks, block_ms, label, quiet):
     from forensics.bench.user import measure_user
 
-    prog, task = (None, None) if quiet else _progress(processes, "your step")
-
-    def on_process(i, rec):
-        if prog is not None:
-            prog.update(task, advance=1, last=f"#{i + 1}: {rec['value']:.4g}")
-
-    if prog is not None:
-        prog.start()
-    try:
+    with _progress(processes, "your step", quiet, lambda i, rec: f"#{i + 1}: {rec['value']:.4g}") as on_process:
         return measure_user(cmd, target, metric=metric, metric_regex=metric_regex, unit=unit,
                             higher_is_better=higher_is_better, processes=processes, budget_s=budget_s,
                             timeout_s=timeout_s, blocks=blocks, block_ms=block_ms, label=label, on_process=on_process)
-    finally:
-        if prog is not None:
-            prog.stop()
 
 
 def _run_user_ab(cmd, target, b_cmd, env, b_env, metric, metric_regex, unit, higher_is_better, processes, budget_s,
                  timeout_s, label, quiet):
     from forensics.bench.user import measure_user_ab
 
-    prog, task = (None, None) if quiet else _progress(processes * 2, "your step, A and B interleaved")
-
-    def on_process(side, i, rec):
-        if prog is not None:
-            prog.update(task, advance=1, last=f"{side} #{i + 1}: {rec['value']:.4g}")
-
-    if prog is not None:
-        prog.start()
-    try:
+    with _progress(processes * 2, "your step, A and B interleaved", quiet,
+                   lambda side, i, rec: f"{side} #{i + 1}: {rec['value']:.4g}") as on_process:
         return measure_user_ab(cmd, target, b_cmd=b_cmd, env=env, b_env=b_env, metric=metric, metric_regex=metric_regex,
                                unit=unit, higher_is_better=higher_is_better, processes=processes, budget_s=budget_s,
                                timeout_s=timeout_s, label=label, on_process=on_process)
-    finally:
-        if prog is not None:
-            prog.stop()
 
 
 @bench.command("compare", epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
