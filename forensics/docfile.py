@@ -45,6 +45,15 @@ def save(doc: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def unused_path(folder: Path, stem: str, suffix: str = ".json") -> Path:
+    """``folder/<stem><suffix>``, or with ``-2``, ``-3``... after the stem, the first name not taken: a
+    default output name that never overwrites an existing file (checked with ``Path.exists``)."""
+    path, n = folder / f"{stem}{suffix}", 2
+    while path.exists():
+        path, n = folder / f"{stem}-{n}{suffix}", n + 1
+    return path
+
+
 def is_yaml(path: Path) -> bool:
     return path.suffix.lower() in (".yaml", ".yml")
 

@@ -118,10 +118,9 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
 
 def _default_output() -> Path:
     """``forensics-fleet.json`` here, or ``forensics-fleet-2.json``... when taken (never overwritten)."""
-    path, n = Path("forensics-fleet.json"), 2
-    while path.exists():
-        path, n = Path(f"forensics-fleet-{n}.json"), n + 1
-    return path
+    from forensics.docfile import unused_path
+
+    return unused_path(Path("."), "forensics-fleet")
 
 
 def _check_probe_names(only, skip) -> None:

@@ -59,10 +59,7 @@ def _default(first: Path, folder: Path = Path(".")) -> Path:
     """forensics-imported-<stem>.json in the current folder, never overwriting an existing file."""
     import re
 
+    from forensics.docfile import unused_path
+
     stem = re.sub(r"[^\w.-]+", "-", Path(first).stem).strip("-.")[:60] or "text"
-    path = folder / f"forensics-imported-{stem}.json"
-    n = 2
-    while path.exists():
-        path = folder / f"forensics-imported-{stem}-{n}.json"
-        n += 1
-    return path
+    return unused_path(folder, f"forensics-imported-{stem}")

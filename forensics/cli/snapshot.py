@@ -10,6 +10,7 @@ import click
 
 from forensics.cli.common import check_repo, console, error_boundary
 from forensics.cli.types import OUTPUT_FILE, POSITIVE
+from forensics.docfile import unused_path
 
 
 def default_output(label: str | None, folder: Path = Path(".")) -> Path:
@@ -22,12 +23,7 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
         stem = re.sub(r"[^\w.-]+", "-", label).strip("-.")[:80].strip("-.") or "snapshot"
     else:
         stem = time.strftime("%Y%m%d-%H%M%S")
-    path = folder / f"forensics-{stem}.json"
-    n = 2
-    while path.exists():
-        path = folder / f"forensics-{stem}-{n}.json"
-        n += 1
-    return path
+    return unused_path(folder, f"forensics-{stem}")
 
 
 @click.command()
