@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from forensics.env.entries import worker_entries
 from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
 
 H_ENV = "nccl.env"
@@ -101,24 +102,6 @@ def fmt(value: Any) -> str:
 
 def _data(result) -> dict[str, Any] | None:
     return result.data if result is not None and result.usable and result.data else None
-
-
-def worker_entries(data: dict[str, Any]):
-    """Yield (channel label, worker entry) for every worker of an ``nccl_env`` data section that reported:
-    each start method whose ``status`` is ``ok`` (label: the method), then each rank of ``launcher`` and
-    ``nccl_init`` (label: ``launcher rank 0``, ``nccl-init rank 1``)."""
-    for method, entry in (data.get("start_methods") or {}).items():
-        if isinstance(entry, dict) and entry.get("status") == "ok":
-            yield method, entry
-    for key, label in (("launcher", "launcher"), ("nccl_init", "nccl-init")):
-        sec = data.get(key)
-        if isinstance(sec, dict):
-            ranks = sec.get("ranks")
-            for i, rank in enumerate(ranks if isinstance(ranks, list) else []):
-                if not isinstance(rank, dict):
-                    continue
-                r = rank.get("rank")
-                yield f"{label} rank {r if isinstance(r, int) else i}", rank
 
 
 def problems(data: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:

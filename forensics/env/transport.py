@@ -37,7 +37,7 @@ from typing import Any
 
 from forensics.env import nccllog
 from forensics.env.collect import socket_ifname_matches
-from forensics.env.judge import worker_entries
+from forensics.env.entries import worker_entries
 from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
 
 H = "nccl.transport"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from forensics.env.judge import fmt, worker_entries
+from forensics.env.entries import worker_entries
+from forensics.env.judge import fmt
 from forensics.model import is_missing
 
 MAX_CELL = 36
