@@ -182,3 +182,14 @@ def test_commits_go_to_the_repository_of_the_same_path_not_of_the_same_name(pull
     assert "fast-forward pull" in code[0].summary and "1 commit touches hot paths" in code[0].summary
     assert any(line.startswith(f"repository {work} (main)") for line in code[0].evidence)
     assert not any(str(other) in line for line in code[0].evidence)
+
+
+def test_a_first_commit_is_a_move_not_a_return():
+    # before: a repository with no commits yet; after: two commits made
+    b = {"head": None, "reflog": []}
+    a = {"head": {"sha": "b" * 40}, "reflog": [
+        {"old": "b" * 40, "new": "b" * 40, "time": "2026-12-01T12:01:00Z", "action": "commit: second"},
+        {"old": "0" * 40, "new": "a" * 40, "time": "2026-12-01T12:00:00Z", "action": "commit (initial): first"}]}
+    move = head_move(b, a)
+    assert move.moved and move.sentence.startswith("HEAD moved (no commits) -> bbbbbbbbbb by 2 reflog events")
+    assert "back at" not in move.sentence

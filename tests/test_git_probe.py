@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,119 @@ def test_parse_reflog_newest_first():
     entries = parse_reflog(text)
     assert [e["action"] for e in entries] == ["pull origin main: Fast-forward", "clone: from /srv/repo"]
     assert entries[0]["time"] == "2025-11-29T21:00:00Z" and entries[0]["old"] == "a" * 40
+
+
+# -- a hostile pass on the plumbing reader (issue 16's standard: odd states recorded, nothing run, nothing lost) --
+
+
+def _submodule_repo(tmp_path: Path, repo: Path, where: str) -> None:
+    lib = tmp_path / "kernels-lib"
+    lib.mkdir()
+    git(lib, "init", "-q", "-b", "main")
+    _commit(lib, "k.py", "k = 1\n", "kernel")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), where)
+    git(repo, "commit", "-q", "-m", "add submodule")
+
+
+def test_a_submodule_path_with_a_space_is_kept_whole(repo, tmp_path):
+    _submodule_repo(tmp_path, repo, "third party/kernels")
+    rec = _collect(repo)
+    assert [s["path"] for s in rec["submodules"]] == ["third party/kernels"]
+
+
+def test_a_broken_submodule_keeps_the_superprojects_head_and_says_what_failed(repo, tmp_path):
+    _submodule_repo(tmp_path, repo, "kernels")
+    import shutil
+
+    shutil.rmtree(repo / ".git" / "modules" / "kernels")  # the submodule's git dir is gone
+    result = run_probes([GitProbe()], {"repo": str(repo)}, timeout_s=30)["git"]
+    rec = result.data["repos"][0]
+    assert rec["state"] == "error" and rec["head"]["subject"] == "add submodule" and rec["branch"] == "main"
+    assert "git status" in rec["error"] and result.errors  # recorded as a failed read, not "not a repository"
+
+
+def test_a_latin1_commit_and_a_message_starting_blank_read_as_git_shows_them(repo):
+    git(repo, "config", "i18n.commitEncoding", "ISO-8859-1")
+    (repo / "step.py").write_text("print(3)\n")
+    git(repo, "add", "step.py")
+    subprocess.run(["git", "commit", "-q", "-F", "-"], cwd=repo, check=True, input="caf\xe9 tuning\n".encode("latin-1"),
+                   env=dict(os.environ, GIT_AUTHOR_NAME="Jos\xe9", GIT_AUTHOR_EMAIL="j@example.invalid",
+                            GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example.invalid"))
+    head = _collect(repo)["head"]
+    assert head["subject"] == "café tuning"
+    git(repo, "config", "--unset", "i18n.commitEncoding")
+    (repo / "step.py").write_text("print(4)\n")
+    git(repo, "add", "step.py")
+    subprocess.run(["git", "commit", "-q", "--cleanup=verbatim", "-F", "-"], cwd=repo, check=True,
+                   input=b"\n\nreal subject\n", env=dict(os.environ, GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@x.invalid",
+                                                       GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@x.invalid"))
+    assert _collect(repo)["head"]["subject"] == "real subject"
+
+
+def test_no_configured_program_runs_and_the_users_own_config_is_kept(repo, tmp_path, monkeypatch):
+    ran = tmp_path / "RAN"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {ran}\nexit 1\n")
+    hook.chmod(0o755)
+    # a commit carrying a signature header, with the repository asking to show signatures through that program
+    raw = git(repo, "cat-file", "commit", "HEAD")
+    head, _, body = raw.partition("\n\n")
+    signed = head + "\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQ==\n -----END PGP SIGNATURE-----\n\n" + body
+    sha = subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--stdin"], cwd=repo, input=signed, text=True,
+                         capture_output=True, check=True).stdout.strip()
+    git(repo, "reset", "-q", "--soft", sha)
+    git(repo, "config", "log.showSignature", "true")
+    git(repo, "config", "gpg.program", str(hook))
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'core.fsmonitor'='{hook}'")  # an fsmonitor hook, from the environment
+    (repo / "notes.log").write_text("x")
+    ignore = tmp_path / "ignore"
+    ignore.write_text("*.log\n")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")  # the user's own setting, kept
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.excludesFile")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(ignore))
+    rec = _collect(repo)
+    assert rec["head"]["sha"] == sha and not ran.exists()
+    assert rec["untracked"] == []  # notes.log excluded by the user's core.excludesFile
+
+
+def test_an_orphan_branch_records_its_staged_files_and_reflog(repo):
+    git(repo, "checkout", "-q", "--orphan", "fresh")
+    rec = _collect(repo)
+    assert rec["state"] == "no_commits" and rec["head"] is None and rec["branch"] == "fresh"
+    assert rec["staged"] == ["step.py"] and rec["dirty"] and rec["reflog"]
+
+
+def test_the_same_dirty_file_edited_between_snapshots_is_a_code_change(repo, monkeypatch):
+    monkeypatch.setattr(GitProbe, "_editable_sources", staticmethod(lambda: []))
+    probe = GitProbe()
+    (repo / "step.py").write_text("print('one')\n")
+    before = run_probes([probe], {"repo": str(repo)}, timeout_s=30)["git"]
+    (repo / "step.py").write_text("print('two, longer')\n")
+    after = run_probes([probe], {"repo": str(repo)}, timeout_s=30)["git"]
+    findings = probe.judge(before, after)
+    hit = [f for f in findings if f.status is HypothesisStatus.IMPLICATED]
+    assert hit and "changed since before (step.py)" in hit[0].summary
+    same = probe.judge(after, after)
+    assert [f.status for f in same] == [HypothesisStatus.RULED_OUT]
+    assert "the same uncommitted files on both (1), unchanged in size and time" in same[0].summary
+
+
+def test_a_repository_not_read_on_one_side_is_never_ruled_out(repo, monkeypatch):
+    monkeypatch.setattr(GitProbe, "_editable_sources", staticmethod(lambda: []))
+    probe = GitProbe()
+    good = run_probes([probe], {"repo": str(repo)}, timeout_s=30)["git"]
+    broken = ProbeResult(good.status, good.duration_s, {"repos": [{"path": good.data["repos"][0]["path"],
+                                                                     "state": "error", "error": "git status: fatal: x"}]})
+    findings = probe.judge(good, broken)
+    assert [f.status for f in findings] == [HypothesisStatus.INCONCLUSIVE]
+    assert "could not be read on both sides (after error (git status: fatal: x))" in findings[0].summary
+
+
+def test_a_refusal_is_recorded_by_its_fatal_line_not_the_hint_after_it():
+    from forensics_probes.git.read import error_line
+
+    # what git 2.35.2+ prints for a repository owned by another user
+    stderr = ("fatal: detected dubious ownership in repository at '/srv/app'\nTo add an exception for this "
+              "directory, call:\n\n\tgit config --global --add safe.directory /srv/app\n")
+    assert error_line(stderr, 128) == "fatal: detected dubious ownership in repository at '/srv/app'"
+    assert error_line("", 1) == "exit status 1"

@@ -145,8 +145,8 @@ def head_move(before: Mapping[str, Any], after: Mapping[str, Any]) -> HeadMove:
              if isinstance(e, dict) and (e.get("old"), e.get("new"), e.get("time"), e.get("action")) not in seen]
     fresh.reverse()  # the probe lists newest first; tell the story oldest first
     kinds = [classify_reflog_action(str(e.get("action", ""))) for e in fresh]
-    moved = bool(old and new and old != new)
-    span = f"{_short(old)} -> {_short(new)}"
+    moved = bool(new and old != new)  # no HEAD before (no commits yet) and one after: moved too
+    span = f"{_short(old)} -> {_short(new)}" if old else f"(no commits) -> {_short(new)}"
 
     def how(with_time: bool) -> str:
         def one(k: MoveKind, e: dict[str, Any]) -> str:

@@ -77,6 +77,10 @@ MEMORY_NEAR_FULL_FIELD = "memory.near_full"
 """Besides an implicated ``gpu.memory``, a finding whose ``fields`` name this is the fact "GPU memory near full"."""
 
 
+MATERIAL_SHARE = 0.1
+"""A component counts as moved when its slowdown is at least this share of the step's (BenchEffect.ratio - 1)."""
+
+
 @dataclass
 class Facts:
     """What the rules look at: the benchmark effect, the implicating findings, the catalog matches.
@@ -93,13 +97,23 @@ class Facts:
     findings: list[Finding] = field(default_factory=list)
     known: dict[str, list[str]] = field(default_factory=dict)
 
+    def _negligible(self, name: str) -> bool:
+        """Measured slower, but by less than :data:`MATERIAL_SHARE` of the step's own slowdown: a +0.2%
+        compute inside a +15% verify step (NCCL_P2P_DISABLE=1 on the 2 x H200) does not explain it."""
+        if self.bench is None or not self.bench.moved(name):
+            return False
+        gap = self.bench.ratio - 1
+        r = next((r for r in self.bench.results if r.name == name and r.comparison is not None), None)
+        return r is not None and gap > 0 and (r.comparison.time_ratio - 1) < MATERIAL_SHARE * gap
+
     def moved(self, names: Iterable[str]) -> list[str]:
-        """The results among ``names`` measured slower (``slower`` or ``small-slower``)."""
-        return [n for n in names if self.bench is not None and self.bench.moved(n)]
+        """The results among ``names`` measured slower (``slower`` or ``small-slower``) by a material share
+        of the step's slowdown (see :meth:`_negligible`)."""
+        return [n for n in names if self.bench is not None and self.bench.moved(n) and not self._negligible(n)]
 
     def flat(self, names: Iterable[str]) -> list[str]:
-        """The results among ``names`` measured ``same`` (or faster)."""
-        return [n for n in names if self.bench is not None and self.bench.same(n)]
+        """The results among ``names`` measured ``same`` (or faster), or slower by a negligible share."""
+        return [n for n in names if self.bench is not None and (self.bench.same(n) or self._negligible(n))]
 
     def canary_moved(self) -> bool:
         return self.bench is not None and self.bench.pointer is Pointer.ENVIRONMENT

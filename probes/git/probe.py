@@ -17,6 +17,8 @@ side (see :mod:`forensics_probes.git.read`) and plain file reads, never changing
 - ``head``: ``{"sha", "subject", "author", "authored_at", "committed_at"}`` (UTC ISO).
 - ``branch`` (null when detached), ``detached``.
 - ``upstream``: ``{"name", "ahead", "behind"}`` (``git rev-list --left-right --count``) or null.
+- ``dirty_stat``: ``{path: [size_bytes, mtime_ns]}`` of the modified and staged files (``os.lstat``), so
+  that two snapshots dirty in the same files tell whether those files changed in between.
 - ``dirty``, ``modified`` (unstaged), ``staged``, ``conflicted`` (unmerged index entries: a merge or
   rebase stopped on them), ``untracked`` (first 200 names), ``untracked_count``.
 - ``stash_count``: entries of ``refs/stash``'s reflog.
@@ -45,11 +47,12 @@ from pathlib import Path
 from typing import Any
 
 from forensics.errors import ProbeUnavailable
-from forensics_probes.git.read import (GitCalls, GitError, parse_head, parse_remotes, parse_status_v2, parse_submodules,
-                                       worktree_fields)
-from forensics.model import Finding, Severity, implicated, ruled_out
+from forensics_probes.git.read import (GitCalls, GitError, dirty_stat, parse_head, parse_remotes, parse_status_v2,
+                                       parse_submodules, worktree_fields)
+from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.render.words import plural
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
+from forensics.readers import read_text
 
 REFLOG_ENTRIES = 100
 UNTRACKED_LIST = 200
@@ -114,6 +117,25 @@ def rebasing_branch(git_dir: Path) -> str | None:
     return None
 
 
+READABLE = ("ok", "no_commits")
+"""Repository states whose HEAD and working tree were read (a ``bare``, ``error`` or ``not_a_repository``
+record cannot rule a code change out)."""
+
+
+def _same_dirty(br: dict[str, Any], ar: dict[str, Any]) -> list[str] | None:
+    """The uncommitted files two records share when they list the same ones and each is unchanged in
+    size and mtime (``[]`` when both are clean); ``None`` when the same files are dirty but either record
+    lacks ``dirty_stat`` (an older snapshot): their content may have changed unseen."""
+    bdirty = set(br.get("modified") or []) | set(br.get("staged") or [])
+    adirty = set(ar.get("modified") or []) | set(ar.get("staged") or [])
+    if not bdirty and not adirty:
+        return []
+    bst, ast = br.get("dirty_stat"), ar.get("dirty_stat")
+    if not (isinstance(bst, dict) and isinstance(ast, dict)) or any(p not in bst or p not in ast for p in adirty):
+        return None
+    return sorted(adirty)
+
+
 def find_repo_root(start: Path) -> Path | None:
     """The working-tree root containing ``start`` (a ``.git`` dir or file), or None."""
     start = start.resolve()
@@ -133,7 +155,8 @@ class GitProbe(Probe):
              "repos.*.detached": "boolean", "repos.*.dirty": "boolean", "repos.*.head": "mapping?",
              "repos.*.head.sha": "string", "repos.*.reflog": "list", "repos.*.reflog.*": "mapping",
              "repos.*.modified": "list", "repos.*.staged": "list", "repos.*.untracked": "list",
-             "repos.*.remotes": "mapping", "repos.*.stash_count": "integer>=0"}
+             "repos.*.remotes": "mapping", "repos.*.stash_count": "integer>=0",
+             "repos.*.dirty_stat": "mapping"}
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
         targets: list[tuple[Path, str, str | None]] = []
@@ -192,11 +215,18 @@ class GitProbe(Probe):
         calls = GitCalls(root, ctx.timeout_s + 5)  # the runner's timeout comes first and ends the groups
         dirs = calls.start("rev-parse", "--absolute-git-dir", "--git-common-dir")
         status = calls.start("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
-        log = calls.start("log", "-1", "--format=%H%x00%an%x00%at%x00%ct%x00%B", "HEAD")
+        log = calls.start("log", "-1", "--encoding=UTF-8", "--no-show-signature",
+                          "--format=%H%x00%an%x00%at%x00%ct%x00%B", "HEAD")
         remotes = calls.start("remote", "-v")
         subs = calls.start("submodule", "status", "--recursive") if (root / ".gitmodules").exists() else None
         try:
-            lines = calls.result(dirs).splitlines()
+            try:
+                lines = calls.result(dirs).splitlines()
+            except GitError as exc:  # git does not see a repository here: nothing else can be read
+                rec.update(state="not_a_repository" if exc.not_a_repository else "error", error=str(exc))
+                if not exc.not_a_repository:  # a folder that is not a repository is a state, not a failed read
+                    ctx.error(f"repos[{rec['path']}]", rec["error"])
+                return rec
             git_dir = Path(lines[0])
             common = Path(lines[1]) if len(lines) > 1 else git_dir
             common = common if common.is_absolute() else root / common
@@ -204,19 +234,35 @@ class GitProbe(Probe):
             if rec["operation"] == "rebase":  # HEAD is detached mid-rebase; say which branch is being rebased
                 rec["rebasing_branch"] = rebasing_branch(git_dir)
             rec["shallow"] = (common / "shallow").exists()
+            problems: list[str] = []
+
+            def read(handle, parse):  # one command's parsed output, or None with the problem noted
+                try:
+                    return parse(calls.result(handle))
+                except (GitError, ValueError) as exc:
+                    problems.append(str(exc) if isinstance(exc, GitError) else f"{type(exc).__name__}: {exc}")
+                    return None
+
             rec["remotes"] = {name: ctx.redactor.text(url, f"git.{root.name}.remotes.{name}")
-                              for name, url in parse_remotes(calls.result(remotes)).items()}
-            st = parse_status_v2(calls.result(status))
-            if st["oid"] is None:
-                rec.update(state="no_commits", head=None, branch=st["branch"], detached=False,
-                           untracked=st["untracked"][:UNTRACKED_LIST], stash_count=0, reflog=[])
-                return rec
-            rec["state"] = "ok"
-            rec["head"] = parse_head(calls.result(log))
-            rec.update(branch=st["branch"], detached=st["branch"] is None)
-            rec.update(worktree_fields(st))
-            rec["submodules"] = parse_submodules(calls.result(subs)) if subs is not None else []
-            rec["upstream"] = st["upstream"]
+                              for name, url in (read(remotes, parse_remotes) or {}).items()}
+            st = read(status, parse_status_v2)
+            head = read(log, parse_head) if st is None or st["oid"] is not None else None
+            if st is None:  # the branch from the HEAD file itself ("ref: refs/heads/main"; else detached)
+                ref = (read_text(git_dir / "HEAD") or "").strip()
+                rec.update(branch=ref[len("ref: refs/heads/"):] if ref.startswith("ref: refs/heads/") else None,
+                           detached=not ref.startswith("ref: "))
+            else:
+                rec.update(branch=st["branch"], detached=st["branch"] is None and st["oid"] is not None)
+                rec.update(worktree_fields(st, UNTRACKED_LIST))
+                rec["dirty_stat"] = dirty_stat(root, rec["modified"] + rec["staged"], UNTRACKED_LIST)
+                rec["upstream"] = st["upstream"]
+            rec["head"] = head
+            if subs is not None:
+                got = read(subs, parse_submodules)
+                if got is not None:
+                    rec["submodules"] = got
+            else:
+                rec["submodules"] = []
             rec["stash_count"] = self._count_lines(common / "logs" / "refs" / "stash")
             try:
                 text = (git_dir / "logs" / "HEAD").read_text(errors="replace")
@@ -225,11 +271,14 @@ class GitProbe(Probe):
             rec["reflog"] = parse_reflog(text)
             for e in rec["reflog"]:
                 e["action"] = ctx.redactor.text(e["action"], f"git.{root.name}.reflog")
-        except GitError as exc:  # odd repository states must be recorded, not crash the probe
-            rec.update(state="not_a_repository" if exc.not_a_repository else "error", error=str(exc))
-            if not exc.not_a_repository:  # a folder that is not a repository is a state, not a failed read
+            if st is None or (st["oid"] is not None and head is None):
+                rec["state"] = "error"  # the worktree or HEAD could not be read: what was read is kept
+            else:
+                rec["state"] = "ok" if st["oid"] is not None else "no_commits"
+            if problems:
+                rec["error"] = "; ".join(problems)
                 ctx.error(f"repos[{rec['path']}]", rec["error"])
-        except (OSError, ValueError, IndexError) as exc:
+        except (OSError, ValueError, IndexError) as exc:  # odd repository states are recorded, never crash
             rec.update(state="error", error=f"{type(exc).__name__}: {exc}")
             ctx.error(f"repos[{rec['path']}]", rec["error"])
         finally:
@@ -277,13 +326,30 @@ class GitProbe(Probe):
             for f in self._judge_repo(name, br, ar):
                 f.subject = str(ar.get("path"))  # forensics.diff.commits attaches the commit list by this path
                 out.append(f)
-            checked.append(f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}")
-        if not any(f.status.value == "implicated" for f in out):
-            out.append(ruled_out("code.change", f"HEAD unchanged and working tree clean on both ({', '.join(checked) or 'no repository'})"))
+            if not any(f.status.value == "implicated" for f in out if f.subject == str(ar.get("path"))):
+                unread = [f"{side} {r.get('state')}" + (f" ({r.get('error')})" if r.get("error") else "")
+                          for side, r in (("before", br), ("after", ar)) if r.get("state") not in READABLE]
+                if unread:
+                    out.append(inconclusive("code.change", f"{name}: could not be read on both sides ("
+                                            + "; ".join(unread) + "): a code change is not ruled out"))
+                    continue
+                same_dirty = _same_dirty(br, ar)
+                if same_dirty is None:
+                    out.append(inconclusive("code.change", f"{name}: uncommitted changes to the same files on both "
+                                            "sides; whether they changed in between was not recorded (a snapshot "
+                                            "older than the dirty-file sizes and times)"))
+                    continue
+                clean = "working tree clean on both" if not same_dirty else (
+                    f"the same uncommitted files on both ({len(same_dirty)}), unchanged in size and time")
+                checked.append(f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}: {clean}")
+        if not any(f.status.value in ("implicated", "inconclusive") for f in out):
+            out.append(ruled_out("code.change", f"HEAD unchanged ({'; '.join(checked) or 'no repository'})"))
         return out
 
     @staticmethod
     def _judge_repo(name: str, br: dict[str, Any], ar: dict[str, Any]) -> list[Finding]:
+        if any((r.get("head") or {}).get("sha") is None and r.get("state") not in READABLE for r in (br, ar)):
+            return []  # a side's HEAD was not read: nothing to compare it with (the caller says inconclusive)
         subs = (br.get("submodules"), ar.get("submodules"))  # compared only when both snapshots list them
         br, ar = _well_typed(br), _well_typed(ar)
         out = []
@@ -321,7 +387,16 @@ class GitProbe(Probe):
                                   relevance=0.1))
         bdirty = set(br.get("modified") or []) | set(br.get("staged") or [])
         adirty = set(ar.get("modified") or []) | set(ar.get("staged") or [])
-        if adirty != bdirty and adirty:
+        bst, ast = br.get("dirty_stat"), ar.get("dirty_stat")
+        edited = sorted(p for p in adirty & bdirty if isinstance(bst, dict) and isinstance(ast, dict)
+                        and p in bst and p in ast and bst[p] != ast[p])
+        if adirty == bdirty and edited:
+            out.append(implicated("code.change", Severity.MEDIUM,
+                                  f"{name}: uncommitted changes to {plural(len(edited), 'file')} changed since before "
+                                  f"({', '.join(edited[:3])}" + (" ..." if len(edited) > 3 else "") + ")",
+                                  [f"{p}: size {bst[p][0]} -> {ast[p][0]} B, modified again" for p in edited[:10]],
+                                  relevance=0.6, fields=["dirty_stat"]))
+        elif adirty != bdirty and adirty:
             newly = sorted(adirty - bdirty) or sorted(adirty)
             out.append(implicated("code.change", Severity.MEDIUM,
                                   f"{name}: uncommitted changes to {plural(len(adirty), 'file')} after ({', '.join(newly[:3])}"

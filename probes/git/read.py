@@ -10,12 +10,14 @@ what four commands print in git's documented machine formats, started at once:
 - ``git status --porcelain=v2 --branch -z --untracked-files=all``: branch, upstream and
   ahead/behind, modified (worktree vs index), staged (index vs HEAD), unmerged and untracked
   paths (format: git-status(1), "Porcelain Format Version 2");
-- ``git log -1 --format=%H%x00%an%x00%at%x00%ct%x00%B HEAD``: the HEAD commit;
+- ``git log -1 --encoding=UTF-8 --no-show-signature --format=%H%x00%an%x00%at%x00%ct%x00%B HEAD``: the
+  HEAD commit (messages re-encoded from ``i18n.commitEncoding``; no signature check);
 - ``git remote -v``: each remote's fetch URL (after ``insteadOf`` rewriting, as git uses it);
 - ``git submodule status --recursive`` when ``.gitmodules`` exists.
 
 Read-only: ``GIT_OPTIONAL_LOCKS=0`` (status does not refresh the index or take its lock),
-``core.fsmonitor=false`` (no hook runs), no prompt, and ``GIT_CEILING_DIRECTORIES`` set to the
+``-c core.fsmonitor=false -c log.showSignature=false`` on the command line (no hook or gpg program
+runs, whatever the repository's or the environment's configuration says), no prompt, and ``GIT_CEILING_DIRECTORIES`` set to the
 folder above the root so a damaged ``.git`` is never replaced by a repository further up.
 Variables that would point git at another repository (``GIT_DIR``, ``GIT_WORK_TREE`` ...) are
 removed from the children's environment.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,9 @@ from typing import Any
 _REPO_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
                    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX")
 _SUBMODULE_STATES = {" ": "ok", "+": "moved", "-": "not_initialized", "U": "conflict"}
+# On the command line, so they come after (and win over) GIT_CONFIG_PARAMETERS/GIT_CONFIG_COUNT the user set,
+# which are kept: no fsmonitor hook runs, no gpg program is asked to verify a signature.
+_SAFE_CONFIG = ("-c", "core.fsmonitor=false", "-c", "log.showSignature=false")
 
 
 class GitError(Exception):
@@ -67,8 +73,7 @@ class GitCalls:
         self.timeout_s = timeout_s
         env = {k: v for k, v in os.environ.items() if k not in _REPO_VARIABLES}
         env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C",
-                   GIT_CEILING_DIRECTORIES=str(root.parent), GIT_CONFIG_COUNT="1",
-                   GIT_CONFIG_KEY_0="core.fsmonitor", GIT_CONFIG_VALUE_0="false")
+                   GIT_CEILING_DIRECTORIES=str(root.parent))
         self._env = env
         self._procs: list[subprocess.Popen] = []
 
@@ -79,8 +84,9 @@ class GitCalls:
             GitError: git could not be started (``OSError`` from exec).
         """
         try:
-            proc = subprocess.Popen(["git", "-C", str(self.root), *args], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._env)
+            proc = subprocess.Popen(["git", "-C", str(self.root), *_SAFE_CONFIG, *args], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._env,
+                                    start_new_session=True)  # its own group: close() ends what it started too
         except OSError as exc:
             raise GitError(f"git {args[0]}: {exc.strerror or exc}") from None
         self._procs.append(proc)
@@ -93,28 +99,46 @@ class GitCalls:
             GitError: it exited non-zero (with git's last stderr line) or ran past ``timeout_s``.
         """
         proc = self._procs[handle]
-        name = proc.args[3] if isinstance(proc.args, list) and len(proc.args) > 3 else "git"
+        name = proc.args[3 + len(_SAFE_CONFIG)] if isinstance(proc.args, list) else "git"
         try:
             out, err = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _kill_group(proc)
             proc.communicate()
             raise GitError(f"git {name}: no answer after {self.timeout_s:g} s") from None
         if proc.returncode != 0:
-            text = err.decode("utf-8", "replace").strip().splitlines()
-            last = text[-1] if text else f"exit status {proc.returncode}"
-            raise GitError(f"git {name}: {last}", not_a_repository="not a git repository" in last)
+            line = error_line(err.decode("utf-8", "replace"), proc.returncode)
+            raise GitError(f"git {name}: {line}", not_a_repository="not a git repository" in line)
         return out.decode("utf-8", "replace")
 
     def close(self) -> None:
-        """Stop and reap every command still running (their output is not needed any more)."""
+        """Stop and reap every command still running, with whatever it started (its process group)."""
         for proc in self._procs:
             if proc.poll() is None:
-                proc.kill()
+                _kill_group(proc)
             try:
                 proc.communicate(timeout=1)
             except (subprocess.TimeoutExpired, ValueError, OSError):
                 pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def error_line(stderr: str, returncode: int) -> str:
+    """What a failed git command said: its ``fatal:``/``error:`` line (not the hints printed after it,
+    such as the ``git config --global --add safe.directory ...`` line of a dubious-ownership refusal), else
+    its last line, else the exit status."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    said = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    return (said or lines or [f"exit status {returncode}"])[0 if said else -1]
 
 
 def parse_status_v2(text: str) -> dict[str, Any]:
@@ -177,6 +201,20 @@ def worktree_fields(status: dict[str, Any], untracked_list: int = 200) -> dict[s
             "conflicted": conflicted, "untracked": untracked[:untracked_list], "untracked_count": len(untracked)}
 
 
+def dirty_stat(root: Path, paths: list[str], limit: int = 200) -> dict[str, list[Any]]:
+    """``{path: [size_bytes, mtime_ns]}`` of the first ``limit`` uncommitted files (``os.lstat`` of each in the
+    working tree; ``[None, None]`` for a deleted one), so two snapshots dirty in the same files can tell
+    whether those files changed in between."""
+    out: dict[str, list[Any]] = {}
+    for rel in sorted(set(paths))[:limit]:
+        try:
+            st = os.lstat(root / rel)
+            out[rel] = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            out[rel] = [None, None]
+    return out
+
+
 def parse_head(text: str) -> dict[str, Any]:
     """``{"sha", "subject", "author", "authored_at", "committed_at"}`` from the ``git log -1`` line
     above; ``subject`` is the message's first line, times UTC ISO 8601.
@@ -185,7 +223,8 @@ def parse_head(text: str) -> dict[str, Any]:
         ValueError: the text is not in that format.
     """
     sha, author, at, ct, message = text.split("\0", 4)
-    return {"sha": sha.strip(), "subject": message.split("\n", 1)[0].strip(), "author": author,
+    subject = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")  # git skips leading blank lines
+    return {"sha": sha.strip(), "subject": subject, "author": author,
             "authored_at": _iso(float(at)), "committed_at": _iso(float(ct))}
 
 
@@ -209,7 +248,7 @@ def parse_submodules(text: str) -> list[dict[str, Any]]:
     """
     out = []
     for line in text.splitlines():
-        m = re.match(r"^([ +\-U])([0-9a-f]{7,64}) (\S+)", line)
+        m = re.match(r"^([ +\-U])([0-9a-f]{7,64}) (.+?)(?: \([^()]*\))?$", line)  # path may hold spaces
         if m:
             state = _SUBMODULE_STATES[m.group(1)]
             out.append({"path": m.group(3), "head": None if state == "not_initialized" else m.group(2),
