@@ -122,13 +122,25 @@ def check_writable(path: Path, option: str = "-o") -> None:
         return
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise BadInputError(f"{path}: folder {folder} does not exist; create it or choose another {option}")
+        raise BadInputError(no_folder(path, folder, option))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
     except OSError as exc:
         raise BadInputError(f"{path}: cannot write in {folder} ({exc.strerror}); choose another {option}") from None
     os.close(fd)
     _unlink_quietly(tmp)
+
+
+def _file_word(what: str) -> str:
+    """'snapshot' -> 'snapshot file'; 'bench file' stays 'bench file'."""
+    return what if what.endswith("file") else f"{what} file"
+
+
+def no_folder(path: Path, folder: Path, option: str = "-o") -> str:
+    """The one-line error for an output whose folder is not a folder: missing, or a file of that name."""
+    if folder.exists():
+        return f"{path}: {folder} is a file, not a folder; choose another {option}"
+    return f"{path}: folder {folder} does not exist; create it or choose another {option}"
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -152,7 +164,7 @@ def write_atomic(path: Path, text: str) -> None:
         return
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise BadInputError(f"{path}: folder {folder} does not exist; create it or choose another -o")
+        raise BadInputError(no_folder(path, folder, "-o"))
     if path.is_dir():
         raise BadInputError(f"{path}: is a folder; give a file name")
     try:
@@ -208,9 +220,9 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
     except OSError:
         st = None
     if st is not None and path.is_dir():
-        raise BadInputError(f"{path}: is a folder, not a {what} file")
+        raise BadInputError(f"{path}: is a folder, not a {_file_word(what)}")
     if st is not None and not path.is_file():
-        raise BadInputError(f"{path}: not a regular file; give the path of a {what} file")
+        raise BadInputError(f"{path}: not a regular file; give the path of a {_file_word(what)}")
     if st is not None and st.st_size > MAX_FILE_BYTES:
         raise BadInputError(f"{path}: {st.st_size / 2**20:.0f} MiB is larger than any {what} ({MAX_FILE_BYTES // 2**20} MiB limit)")
     try:
@@ -218,7 +230,7 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
     except FileNotFoundError:
         raise BadInputError(f"{path}: no such file; give the path of a {what} written by forensics") from None
     except IsADirectoryError:
-        raise BadInputError(f"{path}: is a folder, not a {what} file") from None
+        raise BadInputError(f"{path}: is a folder, not a {_file_word(what)}") from None
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read ({exc.strerror})") from None
     try:

@@ -128,7 +128,7 @@ class Comparison:
         elif self.verdict is Verdict.SAME:
             head = f"no change beyond the noise (ratio {self.time_ratio:.3f}, CI within +-{self.noise_band:.1%})"
         else:
-            head = f"inconclusive (ratio {self.time_ratio:.3f})"
+            head = f"ratio {self.time_ratio:.3f}, not decided"
         tail = f" - {'; '.join(self.reasons)}" if self.reasons and self.verdict is Verdict.INCONCLUSIVE else ""
         return f"{head} ({ci}, {p}, Mann-Whitney U, n={self.a.n}+{self.b.n}){tail}"
 

@@ -154,6 +154,22 @@ def test_threshold_reads_the_same_in_bisect_and_bench_compare():
     from forensics.cli.common import parse_threshold
 
     assert parse_threshold("5") == parse_threshold("5%") == parse_threshold("0.05")
+    # '0.5' meant as 0.5% once silently became 50% (a fresh-user pass): now refused, both readings offered
+    with pytest.raises(BadInputError, match=r"--threshold '0.5' is ambiguous: write 0.5% or 50%"):
+        parse_threshold("0.5")
+    assert parse_threshold("0.5%") == pytest.approx(0.005)
+
+
+def test_a_probe_duration_beyond_any_float_is_bad_input_not_an_internal_error(tmp_path):
+    src = Path(__file__).resolve().parents[1] / "examples" / "aa" / "before.json"  # a real H200 snapshot
+    doc = json.loads(src.read_text())
+    name = next(iter(doc["probes"]))
+    text = src.read_text().replace(json.dumps(doc["probes"][name]["duration_s"]), "1" + "0" * 400, 1)
+    bad = tmp_path / "big.json"
+    bad.write_text(text)
+    proc = run_cli("show", str(bad))
+    assert proc.returncode == 2 and "duration_s" in proc.stderr and "edited or damaged" in proc.stderr
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_bisect_step_usage_error_aborts_git_bisect(tmp_path):
@@ -173,3 +189,25 @@ def test_repo_that_is_not_a_git_repository_is_refused(tmp_path, command):
     line = _one_line_exit_2(run_cli(*args, cwd=tmp_path))
     assert f"--repo {plain}: not a git repository" in line
     assert not (tmp_path / "s.json").exists() and not (tmp_path / "r.md").exists()
+
+
+def test_messages_name_the_real_problem_and_the_option(tmp_path):
+    # a fresh-user pass: "folder afile does not exist" for a file, "choose another -o" for --prom,
+    # "not a bench file file", and import of a snapshot called "not an environment report"
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    snap_a = str(root / "examples" / "aa" / "before.json")
+    cases = [
+        (["diff", snap_a, snap_a, "-o", "afile/r.html"], "afile is a file, not a folder; choose another --output"),
+        (["fleet", "report", str(root / "examples/fleet/h200/fleet.json"), "--prom", "afile/f.prom"],
+         "choose another --prom"),
+        (["bench", "compare", "adir", str(root / "examples/verdicts/h200-final/step-plus0-a.json")],
+         "adir: is a folder, not a bench file"),
+        (["import", snap_a], "already a forensics document, not a pasted text"),
+        (["diff", snap_a, snap_a, "--config", "adir"], "--config adir: is a folder"),
+    ]
+    for argv, expected in cases:
+        proc = run_cli(*argv, cwd=tmp_path)
+        assert proc.returncode == 2 and expected in proc.stderr, (argv, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and "file file" not in proc.stderr

@@ -113,3 +113,13 @@ def test_sides_alternate_which_runs_first(tmp_path):
             "[print(json.dumps({'metric': 'step_ms', 'value': 1.0})) for _ in range(3)]\"")
     a, b = run_user_ab(step, step, a_env={"SIDE": "A"}, b_env={"SIDE": "B"}, processes=4, budget_s=60, timeout_s=30)
     assert log.read_text() == "ABBAABBA" and len(a) == len(b) == 4
+
+
+def test_quiet_a_b_prints_the_summary_lines_and_one_verdict_line_only(tmp_path):
+    step = py('import json\nfor v in (30.0, 19.3, 19.5, 19.4): print(json.dumps({"metric": "step_ms", "value": v}))')
+    r = bench("--cmd", step, "--b-env", "X=1", "--processes", "5", "-o", str(tmp_path / "a.json"),
+              "--b-output", str(tmp_path / "b.json"))
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 0, r.output
+    assert lines[-1].startswith("user.step_ms: same - ") and len(lines) == 3, r.output  # A's, B's summary, verdict
+    assert "noise floor" not in r.output and "telemetry" not in r.output

@@ -180,7 +180,7 @@ def test_commits_go_to_the_repository_of_the_same_path_not_of_the_same_name(pull
     code = [f for f in next(h for h in a.hypotheses if h.id == "code.change").findings if f.status.value == "implicated"]
     assert [f.subject for f in code] == [str(work)]  # the unchanged repository is not implicated
     assert "fast-forward pull" in code[0].summary and "1 commit touches hot paths" in code[0].summary
-    assert any(line.startswith(f"repository {work} (main)") for line in code[0].evidence)
+    assert any(line.startswith(f"repository {work}: ") for line in code[0].evidence)
     assert not any(str(other) in line for line in code[0].evidence)
 
 

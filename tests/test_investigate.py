@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import processes_with_env
+from tests.conftest import processes_with_env, run_cli
 
 STEP = r'''
 import json, os, random, time
@@ -365,3 +365,15 @@ def test_an_older_package_from_the_wheelhouse_is_confirmed_in_a_temporary_overla
     plan = json.loads((tmp_path / "p.json").read_text())
     pkg = next(e for e in plan["experiments"] if e["kind"] == "package")
     assert pkg["outcome"] == "not-run" and "--wheelhouse" in pkg["reason"] and "pip download" in pkg["command"]
+
+
+def test_a_baseline_without_measurements_says_what_to_take_and_plan_still_plans(tmp_path):
+    # a fresh-user pass: --plan printed no plan, and the advice said "more processes" where none were measured
+    base = tmp_path / "base.json"
+    assert run_cli("snapshot", "-q", "-o", str(base), "--probe", "host", cwd=tmp_path).returncode == 0
+    plain = run_cli("investigate", "--baseline", str(base), "-o", str(tmp_path / "r.md"), cwd=tmp_path)
+    assert plain.returncode == 3
+    assert "neither snapshot has a measurement on both sides (take the baseline with `forensics snapshot --bench`" \
+        in plain.stdout and "--snapshot-processes" not in plain.stdout
+    plan = run_cli("investigate", "--baseline", str(base), "--plan", "-o", str(tmp_path / "p.md"), cwd=tmp_path)
+    assert plan.returncode == 0 and "Plan: " in plan.stdout and "if it did get slower" in plan.stdout

@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"forensics": ROOT / "forensics", "forensics_probes": ROOT / "probes"}
-SUBPACKAGES = ("cli", "diff", "bench", "step", "bisect", "gpu", "env", "render", "fleet")
+SUBPACKAGES = ("cli", "diff", "bench", "step", "bisect", "gpu", "env", "render", "fleet", "investigate", "importers")
 
 
 def _modules() -> dict[str, Path]:

@@ -179,7 +179,10 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
         from forensics.bench.compare import compare_docs
 
         result = compare_docs(docs[0], docs[1], threshold=thr)
-        print_comparison(c, result)
+        if quiet:  # the summary line only, as --quiet promises
+            click.echo(f"{result.headline}: {result.verdict.value} - {result.results[result.headline].sentence()}")
+        else:
+            print_comparison(c, result)
         ctx.exit(result.exit_code)
 
 

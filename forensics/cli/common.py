@@ -70,18 +70,27 @@ def signals_raise():
             signal.signal(s, h)
 
 
+AMBIGUOUS_FRACTION = 0.2
+"""A bare number below 1 is a fraction only up to this (0.05 = 5%); 0.2-1 could be meant as percent too."""
+
+
 def parse_threshold(text: str, option: str = "--threshold") -> float:
     """'5%', '5' or '0.05' -> 0.05 (a bare number >= 1 is read as percent), for every command.
 
+    A bare number between 0.2 and 1 is refused: '0.5' reads as 50% one way and 0.5% the other.
+
     Raises:
-        BadInputError: not a number, or outside 0-100% (the message names ``option``).
+        BadInputError: not a number, ambiguous, or outside 0-100% (the message names ``option``).
     """
     raw = text.strip().rstrip("%")
     try:
         v = float(raw)
     except ValueError:
         raise BadInputError(f"{option} {text!r}: expected a percentage such as 5%") from None
-    if text.strip().endswith("%") or v >= 1:
+    percent = text.strip().endswith("%")
+    if not percent and AMBIGUOUS_FRACTION < v < 1:
+        raise BadInputError(f"{option} {text!r} is ambiguous: write {raw}% or {v * 100:g}%")
+    if percent or v >= 1:
         v /= 100
     if not 0 < v < 1:
         raise BadInputError(f"{option} {text!r}: must be between 0% and 100% (e.g. 5%)")

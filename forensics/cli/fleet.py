@@ -11,6 +11,7 @@ import click
 
 from forensics.cli.common import check_repo, console, error_boundary
 from forensics.cli.types import POSITIVE, OutputFile
+from forensics.docfile import no_folder
 
 EXIT_MISSING = 3  # the fleet file is written, some ranks are missing from it
 
@@ -74,7 +75,7 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
     gather = output is not None or out_dir is None
     out = output or _default_output()
     if gather and pl.rank == 0 and not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise BadInputError(f"{out}: folder {out.parent} does not exist; create it or choose another -o")
+        raise BadInputError(no_folder(out, out.parent if str(out.parent) else Path(".")))
     if out_dir is not None:
         channel, kind = DirChannel(out_dir, pl.run_id), "dir"
     elif pl.world_size == 1 and not pl.master_addr:

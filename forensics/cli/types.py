@@ -89,9 +89,10 @@ class OutputFile(click.ParamType):
         from forensics.docfile import check_writable, written_in_place
         from forensics.errors import BadInputError
 
+        option = max(param.opts, key=len) if param is not None and param.opts else "-o"  # "--prom", "-o"...
         if written_in_place(path):  # /dev/null, a FIFO, /dev/stdout: written where it is, whatever its name
             try:
-                check_writable(path)
+                check_writable(path, option=option)
             except BadInputError as exc:
                 self.fail(str(exc), param, ctx)
             return path
@@ -101,7 +102,7 @@ class OutputFile(click.ParamType):
         if path.is_dir():
             self.fail(f"{path}: is a folder; give a file name", param, ctx)
         try:  # the folder exists and takes a new file: checked now, not after a 20 s benchmark
-            check_writable(path)
+            check_writable(path, option=option)
         except BadInputError as exc:
             self.fail(str(exc), param, ctx)
         return path

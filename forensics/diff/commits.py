@@ -533,7 +533,7 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
         if not mine:
             continue
         lead = next((f for f in mine if "head.sha" in f.fields), mine[0])
-        evidence = [f"repository {rc.path} ({rc.role}): {rc.move.sentence}"]
+        evidence = [f"repository {rc.path}{'' if rc.role == 'main' else f' ({rc.role} install)'}: {rc.move.sentence}"]
         hot = [c for c in rc.commits if c.hot_lines]
         if rc.commits or rc.dropped:
             evidence.append(f"{plural(len(rc.commits), 'new commit')}, {len(rc.dropped)} dropped; {len(hot)} touch "

@@ -82,6 +82,8 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
     if repo is not None and (Path(repo) / CONFIG_NAME).is_file():
         files.append(Path(repo) / CONFIG_NAME)
     if config is not None:
+        if Path(config).is_dir():
+            raise BadInputError(f"--config {config}: is a folder; give the hot-paths YAML file (docs/report.md)")
         if not Path(config).is_file():
             raise BadInputError(f"--config {config}: no such file")
         files.append(Path(config))

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from forensics import __version__
+from forensics.docfile import MAX_FILE_BYTES, check_schema, finite_json, no_folder, read_document, utc_now
 from forensics.errors import BadInputError
-from forensics.docfile import MAX_FILE_BYTES, check_schema, finite_json, read_document, utc_now
 from forensics.snapshot import validate as validate_snapshot
 
 SCHEMA_NAME = "forensics.fleet"
@@ -64,7 +64,7 @@ def write(path: Path, head: dict[str, Any], records: Iterable[dict[str, Any]]) -
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise BadInputError(f"{path}: folder {folder} does not exist; create it or choose another -o")
+        raise BadInputError(no_folder(path, folder))
     head = {k: v for k, v in head.items() if k != "records"}
     first = json.dumps(finite_json(head), ensure_ascii=False, allow_nan=False)
     try:

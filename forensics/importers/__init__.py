@@ -78,7 +78,7 @@ def _read(path: Path) -> str:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file") from None
+        raise BadInputError(f"{path}: no such file; give the text pasted from the ticket (saved to a file)") from None
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read ({exc.strerror})") from None
     if path.is_dir():

@@ -192,6 +192,9 @@ def parts_of(text: str, name: str, fmt: str = "auto") -> tuple[list[str], list[S
             raise BadInputError(f"{name}: no {fmt} report found in it; check --format (or use --format auto)")
         return lines, spans
     spans = split(lines)
+    if not spans and re.search(r'^\W*"?schema"?\s*:\s*"?forensics\.', text[:4096], re.MULTILINE):
+        raise BadInputError(f"{name}: already a forensics document, not a pasted text; read it with "
+                            "'forensics show' or compare it with 'forensics diff'")
     if not spans:
         raise BadInputError(f"{name}: not an environment report (no collect_env, vLLM collect-env, sglang check_env, "
                             "nvidia-smi, nvidia-smi -q/-x or pip list text found); paste one of those")

@@ -41,6 +41,7 @@ from forensics.investigate.experiments import KINDS, Context
 from forensics.investigate.measure import CANARY_RESULT, Subject, callable_command, measure_now, results_of
 from forensics.investigate.model import Experiment, Kind, Outcome, Regression
 from forensics.investigate.plan import build_plan
+from forensics.render.words import plural
 from forensics.stats import Verdict
 
 EventFn = Callable[..., None]
@@ -211,8 +212,8 @@ def investigate(s: Settings, on_event: EventFn | None = None,
                   deadline=t0 + s.budget_s,
                   on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
     ctx.cache["no_canary_reason"] = f"the canary cannot run: {no_canary_reason}"
-    if regression is Regression.YES:
-        inv.experiments = build_plan(ctx)
+    if regression is Regression.YES or (s.plan_only and regression is Regression.UNKNOWN):
+        inv.experiments = build_plan(ctx)  # --plan shows what would run, also when the slowdown is not yet measured
         if not s.plan_only:
             _run_all(inv, ctx, emit, interrupts)
     t_exp = sum(e.elapsed_s for e in inv.experiments)
@@ -318,16 +319,19 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
     """The leading sentence and the exit code (0 no regression, 1 explained, 3 not explained)."""
     if inv.regression is Regression.NO:
         return (f"No regression: {inv.regression_sentence}; no experiment was run.", EXIT_OK)
-    if inv.regression is Regression.UNKNOWN:
-        return (f"Could not tell whether it got slower ({inv.regression_sentence}); no experiment was run: rerun "
-                "with more processes (--snapshot-processes) on a quieter machine.", EXIT_INCONCLUSIVE)
     top = inv.analysis.top
     if inv.settings.plan_only:
         runnable = [e for e in inv.experiments if e.outcome is Outcome.PLANNED]
         cost = sum(e.estimate_s for e in runnable)
         lead = f"most likely {top.id} ({top.summary})" if top else "nothing implicated"
-        return (f"Plan: measured slower ({inv.regression_sentence}); {lead}; {len(runnable)} experiment(s), about "
-                f"{cost:.0f} s.", EXIT_OK)
+        measured = (f"measured slower ({inv.regression_sentence})" if inv.regression is Regression.YES else
+                    f"{inv.regression_sentence}; if it did get slower")
+        return (f"Plan: {measured}: {lead}; {plural(len(runnable), 'experiment')}, about {cost:.0f} s.", EXIT_OK)
+    if inv.regression is Regression.UNKNOWN:
+        unmeasured = "neither snapshot has a measurement" in inv.regression_sentence  # the sentence says what to do
+        return (f"Could not tell whether it got slower: {inv.regression_sentence.removeprefix('could not tell whether the step got slower: ')}; no experiment was run"
+                + ("." if unmeasured else ": rerun with more processes (--snapshot-processes) on a quieter machine."),
+                EXIT_INCONCLUSIVE)
     conf = sorted(inv.confirmed, key=lambda e: len(e.params.get("restore") or {}))  # one variable before a group
     if conf:
         head = conf[0]

@@ -151,6 +151,7 @@ class GitProbe(Probe):
     name = "git"
     description = "git HEAD, branch/detached, upstream ahead/behind, dirty files, stash, reflog of the code under test"
     hypotheses = ("code.change",)
+    map_fields = ("repos.*.remotes", "repos.*.dirty_stat")  # remote names and file paths are data, not keys
     types = {"repos": "list", "repos.*": "mapping", "repos.*.path": "string", "repos.*.branch": "string?",
              "repos.*.detached": "boolean", "repos.*.dirty": "boolean", "repos.*.head": "mapping?",
              "repos.*.head.sha": "string", "repos.*.reflog": "list", "repos.*.reflog.*": "mapping",
