@@ -294,3 +294,12 @@ def test_a_refusal_is_recorded_by_its_fatal_line_not_the_hint_after_it():
               "directory, call:\n\n\tgit config --global --add safe.directory /srv/app\n")
     assert error_line(stderr, 128) == "fatal: detected dubious ownership in repository at '/srv/app'"
     assert error_line("", 1) == "exit status 1"
+
+
+def test_an_upstream_that_is_gone_is_not_read_as_no_upstream(repo, tmp_path):
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    git(clone, "checkout", "-q", "-b", "topic", "--track", "origin/main")
+    git(clone, "update-ref", "-d", "refs/remotes/origin/main")  # the remote branch was deleted and pruned
+    rec = _collect(clone)
+    assert rec["upstream"] == {"name": "origin/main", "ahead": None, "behind": None, "gone": True}

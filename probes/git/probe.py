@@ -16,7 +16,9 @@ side (see :mod:`forensics_probes.git.read`) and plain file reads, never changing
 - ``shallow``: ``.git/shallow`` exists.
 - ``head``: ``{"sha", "subject", "author", "authored_at", "committed_at"}`` (UTC ISO).
 - ``branch`` (null when detached), ``detached``.
-- ``upstream``: ``{"name", "ahead", "behind"}`` (``git rev-list --left-right --count``) or null.
+- ``upstream``: ``{"name", "ahead", "behind"}`` (``git status --porcelain=v2 --branch``'s ``branch.ab``), or
+  ``{"name", "ahead": null, "behind": null, "gone": true}`` when the upstream branch no longer exists; null
+  when the branch tracks nothing.
 - ``dirty_stat``: ``{path: [size_bytes, mtime_ns]}`` of the modified and staged files (``os.lstat``), so
   that two snapshots dirty in the same files tell whether those files changed in between.
 - ``dirty``, ``modified`` (unstaged), ``staged``, ``conflicted`` (unmerged index entries: a merge or

@@ -187,8 +187,10 @@ def parse_status_v2(text: str) -> dict[str, Any]:
                 out["modified"].append(path)
         elif kind == "u":
             out["conflicted"].append(entry.split(" ", 10)[-1])
-    if upstream is not None and ab is not None:  # no branch.ab: the upstream is configured but gone
+    if upstream is not None and ab is not None:
         out["upstream"] = {"name": upstream, "ahead": ab[0], "behind": ab[1]}
+    elif upstream is not None:  # no branch.ab: the upstream is configured but its branch is gone
+        out["upstream"] = {"name": upstream, "ahead": None, "behind": None, "gone": True}
     return out
 
 
