@@ -307,7 +307,9 @@ def test_12_next_bisect_removes_the_stale_worktrees_of_a_killed_one_and_only_tho
     import shutil
 
     shutil.rmtree(mine)  # the user's own stale worktree: not ours to remove
-    proc = subprocess.Popen([sys.executable, "-m", "forensics", "bisect", "--repo", str(repo), "--good", "HEAD~2",
+    # --good is the commit that adds step.py: at HEAD~2 the step cannot start, and the bisect could end (and remove
+    # its worktrees) before the loop below sees them
+    proc = subprocess.Popen([sys.executable, "-m", "forensics", "bisect", "--repo", str(repo), "--good", "HEAD~1",
                              "--bad", "HEAD", "--cmd", f"{sys.executable} step.py"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
