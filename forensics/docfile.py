@@ -122,7 +122,7 @@ def check_writable(path: Path, option: str = "-o") -> None:
         return
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise BadInputError(no_folder(path, folder, option))
+        raise BadInputError(no_folder(path, option))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
     except OSError as exc:
@@ -136,8 +136,9 @@ def _file_word(what: str) -> str:
     return what if what.endswith("file") else f"{what} file"
 
 
-def no_folder(path: Path, folder: Path, option: str = "-o") -> str:
+def no_folder(path: Path, option: str = "-o") -> str:
     """The one-line error for an output whose folder is not a folder: missing, or a file of that name."""
+    folder = path.parent if str(path.parent) else Path(".")
     if folder.exists():
         return f"{path}: {folder} is a file, not a folder; choose another {option}"
     return f"{path}: folder {folder} does not exist; create it or choose another {option}"
@@ -164,7 +165,7 @@ def write_atomic(path: Path, text: str) -> None:
         return
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise BadInputError(no_folder(path, folder, "-o"))
+        raise BadInputError(no_folder(path))
     if path.is_dir():
         raise BadInputError(f"{path}: is a folder; give a file name")
     try:

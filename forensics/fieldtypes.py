@@ -127,14 +127,14 @@ def check_data(data: dict[str, Any], types: dict[str, str], where: str,
                 raise BadInputError(f"{path}: {here} is {shown}, expected {_NAMES[base]}"
                                     f"{' or null' if nullable else ''}; the file was edited or damaged")
             if base in ("number", "integer"):
-                bad = _impossible(value, bound)
+                bad = impossible(value, bound)
                 if bad:
                     node[key] = missing(MissingReason.ERROR, f"malformed value: {bad}")
                     notes.append((trail, f"{here}: malformed value ({bad}); treated as unknown"))
     return notes
 
 
-def _impossible(value: float, bound: str) -> str:
+def impossible(value: float, bound: str = "") -> str:
     """Why a number cannot be a reading ("" when it can): not finite, beyond any float, or out of its bound."""
     if isinstance(value, int) and value.bit_length() > 1000:
         return f"a whole number of {value.bit_length()} bits is beyond any reading"

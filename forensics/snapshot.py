@@ -15,7 +15,6 @@ JSON by default, YAML when the file name ends in ``.yaml``/``.yml``.
 from __future__ import annotations
 
 import hashlib
-import math
 import socket
 from pathlib import Path
 from typing import Any
@@ -168,12 +167,11 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         dur = section.get("duration_s", 0)
         if not isinstance(dur, (int, float)) or isinstance(dur, bool):
             raise BadInputError(f"{path}: probe {name!r} 'duration_s' must be a number, found {json_type(dur)}")
-        try:
-            finite = math.isfinite(float(dur)) and float(dur) >= 0
-        except OverflowError:  # a whole number beyond any float (10**400)
-            finite = False
-        if not finite:
-            raise BadInputError(f"{path}: probe {name!r} 'duration_s' is {str(dur)[:20]}, not a time in seconds; "
+        from forensics.fieldtypes import impossible  # read side only: the snapshot command never needs it
+
+        why = impossible(dur, ">=0")  # NaN, infinity, 10**400, a negative time
+        if why:
+            raise BadInputError(f"{path}: probe {name!r} 'duration_s': {why}, not a time in seconds; "
                                 "the file was edited or damaged (take the snapshot again)")
         if "reason" in section and not isinstance(section["reason"], str):
             raise BadInputError(f"{path}: probe {name!r} 'reason' must be a string, found {json_type(section['reason'])}")

@@ -75,7 +75,7 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
     gather = output is not None or out_dir is None
     out = output or _default_output()
     if gather and pl.rank == 0 and not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise BadInputError(no_folder(out, out.parent if str(out.parent) else Path(".")))
+        raise BadInputError(no_folder(out))
     if out_dir is not None:
         channel, kind = DirChannel(out_dir, pl.run_id), "dir"
     elif pl.world_size == 1 and not pl.master_addr:

@@ -64,7 +64,7 @@ def write(path: Path, head: dict[str, Any], records: Iterable[dict[str, Any]]) -
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise BadInputError(no_folder(path, folder))
+        raise BadInputError(no_folder(path))
     head = {k: v for k, v in head.items() if k != "records"}
     first = json.dumps(finite_json(head), ensure_ascii=False, allow_nan=False)
     try:

@@ -28,10 +28,11 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
+
+from forensics.procgroup import kill_group
 
 _REPO_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
                    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX")
@@ -103,7 +104,7 @@ class GitCalls:
         try:
             out, err = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc, grace_s=0.1)
             proc.communicate()
             raise GitError(f"git {name}: no answer after {self.timeout_s:g} s") from None
         if proc.returncode != 0:
@@ -115,21 +116,11 @@ class GitCalls:
         """Stop and reap every command still running, with whatever it started (its process group)."""
         for proc in self._procs:
             if proc.poll() is None:
-                _kill_group(proc)
+                kill_group(proc, grace_s=0.1)
             try:
                 proc.communicate(timeout=1)
             except (subprocess.TimeoutExpired, ValueError, OSError):
                 pass
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        try:
-            proc.kill()
-        except OSError:
-            pass
 
 
 def error_line(stderr: str, returncode: int) -> str:
