@@ -114,3 +114,20 @@ def test_default_snapshot_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     imported, n = out.split()
     assert imported == "False" and int(n) >= 3
+
+
+def test_spawned_workers_do_not_import_the_command_line():
+    """multiprocessing's spawn and forkserver run the parent's main script again in each worker (as
+    ``__mp_main__``): the installed ``forensics`` script must not bring click and the commands with it."""
+    script = Path(sys.executable).with_name("forensics")
+    assert script.is_file(), f"{script}: the console script is not installed in this Python (make install)"
+    expr = "sorted(m for m in ('click', 'forensics.cli', 'rich', 'forensics.__main__') if m in __import__('sys').modules)"
+    code = ("import multiprocessing as mp, sys, types\n"
+            "main = types.ModuleType('__main__')\n"
+            f"main.__file__ = {str(script)!r}\n"  # what running the script makes __main__
+            "sys.modules['__main__'] = main\n"
+            "with mp.get_context('spawn').Pool(1) as pool:\n"
+            f"    print(pool.apply(eval, ({expr!r},)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['forensics.__main__']"  # the entry point's module, and nothing more

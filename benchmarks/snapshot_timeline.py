@@ -1,0 +1,130 @@
+"""Timeline of one default ``forensics snapshot -q``: where its wall clock goes, phase by phase.
+
+Each run is a fresh interpreter that wraps a few functions of the snapshot path (imports, probe
+loading, each probe's thread, some of the probes' own steps, building and writing the document)
+with ``time.perf_counter`` marks, then runs the real CLI. The parent records the wall clock
+(``time.time``) before starting it and after it exits, so Python's start-up and the exit (atexit
+handlers, stopping helpers, interpreter shutdown) are measured too, outside the child's view.
+
+    python3 benchmarks/snapshot_timeline.py [--runs 5] [--out FILE]
+
+Prints, per phase, the median start and end in milliseconds from the parent's launch. This is a
+diagnostic for docs/benchmarks.md, not a test: the wrapped functions are internal and may move.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# (module, attribute path, label): functions timed in the child, when they exist in this build.
+TARGETS = (
+    ("forensics.collect", "load_probes", "load probes (imports every probe module)"),
+    ("forensics.runner", "_run_one", "probe thread"),
+    ("forensics.snapshot", "build", "build document (redaction sweep)"),
+    ("forensics.snapshot", "save", "write file"),
+    ("forensics.gpu.nvml", "Nvml.unavailable", "gpu: nvmlInit"),
+    ("forensics.gpu.nvml", "Nvml.devices", "gpu: handles"),
+    ("forensics_probes.gpu.probe", "GpuProbe._read_gpus", "gpu: read GPUs"),
+    ("forensics_probes.gpu.probe", "GpuProbe._read_topology", "gpu: nvidia-smi topo -m"),
+    ("forensics_probes.gpu.probe", "GpuProbe._read_pci", "gpu: sysfs PCI"),
+)
+
+
+def _child(out: str, snapshot_path: str) -> None:
+    t0_wall, p0 = time.time(), time.perf_counter()
+    spans: list[tuple[str, float, float]] = []
+
+    import importlib
+    import threading
+
+    def timed(fn, label):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter() - p0
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                name = label
+                if label == "probe thread" and args:
+                    name = f"probe {args[0].probe.name}"
+                elif threading.current_thread().name.startswith("forensics-gpu"):
+                    name = f"{label} ({threading.current_thread().name})"
+                spans.append((name, start, time.perf_counter() - p0))
+        return wrapper
+
+    start = time.perf_counter() - p0
+    import forensics.cli  # noqa: F401
+    import forensics.cli.snapshot  # noqa: F401
+    spans.append(("import CLI (click, snapshot command)", start, time.perf_counter() - p0))
+    start = time.perf_counter() - p0
+    for module_name, attr, label in TARGETS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        owner, _, name = attr.rpartition(".")
+        holder = getattr(module, owner) if owner else module
+        if hasattr(holder, name):
+            setattr(holder, name, timed(getattr(holder, name), label))
+    spans.append(("import core + wrap (timeline only)", start, time.perf_counter() - p0))
+    from forensics.cli import run
+
+    try:
+        run(["snapshot", "-q", "-o", snapshot_path])
+    except SystemExit:
+        pass
+    end = time.perf_counter() - p0
+    Path(out).write_text(json.dumps({"t0_wall": t0_wall, "end": end, "spans": spans}))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child(*args.child)
+        return 0
+    rows: dict[str, list[tuple[float, float]]] = {}
+    walls, starts, tails = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.runs + 1):  # the first run warms the file cache and is not counted
+            tl, snap = Path(tmp) / "tl.json", Path(tmp) / "snap.json"
+            launch = time.time()
+            subprocess.run([sys.executable, __file__, "--child", str(tl), str(snap)], check=True,
+                           capture_output=True)
+            done = time.time()
+            if i == 0:
+                continue
+            data = json.loads(tl.read_text())
+            offset = (data["t0_wall"] - launch) * 1000
+            walls.append((done - launch) * 1000)
+            starts.append(offset)
+            tails.append((done - data["t0_wall"]) * 1000 - data["end"] * 1000)
+            for name, s, e in data["spans"]:
+                rows.setdefault(name, []).append((offset + s * 1000, offset + e * 1000))
+    med = statistics.median
+    lines = [f"{args.runs} runs, ms from launch (medians)", f"{'phase':52} {'start':>7} {'end':>7} {'length':>7}",
+             f"{'Python start-up (to the first line of the child)':52} {0:7.0f} {med(starts):7.0f} {med(starts):7.0f}"]
+    for name, spans in sorted(rows.items(), key=lambda kv: med(s for s, _ in kv[1])):
+        s, e = med(a for a, _ in spans), med(b for _, b in spans)
+        lines.append(f"{name[:52]:52} {s:7.0f} {e:7.0f} {med(b - a for a, b in spans):7.0f}")
+    lines.append(f"{'exit (after run() returned)':52} {'':7} {'':7} {med(tails):7.0f}")
+    lines.append(f"{'wall':52} {0:7.0f} {med(walls):7.0f} {med(walls):7.0f}")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with args.out.open("a") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
