@@ -3,10 +3,13 @@
 Used for the H200 figures in docs/benchmarks.md. Run it from inside a git checkout (the git probe then
 reads a repository, as in a user's project):
 
-    python3 benchmarks/snapshot_interleaved.py --new SITE_DIR --old SITE_DIR [--rounds 9] [--label TEXT] [--out FILE]
+    python3 benchmarks/snapshot_interleaved.py --new SITE_DIR --old SITE_DIR [--build NAME=SITE_DIR ...]
+        [--rounds 9] [--label TEXT] [--out FILE]
 
-``--new``/``--old``: folders put on PYTHONPATH for each build (``pip install --target DIR``); the order of
-the two alternates round by round, collect_env runs every other round (at most 4 times). Wall clock is
+``--new``/``--old``/``--build``: folders put on PYTHONPATH for each build (``pip install --target DIR``),
+each run as a user runs it, through the ``forensics`` script pip wrote in ``DIR/bin`` (``python -m
+forensics`` where there is none); the order of the builds reverses round by round, collect_env runs
+every other round (at most 4 times). Wall clock is
 ``time.perf_counter`` around ``subprocess.run``: no shell or timing tool in the figure. Prints, and appends
 to ``--out``, each command's median/min/max and each build's per-probe ``duration_s`` of its last snapshot.
 """
@@ -27,13 +30,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--new", required=True)
     ap.add_argument("--old")
+    ap.add_argument("--build", action="append", default=[], metavar="NAME=SITE_DIR", help="a further build")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--label", default="")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
-    builds = {"new": args.new, **({"old": args.old} if args.old else {})}
-    cmds = {f"{name} snapshot": ["env", f"PYTHONPATH={path}", sys.executable, "-m", "forensics", "snapshot", "-q",
+    builds = {"new": args.new, **({"old": args.old} if args.old else {}),
+              **dict(b.split("=", 1) for b in args.build)}
+
+    def command(path: str) -> list[str]:
+        script = Path(path, "bin", "forensics")
+        return [sys.executable, str(script)] if script.is_file() else [sys.executable, "-m", "forensics"]
+
+    cmds = {f"{name} snapshot": ["env", f"PYTHONPATH={path}", *command(path), "snapshot", "-q",
                                  "-o", str(tmp / f"{name}.json")] for name, path in builds.items()}
     cmds["collect_env"] = [sys.executable, "-m", "torch.utils.collect_env"]
     times: dict[str, list[float]] = {k: [] for k in cmds}

@@ -73,10 +73,13 @@ def _child(out: str, snapshot_path: str) -> None:
         if hasattr(holder, name):
             setattr(holder, name, timed(getattr(holder, name), label))
     spans.append(("import core + wrap (timeline only)", start, time.perf_counter() - p0))
-    from forensics.cli import run
-
+    try:  # the console script's entry point where this build has one (it also sets up the exit)
+        from forensics.__main__ import main as entry
+    except ImportError:
+        from forensics.cli import run as entry
+    sys.argv[1:] = ["snapshot", "-q", "-o", snapshot_path]
     try:
-        run(["snapshot", "-q", "-o", snapshot_path])
+        entry()
     except SystemExit:
         pass
     end = time.perf_counter() - p0
