@@ -7,12 +7,42 @@ Readers never raise for an absent or unreadable source: they return a
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from forensics.model import MissingReason, missing
+
+
+_DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[^-]+)\.dist-info$")
+
+
+def normalise(name: str) -> str:
+    """PEP 503 normalised distribution name (lowercase, runs of ``-_.`` as ``-``): the software
+    probe's package keys."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def name_and_version(dist) -> tuple[str | None, str]:
+    """(normalised name, version) of an installed distribution (an ``importlib.metadata.Distribution``).
+
+    Read from the ``<name>-<version>.dist-info`` folder name (the wheel spec's escaped form: the
+    version as in METADATA, the name escaped), which costs no file read; other layouts
+    (``.egg-info``) fall back to parsing the METADATA file once (~1 ms of interpreter time each,
+    ~200 of them in a torch environment). A broken distribution gives ``(None, "")``.
+    """
+    folder = getattr(dist, "_path", None)
+    m = _DIST_INFO.match(getattr(folder, "name", "") or "")
+    if m:
+        return normalise(m.group("name")), m.group("version")
+    try:
+        md = dist.metadata
+        name, version = md["Name"], md["Version"]
+    except Exception:  # unreadable or damaged metadata
+        return None, ""
+    return (normalise(name) if name else None), version or ""
 
 
 def read_text(path: str | Path) -> str | None:

@@ -31,6 +31,7 @@ from urllib.parse import unquote, urlparse
 from forensics.model import (Finding, MissingReason, Severity, implicated, inconclusive, is_missing, is_unrecorded, missing,
                              ruled_out)
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
+from forensics.readers import name_and_version, normalise
 
 # Distributions whose change matters most to GPU step time (matched on the normalised name).
 GPU_STACK = re.compile(
@@ -38,11 +39,6 @@ GPU_STACK = re.compile(
     r"cupy.*|jax.*|tensorrt.*|torchvision|torchaudio|accelerate|bitsandbytes|numpy|flashinfer.*|"
     r"sgl[-_]kernel|cutlass.*|nccl.*|pynvml|nvidia-ml-py)$"
 )
-
-
-def normalise(name: str) -> str:
-    """PEP 503 normalised distribution name (lowercase, runs of -_. as -)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def editable_location(direct_url_text: str | None) -> dict[str, str] | None:
@@ -59,28 +55,6 @@ def editable_location(direct_url_text: str | None) -> dict[str, str] | None:
     parsed = urlparse(url)
     path = unquote(parsed.path) if parsed.scheme == "file" else url
     return {"path": path, "url": url}
-
-
-_DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[^-]+)\.dist-info$")
-
-
-def name_and_version(dist) -> tuple[str | None, str]:
-    """(normalised name, version) of an installed distribution.
-
-    Read from the ``<name>-<version>.dist-info`` folder name (the wheel spec's
-    escaped form), which costs no file read; other layouts (``.egg-info``) fall
-    back to parsing the METADATA file once. A broken distribution gives (None, "").
-    """
-    folder = getattr(dist, "_path", None)
-    m = _DIST_INFO.match(getattr(folder, "name", "") or "")
-    if m:
-        return normalise(m.group("name")), m.group("version")
-    try:
-        md = dist.metadata
-        name, version = md["Name"], md["Version"]
-    except Exception:  # unreadable or damaged metadata
-        return None, ""
-    return (normalise(name) if name else None), version or ""
 
 
 def torch_build(version: str | None):

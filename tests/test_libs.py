@@ -81,7 +81,7 @@ def _h200_site(tmp_path):
     return len(lines)
 
 
-def test_wheels_found_reading_only_nvidia_metadata(tmp_path, monkeypatch):
+def test_wheels_found_from_folder_names_reading_no_wheel_metadata(tmp_path, monkeypatch):
     from importlib import metadata
 
     count = _h200_site(tmp_path)
@@ -102,7 +102,7 @@ def test_wheels_found_reading_only_nvidia_metadata(tmp_path, monkeypatch):
     assert libs._wheel_for("/usr/lib/x86_64-linux-gnu/libnccl.so.2", "nccl")["missing"] == "not_applicable"
     reads.clear()
     libs.nvidia_distributions()
-    assert count > 190 and all("nvidia" in r.lower() for r in reads) and len(set(reads)) == 17
+    assert count > 190 and set(reads) == {"nvidia_legacy_tools.egg-info"}  # only the layout without a versioned name
 
 
 def test_version_query_of_a_broken_library_is_an_error_not_a_crash(tmp_path):

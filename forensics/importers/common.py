@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.model import MissingReason, is_missing, missing
+from forensics.readers import normalise  # noqa: F401  (re-exported to the importers)
 
 FORMAT_LABELS = {
     "collect-env": "collect_env",
@@ -155,11 +156,6 @@ def enabled_of(text: str | None) -> str | None:
 COMPUTE_MODES = {"default": "default", "exclusive_thread": "exclusive_thread", "prohibited": "prohibited",
                  "exclusive_process": "exclusive_process", "e. process": "exclusive_process",
                  "e. thread": "exclusive_thread"}
-
-
-def normalise(name: str) -> str:
-    """PEP 503 normalised distribution name (the software probe's package keys)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def version_tuple(version: str) -> str:

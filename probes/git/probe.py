@@ -193,6 +193,9 @@ class GitProbe(Probe):
 
         out = []
         for dist in metadata.distributions():
+            folder = getattr(dist, "_path", None)
+            if folder is not None and not os.path.isfile(os.path.join(str(folder), "direct_url.json")):
+                continue  # one stat, not pathlib's open, for the ~200 distributions that have no such file
             try:
                 raw = dist.read_text("direct_url.json")
                 info = json.loads(raw) if raw else None

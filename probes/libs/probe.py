@@ -42,6 +42,7 @@ from typing import Any
 
 from forensics.model import MissingReason, is_missing, missing
 from forensics.probe import FieldSpec, JudgeContext, Probe, ProbeContext, ProbeResult
+from forensics.readers import name_and_version
 
 # kind -> (file glob under a lib folder, ctypes version function, wheel name fragment)
 LIBS: dict[str, tuple[str, str, str]] = {
@@ -55,7 +56,9 @@ ENV_CLAIMS = ("CUDA_VERSION", "NCCL_VERSION", "CUDNN_VERSION", "NV_CUDA_LIB_VERS
 VERSION_TIMEOUT_S = 5.0
 DEEP_TIMEOUT_S = 60.0
 
-# Runs in a child: python -c _CHILD '[["nccl", "/path/libnccl.so.2"], ...]'; prints {kind: int|"error: ..."}.
+# Runs in a child: python -I -S -c _CHILD '[["nccl", "/path/libnccl.so.2"], ...]'; prints {kind: int|"error: ..."}.
+# -S: without ``site`` (the child imports only ctypes and json, and opens each library by its absolute
+# path), so no .pth hook runs: those took ~45 ms of the child's start-up on the H200 machine.
 _CHILD = r"""
 import ctypes, json, sys
 out = {}
@@ -160,29 +163,21 @@ def parse_version_py(text: str, name: str) -> Any:
     return val if val is not None else missing(MissingReason.NOT_APPLICABLE, "CPU-only build of torch")
 
 
-_DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-[^-]+\.dist-info$")
-
-
 def nvidia_distributions() -> list[tuple[str, str]]:
     """``(name, version)`` of every installed distribution named ``nvidia-*``, in
-    ``importlib.metadata.distributions()`` order; ``name`` is its METADATA ``Name``, lowercased.
+    ``importlib.metadata.distributions()`` order; ``name`` normalised (PEP 503).
 
-    METADATA is read only where the name can start with ``nvidia-``: a
-    ``<name>-<version>.dist-info`` folder (the wheel spec's escaped name) whose
-    name does not normalise to ``nvidia-...`` is passed over unread; other
-    layouts (``.egg-info``) are read. One pass for all three libraries: an
-    environment with torch holds ~200 distributions, and parsing each METADATA
-    costs ~1 ms of the interpreter's time that the other probes wait for.
+    Names and versions come from the ``<name>-<version>.dist-info`` folder names
+    (:func:`forensics.readers.name_and_version`): no METADATA is parsed except for other
+    layouts (``.egg-info``). An environment with torch holds ~200 distributions, 17 of
+    them ``nvidia-*`` on the H200 machine, and parsing a METADATA costs ~2 ms of the
+    interpreter's time that the other probes wait for.
     """
     out = []
     for dist in metadata.distributions():
-        m = _DIST_INFO.match(getattr(getattr(dist, "_path", None), "name", "") or "")
-        if m and not re.sub(r"[-_.]+", "-", m.group("name")).lower().startswith("nvidia-"):
-            continue
-        md = dist.metadata
-        name = (md["Name"] or "").lower()
-        if name.startswith("nvidia-"):
-            out.append((name, md["Version"]))
+        name, version = name_and_version(dist)
+        if name and name.startswith("nvidia-"):
+            out.append((name, version))
     return out
 
 
@@ -230,7 +225,7 @@ def query_versions(found: dict[str, dict[str, Any]], timeout_s: float = VERSION_
         return {}
     args = json.dumps([[k, v["path"], LIBS[k][1]] for k, v in found.items()])
     try:
-        proc = subprocess.run([sys.executable, "-I", "-c", _CHILD, args], capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD, args], capture_output=True, text=True,
                               timeout=timeout_s, stdin=subprocess.DEVNULL)
         res = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
         if proc.returncode != 0:
@@ -290,8 +285,13 @@ class LibsProbe(Probe):
         torch, site = read_torch()
         data: dict[str, Any] = {"torch": torch}
         found = {k: f for k in LIBS if (f := find_library(k, site)) is not None}
-        codes = query_versions(found, min(VERSION_TIMEOUT_S, ctx.timeout_s / 2))
-        dists = nvidia_distributions() if any("/nvidia/" in f["path"] for f in found.values()) else []
+        from concurrent.futures import ThreadPoolExecutor
+
+        wheels = any("/nvidia/" in f["path"] for f in found.values())
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the wheels are listed while the child answers
+            listing = pool.submit(nvidia_distributions) if wheels else None
+            codes = query_versions(found, min(VERSION_TIMEOUT_S, ctx.timeout_s / 2))
+            dists = listing.result() if listing is not None else []
         for kind in LIBS:
             if kind not in found:
                 data[kind] = missing(MissingReason.NOT_FOUND, "no library file in torch/lib, nvidia wheels or "
