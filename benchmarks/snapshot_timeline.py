@@ -34,6 +34,12 @@ TARGETS = (
     ("forensics_probes.gpu.probe", "GpuProbe._read_gpus", "gpu: read GPUs"),
     ("forensics_probes.gpu.probe", "GpuProbe._read_topology", "gpu: nvidia-smi topo -m"),
     ("forensics_probes.gpu.probe", "GpuProbe._read_pci", "gpu: sysfs PCI"),
+    ("forensics.env.collect", "run_start_methods", "nccl_env: all start-method workers"),
+    ("forensics.env.collect", "_mp_worker", "nccl_env: worker"),
+    ("forensics.env.collect", "_cmd_worker", "nccl_env: subprocess worker"),
+    ("forensics.env.data", "_parent_side", "nccl_env: parent side"),
+    ("forensics_probes.libs.probe", "query_versions", "libs: version child"),
+    ("forensics_probes.host", "_ProcessWindow._times", "host: process scan"),
 )
 
 
@@ -46,23 +52,27 @@ def _child(out: str, snapshot_path: str) -> None:
 
     def timed(fn, label):
         def wrapper(*args, **kwargs):
-            start = time.perf_counter() - p0
+            start, cpu = time.perf_counter() - p0, time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 name = label
                 if label == "probe thread" and args:
                     name = f"probe {args[0].probe.name}"
+                elif label == "nccl_env: worker" and args:
+                    name = f"nccl_env: {args[0]} worker"
+                elif label == "host: process scan":
+                    name = f"host: process scan {1 + sum(n.startswith(label) for n, *_ in spans)}"
                 elif threading.current_thread().name.startswith("forensics-gpu"):
                     name = f"{label} ({threading.current_thread().name})"
-                spans.append((name, start, time.perf_counter() - p0))
+                spans.append((name, start, time.perf_counter() - p0, time.thread_time() - cpu))
         return wrapper
 
-    start = time.perf_counter() - p0
+    start, cpu = time.perf_counter() - p0, time.thread_time()
     import forensics.cli  # noqa: F401
     import forensics.cli.snapshot  # noqa: F401
-    spans.append(("import CLI (click, snapshot command)", start, time.perf_counter() - p0))
-    start = time.perf_counter() - p0
+    spans.append(("import CLI (click, snapshot command)", start, time.perf_counter() - p0, time.thread_time() - cpu))
+    start, cpu = time.perf_counter() - p0, time.thread_time()
     for module_name, attr, label in TARGETS:
         try:
             module = importlib.import_module(module_name)
@@ -72,7 +82,7 @@ def _child(out: str, snapshot_path: str) -> None:
         holder = getattr(module, owner) if owner else module
         if hasattr(holder, name):
             setattr(holder, name, timed(getattr(holder, name), label))
-    spans.append(("import core + wrap (timeline only)", start, time.perf_counter() - p0))
+    spans.append(("import core + wrap (timeline only)", start, time.perf_counter() - p0, time.thread_time() - cpu))
     try:  # the console script's entry point where this build has one (it also sets up the exit)
         from forensics.__main__ import main as entry
     except ImportError:
@@ -83,7 +93,8 @@ def _child(out: str, snapshot_path: str) -> None:
     except SystemExit:
         pass
     end = time.perf_counter() - p0
-    Path(out).write_text(json.dumps({"t0_wall": t0_wall, "end": end, "spans": spans}))
+    Path(out).write_text(json.dumps({"t0_wall": t0_wall, "end": end, "spans": spans,
+                                     "process_cpu": time.process_time()}))
 
 
 def main() -> int:
@@ -95,8 +106,8 @@ def main() -> int:
     if args.child:
         _child(*args.child)
         return 0
-    rows: dict[str, list[tuple[float, float]]] = {}
-    walls, starts, tails = [], [], []
+    rows: dict[str, list[tuple[float, float, float]]] = {}
+    walls, starts, tails, cpus = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.runs + 1):  # the first run warms the file cache and is not counted
             tl, snap = Path(tmp) / "tl.json", Path(tmp) / "snap.json"
@@ -111,16 +122,20 @@ def main() -> int:
             walls.append((done - launch) * 1000)
             starts.append(offset)
             tails.append((done - data["t0_wall"]) * 1000 - data["end"] * 1000)
-            for name, s, e in data["spans"]:
-                rows.setdefault(name, []).append((offset + s * 1000, offset + e * 1000))
+            cpus.append(data["process_cpu"] * 1000)
+            for name, s, e, c in data["spans"]:
+                rows.setdefault(name, []).append((offset + s * 1000, offset + e * 1000, c * 1000))
     med = statistics.median
-    lines = [f"{args.runs} runs, ms from launch (medians)", f"{'phase':52} {'start':>7} {'end':>7} {'length':>7}",
+    lines = [f"{args.runs} runs, ms from launch (medians); cpu: that thread's own CPU time (time.thread_time)",
+             f"{'phase':52} {'start':>7} {'end':>7} {'length':>7} {'cpu':>6}",
              f"{'Python start-up (to the first line of the child)':52} {0:7.0f} {med(starts):7.0f} {med(starts):7.0f}"]
-    for name, spans in sorted(rows.items(), key=lambda kv: med(s for s, _ in kv[1])):
-        s, e = med(a for a, _ in spans), med(b for _, b in spans)
-        lines.append(f"{name[:52]:52} {s:7.0f} {e:7.0f} {med(b - a for a, b in spans):7.0f}")
+    for name, spans in sorted(rows.items(), key=lambda kv: med(s for s, _, _ in kv[1])):
+        s, e = med(a for a, _, _ in spans), med(b for _, b, _ in spans)
+        lines.append(f"{name[:52]:52} {s:7.0f} {e:7.0f} {med(b - a for a, b, _ in spans):7.0f} "
+                     f"{med(c for _, _, c in spans):6.0f}")
     lines.append(f"{'exit (after run() returned)':52} {'':7} {'':7} {med(tails):7.0f}")
     lines.append(f"{'wall':52} {0:7.0f} {med(walls):7.0f} {med(walls):7.0f}")
+    lines.append(f"{'CPU time of the snapshot process, all threads':52} {'':7} {'':7} {'':7} {med(cpus):6.0f}")
     text = "\n".join(lines)
     print(text)
     if args.out:

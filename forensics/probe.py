@@ -167,6 +167,10 @@ class Probe:
     types: dict[str, str] = {}
     map_fields: tuple[str, ...] = ()
     hypotheses: tuple[str, ...] = ()
+    #: True for a probe that waits on fresh interpreters it starts (workers): the runner starts its
+    #: thread before the others', so its children come up while the other probes import and read.
+    #: Order only: every probe still runs concurrently under its own timeout.
+    start_first: bool = False
 
     def extra_timeout_s(self, options: dict[str, Any]) -> float:
         """Seconds needed beyond the per-probe timeout for ``options``; default 0."""

@@ -88,6 +88,8 @@ def run_probes(
 ) -> dict[str, ProbeResult]:
     """Run ``probes`` concurrently and return ``{name: ProbeResult}`` in input order.
 
+    Threads start in input order, those of probes with ``start_first`` before the rest.
+
     Args:
         probes: probe instances (names must be unique).
         options: passed to every probe as ``ctx.options``.
@@ -113,7 +115,7 @@ def run_probes(
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
     try:
-        for slot in slots:
+        for slot in sorted(slots, key=lambda s: not getattr(s.probe, "start_first", False)):
             slot.started = time.perf_counter()
             slot.thread.start()
         results = _wait_all(slots, on_done)

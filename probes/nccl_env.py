@@ -46,6 +46,7 @@ class NcclEnvProbe(Probe):
     name = "nccl_env"
     description = "NCCL/CUDA/torch variables as the launching process and its workers see them (per start method, per rank)"
     hypotheses = ("nccl.env", "nccl.env-propagation", "nccl.transport", "host.numa")
+    start_first = True  # its workers are fresh interpreters, the slowest part of a snapshot
     types = {"select": "list", "select.*": "string", "parent": "mapping", "parent.env": "mapping",
              "parent.env.*": "string", "config_files": "mapping", "start_methods": "mapping",
              "start_methods.*": "mapping", "launcher": "mapping", "nccl_init": "mapping"}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+
+import pytest
 
 from forensics.errors import ProbeUnavailable
 from forensics.model import ProbeStatus
@@ -92,6 +95,27 @@ def test_probes_run_concurrently():
     results = run_probes([Sleeper(f"s{i}") for i in range(5)], timeout_s=5)
     assert all(r.status is ProbeStatus.OK for r in results.values())
     assert time.perf_counter() - t0 < 1.2  # 5 x 0.3 s in sequence would be 1.5 s
+
+
+def test_probes_that_start_workers_start_first_and_results_keep_their_order(monkeypatch):
+    started: list[str] = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name) or start(self))
+
+    class Recorder(Probe):
+        description = "returns at once"
+
+        def __init__(self, name, first=False):
+            self.name, self.start_first = name, first
+
+        def collect(self, ctx):
+            return {}
+
+    probes = [Recorder("host"), Recorder("git"), Recorder("nccl_env", first=True), Recorder("gpu")]
+    results = run_probes(probes, timeout_s=5)
+    assert [n for n in started if n.startswith("probe-")] == ["probe-nccl_env", "probe-host", "probe-git", "probe-gpu"]
+    assert list(results) == ["host", "git", "nccl_env", "gpu"]
+    assert sys.getswitchinterval() == pytest.approx(0.005)  # Python's default, restored after the run
 
 
 def test_probe_may_ask_for_more_time():
