@@ -6,7 +6,9 @@ never prints (the CLI renders it).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import gc
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator
 
 from forensics.errors import BadInputError
 from forensics.model import ProbeStatus
@@ -15,6 +17,24 @@ from forensics.redact import Redactor
 from forensics.registry import load_probes
 from forensics.runner import DEFAULT_TIMEOUT_S, run_probes
 from forensics import snapshot as snap
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, then back as it was (``gc.disable``).
+
+    Loading and running the probes and building the document allocate many objects and
+    almost no reference cycles; the collections they trigger (~50 on a default snapshot)
+    cost ~10 ms of the interpreter's time that every probe thread waits for. Not held
+    over ``--bench``, which runs for minutes.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def take_snapshot(
@@ -50,7 +70,8 @@ def take_snapshot(
     only, skip = list(only), list(skip)
     if timeout_s <= 0:
         raise BadInputError(f"--timeout must be positive, got {timeout_s:g}")
-    loaded, failures = load_probes()
+    with collector_paused():
+        loaded, failures = load_probes()
     known = {p.name for p in loaded} | {f.name for f in failures}
     for name in only + skip:
         if name not in known:
@@ -61,7 +82,8 @@ def take_snapshot(
     if not chosen and not chosen_failures:
         raise BadInputError("no probe left to run: --probe/--skip exclude them all (see 'forensics probes')")
     redactor = Redactor(enabled=redact)
-    results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done)
+    with collector_paused():
+        results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done)
     if callable(bench):
         bench = bench()
     for f in chosen_failures:
@@ -70,4 +92,5 @@ def take_snapshot(
         results[f.name] = ProbeResult(ProbeStatus.FAILED, reason=f"could not load probe from {f.distribution}: {f.error}")
     opts = dict(options or {})
     opts.update({"timeout_s": timeout_s, "probes": only or None, "skip": skip or None})
-    return snap.build(results, label=label, options=opts, redactor=redactor, bench=bench)
+    with collector_paused():
+        return snap.build(results, label=label, options=opts, redactor=redactor, bench=bench)

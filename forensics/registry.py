@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from forensics.probe import Probe
+from forensics.readers import name_and_version
 
 GROUP = "forensics.probes"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -38,15 +39,16 @@ class LoadFailure:
 
 
 def _dist_label(ep: metadata.EntryPoint, cache: dict[int, str] | None = None) -> str:
-    """"name version" of the distribution that registered ``ep`` (its METADATA, parsed once per
-    distribution when ``cache`` is given: it holds the long description, the README)."""
+    """"name version" of the distribution that registered ``ep``: from its ``<name>-<version>.dist-info``
+    folder name (:func:`forensics.readers.name_and_version`), else its METADATA (which holds the
+    README), parsed once per distribution when ``cache`` is given."""
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "unknown distribution"
     if cache is not None and id(dist) in cache:
         return cache[id(dist)]
-    md = dist.metadata
-    label = f"{md['Name']} {md['Version']}"
+    name, version = name_and_version(dist)
+    label = f"{name or 'unnamed distribution'} {version}".strip()
     if cache is not None:
         cache[id(dist)] = label
     return label

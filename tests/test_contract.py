@@ -131,3 +131,21 @@ def test_spawned_workers_do_not_import_the_command_line():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['forensics.__main__']"  # the entry point's module, and nothing more
+
+
+def test_the_garbage_collector_is_back_as_it_was_after_a_snapshot():
+    """take_snapshot pauses Python's cyclic collector while probes load and run; the caller's setting
+    comes back, whether it was on (the default) or off."""
+    import gc
+
+    from forensics.collect import take_snapshot
+
+    assert gc.isenabled()
+    doc = take_snapshot(only=["software"])
+    assert doc["probes"]["software"]["status"] == "ok" and gc.isenabled()
+    gc.disable()
+    try:
+        take_snapshot(only=["software"])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
