@@ -169,7 +169,7 @@ def _mp_worker(method: str, path: str, select, timeout_s: float) -> dict[str, An
 
     if method not in mp.get_all_start_methods():
         return {"failure": missing(MissingReason.NOT_SUPPORTED, f"start method {method} not on this platform")}
-    proc = mp.get_context(method).Process(target=envdump.dump_to_file, args=(path, tuple(select), method),
+    proc = mp.get_context(method).Process(target=envdump.dump_and_exit, args=(path, tuple(select), method),
                                           daemon=True)
     proc.start()
     proc.join(timeout_s)
