@@ -9,7 +9,7 @@ reads a repository, as in a user's project):
 ``--new``/``--old``/``--build``: folders put on PYTHONPATH for each build (``pip install --target DIR``),
 each run as a user runs it, through the ``forensics`` script pip wrote in ``DIR/bin`` (``python -m
 forensics`` where there is none); the order of the builds reverses round by round, collect_env runs
-every other round (at most 4 times). Wall clock is
+every other round (at most ``--env-runs`` times, default 4). Wall clock is
 ``time.perf_counter`` around ``subprocess.run``: no shell or timing tool in the figure. Prints, and appends
 to ``--out``, each command's median/min/max and each build's per-probe ``duration_s`` of its last snapshot.
 """
@@ -32,6 +32,7 @@ def main() -> int:
     ap.add_argument("--old")
     ap.add_argument("--build", action="append", default=[], metavar="NAME=SITE_DIR", help="a further build")
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--env-runs", type=int, default=4, help="collect_env runs at most (every other round)")
     ap.add_argument("--label", default="")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -50,7 +51,7 @@ def main() -> int:
     snaps = [k for k in cmds if k != "collect_env"]
     for i in range(args.rounds):
         order = snaps if i % 2 == 0 else snaps[::-1]
-        if i % 2 == 0 and len(times["collect_env"]) < 4:
+        if i % 2 == 0 and len(times["collect_env"]) < args.env_runs:
             order = [*order, "collect_env"]
         for k in order:
             t0 = time.perf_counter()

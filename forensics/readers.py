@@ -25,24 +25,29 @@ def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def name_and_version(dist) -> tuple[str | None, str]:
-    """(normalised name, version) of an installed distribution (an ``importlib.metadata.Distribution``).
+def name_and_version(dist, normalised: bool = True) -> tuple[str | None, str]:
+    """(name, version) of an installed distribution (an ``importlib.metadata.Distribution``).
 
     Read from the ``<name>-<version>.dist-info`` folder name (the wheel spec's escaped form: the
-    version as in METADATA, the name escaped), which costs no file read; other layouts
-    (``.egg-info``) fall back to parsing the METADATA file once (~1 ms of interpreter time each,
-    ~200 of them in a torch environment). A broken distribution gives ``(None, "")``.
+    version as in METADATA, the name with runs of ``-_.`` as ``_``), which costs no file read;
+    other layouts (``.egg-info``) fall back to parsing the METADATA file once (~1 ms of
+    interpreter time each, ~200 of them in a torch environment). The name is PEP 503 normalised
+    unless ``normalised=False`` (then as the folder or METADATA spells it). A broken distribution
+    gives ``(None, "")``.
     """
     folder = getattr(dist, "_path", None)
     m = _DIST_INFO.match(getattr(folder, "name", "") or "")
     if m:
-        return normalise(m.group("name")), m.group("version")
-    try:
-        md = dist.metadata
-        name, version = md["Name"], md["Version"]
-    except Exception:  # unreadable or damaged metadata
-        return None, ""
-    return (normalise(name) if name else None), version or ""
+        name, version = m.group("name"), m.group("version")
+    else:
+        try:
+            md = dist.metadata
+            name, version = md["Name"], md["Version"]
+        except Exception:  # unreadable or damaged metadata
+            return None, ""
+    if not name:
+        return None, version or ""
+    return (normalise(name) if normalised else name), version or ""
 
 
 def read_text(path: str | Path) -> str | None:

@@ -47,7 +47,7 @@ def _dist_label(ep: metadata.EntryPoint, cache: dict[int, str] | None = None) ->
         return "unknown distribution"
     if cache is not None and id(dist) in cache:
         return cache[id(dist)]
-    name, version = name_and_version(dist)
+    name, version = name_and_version(dist, normalised=False)
     label = f"{name or 'unnamed distribution'} {version}".strip()
     if cache is not None:
         cache[id(dist)] = label
