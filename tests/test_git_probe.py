@@ -102,8 +102,9 @@ def test_staged_modified_and_untracked_are_told_apart(repo):
     git(repo, "mv", "kernels/attn.py", "kernels/attention.py")  # a staged rename (its own status entry kind)
     (repo / "notes with space.txt").write_text("n")
     rec = _collect(repo)
-    assert rec["staged"] == ["kernels/attention.py", "step.py"]
+    assert rec["staged"] == ["kernels/attention.py", "kernels/attn.py", "step.py"]  # a rename: both its paths
     assert rec["modified"] == ["kernels/attention.py"]
+    assert rec["dirty_stat"]["kernels/attn.py"] == [None, None]  # gone from the working tree
     assert rec["untracked"] == ["notes with space.txt"] and rec["untracked_count"] == 1 and rec["dirty"]
 
 

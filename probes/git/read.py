@@ -141,6 +141,8 @@ def parse_status_v2(text: str) -> dict[str, Any]:
         "conflicted": [...], "untracked": [...]}``. ``modified`` are paths whose worktree
         differs from the index (the Y of XY), ``staged`` those whose index differs from HEAD
         (X), ``conflicted`` the unmerged (``u``) entries; paths as git prints them, in its order.
+        A rename is listed under both its paths (the old one is gone from the index or the
+        working tree); a copy under its new path only.
     """
     out: dict[str, Any] = {"oid": None, "branch": None, "upstream": None, "modified": [], "staged": [],
                            "conflicted": [], "untracked": []}
@@ -170,12 +172,18 @@ def parse_status_v2(text: str) -> dict[str, Any]:
         elif kind in "12":
             parts = entry.split(" ", 8 if kind == "1" else 9)
             xy, path = parts[1], parts[-1]
-            if kind == "2":
-                i += 1  # the original path of a rename or copy follows as its own field
+            moved = None
+            if kind == "2":  # the original path of a rename or copy follows as its own field
+                moved = fields[i] if i < len(fields) else None
+                i += 1
             if xy[0] != ".":
                 out["staged"].append(path)
+                if xy[0] == "R" and moved:  # a rename changes the index at both paths; a copy only at its new one
+                    out["staged"].append(moved)
             if xy[1] != ".":
                 out["modified"].append(path)
+                if xy[1] == "R" and moved:
+                    out["modified"].append(moved)
         elif kind == "u":
             out["conflicted"].append(entry.split(" ", 10)[-1])
     if upstream is not None and ab is not None:
