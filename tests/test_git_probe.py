@@ -108,6 +108,14 @@ def test_staged_modified_and_untracked_are_told_apart(repo):
     assert rec["untracked"] == ["notes with space.txt"] and rec["untracked_count"] == 1 and rec["dirty"]
 
 
+def test_a_bare_repository_inside_a_working_tree_is_bare_not_the_outer_one(repo):
+    git(repo, "clone", "-q", "--bare", str(repo), "mirror.git")  # e.g. a local mirror kept in the project
+    rec = _collect(repo / "mirror.git")
+    assert rec["state"] == "bare" and rec["path"] == str((repo / "mirror.git").absolute())
+    assert "head" not in rec  # the outer repository's HEAD is not reported as the bare one's
+    assert _collect(repo)["state"] == "ok"  # the outer working tree is still read as before
+
+
 def test_a_git_dir_in_the_environment_does_not_redirect_the_probe(repo, tmp_path, monkeypatch):
     other = tmp_path / "other"
     other.mkdir()

@@ -139,11 +139,19 @@ def _same_dirty(br: dict[str, Any], ar: dict[str, Any]) -> list[str] | None:
 
 
 def find_repo_root(start: Path) -> Path | None:
-    """The working-tree root containing ``start`` (a ``.git`` dir or file), or None."""
+    """The working-tree root containing ``start`` (a ``.git`` dir or file), or None.
+
+    None too when ``start`` is in a bare repository (a folder other than ``.git`` holding a ``HEAD``
+    file and ``objects/`` and ``refs/`` folders, git's own test of a repository folder): it has no
+    working tree, even when it sits inside another repository's.
+    """
     start = start.resolve()
     for folder in (start, *start.parents):
         if (folder / ".git").exists():
             return folder
+        if folder.name != ".git" and (folder / "HEAD").is_file() and (folder / "objects").is_dir() \
+                and (folder / "refs").is_dir():
+            return None
     return None
 
 
