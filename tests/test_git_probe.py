@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -114,6 +115,19 @@ def test_a_bare_repository_inside_a_working_tree_is_bare_not_the_outer_one(repo)
     assert rec["state"] == "bare" and rec["path"] == str((repo / "mirror.git").absolute())
     assert "head" not in rec  # the outer repository's HEAD is not reported as the bare one's
     assert _collect(repo)["state"] == "ok"  # the outer working tree is still read as before
+
+
+def test_file_names_in_another_encoding_stay_apart_and_are_stat_ed(repo):
+    root = os.fsencode(repo)
+    with open(os.path.join(root, b"caf\xe9.py"), "wb") as fh:  # latin-1 names, as from an old archive
+        fh.write(b"a = 1\n")
+    with open(os.path.join(root, b"caf\xe8.py"), "wb") as fh:
+        fh.write(b"b = 2\n")
+    subprocess.run(["git", "add", "--", os.fsdecode(b"caf\xe9.py")], cwd=repo, check=True)
+    rec = _collect(repo)
+    assert rec["staged"] == ["caf\\xe9.py"] and rec["untracked"] == ["caf\\xe8.py"]  # two names, as git quotes them
+    assert rec["dirty_stat"]["caf\\xe9.py"][0] == 6  # the real file's size, not "deleted"
+    json.dumps(rec, ensure_ascii=False).encode("utf-8")  # valid UTF-8 throughout
 
 
 def test_a_git_dir_in_the_environment_does_not_redirect_the_probe(repo, tmp_path, monkeypatch):

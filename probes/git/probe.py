@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.errors import ProbeUnavailable
-from forensics_probes.git.read import (GitCalls, GitError, dirty_stat, parse_head, parse_remotes, parse_status_v2,
+from forensics_probes.git.read import (GitCalls, GitError, dirty_stat, parse_head, parse_remotes, parse_status_v2, shown,
                                        parse_submodules, worktree_fields)
 from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.render.words import plural
@@ -297,7 +297,7 @@ class GitProbe(Probe):
             ctx.error(f"repos[{rec['path']}]", rec["error"])
         finally:
             calls.close()
-        return rec
+        return shown(rec)
 
     @staticmethod
     def _count_lines(path: Path) -> int:

@@ -94,7 +94,9 @@ class GitCalls:
         return len(self._procs) - 1
 
     def result(self, handle: int) -> str:
-        """Standard output of a started command, decoded as UTF-8 (bad bytes replaced).
+        """Standard output of a started command, decoded as UTF-8; bytes that are not UTF-8 (file names
+        in another encoding) are kept as surrogate escapes, so each name stays distinct and can still be
+        stat'ed. :func:`shown` turns them into ``\\xNN`` text for the record.
 
         Raises:
             GitError: it exited non-zero (with git's last stderr line) or ran past ``timeout_s``.
@@ -110,7 +112,7 @@ class GitCalls:
         if proc.returncode != 0:
             line = error_line(err.decode("utf-8", "replace"), proc.returncode)
             raise GitError(f"git {name}: {line}", not_a_repository="not a git repository" in line)
-        return out.decode("utf-8", "replace")
+        return out.decode("utf-8", "surrogateescape")
 
     def close(self) -> None:
         """Stop and reap every command still running, with whatever it started (its process group)."""
@@ -200,6 +202,23 @@ def worktree_fields(status: dict[str, Any], untracked_list: int = 200) -> dict[s
     conflicted, untracked = sorted(set(status["conflicted"])), status["untracked"]
     return {"dirty": bool(modified or staged or untracked or conflicted), "modified": modified, "staged": staged,
             "conflicted": conflicted, "untracked": untracked[:untracked_list], "untracked_count": len(untracked)}
+
+
+def shown(obj: Any) -> Any:
+    """``obj`` (str, list, dict, nested) with every undecodable byte kept by ``surrogateescape`` written as
+    ``\\xNN`` text (as ``git`` itself quotes such names), keys included: the record is valid UTF-8 JSON,
+    and two names that differ only in such bytes stay two names."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(obj, list):
+        return [shown(v) for v in obj]
+    if isinstance(obj, dict):
+        return {shown(k): shown(v) for k, v in obj.items()}
+    return obj
 
 
 def dirty_stat(root: Path, paths: list[str], limit: int = 200) -> dict[str, list[Any]]:
