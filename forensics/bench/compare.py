@@ -266,7 +266,8 @@ def method_changes(ra: dict[str, dict], rb: dict[str, dict], names: list[str],
         ma, mb = ra[name].get("method"), rb[name].get("method")
         if ma and mb and ma != mb:
             eager = rb[name] if mb == "eager" else ra[name]
-            why = str(eager.get("description", "")).partition("(")[2].rstrip(")") or "see its description"
+            why = eager.get("method_reason") or (  # bench files from before method_reason: the description's brackets
+                str(eager.get("description", "")).partition("(")[2].rstrip(")") or "see its description")
             out.append(f"{name}: measured as {ma} on {sides[0]} and {mb} on {sides[1]} ({why}); its change includes the kernel-launch "
                        "time a CUDA graph replay hides, while the matmul, copy and all-reduce components are "
                        "measured alike on both sides")

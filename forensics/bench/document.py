@@ -88,15 +88,15 @@ def canary_results(cfg: CanaryConfig, processes: list[dict]) -> list[dict[str, A
                "eager": "whole step launched eagerly"}.get(cfg.variant, "compute of the step")
         if cfg.device == "cuda" and cfg.tp == 1 and cfg.variant != "eager":
             how = "whole step replayed from a CUDA graph (tp=1: no all-reduce)"
-    method = cfg.variant
+    method, why = cfg.variant, {}
     eager = graph_note(processes)
     if eager:  # the ranks could not capture a CUDA graph in this environment
         how = (f"composed: compute (eager, no CUDA graph) + {n_ar} x all-reduce of {cfg.message_bytes} B"
                if "compute" in per and "allreduce" in per else "whole step launched eagerly")
-        how, method = f"{how} ({eager})", "eager"
+        how, method, why = f"{how} ({eager})", "eager", {"method_reason": eager}
     toks = cfg.batch * cfg.tokens
     results.append(make_result("canary.verify_step_ms", ResultKind.CANARY, "ms", step, within=w,
-                               description=f"ms per verify step, slowest rank; {how}", method=method))
+                               description=f"ms per verify step, slowest rank; {how}", method=method, **why))
     results.append(make_result("canary.verified_tokens_per_s", ResultKind.CANARY, "tok/s",
                                [toks * 1e3 / s for s in step], higher_is_better=True, within=w,
                                description=f"batch x (k+1) = {toks} positions verified per step / step time"))
