@@ -202,7 +202,7 @@ def _print_summary(rep, out: Path, prom: Path | None, seconds: float) -> None:
     con = console()
     con.print(f"[bold]{escape(rep.verdict)}[/bold]")
     for i, o in enumerate(rep.real_outliers[:10], 1):
-        con.print(f"  {i}. [{o.hypothesis}] {escape(o.summary)}  (score {o.score:.2f})")
+        con.print(f"  {i}. {escape('[' + o.hypothesis + ']')} {escape(o.summary)}  (score {o.score:.2f})")
     if len(rep.real_outliers) > 10:
         con.print(f"  ... {len(rep.real_outliers) - 10} more in the report")
     for note in rep.notes:

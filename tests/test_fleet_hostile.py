@@ -1,0 +1,87 @@
+"""Fleet mode fed what a hostile or unlucky user gives it (issue 17, second fresh-user pass): secrets
+in records and baselines, broken launcher variables, duplicated ranks and hostnames, numbers that are
+not numbers, fleets without records, mixed folders. Records are the synthetic fleet's, built from
+real H200 readings (forensics.fleet.synth), and real snapshots of examples/h200x2."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from forensics.fleet import document, synth
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAPSHOT = ROOT / "examples/h200x2/snapshot-all-probes.json"
+TOKEN = "ghp_" + "Zq7" * 12  # the shape of a GitHub token (redact.py's token patterns)
+URL_SECRET = "hunter2pass"
+
+
+@pytest.fixture(scope="module")
+def src():
+    return synth.Sources(ROOT)
+
+
+def _write(path: Path, recs: list[dict], world: int | None = None, missing=()) -> Path:
+    head = document.header(world_size=world or max([r["world_size"] for r in recs] or [1]), launcher="torchrun",
+                           run_id="t", gather={"channel": "test"}, missing=list(missing))
+    return document.write(path, head, recs)
+
+
+def _outputs(tmp_path: Path, source: Path, *extra: str) -> str:
+    """Every output of 'fleet report' (HTML, Markdown, JSON, Prometheus, terminal) as one text."""
+    texts = []
+    for name in ("r.html", "r.md", "r.json"):
+        r = run_cli("fleet", "report", str(source), "-o", str(tmp_path / name), "--prom", str(tmp_path / "r.prom"),
+                    *extra)
+        assert r.returncode == 0, r.stderr
+        texts += [r.stdout, r.stderr, (tmp_path / name).read_text(), (tmp_path / "r.prom").read_text()]
+    return "\n".join(texts)
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def test_secrets_a_record_carries_are_redacted_in_every_output(tmp_path, src):
+    """A record that says it was redacted but was not (another writer, an older forensics): its
+    NCCL variable, its error text and a missing rank's reason still never reach an output."""
+    recs = list(synth.records(src, 2, 2, plant=False))
+    recs[1]["env"]["NCCL_NET_TOKEN"] = TOKEN
+    recs[1]["env"]["TORCH_STORE_URL"] = f"https://bob:{URL_SECRET}@store.example.com/x"
+    recs[2]["errors"] = [{"where": "bench", "error": f"RuntimeError: login with --token {TOKEN} failed"}]
+    path = _write(tmp_path / "f.json", recs, 5,
+                  missing=[{"rank": 4, "node": "n9", "local_rank": 0, "reason": f"died; cmd had token={TOKEN}"}])
+    assert TOKEN in path.read_text()
+    out = _outputs(tmp_path, path)
+    assert TOKEN not in out and URL_SECRET not in out
+    assert "NCCL_NET_TOKEN" in out and "<redacted>" in out  # the odd rank is still named, its value not
+
+
+def test_a_no_redact_snapshot_as_baseline_or_diff_side_leaks_nothing(tmp_path, src):
+    snap = json.loads(SNAPSHOT.read_text())
+    snap["redaction"] = "off (--no-redact)"
+    snap["probes"]["nccl_env"]["data"]["parent"]["env"]["NCCL_NET_TOKEN"] = TOKEN
+    snap["probes"]["nccl_env"]["data"]["parent"]["env"]["TORCH_STORE_URL"] = f"https://bob:{URL_SECRET}@h/x"
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(snap))
+    fleet = synth.write_fleet(tmp_path / "f.json", ROOT, 3, 2, plant=False)
+    out = _outputs(tmp_path, fleet, "--baseline", str(base))
+    for a, b in ((base, fleet), (fleet, base)):
+        for name in ("d.html", "d.md", "d.json"):
+            r = run_cli("diff", str(a), str(b), "-o", str(tmp_path / name))
+            assert r.returncode == 0, r.stderr
+            out += r.stdout + r.stderr + (tmp_path / name).read_text()
+    assert TOKEN not in out and URL_SECRET not in out
+    assert "NCCL_NET_TOKEN" in out  # the change itself is reported
+
+
+def test_terminal_summary_shows_each_outliers_hypothesis(tmp_path, src):
+    """rich took '[nccl.env]' for markup and printed nothing in its place."""
+    recs = list(synth.records(src, 3, 2, plant=False))
+    recs[3]["env"]["NCCL_ALGO"] = "Ring"
+    r = run_cli("fleet", "report", str(_write(tmp_path / "f.json", recs)), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 0, r.stderr
+    assert "1. [nccl.env] rank 3 (node node0001): NCCL_ALGO Ring" in r.stdout.replace("\n", " ")
