@@ -120,7 +120,9 @@ def compare(before: FleetFacts, after: FleetFacts) -> dict[str, Any]:
     out = {"fleet_wide": wide, "few_nodes": few, "nodes_added": sorted(na - nb), "nodes_removed": sorted(nb - na),
            "matched_nodes": len(na & nb)}
     out["verdict"] = _verdict(out)
-    return out
+    from forensics.redact import Redactor
+
+    return Redactor().sweep(out)  # the values compared come from records and snapshots: no secret in any output
 
 
 def _numeric(before: FleetFacts, after: FleetFacts, wide: list, few: list) -> None:
@@ -192,4 +194,5 @@ def load_baseline(path) -> FleetFacts:
         return from_records(fl.records(), fl.head.get("missing") or [], int(fl.head.get("world_size") or 0))
     from forensics import snapshot as snap
 
-    return facts_from_snapshot(snap.load(path))
+    doc, _ = snap.redact_loaded(snap.load(path))  # a --no-redact snapshot's secrets stay out of the report
+    return facts_from_snapshot(doc)

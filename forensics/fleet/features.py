@@ -245,11 +245,25 @@ class FleetFacts:
     rank_node: dict[int, str] = field(default_factory=dict)
     world_size: int = 0
     missing: list[dict[str, Any]] = field(default_factory=list)
+    _redacted: dict[tuple[str, str], str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def gpus(self) -> list[GpuFacts]:
         """Every GPU of every node, node order then index."""
         return [g for n in self.nodes.values() for _, g in sorted(n.gpus.items())]
+
+    def _clean(self, name: str, value: str) -> str:
+        """``value`` redacted (:class:`forensics.redact.Redactor`; by variable ``name`` when given), memoized."""
+        key = (name, value)
+        got = self._redacted.get(key)
+        if got is None:
+            from forensics.redact import Redactor
+
+            red = Redactor()
+            got = red.env(name, value, name) if name else red.text(value, "errors")
+            if len(self._redacted) < 100_000:
+                self._redacted[key] = got
+        return got
 
     def add(self, rec: dict[str, Any]) -> None:
         """Take one rank record (:mod:`forensics.fleet.document`); the record is not kept."""
@@ -258,16 +272,15 @@ class FleetFacts:
         node.ranks.append(rank)
         self.rank_node[rank] = rec["node"]
         self.world_size = max(self.world_size, int(rec.get("world_size") or 0))
-        env = {k: v for k, v in (rec.get("env") or {}).items() if isinstance(v, str) and k not in PER_RANK_BY_DESIGN}
-        if rec.get("redaction", "on") != "on":  # a --no-redact record: its secrets stay out of the report
-            from forensics.redact import Redactor
-
-            red = Redactor()
-            env = {k: red.env(k, v, f"env.{k}") for k, v in env.items()}
+        # Every value is redacted again, whatever the record says of itself: a --no-redact record, one
+        # written by an older forensics (fewer patterns) or by another tool must not carry a secret into
+        # the report. Values repeat across ranks, so each (name, value) is redacted once.
+        env = {k: self._clean(k, v) for k, v in (rec.get("env") or {}).items()
+               if isinstance(v, str) and k not in PER_RANK_BY_DESIGN}
         self.rank_env[rank] = env
         for err in rec.get("errors") or []:
             if isinstance(err, dict):
-                node.errors.append(f"rank {rank}: {err.get('where')}: {err.get('error')}")
+                node.errors.append(self._clean("", f"rank {rank}: {err.get('where')}: {err.get('error')}"))
         snap = rec.get("snapshot")
         if isinstance(snap, dict):
             node.has_snapshot = True

@@ -202,6 +202,11 @@ def judge(facts: FleetFacts, *, source: str = "", created: str = "", baseline: F
         from forensics.fleet.compare import compare
 
         comp = compare(baseline, facts)
-    return FleetReport(verdict=_verdict(outs, facts.missing, counts), outliers=outs, missing=facts.missing,
-                       counts=counts, peers=peers, heat=_heat(facts, outs), checked=_checked(facts, peers),
-                       notes=notes, source=source, created=created, baseline=comp)
+    rep = FleetReport(verdict=_verdict(outs, facts.missing, counts), outliers=outs, missing=facts.missing,
+                      counts=counts, peers=peers, heat=_heat(facts, outs), checked=_checked(facts, peers),
+                      notes=notes, source=source, created=created, baseline=comp)
+    # Every renderer (HTML, Markdown, JSON, Prometheus, the terminal) reads this object: one sweep
+    # here keeps a secret the records carried (a missing rank's reason, a node field) out of all of them.
+    from forensics.redact import Redactor
+
+    return Redactor().sweep(rep)
