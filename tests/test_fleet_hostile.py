@@ -85,3 +85,26 @@ def test_terminal_summary_shows_each_outliers_hypothesis(tmp_path, src):
     r = run_cli("fleet", "report", str(_write(tmp_path / "f.json", recs)), "-o", str(tmp_path / "r.html"))
     assert r.returncode == 0, r.stderr
     assert "1. [nccl.env] rank 3 (node node0001): NCCL_ALGO Ring" in r.stdout.replace("\n", " ")
+
+
+# ---------------------------------------------------------------- launcher variables
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"WORLD_SIZE": "4"}, "$WORLD_SIZE='4' is set but $RANK is not"),
+    ({"RANK": "3"}, "$RANK='3' is set but $WORLD_SIZE is not"),
+    ({"RANK": "5", "WORLD_SIZE": "4", "LOCAL_RANK": "0"}, "rank 5 is not below the world size 4"),
+])
+def test_half_a_launcher_environment_is_refused_not_taken_for_one_process(tmp_path, env, words):
+    """WORLD_SIZE=4 without RANK used to write a one-rank fleet, each of the 4 processes its own."""
+    r = run_cli("fleet", "snapshot", "--probe", "host", cwd=tmp_path, env=env)
+    assert r.returncode == 2, r.stdout
+    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not list(tmp_path.glob("forensics-fleet*.json"))
+
+
+@pytest.mark.parametrize("env", [{"RANK": "0"}, {"WORLD_SIZE": "1"}])
+def test_rank_0_or_world_size_1_alone_is_a_single_process(tmp_path, env):
+    r = run_cli("fleet", "snapshot", "--probe", "host", "-q", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "forensics-fleet.json"

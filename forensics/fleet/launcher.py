@@ -110,7 +110,9 @@ def detect(environ: Mapping[str, str] | None = None, hostname: str | None = None
         the :class:`Placement`; rank 0 of 1 (launcher ``none``) when no launcher variable is set.
 
     Raises:
-        BadInputError: a variable is not a number, or the rank is not below the world size.
+        BadInputError: a variable is not a number, the rank is not below the world size, or one
+            of ``RANK``/``WORLD_SIZE`` is set without the other (``RANK=0`` or ``WORLD_SIZE=1`` alone
+            is a single process).
     """
     env = os.environ if environ is None else environ
     host = hostname or socket.gethostname()
@@ -124,6 +126,13 @@ def detect(environ: Mapping[str, str] | None = None, hostname: str | None = None
 
     node_name = None
     node_index = None
+    half = [n for n in ("RANK", "WORLD_SIZE") if env.get(n, "").strip()]
+    if len(half) == 1 and env[half[0]].strip() not in ("0" if half[0] == "RANK" else "1",):
+        # one of the pair alone: a job whose launcher lost the other one; taken for a single process,
+        # every rank would write a fleet file of its own claiming to be rank 0
+        other = "WORLD_SIZE" if half[0] == "RANK" else "RANK"
+        raise BadInputError(f"${half[0]}={env[half[0]]!r} is set but ${other} is not; the launcher environment is "
+                            f"broken (torchrun sets both; under srun or mpirun set neither, or both)")
     if "RANK" in env and "WORLD_SIZE" in env:
         launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
         rank, world = take("RANK"), take("WORLD_SIZE", 1)
