@@ -108,3 +108,30 @@ def test_rank_0_or_world_size_1_alone_is_a_single_process(tmp_path, env):
     r = run_cli("fleet", "snapshot", "--probe", "host", "-q", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "forensics-fleet.json"
+
+
+# ---------------------------------------------------------------- numbers that are not numbers
+
+
+def test_an_infinite_bench_figure_is_left_out_not_taken_as_the_best_peer(tmp_path, src):
+    """JSON reads 1e999 as infinity. Among 4 peers (ratio to best) it was the best, the margin
+    became inf - inf, and no GPU could be flagged any more: the one at half speed went unreported.
+    It is now left out, and the report says so."""
+    recs = list(synth.records(src, 1, 4, plant=False, seed=4))
+    recs[3]["bench"]["figures"]["matmul_tflops"]["value"] /= 2
+    path = _write(tmp_path / "f.json", recs)
+    text = path.read_text()
+    rec1 = json.dumps(recs[1], ensure_ascii=False)
+    value = json.dumps(recs[1]["bench"]["figures"]["matmul_tflops"]["value"])
+    assert rec1 in text and value in rec1
+    path.write_text(text.replace(rec1, rec1.replace(value, "1e999")).replace(
+        json.dumps(recs[2]["bench"]["figures"]["h2d_gbps"]["value"]), "NaN"))
+    r = run_cli("fleet", "report", str(path), "-o", str(tmp_path / "r.json"), "--prom", str(tmp_path / "r.prom"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [(o["subject"], o["field"]) for o in doc["outliers"]] == [("GPU 3 of node node0000", "matmul_tflops")]
+    assert any("not finite numbers" in n and "matmul (bf16 8192^3) x1" in n and "host-to-device copy x1" in n
+               for n in doc["notes"])
+    peers = {p["metric"]: p for p in doc["peers"]}
+    assert peers["matmul_tflops"]["n"] == 3 and peers["matmul_tflops"]["best"] < 2000
+    assert "nan" not in (tmp_path / "r.prom").read_text().lower()

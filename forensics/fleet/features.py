@@ -18,6 +18,7 @@ idle GPU at a low clock or a PCIe link trained down is normal. Missing values
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -238,6 +239,7 @@ class FleetFacts:
         rank_node: rank -> node name.
         world_size: ranks the job had.
         missing: the fleet file's missing ranks (``{"rank", "node", "reason"}``).
+        not_finite: metric -> how many values were left out for being an infinity or NaN.
     """
 
     nodes: dict[str, NodeFacts] = field(default_factory=dict)
@@ -245,6 +247,7 @@ class FleetFacts:
     rank_node: dict[int, str] = field(default_factory=dict)
     world_size: int = 0
     missing: list[dict[str, Any]] = field(default_factory=list)
+    not_finite: dict[str, int] = field(default_factory=dict)
     _redacted: dict[tuple[str, str], str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -264,6 +267,11 @@ class FleetFacts:
             if len(self._redacted) < 100_000:
                 self._redacted[key] = got
         return got
+
+    def _put(self, values: dict[str, float], key: str, value: Any) -> None:
+        """:func:`_put`, counting the values left out for not being finite numbers (a report note)."""
+        if not _put(values, key, value):
+            self.not_finite[key] = self.not_finite.get(key, 0) + 1
 
     def add(self, rec: dict[str, Any]) -> None:
         """Take one rank record (:mod:`forensics.fleet.document`); the record is not kept."""
@@ -308,31 +316,34 @@ class FleetFacts:
                 if v is not None and not isinstance(v, (dict, list)):
                     gf.categorical[f.name] = str(v)
             v = gf.values
-            _put(v, "pcie_gen_max", _dig(g, "pcie", "gen_max"))
-            _put(v, "pcie_width_max", _dig(g, "pcie", "width_max"))
+            self._put(v, "pcie_gen_max", _dig(g, "pcie", "gen_max"))
+            self._put(v, "pcie_width_max", _dig(g, "pcie", "width_max"))
             lim = _dig(g, "power", "enforced_limit_mw")
-            _put(v, "power_limit_w", lim / 1000 if isinstance(lim, (int, float)) else None)
-            _put(v, "ecc_uncorrected", _dig(g, "ecc", "uncorrected_volatile"))
-            _put(v, "ecc_corrected", _dig(g, "ecc", "corrected_volatile"))
+            self._put(v, "power_limit_w", _milli(lim))
+            self._put(v, "ecc_uncorrected", _dig(g, "ecc", "uncorrected_volatile"))
+            self._put(v, "ecc_corrected", _dig(g, "ecc", "corrected_volatile"))
             rows = [_dig(g, "remapped_rows", k) for k in ("uncorrectable", "pending", "failure")]
-            nums = [int(x) for x in rows if isinstance(x, (int, float, bool))]
-            _put(v, "remapped_rows_bad", sum(nums) if nums else None)
-            _put(v, "pcie_replay", _dig(g, "pcie", "counters", "replay"))
+            nums = [float(x) for x in rows if isinstance(x, (int, float, bool))]
+            self._put(v, "remapped_rows_bad", sum(nums) if nums else None)
+            self._put(v, "pcie_replay", _dig(g, "pcie", "counters", "replay"))
             s = samples.get(uuid) if isinstance(samples, dict) else None
             if isinstance(s, dict) and isinstance(s.get("busy_samples"), int) and s["busy_samples"] >= MIN_BUSY_SAMPLES:
                 gf.under_load = s["busy_samples"]
-                _put(v, "sm_clock_load_mhz", _dig(s, "clock_sm_mhz", "median"))
-                _put(v, "pcie_gen_load", _dig(s, "pcie_gen", "median"))
-                _put(v, "pcie_width_load", _dig(s, "pcie_width", "median"))
+                self._put(v, "sm_clock_load_mhz", _dig(s, "clock_sm_mhz", "median"))
+                self._put(v, "pcie_gen_load", _dig(s, "pcie_gen", "median"))
+                self._put(v, "pcie_width_load", _dig(s, "pcie_width", "median"))
                 fr = s.get("reason_fraction") if isinstance(s.get("reason_fraction"), dict) else {}
                 for reason, metric in _REASON_METRIC.items():
-                    _put(v, metric, fr.get(reason, 0.0))
+                    self._put(v, metric, fr.get(reason, 0.0))
             node.gpus[g["index"]] = gf
 
     def _add_bench(self, node: NodeFacts, rank: int, gpu: dict[str, Any], bench: dict[str, Any]) -> None:
         figs = {k: f.get("value") for k, f in (bench.get("figures") or {}).items() if isinstance(f, dict)}
         if bench.get("device") != "cuda":
-            node.cpu_figures[rank] = {k: float(x) for k, x in figs.items() if isinstance(x, (int, float))}
+            cpu: dict[str, float] = {}
+            for k, x in figs.items():
+                self._put(cpu, k, x)
+            node.cpu_figures[rank] = cpu
             return
         target = None
         uuid = gpu.get("uuid")
@@ -347,7 +358,7 @@ class FleetFacts:
                                                         str(bench.get("device_name") or "?")))
         target.rank = rank
         for k in ("matmul_tflops", "h2d_gbps", "d2h_gbps"):
-            _put(target.values, k, figs.get(k))
+            self._put(target.values, k, figs.get(k))
 
     def finish(self) -> "FleetFacts":
         """Fill :data:`UNSET` for variables some ranks lack; returns self."""
@@ -360,11 +371,29 @@ class FleetFacts:
         return self
 
 
-def _put(values: dict[str, float], key: str, value: Any) -> None:
+def _milli(value: Any) -> Any:
+    """``value / 1000`` for a number (mW -> W), the value itself otherwise (an int beyond any float too)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return value / 1000
+        except OverflowError:
+            return value
+    return value
+
+
+def _put(values: dict[str, float], key: str, value: Any) -> bool:
+    """Store a number; False (nothing stored) for an infinity or NaN (JSON's ``1e999``, ``NaN``)."""
     if isinstance(value, bool):
         value = int(value)
-    if isinstance(value, (int, float)) and value == value:
-        values[key] = float(value)
+    if isinstance(value, (int, float)):
+        try:
+            f = float(value)
+        except OverflowError:  # an int beyond any float
+            return False
+        if not math.isfinite(f):
+            return False
+        values[key] = f
+    return True
 
 
 def from_records(records: Iterable[dict[str, Any]], missing: list[dict[str, Any]] | None = None,

@@ -194,6 +194,12 @@ def judge(facts: FleetFacts, *, source: str = "", created: str = "", baseline: F
     alone = sorted({p.model for p in peers if p.rule.startswith("alone")})
     if alone:
         notes.append(f"GPU model(s) with a single GPU, not compared: {', '.join(alone)}")
+    if facts.not_finite:
+        total = sum(facts.not_finite.values())
+        what = ", ".join(f"{METRIC_BY_NAME[k].label if k in METRIC_BY_NAME else k} x{n}"
+                         for k, n in sorted(facts.not_finite.items()))
+        notes.append(f"{total} value(s) in the records were not finite numbers (an infinity or NaN) and were left "
+                     f"out of the comparison: {what}")
     errs = [e for n in facts.nodes.values() for e in n.errors]
     if errs:
         notes.append(f"{len(errs)} error(s) in the records, e.g. {errs[0]}")
