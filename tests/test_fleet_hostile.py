@@ -135,3 +135,52 @@ def test_an_infinite_bench_figure_is_left_out_not_taken_as_the_best_peer(tmp_pat
     peers = {p["metric"]: p for p in doc["peers"]}
     assert peers["matmul_tflops"]["n"] == 3 and peers["matmul_tflops"]["best"] < 2000
     assert "nan" not in (tmp_path / "r.prom").read_text().lower()
+
+
+# ---------------------------------------------------------------- duplicated ranks and node names
+
+
+def test_two_records_of_one_rank_are_named_and_the_first_is_used(tmp_path, src):
+    recs = list(synth.records(src, 4, 2, plant=False))
+    extra = copy.deepcopy(recs[3])
+    extra["env"]["NCCL_ALGO"] = "Ring"  # the later record of rank 3 is not mixed into the judgement
+    r = run_cli("fleet", "report", str(_write(tmp_path / "f.json", recs + [extra])), "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["counts"]["ranks"] == 8 and doc["outliers"] == []
+    assert any(n.startswith("1 rank(s) have more than one record") and "rank 3 x2" in n for n in doc["notes"])
+
+
+def test_two_machines_with_one_hostname_are_named_not_silently_merged(tmp_path, src):
+    """node0001's ranks report the name node0000 (containers with one hostname); its snapshot
+    (another driver) used to overwrite node0000's without a word."""
+    recs = list(synth.records(src, 3, 2, plant=False))
+    for rec in recs:
+        if rec["node"] == "node0001":
+            rec["node"] = "node0000"
+            if rec["snapshot"]:
+                rec["snapshot"] = copy.deepcopy(rec["snapshot"])
+                rec["snapshot"]["probes"]["gpu"]["data"]["driver_version"] = src.other_driver
+    r = run_cli("fleet", "report", str(_write(tmp_path / "f.json", recs)), "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["counts"]["nodes"] == 2 and doc["counts"]["ranks"] == 6
+    assert doc["outliers"] == []  # node0000 keeps its own (first) snapshot: no driver 470 on it
+    note = next(n for n in doc["notes"] if "shared by several machines" in n)
+    assert "node node0000: ranks 0 and 2 are both local rank 0" in note and "FORENSICS_FLEET_NODE" in note
+    assert "shared by several machines" in r.stdout.replace("\n", " ")
+
+
+def test_fleet_snapshot_warns_when_two_machines_share_a_node_name(tmp_path):
+    """Two processes, each local rank 0 of a machine called 'same', meeting in an --out-dir folder."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    env = {"WORLD_SIZE": "2", "LOCAL_RANK": "0", "FORENSICS_FLEET_NODE": "same"}
+    one = run_cli("fleet", "snapshot", "--probe", "host", "--out-dir", str(shared), cwd=tmp_path, env={**env, "RANK": "1"})
+    assert one.returncode == 0, one.stderr
+    zero = run_cli("fleet", "snapshot", "--probe", "host", "--out-dir", str(shared), "-o", str(tmp_path / "f.json"),
+                   "--gather-timeout", "30", cwd=tmp_path, env={**env, "RANK": "0"})
+    assert zero.returncode == 0, zero.stderr
+    assert "gathered 2 of 2 ranks from 1 node(s)" in zero.stdout
+    assert ("warning: node same: ranks 0 and 1 are both local rank 0: two machines share the name; "
+            "set FORENSICS_FLEET_NODE=NAME on each") in zero.stderr

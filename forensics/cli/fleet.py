@@ -111,10 +111,26 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
                        f"{m['reason']}")
         if len(got.missing) > 10:
             click.echo(f"  ... and {len(got.missing) - 10} more missing")
+    for warning in _name_clashes(got.records)[:5]:
+        click.echo(f"forensics fleet: warning: {warning}", err=True)
     if got.interrupted is not None:
         raise got.interrupted
     if got.missing:
         sys.exit(EXIT_MISSING)
+
+
+def _name_clashes(records) -> list[str]:
+    """One line per local rank two ranks of one node name claim: two machines answer to one hostname."""
+    first: dict[tuple[str, int], int] = {}
+    out = []
+    for r in records:
+        key = (r.get("node"), r.get("local_rank"))
+        if key in first:
+            out.append(f"node {key[0]}: ranks {first[key]} and {r.get('rank')} are both local rank {key[1]}: two "
+                       "machines share the name; set FORENSICS_FLEET_NODE=NAME on each (the report counts them as one)")
+        else:
+            first[key] = r.get("rank")
+    return out
 
 
 def _default_output() -> Path:

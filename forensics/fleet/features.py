@@ -218,6 +218,9 @@ class NodeFacts:
         has_snapshot: its local rank 0 sent a snapshot.
         cpu_figures: CPU bench figures by rank (shown, never judged: CPU ranks share cores).
         errors: ``"rank N: where: error"`` lines from its records.
+        local_ranks: local rank -> the first rank that had it.
+        clashes: ``(local rank, first rank, later rank)`` for each local rank two ranks claimed: two
+            machines with one node name (their hostname); only the first one's snapshot is read.
     """
 
     node: str
@@ -227,6 +230,8 @@ class NodeFacts:
     has_snapshot: bool = False
     cpu_figures: dict[int, dict[str, float]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    local_ranks: dict[int, int] = field(default_factory=dict)
+    clashes: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -240,6 +245,7 @@ class FleetFacts:
         world_size: ranks the job had.
         missing: the fleet file's missing ranks (``{"rank", "node", "reason"}``).
         not_finite: metric -> how many values were left out for being an infinity or NaN.
+        duplicates: rank -> how many records it had, for ranks with more than one (the first is used).
     """
 
     nodes: dict[str, NodeFacts] = field(default_factory=dict)
@@ -248,6 +254,7 @@ class FleetFacts:
     world_size: int = 0
     missing: list[dict[str, Any]] = field(default_factory=list)
     not_finite: dict[str, int] = field(default_factory=dict)
+    duplicates: dict[int, int] = field(default_factory=dict)
     _redacted: dict[tuple[str, str], str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -275,9 +282,18 @@ class FleetFacts:
 
     def add(self, rec: dict[str, Any]) -> None:
         """Take one rank record (:mod:`forensics.fleet.document`); the record is not kept."""
-        node = self.nodes.setdefault(rec["node"], NodeFacts(rec["node"]))
         rank = rec["rank"]
+        if rank in self.rank_env:  # a second record of one rank (two runs' files merged): the first stands
+            self.duplicates[rank] = self.duplicates.get(rank, 1) + 1
+            return
+        node = self.nodes.setdefault(rec["node"], NodeFacts(rec["node"]))
         node.ranks.append(rank)
+        local = rec.get("local_rank")
+        if isinstance(local, int) and not isinstance(local, bool):
+            if local in node.local_ranks:  # two machines answer to one node name
+                node.clashes.append((local, node.local_ranks[local], rank))
+            else:
+                node.local_ranks[local] = rank
         self.rank_node[rank] = rec["node"]
         self.world_size = max(self.world_size, int(rec.get("world_size") or 0))
         # Every value is redacted again, whatever the record says of itself: a --no-redact record, one
@@ -290,7 +306,7 @@ class FleetFacts:
             if isinstance(err, dict):
                 node.errors.append(self._clean("", f"rank {rank}: {err.get('where')}: {err.get('error')}"))
         snap = rec.get("snapshot")
-        if isinstance(snap, dict):
+        if isinstance(snap, dict) and not node.has_snapshot:  # a second machine of the same name: not mixed in
             node.has_snapshot = True
             for f in NODE_FIELDS:
                 v = f.read(snap)

@@ -181,6 +181,17 @@ def judge(facts: FleetFacts, *, source: str = "", created: str = "", baseline: F
     counts = {"nodes": len(facts.nodes), "gpus": len(facts.gpus), "ranks": len(facts.rank_env),
               "world_size": facts.world_size, "gpus_under_load": sum(1 for g in facts.gpus if g.under_load)}
     notes = []
+    if facts.duplicates:
+        d = sorted(facts.duplicates.items())
+        notes.append(f"{len(d)} rank(s) have more than one record, the first of each was used: "
+                     + ", ".join(f"rank {r} x{n}" for r, n in d[:8]) + (" ..." if len(d) > 8 else "")
+                     + "; the file mixes runs or ranks (launcher variables wrong on some processes?)")
+    clash = [(n.node, c) for n in facts.nodes.values() for c in n.clashes]
+    if clash:
+        shown = "; ".join(f"node {node}: ranks {a} and {b} are both local rank {lr}" for node, (lr, a, b) in clash[:4])
+        notes.append(f"{len({node for node, _ in clash})} node name(s) are shared by several machines ({shown}"
+                     f"{' ...' if len(clash) > 4 else ''}): their ranks are counted as one node and only the first "
+                     "snapshot is read; give each machine its own name (FORENSICS_FLEET_NODE=NAME, docs/fleet.md)")
     no_snap = [n.node for n in facts.nodes.values() if not n.has_snapshot]
     if no_snap:
         notes.append(f"{len(no_snap)} node(s) sent no snapshot (their local rank 0 is missing or failed): "
