@@ -184,3 +184,62 @@ def test_fleet_snapshot_warns_when_two_machines_share_a_node_name(tmp_path):
     assert "gathered 2 of 2 ranks from 1 node(s)" in zero.stdout
     assert ("warning: node same: ranks 0 and 1 are both local rank 0: two machines share the name; "
             "set FORENSICS_FLEET_NODE=NAME on each") in zero.stderr
+
+
+# ---------------------------------------------------------------- files of the wrong kind
+
+
+def test_out_dir_folder_with_a_stray_snapshot_and_foreign_json_reports_the_rest(tmp_path, src):
+    """A snapshot copied in as rank-00009.json, a foreign JSON and a fleet file beside the records:
+    the four records are judged and the two stray rank files are named (one used to stop it all)."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    for rec in synth.records(src, 2, 2, plant=False):
+        (folder / f"rank-{rec['rank']:05d}.json").write_text(json.dumps(rec))
+    (folder / "rank-00009.json").write_text(SNAPSHOT.read_text())
+    (folder / "rank-00010.json").write_text('{"foo": 1}')
+    synth.write_fleet(folder / "old-fleet.json", ROOT, 2, 2, plant=False)
+    r = run_cli("fleet", "report", str(folder), "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["counts"]["ranks"] == 4 and doc["missing"] == []
+    note = doc["notes"][0]
+    assert note.startswith("2 file(s) of the folder were not read:")
+    assert "rank-00009.json: schema is 'forensics.snapshot/1', not a fleet record" in note
+    assert "rank-00010.json: record has no valid 'rank'" in note
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: (d / "rank-00000.json").write_text(SNAPSHOT.read_text()), "not a fleet record"),
+    (lambda d: synth.write_fleet(d / "f.json", ROOT, 1, 2, plant=False), "it holds f.json, a fleet file: give that"),
+])
+def test_folder_without_any_record_is_one_line_exit_2(tmp_path, make, words):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    make(folder)
+    r = run_cli("fleet", "report", str(folder), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_newer_or_foreign_record_schema_is_refused(tmp_path, src):
+    path = _write(tmp_path / "f.json", list(synth.records(src, 1, 2, plant=False)))
+    newer = tmp_path / "newer.json"
+    newer.write_text(path.read_text().replace("forensics.fleet-record/1", "forensics.fleet-record/7"))
+    r = run_cli("fleet", "report", str(newer), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2, r.stdout
+    assert "line 2: schema forensics.fleet-record/7 is newer than this forensics" in r.stderr
+
+
+@pytest.mark.parametrize("cmd", [("fleet", "report", "{fleet}", "--baseline", "{bench}"), ("diff", "{bench}", "{fleet}")])
+def test_a_bench_file_as_baseline_says_what_is_expected(tmp_path, cmd):
+    fleet = synth.write_fleet(tmp_path / "f.json", ROOT, 2, 2, plant=False)
+    bench = ROOT / "examples/h200x2/bench/a1.json"
+    args = [a.format(fleet=fleet, bench=bench) for a in cmd]
+    r = run_cli(*args, "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "schema is 'forensics.bench/1'" in r.stderr and "must be a fleet file or folder, or a snapshot" in r.stderr
+
+
+def test_fleet_report_of_a_snapshot_points_at_diff(tmp_path):
+    r = run_cli("fleet", "report", str(SNAPSHOT), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and "a snapshot of one machine, not a fleet file" in r.stderr

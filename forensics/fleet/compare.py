@@ -194,5 +194,11 @@ def load_baseline(path) -> FleetFacts:
         return from_records(fl.records(), fl.head.get("missing") or [], int(fl.head.get("world_size") or 0))
     from forensics import snapshot as snap
 
-    doc, _ = snap.redact_loaded(snap.load(path))  # a --no-redact snapshot's secrets stay out of the report
+    from forensics.errors import BadInputError
+
+    try:
+        loaded = snap.load(path)
+    except BadInputError as exc:
+        raise BadInputError(f"{exc} (this side of the comparison must be a fleet file or folder, or a snapshot)") from None
+    doc, _ = snap.redact_loaded(loaded)  # a --no-redact snapshot's secrets stay out of the report
     return facts_from_snapshot(doc)

@@ -21,7 +21,9 @@ full snapshot, local rank 0 only), ``telemetry`` (GPU samples during the
 bench, local rank 0 only), ``errors``, ``duration_s``.
 
 An ``--out-dir`` folder holds one ``rank-NNNNN.json`` per rank (same record);
-ranks below the records' ``world_size`` without a file are missing.
+ranks below the records' ``world_size`` without a file are missing. A ``rank-*.json``
+that is not a valid record (a snapshot copied in, a damaged file) is skipped and named in
+the head's ``skipped`` list, so one stray file does not hide the other ranks.
 """
 
 from __future__ import annotations
@@ -99,10 +101,20 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
     """
     if not isinstance(rec, dict):
         raise BadInputError(f"{where}: a record must be a mapping")
+    schema = rec.get("schema")
+    if schema is not None and schema != RECORD_SCHEMA:
+        if isinstance(schema, str) and schema.rpartition("/")[0] == RECORD_SCHEMA.rpartition("/")[0]:
+            check_schema(rec, Path(where), RECORD_SCHEMA.rpartition("/")[0], int(RECORD_SCHEMA.rpartition("/")[2]))
+        raise BadInputError(f"{where}: schema is {schema!r}, not a fleet record ({RECORD_SCHEMA}); "
+                            + ("a snapshot: compare it with 'forensics diff', or give it as --baseline"
+                               if str(schema).startswith("forensics.snapshot/") else "wrong kind of file"))
     for key in ("rank", "world_size"):
         v = rec.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise BadInputError(f"{where}: record has no valid {key!r}; the file is damaged or not a fleet record")
+    if rec["rank"] >= rec["world_size"]:
+        raise BadInputError(f"{where}: rank {rec['rank']} is not below its world size {rec['world_size']}; "
+                            "the record is damaged")
     if not isinstance(rec.get("node"), str) or not rec["node"]:
         raise BadInputError(f"{where}: record of rank {rec['rank']} has no node name")
     snap = rec.get("snapshot")
@@ -182,6 +194,9 @@ def load(path: Path | str) -> Fleet:
             return Fleet(path, _check_head(head, path), _stream(fh, path))
     fh.close()
     doc = read_document(path, "fleet")
+    if str(doc.get("schema", "")).startswith("forensics.snapshot/"):
+        raise BadInputError(f"{path}: a snapshot of one machine, not a fleet file; compare it with a fleet "
+                            "through 'forensics diff' or 'fleet report FLEET --baseline' it")
     check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
     recs = doc.pop("records", None)
     if not isinstance(recs, list):
@@ -223,8 +238,19 @@ def _stream(fh, path: Path) -> Iterator[dict[str, Any]]:
 def _load_dir(folder: Path) -> Fleet:
     files = sorted(folder.glob("rank-*.json"))
     if not files:
-        raise BadInputError(f"{folder}: no rank-*.json records; is this the --out-dir of a fleet snapshot?")
-    recs = [_check_record(read_document(f, "fleet record"), str(f)) for f in files]
+        fleets = [p.name for p in sorted(folder.glob("*.json"))[:50] if p.is_file() and is_fleet_file(p)]
+        hint = (f"; it holds {', '.join(fleets[:3])}, a fleet file: give that file instead" if fleets else
+                "; is this the --out-dir of a fleet snapshot?")
+        raise BadInputError(f"{folder}: no rank-*.json records{hint}")
+    recs, skipped = [], []
+    for f in files:  # one stray or damaged file does not hide the other ranks: it is skipped and named
+        try:
+            recs.append(_check_record(read_document(f, "fleet record"), str(f)))
+        except BadInputError as exc:
+            skipped.append(str(exc))
+    if not recs:
+        raise BadInputError(skipped[0] if len(skipped) == 1 else
+                            f"{folder}: none of its {len(files)} rank-*.json files is a fleet record ({skipped[0]})")
     world = max(r["world_size"] for r in recs)
     have = {r["rank"] for r in recs}
     state = folder / ".fleet-state"
@@ -247,4 +273,5 @@ def _load_dir(folder: Path) -> Fleet:
     head = header(world_size=world, launcher=str(first.get("launcher", "")), run_id=str(first.get("run_id", "")),
                   gather={"channel": "dir", "folder": folder.name}, missing=missing)
     head["created"] = max(str(r.get("created", "")) for r in recs)
+    head["skipped"] = skipped
     return Fleet(folder, head, recs)

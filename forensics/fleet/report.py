@@ -172,7 +172,12 @@ def build(fleet: Any, baseline: Any = None) -> FleetReport:
     """
     head = fleet.head
     facts = from_records(fleet.records(), head.get("missing") or [], int(head.get("world_size") or 0))
-    return judge(facts, source=str(fleet.path), created=str(head.get("created", "")), baseline=baseline)
+    rep = judge(facts, source=str(fleet.path), created=str(head.get("created", "")), baseline=baseline)
+    skipped = head.get("skipped") or []
+    if skipped:  # files of an --out-dir folder that are not records (forensics.fleet.document)
+        rep.notes.insert(0, f"{len(skipped)} file(s) of the folder were not read: {'; '.join(skipped[:3])}"
+                            f"{' ...' if len(skipped) > 3 else ''}")
+    return rep
 
 
 def judge(facts: FleetFacts, *, source: str = "", created: str = "", baseline: FleetFacts | None = None) -> FleetReport:
