@@ -243,3 +243,31 @@ def test_a_bench_file_as_baseline_says_what_is_expected(tmp_path, cmd):
 def test_fleet_report_of_a_snapshot_points_at_diff(tmp_path):
     r = run_cli("fleet", "report", str(SNAPSHOT), "-o", str(tmp_path / "r.html"))
     assert r.returncode == 2 and "a snapshot of one machine, not a fleet file" in r.stderr
+
+
+# ---------------------------------------------------------------- fleets without records, node lists
+
+
+def _empty_fleet(path: Path, world: int) -> Path:
+    return _write(path, [], world, missing=[{"rank": i, "node": None, "local_rank": None,
+                                            "reason": "never reached the gather within 300 s"} for i in range(world)])
+
+
+def test_a_fleet_without_records_is_inconclusive_everywhere(tmp_path):
+    """Every rank missing: the report (exit 3), and as diff side or baseline it used to read as
+    'Changed 4 node(s) added, 0 removed.' with exit 0."""
+    empty = _empty_fleet(tmp_path / "empty.json", 8)
+    fleet = synth.write_fleet(tmp_path / "f.json", ROOT, 2, 2, plant=False)
+    for args in (("fleet", "report", str(empty)), ("diff", str(empty), str(fleet)), ("diff", str(fleet), str(empty)),
+                 ("fleet", "report", str(fleet), "--baseline", str(empty))):
+        r = run_cli(*args, "-o", str(tmp_path / "r.html"))
+        assert r.returncode == 3, (args, r.stdout, r.stderr)
+        assert "no rank record" in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_diff_names_the_nodes_on_one_side_only(tmp_path, src):
+    a = _write(tmp_path / "a.json", list(synth.records(src, 4, 2, plant=False, seed=3)))
+    b = _write(tmp_path / "b.json", list(synth.records(src, 3, 2, plant=False, seed=3)))
+    r = run_cli("diff", str(a), str(b), "-o", str(tmp_path / "d.json"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "1 node only before (node0003); nothing changed across the 3 matched nodes."

@@ -171,11 +171,16 @@ def _verdict(c: dict[str, Any]) -> str:
         parts.append("on a few nodes: " + "; ".join(
             f"{f['label']} {f['before']} -> {f['after']} on {', '.join(f['nodes'][:3])}"
             f"{' ...' if len(f['nodes']) > 3 else ''}" for f in c["few_nodes"][:4]))
-    if c["nodes_added"] or c["nodes_removed"]:
-        parts.append(f"{len(c['nodes_added'])} node(s) added, {len(c['nodes_removed'])} removed")
+    moved = []
+    for key, word in (("nodes_added", "only after"), ("nodes_removed", "only before")):
+        names = c[key]
+        if names:
+            moved.append(f"{len(names):,} node{'' if len(names) == 1 else 's'} {word} "
+                         f"({', '.join(names[:3])}{' ...' if len(names) > 3 else ''})")
     if not parts:
-        return f"Nothing changed across the {c['matched_nodes']:,} matched nodes."
-    return "Changed " + "; ".join(parts) + "."
+        same = f"nothing changed across the {c['matched_nodes']:,} matched node{'' if c['matched_nodes'] == 1 else 's'}"
+        return (f"{'; '.join(moved)}; {same}." if moved else same[0].upper() + same[1:] + ".")
+    return "Changed " + "; ".join(parts + moved) + "."
 
 
 def load_baseline(path) -> FleetFacts:
@@ -183,6 +188,7 @@ def load_baseline(path) -> FleetFacts:
 
     Raises:
         forensics.errors.BadInputError: neither a fleet nor a snapshot, or damaged.
+        forensics.errors.InconclusiveError: a fleet without any rank record (exit 3).
     """
     from pathlib import Path
 
@@ -191,7 +197,13 @@ def load_baseline(path) -> FleetFacts:
     path = Path(path)
     if document.is_fleet_file(path):
         fl = document.load(path)
-        return from_records(fl.records(), fl.head.get("missing") or [], int(fl.head.get("world_size") or 0))
+        facts = from_records(fl.records(), fl.head.get("missing") or [], int(fl.head.get("world_size") or 0))
+        if not facts.rank_env:  # every node would read as added or removed
+            from forensics.errors import InconclusiveError
+
+            raise InconclusiveError(f"{path}: the fleet holds no rank record (world size {facts.world_size}, "
+                                    f"{len(facts.missing)} named missing); nothing to compare it with")
+        return facts
     from forensics import snapshot as snap
 
     from forensics.errors import BadInputError
