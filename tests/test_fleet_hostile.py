@@ -271,3 +271,15 @@ def test_diff_names_the_nodes_on_one_side_only(tmp_path, src):
     r = run_cli("diff", str(a), str(b), "-o", str(tmp_path / "d.json"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "1 node only before (node0003); nothing changed across the 3 matched nodes."
+
+
+def test_report_to_stdout_with_dash(tmp_path, src):
+    """'-o -' wrote a file named '-'; it is stdout (JSON by default), the verdict on stderr."""
+    path = _write(tmp_path / "f.json", list(synth.records(src, 1, 2, plant=False)))
+    r = run_cli("fleet", "report", str(path), "-o", "-", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["schema"] == "forensics.fleet-report/1"
+    assert r.stderr.startswith("No outlier among 1 node, 2 GPUs, 2 ranks.")
+    md = run_cli("fleet", "report", str(path), "-o", "-", "--format", "md", "-q", cwd=tmp_path)
+    assert md.returncode == 0 and md.stderr == "" and "1 node, 2 GPUs (" in md.stdout
+    assert not (tmp_path / "-").exists()

@@ -157,8 +157,9 @@ def _check_probe_names(only, skip) -> None:
 
 @fleet.command("report")
 @click.argument("source", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=OutputFile(None, kind="report"),
-              help="Report file: .html (default forensics-fleet-report.html), .md or .json.")
+@click.option("-o", "--output", type=OutputFile(None, kind="report", allow_dash=True),
+              help="Report file: .html (default forensics-fleet-report.html), .md or .json; '-' for stdout "
+                   "(JSON unless --format says otherwise).")
 @click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), help="Format, if not from the name.")
 @click.option("--prom", type=OutputFile(None, kind="Prometheus file"),
               help="Also write the findings in the Prometheus text format to this file.")
@@ -186,7 +187,7 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
     from forensics.docfile import write_atomic
 
     out = output or Path("forensics-fleet-report.html")
-    kind = format_for(out, fmt)
+    kind = (fmt or "json") if out == "-" else format_for(out, fmt)
     if prom is not None and prom.suffix.lower() in (".html", ".json", ".md"):
         raise click.BadParameter(f"{prom} looks like a report name; give the Prometheus file another name "
                                  "(e.g. fleet.prom)", param_hint="--prom")
@@ -199,12 +200,19 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
     rep = build(document.load(source), baseline=base)
     if rep.counts["ranks"] == 0:
         raise InconclusiveError(f"{source}: no rank record to judge")
-    write_atomic(out, render(rep, kind))
+    if out == "-":  # the report is the output: the summary goes to stderr, or nowhere with -q
+        sys.stdout.write(render(rep, kind))
+        sys.stdout.flush()
+    else:
+        write_atomic(out, render(rep, kind))
     if prom is not None:
         from forensics.render.prometheus import render as prom_text
 
         write_atomic(prom, prom_text(rep))
-    if quiet:
+    if out == "-":
+        if not quiet:
+            click.echo(rep.verdict, err=True)
+    elif quiet:
         click.echo(rep.verdict)
     else:
         _print_summary(rep, out, prom, time.perf_counter() - t0)
