@@ -204,7 +204,7 @@ def test_out_dir_folder_with_a_stray_snapshot_and_foreign_json_reports_the_rest(
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["counts"]["ranks"] == 4 and doc["missing"] == []
     note = doc["notes"][0]
-    assert note.startswith("2 file(s) of the folder were not read:")
+    assert note.startswith("not read from the folder: ")
     assert "rank-00009.json: schema is 'forensics.snapshot/1', not a fleet record" in note
     assert "rank-00010.json: record has no valid 'rank'" in note
 
@@ -283,3 +283,49 @@ def test_report_to_stdout_with_dash(tmp_path, src):
     md = run_cli("fleet", "report", str(path), "-o", "-", "--format", "md", "-q", cwd=tmp_path)
     assert md.returncode == 0 and md.stderr == "" and "1 node, 2 GPUs (" in md.stdout
     assert not (tmp_path / "-").exists()
+
+
+# ---------------------------------------------------------------- a reused --out-dir folder
+
+
+def _dir_run(folder: Path, run: str, world: int, ranks, gather: bool = False):
+    from forensics.fleet.gather import DirChannel
+    from forensics.fleet.launcher import detect
+    from forensics.fleet.snapshot import Options, run_rank
+
+    got = None
+    for rank in ranks:
+        pl = detect({"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": run},
+                    hostname=f"h{rank}")
+        _, g = run_rank(pl, Options(only=("host",), gather_timeout_s=0.5), DirChannel(folder, pl.run_id),
+                        gather=gather and rank == 0)
+        got = got or g
+    return got
+
+
+def _age(folder: Path, run: str) -> None:
+    for p in folder.glob("rank-*.json"):
+        rec = json.loads(p.read_text())
+        if rec["run_id"].startswith(run):
+            p.write_text(json.dumps({**rec, "created": "2026-01-01T00:00:00Z"}))
+
+
+def test_a_folder_holding_two_runs_reports_the_newest_and_names_the_other(tmp_path):
+    """Run a (4 ranks) then run b (2 ranks) into one folder: b overwrote ranks 0-1, a's ranks 2-3
+    stayed, and the report used to judge 4 ranks of two different jobs as one fleet."""
+    _dir_run(tmp_path, "a", 4, range(4))
+    _age(tmp_path, "a")
+    _dir_run(tmp_path, "b", 2, range(2))
+    r = run_cli("fleet", "report", str(tmp_path), "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["counts"]["ranks"] == 2 and doc["counts"]["world_size"] == 2 and doc["missing"] == []
+    assert ("2 record(s) of another run (run id 'a.0', world size 4, ranks 2, 3): the folder holds 2 runs and "
+            "the newest ('b.0') is reported; give each run a fresh --out-dir") in doc["notes"][0]
+
+
+def test_gather_from_a_reused_folder_does_not_take_an_earlier_runs_record(tmp_path):
+    _dir_run(tmp_path, "a", 3, range(3))
+    got = _dir_run(tmp_path, "b", 3, (2, 0), gather=True)  # rank 1 of run b never starts
+    assert [r["rank"] for r in got.records] == [0, 2]
+    assert [m["rank"] for m in got.missing] == [1]

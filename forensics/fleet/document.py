@@ -28,6 +28,7 @@ the head's ``skipped`` list, so one stray file does not hide the other ranks.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
@@ -235,6 +236,11 @@ def _stream(fh, path: Path) -> Iterator[dict[str, Any]]:
             raise BadInputError(f"{path}: ends before the closing ']}}'; the file is truncated (gather interrupted?)")
 
 
+def _ranks_text(ranks: list[int]) -> str:
+    ranks = sorted(ranks)
+    return ", ".join(map(str, ranks[:6])) + (f" ... ({len(ranks)})" if len(ranks) > 6 else "")
+
+
 def _load_dir(folder: Path) -> Fleet:
     files = sorted(folder.glob("rank-*.json"))
     if not files:
@@ -251,11 +257,24 @@ def _load_dir(folder: Path) -> Fleet:
     if not recs:
         raise BadInputError(skipped[0] if len(skipped) == 1 else
                             f"{folder}: none of its {len(files)} rank-*.json files is a fleet record ({skipped[0]})")
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for r in recs:
+        runs.setdefault(str(r.get("run_id", "")), []).append(r)
+    if len(runs) > 1:  # a folder used twice: the newest run is the report, the other runs' files are named
+        newest = max(runs, key=lambda k: max(str(r.get("created", "")) for r in runs[k]))
+        for run_id, rs in runs.items():
+            if run_id != newest:
+                skipped.append(f"{len(rs)} record(s) of another run (run id {run_id!r}, world size "
+                               f"{rs[0]['world_size']}, ranks {_ranks_text([r['rank'] for r in rs])}): the folder "
+                               f"holds {len(runs)} runs and the newest ({newest!r}) is reported; give each run a "
+                               "fresh --out-dir")
+        recs = runs[newest]
     world = max(r["world_size"] for r in recs)
     have = {r["rank"] for r in recs}
     state = folder / ".fleet-state"
+    run_state = str(recs[0].get("run_id", "job")).replace("/", "_")
     hellos: dict[int, dict[str, Any]] = {}
-    for p in state.glob("*/hello__*.json") if state.is_dir() else []:
+    for p in state.glob(f"{glob.escape(run_state)}/hello__*.json") if state.is_dir() else []:
         try:
             h = json.loads(p.read_text(encoding="utf-8"))
             hellos[int(h["rank"])] = h

@@ -212,6 +212,7 @@ class DirChannel(Channel):
 
     def __init__(self, folder: Path, run_id: str = "job"):
         self.folder = Path(folder)
+        self.run_id = run_id
         if not self.folder.is_dir():
             raise BadInputError(f"--out-dir {folder}: no such folder; create it (on a file system every node sees)")
         self.state = self.folder / STATE_DIR / run_id.replace("/", "_")
@@ -233,9 +234,12 @@ class DirChannel(Channel):
 
     def _get(self, key: str) -> dict[str, Any] | None:
         try:
-            return json.loads(self._path(key).read_text(encoding="utf-8"))
+            value = json.loads(self._path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+        if key.startswith("rec/") and (not isinstance(value, dict) or value.get("run_id") != self.run_id):
+            return None  # an earlier run's record in a reused folder is not this run's rank
+        return value
 
     def _incr(self, name: str, who: int) -> None:
         (self.state / f"{name.replace('/', '__')}.{who}").touch()

@@ -175,8 +175,8 @@ def build(fleet: Any, baseline: Any = None) -> FleetReport:
     rep = judge(facts, source=str(fleet.path), created=str(head.get("created", "")), baseline=baseline)
     skipped = head.get("skipped") or []
     if skipped:  # files of an --out-dir folder that are not records (forensics.fleet.document)
-        rep.notes.insert(0, f"{len(skipped)} file(s) of the folder were not read: {'; '.join(skipped[:3])}"
-                            f"{' ...' if len(skipped) > 3 else ''}")
+        rep.notes.insert(0, f"not read from the folder: {'; '.join(skipped[:3])}"
+                            f"{f' ... ({len(skipped)} in all)' if len(skipped) > 3 else ''}")
     return rep
 
 
