@@ -329,3 +329,28 @@ def test_gather_from_a_reused_folder_does_not_take_an_earlier_runs_record(tmp_pa
     got = _dir_run(tmp_path, "b", 3, (2, 0), gather=True)  # rank 1 of run b never starts
     assert [r["rank"] for r in got.records] == [0, 2]
     assert [m["rank"] for m in got.missing] == [1]
+
+
+# ---------------------------------------------------------------- sizes beyond any job
+
+
+def test_a_world_size_beyond_any_job_is_bad_input_not_a_hang(tmp_path, src):
+    """An --out-dir record saying world size 10**12 had the reader list a trillion missing ranks."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    rec = next(synth.records(src, 1, 1, plant=False))
+    (folder / "rank-00000.json").write_text(json.dumps({**rec, "world_size": 10**12}))
+    r = run_cli("fleet", "report", str(folder), "-o", str(tmp_path / "r.html"), timeout=60)
+    assert r.returncode == 2 and "world size 1,000,000,000,000 is beyond any job" in r.stderr, r.stderr
+    path = _write(tmp_path / "f.json", [rec], 10**12)
+    r = run_cli("fleet", "report", str(path), "-o", str(tmp_path / "r.html"), timeout=60)
+    assert r.returncode == 2 and "beyond any job" in r.stderr, r.stderr
+    r = run_cli("fleet", "snapshot", "--probe", "host", cwd=tmp_path, env={"RANK": "0", "WORLD_SIZE": str(10**11)})
+    assert r.returncode == 2 and "the launcher environment is broken" in r.stderr, r.stderr
+
+
+def test_a_record_whose_rank_is_not_below_its_world_size_is_damaged(tmp_path, src):
+    recs = list(synth.records(src, 1, 2, plant=False))
+    recs[1]["rank"] = 7
+    r = run_cli("fleet", "report", str(_write(tmp_path / "f.json", recs)), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and "rank 7 is not below its world size 2" in r.stderr, r.stderr

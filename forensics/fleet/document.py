@@ -45,6 +45,9 @@ SCHEMA_VERSION = 1
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 RECORD_SCHEMA = "forensics.fleet-record/1"
 FLEET_MAX_BYTES = 8 * MAX_FILE_BYTES
+MAX_WORLD_SIZE = 1 << 20
+"""Largest world size read (1,048,576 ranks, several times the largest jobs run): a damaged
+``world_size`` of 10**12 would otherwise have the reader list a trillion missing ranks."""
 
 
 def header(*, world_size: int, launcher: str, run_id: str, gather: dict[str, Any],
@@ -113,6 +116,9 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
         v = rec.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise BadInputError(f"{where}: record has no valid {key!r}; the file is damaged or not a fleet record")
+    if rec["world_size"] > MAX_WORLD_SIZE:
+        raise BadInputError(f"{where}: world size {rec['world_size']:,} is beyond any job ({MAX_WORLD_SIZE:,} ranks "
+                            "at most); the record is damaged")
     if rec["rank"] >= rec["world_size"]:
         raise BadInputError(f"{where}: rank {rec['rank']} is not below its world size {rec['world_size']}; "
                             "the record is damaged")
@@ -209,6 +215,9 @@ def _check_head(head: dict[str, Any], path: Path) -> dict[str, Any]:
     ws = head.get("world_size")
     if not isinstance(ws, int) or isinstance(ws, bool) or ws < 1:
         raise BadInputError(f"{path}: 'world_size' must be a whole number >= 1")
+    if ws > MAX_WORLD_SIZE:
+        raise BadInputError(f"{path}: world size {ws:,} is beyond any job ({MAX_WORLD_SIZE:,} ranks at most); "
+                            "the file is damaged")
     if not isinstance(head.get("missing", []), list):
         raise BadInputError(f"{path}: 'missing' must be a list")
     return head

@@ -154,6 +154,11 @@ def detect(environ: Mapping[str, str] | None = None, hostname: str | None = None
                 node_name = env.get(nn) if nn else None
                 break
     assert rank is not None and world is not None
+    from forensics.fleet.document import MAX_WORLD_SIZE
+
+    if world > MAX_WORLD_SIZE:
+        raise BadInputError(f"world size {world:,} ({', '.join(sorted(used))}) is beyond any job ({MAX_WORLD_SIZE:,} "
+                            "ranks at most); the launcher environment is broken")
     if rank >= world:
         raise BadInputError(f"rank {rank} is not below the world size {world} ({', '.join(sorted(used))}); the "
                             "launcher environment is broken")
