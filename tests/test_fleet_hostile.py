@@ -354,3 +354,21 @@ def test_a_record_whose_rank_is_not_below_its_world_size_is_damaged(tmp_path, sr
     recs[1]["rank"] = 7
     r = run_cli("fleet", "report", str(_write(tmp_path / "f.json", recs)), "-o", str(tmp_path / "r.html"))
     assert r.returncode == 2 and "rank 7 is not below its world size 2" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda head, recs: recs[1].update(errors=1), "rank 1's 'errors' must be a list or null"),
+    (lambda head, recs: recs[0]["bench"].update(figures="x"), "rank 0's 'bench.figures' must be a mapping or null"),
+    (lambda head, recs: head.update(missing=["rank 3"]), "missing[0] must be a mapping with a whole 'rank'"),
+])
+def test_fields_of_the_wrong_type_are_one_line_exit_2_not_an_internal_error(tmp_path, src, damage, words):
+    """These were exit 4 (AttributeError/TypeError) in report and diff alike."""
+    recs = list(synth.records(src, 2, 2, plant=False))
+    head = document.header(world_size=4, launcher="torchrun", run_id="t", gather={}, missing=[])
+    damage(head, recs)
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps({**head, "records": recs}))
+    other = synth.write_fleet(tmp_path / "b.json", ROOT, 2, 2, plant=False)
+    for args in (("fleet", "report", str(path)), ("diff", str(path), str(other))):
+        r = run_cli(*args, "-o", str(tmp_path / "r.html"))
+        assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

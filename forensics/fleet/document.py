@@ -132,6 +132,11 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
     for key in ("env", "bench", "telemetry", "gpu"):
         if rec.get(key) is not None and not isinstance(rec[key], dict):
             raise BadInputError(f"{where}: rank {rec['rank']}'s {key!r} must be a mapping or null")
+    if rec.get("errors") is not None and not isinstance(rec["errors"], list):
+        raise BadInputError(f"{where}: rank {rec['rank']}'s 'errors' must be a list or null")
+    figures = (rec.get("bench") or {}).get("figures")
+    if figures is not None and not isinstance(figures, dict):
+        raise BadInputError(f"{where}: rank {rec['rank']}'s 'bench.figures' must be a mapping or null")
     return rec
 
 
@@ -218,8 +223,15 @@ def _check_head(head: dict[str, Any], path: Path) -> dict[str, Any]:
     if ws > MAX_WORLD_SIZE:
         raise BadInputError(f"{path}: world size {ws:,} is beyond any job ({MAX_WORLD_SIZE:,} ranks at most); "
                             "the file is damaged")
-    if not isinstance(head.get("missing", []), list):
+    missing = head.get("missing", [])
+    if not isinstance(missing, list):
         raise BadInputError(f"{path}: 'missing' must be a list")
+    for i, m in enumerate(missing):
+        rank = m.get("rank") if isinstance(m, dict) else None
+        if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(m.get("node"), (str, type(None))) \
+                or not isinstance(m.get("reason", ""), str):
+            raise BadInputError(f"{path}: missing[{i}] must be a mapping with a whole 'rank' (and a 'node' and "
+                                "'reason' text); the file is damaged")
     return head
 
 
