@@ -372,3 +372,16 @@ def test_fields_of_the_wrong_type_are_one_line_exit_2_not_an_internal_error(tmp_
     for args in (("fleet", "report", str(path)), ("diff", str(path), str(other))):
         r = run_cli(*args, "-o", str(tmp_path / "r.html"))
         assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_secret_in_the_label_is_redacted_in_the_fleet_file(tmp_path):
+    """The node snapshot redacted --label; the fleet file's head and the rank record kept it."""
+    r = run_cli("fleet", "snapshot", "--probe", "host", "--label", f"run <b>7</b> token={TOKEN}", "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "forensics-fleet.json").read_text()
+    assert TOKEN not in text
+    head = json.loads(text.splitlines()[0] + "]}")
+    assert head["label"] == "run <b>7</b> token=<redacted>"
+    kept = run_cli("fleet", "snapshot", "--probe", "host", "--label", f"token={TOKEN}", "--no-redact", "-o",
+                   str(tmp_path / "k.json"), cwd=tmp_path)
+    assert kept.returncode == 0 and TOKEN in (tmp_path / "k.json").read_text()  # --no-redact is explicit

@@ -168,7 +168,7 @@ def run_rank(pl: Placement, opts: Options, channel: Channel, *, gather: bool,
     say(f"rank {pl.rank}/{pl.world_size} on node {pl.node} (local rank {pl.local_rank}): started")
     red = Redactor(enabled=opts.redact)
     rec: dict[str, Any] = {
-        "schema": RECORD_SCHEMA, "created": utc_now(), "label": opts.label or "",
+        "schema": RECORD_SCHEMA, "created": utc_now(), "label": red.text(opts.label or "", "label"),
         "rank": pl.rank, "local_rank": pl.local_rank, "world_size": pl.world_size,
         "local_world_size": pl.local_world_size, "node": pl.node, "node_index": pl.node_index,
         "hostname": pl.hostname, "launcher": pl.launcher, "run_id": pl.run_id, "pid": os.getpid(),
@@ -233,7 +233,8 @@ def write_fleet(path: Path, pl: Placement, got: Gathered, *, channel: str, opts:
     """Rank 0: write the gathered records as a fleet file (:mod:`forensics.fleet.document`)."""
     from forensics.fleet.document import header, write
 
-    head = header(world_size=pl.world_size, launcher=pl.launcher, run_id=pl.run_id, label=opts.label or "",
+    label = Redactor(enabled=opts.redact).text(opts.label or "", "label")  # as in the records and node snapshots
+    head = header(world_size=pl.world_size, launcher=pl.launcher, run_id=pl.run_id, label=label,
                   gather={"channel": channel, "timeout_s": opts.gather_timeout_s, "waited_s": got.waited_s,
                           "interrupted": None if got.interrupted is None else type(got.interrupted).__name__},
                   missing=got.missing)
