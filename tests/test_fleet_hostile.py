@@ -385,3 +385,25 @@ def test_a_secret_in_the_label_is_redacted_in_the_fleet_file(tmp_path):
     kept = run_cli("fleet", "snapshot", "--probe", "host", "--label", f"token={TOKEN}", "--no-redact", "-o",
                    str(tmp_path / "k.json"), cwd=tmp_path)
     assert kept.returncode == 0 and TOKEN in (tmp_path / "k.json").read_text()  # --no-redact is explicit
+
+
+# ---------------------------------------------------------------- outputs over inputs
+
+
+def test_an_output_over_an_input_is_refused_and_the_fleet_file_kept(tmp_path, src):
+    """'fleet report f.json -o f.json' replaced the user's fleet file by its report."""
+    fleet = synth.write_fleet(tmp_path / "f.json", ROOT, 2, 2, plant=False)
+    base = synth.write_fleet(tmp_path / "b.json", ROOT, 2, 2, plant=False, seed=9)
+    folder = tmp_path / "d"
+    folder.mkdir()
+    rec = next(synth.records(src, 1, 1, plant=False))
+    (folder / "rank-00000.json").write_text(json.dumps(rec))
+    before = {p: p.read_bytes() for p in (fleet, base, folder / "rank-00000.json")}
+    for args in (("fleet", "report", str(fleet), "-o", str(fleet)),
+                 ("fleet", "report", str(fleet), "--baseline", str(base), "-o", str(tmp_path / "." / "b.json")),
+                 ("fleet", "report", str(folder), "-o", str(folder / "rank-00000.json")),
+                 ("diff", str(base), str(fleet), "-o", str(fleet))):
+        r = run_cli(*args)
+        assert r.returncode == 2, (args, r.stdout)
+        assert "is one of the inputs" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert before == {p: p.read_bytes() for p in before}

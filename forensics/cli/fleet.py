@@ -188,6 +188,8 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
 
     out = output or Path("forensics-fleet-report.html")
     kind = (fmt or "json") if out == "-" else format_for(out, fmt)
+    for opt, given in (("-o", out), ("--prom", prom)):
+        _not_an_input(given, opt, [source] + ([baseline] if baseline is not None else []))
     if prom is not None and prom.suffix.lower() in (".html", ".json", ".md"):
         raise click.BadParameter(f"{prom} looks like a report name; give the Prometheus file another name "
                                  "(e.g. fleet.prom)", param_hint="--prom")
@@ -218,6 +220,27 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
         _print_summary(rep, out, prom, time.perf_counter() - t0)
     if fail_on == "outlier" and rep.real_outliers:
         sys.exit(1)
+
+
+def _not_an_input(path, option: str, inputs) -> None:
+    """Refuse an output that would overwrite an input: the fleet file itself, or a record of its folder.
+
+    Raises:
+        forensics.errors.BadInputError: ``path`` is one of ``inputs`` or a ``rank-*.json`` inside one.
+    """
+    from forensics.errors import BadInputError
+
+    if path is None or path == "-" or not Path(path).exists():
+        return
+    target = Path(path).resolve()
+    for given in inputs:
+        g = Path(given)
+        if not g.exists():
+            continue
+        g = g.resolve()
+        if target == g or (g.is_dir() and target.parent == g and target.match("rank-*.json")):
+            raise BadInputError(f"{option} {path} is one of the inputs ({given}); writing there would destroy it, "
+                                "choose another name")
 
 
 def _print_summary(rep, out: Path, prom: Path | None, seconds: float) -> None:
@@ -263,6 +286,7 @@ def diff_fleets(before: Path, after: Path, output: Path | str | None, fmt: str |
     from forensics.render.fleet import render_diff
     from forensics.render.report import format_for
 
+    _not_an_input(output or Path(f"forensics-fleet-diff.{fmt or 'html'}"), "-o", [before, after])
     c = compare(load_baseline(before), load_baseline(after))
     if output == "-":
         sys.stdout.write(render_diff(c, str(before), str(after), fmt or "json"))
