@@ -407,3 +407,10 @@ def test_an_output_over_an_input_is_refused_and_the_fleet_file_kept(tmp_path, sr
         assert r.returncode == 2, (args, r.stdout)
         assert "is one of the inputs" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert before == {p: p.read_bytes() for p in before}
+
+
+def test_fleet_snapshot_refuses_a_fleet_file_named_like_a_record_of_its_out_dir(tmp_path):
+    (tmp_path / "d").mkdir()
+    r = run_cli("fleet", "snapshot", "--probe", "host", "--out-dir", "d", "-o", "d/rank-00000.json", cwd=tmp_path)
+    assert r.returncode == 2 and "is a rank record's name in --out-dir d" in r.stderr, r.stderr
+    assert not list((tmp_path / "d").glob("rank-*.json"))

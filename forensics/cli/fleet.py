@@ -73,6 +73,10 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
     if with_bench and importlib.util.find_spec("torch") is None:
         raise BadInputError("--bench needs PyTorch in this Python: pip install 'forensics[bench]'")
     gather = output is not None or out_dir is None
+    if output is not None and out_dir is not None and out_dir.is_dir() \
+            and output.resolve().parent == out_dir.resolve() and output.match("rank-*.json"):
+        raise BadInputError(f"-o {output} is a rank record's name in --out-dir {out_dir}; the fleet file would "
+                            "replace that rank's record: choose another name")
     out = output or _default_output()
     if gather and pl.rank == 0 and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise BadInputError(no_folder(out))
