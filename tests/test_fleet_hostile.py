@@ -414,3 +414,36 @@ def test_fleet_snapshot_refuses_a_fleet_file_named_like_a_record_of_its_out_dir(
     r = run_cli("fleet", "snapshot", "--probe", "host", "--out-dir", "d", "-o", "d/rank-00000.json", cwd=tmp_path)
     assert r.returncode == 2 and "is a rank record's name in --out-dir d" in r.stderr, r.stderr
     assert not list((tmp_path / "d").glob("rank-*.json"))
+
+
+# ---------------------------------------------------------------- compressed and damaged streams
+
+
+def test_a_gzip_compressed_fleet_file_is_read_by_report_and_diff(tmp_path):
+    import gzip
+
+    plain = synth.write_fleet(tmp_path / "f.json", ROOT, 12, 8, plant=True, seed=1)
+    aa = synth.write_fleet(tmp_path / "aa.json", ROOT, 12, 8, plant=False, seed=1)
+    zipped = tmp_path / "f.json.gz"
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    a = run_cli("fleet", "report", str(plain), "-o", str(tmp_path / "a.json"))
+    b = run_cli("fleet", "report", str(zipped), "-o", str(tmp_path / "b.json"))
+    assert a.returncode == b.returncode == 0, b.stderr
+    ja, jb = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    assert jb["verdict"] == ja["verdict"] and len(jb["outliers"]) == 4
+    d = run_cli("diff", str(aa), str(zipped), "-o", str(tmp_path / "d.json"))
+    assert d.returncode == 0 and d.stdout.startswith("Changed on a few nodes: NVIDIA driver"), d.stderr
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(zipped.read_bytes()[: zipped.stat().st_size // 2])
+    r = run_cli("fleet", "report", str(cut), "-o", str(tmp_path / "c.html"))
+    assert r.returncode == 2 and "the file is truncated" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_bytes_that_are_not_text_midway_are_one_line_exit_2(tmp_path):
+    """The first lines were fine, then binary: UnicodeDecodeError was an internal error (exit 4)."""
+    path = synth.write_fleet(tmp_path / "f.json", ROOT, 30, 8, plant=False)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:100]) + bytes(range(128, 256)) * 20 + b"\n]}\n")
+    r = run_cli("fleet", "report", str(path), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2, r.stderr
+    assert "not UTF-8 text after line" in r.stderr and len(r.stderr.strip().splitlines()) == 1

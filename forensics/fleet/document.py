@@ -12,7 +12,7 @@ JSON; loading it whole costs several times that in memory)::
     ]}
 
 Any other valid layout of the same document (pretty-printed, YAML) is read too,
-all at once. A rank record (``forensics.fleet-record/1``, written by
+all at once. A gzip-compressed fleet file (``fleet.json.gz``) is read as it is. A rank record (``forensics.fleet-record/1``, written by
 :mod:`forensics.fleet.snapshot`): ``rank``, ``local_rank``, ``world_size``,
 ``node``, ``node_index``, ``hostname``, ``launcher``, ``pid``, ``env`` (the
 NCCL/CUDA/torch variables this rank sees, redacted), ``gpu`` (the device this
@@ -29,9 +29,11 @@ the head's ``skipped`` list, so one stray file does not hide the other ranks.
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -45,6 +47,7 @@ SCHEMA_VERSION = 1
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 RECORD_SCHEMA = "forensics.fleet-record/1"
 FLEET_MAX_BYTES = 8 * MAX_FILE_BYTES
+GZIP_MAGIC = b"\x1f\x8b"
 MAX_WORLD_SIZE = 1 << 20
 """Largest world size read (1,048,576 ranks, several times the largest jobs run): a damaged
 ``world_size`` of 10**12 would otherwise have the reader list a trillion missing ranks."""
@@ -164,11 +167,24 @@ def is_fleet_file(path: Path) -> bool:
     if path.is_dir():
         return any(path.glob(f"rank-*.json"))
     try:
-        with open(path, "rb") as fh:
+        with _open_binary(path) as fh:
             start = fh.read(4096)
-    except OSError:
+    except (OSError, EOFError, zlib.error):
         return False
     return f'"{SCHEMA_NAME}/'.encode() in start
+
+
+def _is_gzip(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+
+
+def _open_binary(path: Path):
+    """The file's bytes, gunzipped on the fly when it starts with gzip's magic number."""
+    return gzip.open(path, "rb") if _is_gzip(path) else open(path, "rb")
 
 
 def load(path: Path | str) -> Fleet:
@@ -191,10 +207,15 @@ def load(path: Path | str) -> Fleet:
     if size > FLEET_MAX_BYTES:
         raise BadInputError(f"{path}: {size / 2**20:.0f} MiB is larger than any fleet file "
                             f"({FLEET_MAX_BYTES // 2**20} MiB limit)")
+    zipped = _is_gzip(path)
     try:
-        fh = open(path, encoding="utf-8")
+        fh = gzip.open(path, "rt", encoding="utf-8") if zipped else open(path, encoding="utf-8")
         first = fh.readline()
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise BadInputError(f"{path}: not UTF-8 text; is this really a fleet file?") from None
+    except EOFError:
+        raise BadInputError(f"{path}: the gzip data ends early; the file is truncated") from None
+    except (OSError, EOFError, zlib.error) as exc:
         raise BadInputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if first.rstrip().endswith('"records": ['):
         try:
@@ -204,8 +225,22 @@ def load(path: Path | str) -> Fleet:
         if isinstance(head, dict):
             check_schema(head, path, SCHEMA_NAME, SCHEMA_VERSION)
             return Fleet(path, _check_head(head, path), _stream(fh, path))
-    fh.close()
-    doc = read_document(path, "fleet")
+    if zipped:  # another layout, compressed: read whole (read_document reads plain files only)
+        try:
+            text = first + "".join(_lines(fh, path, 1))
+        finally:
+            fh.close()
+        if len(text) > 4 * FLEET_MAX_BYTES:
+            raise BadInputError(f"{path}: larger than any fleet file once uncompressed")
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise BadInputError(f"{path}: invalid JSON ({exc}); the file is damaged or truncated") from None
+        if not isinstance(doc, dict):
+            raise BadInputError(f"{path}: not a fleet file (a JSON {type(doc).__name__}, not a mapping)")
+    else:
+        fh.close()
+        doc = read_document(path, "fleet")
     if str(doc.get("schema", "")).startswith("forensics.snapshot/"):
         raise BadInputError(f"{path}: a snapshot of one machine, not a fleet file; compare it with a fleet "
                             "through 'forensics diff' or 'fleet report FLEET --baseline' it")
@@ -235,12 +270,29 @@ def _check_head(head: dict[str, Any], path: Path) -> dict[str, Any]:
     return head
 
 
+def _lines(fh, path: Path, start: int) -> Iterator[str]:
+    """``fh``'s lines, a file that stops being UTF-8 text (or gzip) midway as one-line bad input."""
+    lineno = start
+    while True:
+        try:
+            line = fh.readline()
+        except (UnicodeDecodeError, OSError, EOFError, zlib.error) as exc:
+            if isinstance(exc, EOFError):
+                raise BadInputError(f"{path}: the gzip data ends after line {lineno}; the file is truncated") from None
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot read ({exc})"
+            raise BadInputError(f"{path}: {why} after line {lineno}; the file is damaged") from None
+        if not line:
+            return
+        lineno += 1
+        yield line
+
+
 def _stream(fh, path: Path) -> Iterator[dict[str, Any]]:
     """Records of a one-per-line fleet file; the closing ``]}`` must be there (else: truncated)."""
     with fh:
         lineno = 1
         closed = False
-        for line in fh:
+        for line in _lines(fh, path, 1):
             lineno += 1
             text = line.strip()
             if not text:
