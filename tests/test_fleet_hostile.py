@@ -447,3 +447,24 @@ def test_bytes_that_are_not_text_midway_are_one_line_exit_2(tmp_path):
     r = run_cli("fleet", "report", str(path), "-o", str(tmp_path / "r.html"))
     assert r.returncode == 2, r.stderr
     assert "not UTF-8 text after line" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_control_characters_in_records_do_not_reach_the_terminal(tmp_path, src):
+    """A record's node name or variable carrying escape sequences (set the title, clear the screen)
+    was printed as is by fleet report's notes and by fleet diff."""
+    recs = list(synth.records(src, 3, 2, plant=False))
+    for rec in recs:
+        if rec["node"] == "node0001":
+            rec["node"] = "evil\x1b[2J\x1b]0;owned\x07"
+    recs[5]["env"]["NCCL_ALGO"] = "Ring\x1b]0;owned\x07"
+    recs[2]["errors"] = [{"where": "bench", "error": "boom\x1b[2J"}]
+    path = _write(tmp_path / "f.json", recs)
+    other = _write(tmp_path / "o.json", list(synth.records(src, 3, 2, plant=False)))
+    for args in (("fleet", "report", str(path), "-o", str(tmp_path / "r.html")),
+                 ("fleet", "report", str(path), "-o", "-"),
+                 ("diff", str(other), str(path), "-o", str(tmp_path / "d.html"))):
+        r = run_cli(*args)
+        assert r.returncode == 0, r.stderr
+        shown = r.stderr + (r.stdout if "-" not in args else "")
+        assert "\x1b" not in shown and "\x07" not in shown, (args, shown)
+        assert "owned" in shown or "boom" in shown  # the text is still there, made harmless

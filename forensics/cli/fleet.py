@@ -12,6 +12,7 @@ import click
 from forensics.cli.common import check_repo, console, error_boundary
 from forensics.cli.types import POSITIVE, OutputFile
 from forensics.docfile import no_folder
+from forensics.render.terminal import clean  # records come from other machines: their text must not drive the terminal
 
 EXIT_MISSING = 3  # the fleet file is written, some ranks are missing from it
 
@@ -111,12 +112,12 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
         click.echo(f"gathered {len(got.records)} of {pl.world_size} ranks from {nodes} node(s) in "
                    f"{got.waited_s:.1f} s; wrote {path}")
         for m in got.missing[:10]:
-            click.echo(f"  missing rank {m['rank']}{' (node ' + m['node'] + ')' if m.get('node') else ''}: "
-                       f"{m['reason']}")
+            click.echo(clean(f"  missing rank {m['rank']}{' (node ' + m['node'] + ')' if m.get('node') else ''}: "
+                             f"{m['reason']}"))
         if len(got.missing) > 10:
             click.echo(f"  ... and {len(got.missing) - 10} more missing")
     for warning in _name_clashes(got.records)[:5]:
-        click.echo(f"forensics fleet: warning: {warning}", err=True)
+        click.echo(clean(f"forensics fleet: warning: {warning}"), err=True)
     if got.interrupted is not None:
         raise got.interrupted
     if got.missing:
@@ -217,9 +218,9 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
         write_atomic(prom, prom_text(rep))
     if out == "-":
         if not quiet:
-            click.echo(rep.verdict, err=True)
+            click.echo(clean(rep.verdict), err=True)
     elif quiet:
-        click.echo(rep.verdict)
+        click.echo(clean(rep.verdict))
     else:
         _print_summary(rep, out, prom, time.perf_counter() - t0)
     if fail_on == "outlier" and rep.real_outliers:
@@ -251,15 +252,15 @@ def _print_summary(rep, out: Path, prom: Path | None, seconds: float) -> None:
     from rich.markup import escape
 
     con = console()
-    con.print(f"[bold]{escape(rep.verdict)}[/bold]")
+    con.print(f"[bold]{escape(clean(rep.verdict))}[/bold]")
     for i, o in enumerate(rep.real_outliers[:10], 1):
-        con.print(f"  {i}. {escape('[' + o.hypothesis + ']')} {escape(o.summary)}  (score {o.score:.2f})")
+        con.print(f"  {i}. {escape('[' + o.hypothesis + ']')} {escape(clean(o.summary))}  (score {o.score:.2f})")
     if len(rep.real_outliers) > 10:
         con.print(f"  ... {len(rep.real_outliers) - 10} more in the report")
     for note in rep.notes:
-        con.print(f"  note: {escape(note)}")
+        con.print(f"  note: {escape(clean(note))}")
     if rep.baseline:
-        con.print(f"baseline: {escape(rep.baseline['verdict'])}")
+        con.print(f"baseline: {escape(clean(rep.baseline['verdict']))}")
     con.print(f"wrote [bold]{escape(str(out))}[/bold]" + (f" and {escape(str(prom))}" if prom else "")
               + f" ({seconds:.1f} s)")
 
@@ -297,13 +298,13 @@ def diff_fleets(before: Path, after: Path, output: Path | str | None, fmt: str |
     else:
         path = Path(output) if output else Path(f"forensics-fleet-diff.{fmt or 'html'}")
         write_atomic(path, render_diff(c, str(before), str(after), format_for(path, fmt)))
-        click.echo(c["verdict"])
+        click.echo(clean(c["verdict"]))
         if not quiet:
             for w in c["fleet_wide"][:10]:
-                click.echo(f"  fleet-wide: {w['label']}: {w['before']} -> {w['after']} ({w['share']:.0%} of units)")
+                click.echo(clean(f"  fleet-wide: {w['label']}: {w['before']} -> {w['after']} ({w['share']:.0%} of units)"))
             for f in c["few_nodes"][:10]:
-                click.echo(f"  on {f['count']} unit(s): {f['label']}: {f['before']} -> {f['after']} "
-                           f"({', '.join(f['nodes'][:4])}{' ...' if len(f['nodes']) > 4 else ''})")
+                click.echo(clean(f"  on {f['count']} unit(s): {f['label']}: {f['before']} -> {f['after']} "
+                                 f"({', '.join(f['nodes'][:4])}{' ...' if len(f['nodes']) > 4 else ''})"))
         click.echo(str(path))
     changed = bool(c["fleet_wide"] or c["few_nodes"] or c["nodes_added"] or c["nodes_removed"])
     return 1 if fail_on and changed else 0
