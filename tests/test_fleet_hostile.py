@@ -468,3 +468,17 @@ def test_control_characters_in_records_do_not_reach_the_terminal(tmp_path, src):
         shown = r.stderr + (r.stdout if "-" not in args else "")
         assert "\x1b" not in shown and "\x07" not in shown, (args, shown)
         assert "owned" in shown or "boom" in shown  # the text is still there, made harmless
+
+
+def test_out_dir_markers_of_a_node_named_with_glob_characters_count_only_that_node(tmp_path):
+    from forensics.fleet.gather import DirChannel
+
+    ch = DirChannel(tmp_path, "r")
+    for rank, node in ((0, "gpu1"), (1, "gpu2"), (2, "gpu[12]")):
+        ch.mark(f"node/{node}/ready", rank)
+    import time
+
+    now = time.monotonic()  # wait() with a deadline already passed: one look at the markers
+    assert not ch.wait("node/gpu*/ready", 1, now)  # matched gpu1's and gpu2's markers: 'ready' before its snapshot
+    assert ch.wait("node/gpu[12]/ready", 1, now) and not ch.wait("node/gpu[12]/ready", 2, now)
+    assert ch.wait("node/gpu1/ready", 1, now) and not ch.wait("node/gpu1/ready", 2, now)

@@ -24,6 +24,7 @@ involved, so a broken NCCL can still be diagnosed.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import time
@@ -245,4 +246,4 @@ class DirChannel(Channel):
         (self.state / f"{name.replace('/', '__')}.{who}").touch()
 
     def _count(self, name: str) -> int:
-        return len(list(self.state.glob(f"{name.replace('/', '__')}.*")))
+        return len(list(self.state.glob(f"{glob.escape(name.replace('/', '__'))}.*")))  # a node named 'gpu*' counts only its own
