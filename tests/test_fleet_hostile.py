@@ -482,3 +482,16 @@ def test_out_dir_markers_of_a_node_named_with_glob_characters_count_only_that_no
     assert not ch.wait("node/gpu*/ready", 1, now)  # matched gpu1's and gpu2's markers: 'ready' before its snapshot
     assert ch.wait("node/gpu[12]/ready", 1, now) and not ch.wait("node/gpu[12]/ready", 2, now)
     assert ch.wait("node/gpu1/ready", 1, now) and not ch.wait("node/gpu1/ready", 2, now)
+
+
+def test_a_rank_listed_missing_but_present_is_not_counted_missing(tmp_path, src):
+    """A head naming rank 1 missing next to rank 1's record (files merged by hand)."""
+    recs = list(synth.records(src, 1, 2, plant=False))
+    path = _write(tmp_path / "f.json", recs, 3, missing=[{"rank": 1, "node": "node0000", "local_rank": 1,
+                                                           "reason": "never reached the gather within 300 s"},
+                                                          {"rank": 2, "node": None, "local_rank": None,
+                                                           "reason": "never reached the gather within 300 s"}])
+    r = run_cli("fleet", "report", str(path), "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert [m["rank"] for m in doc["missing"]] == [2] and doc["verdict"].endswith("; 1 rank missing.")

@@ -377,7 +377,8 @@ class FleetFacts:
             self._put(target.values, k, figs.get(k))
 
     def finish(self) -> "FleetFacts":
-        """Fill :data:`UNSET` for variables some ranks lack; returns self."""
+        """Fill :data:`UNSET` for variables some ranks lack, drop "missing" ranks that sent a record; returns self."""
+        self.missing = [m for m in self.missing if m.get("rank") not in self.rank_env]
         names = set()
         for env in self.rank_env.values():
             names.update(env)
