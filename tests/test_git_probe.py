@@ -13,7 +13,7 @@ import pytest
 from forensics.model import HypothesisStatus, ProbeStatus
 from forensics.probe import ProbeContext, ProbeResult
 from forensics.runner import run_probes
-from forensics_probes.git.probe import GitProbe, parse_reflog
+from forensics_probes.git.probe import GitProbe, find_repo_root, parse_reflog
 from tests.conftest import git
 
 
@@ -115,6 +115,18 @@ def test_a_bare_repository_inside_a_working_tree_is_bare_not_the_outer_one(repo)
     assert rec["state"] == "bare" and rec["path"] == str((repo / "mirror.git").absolute())
     assert "head" not in rec  # the outer repository's HEAD is not reported as the bare one's
     assert _collect(repo)["state"] == "ok"  # the outer working tree is still read as before
+
+
+def test_a_folder_that_only_looks_like_a_bare_repository_does_not_hide_the_working_tree(repo, monkeypatch):
+    store = repo / "checkpoints"  # a checkpoint store: a HEAD pointer file, objects/ and refs/ folders
+    (store / "objects").mkdir(parents=True)
+    (store / "refs").mkdir()
+    (store / "HEAD").write_text("step-4200\n")
+    monkeypatch.chdir(store)
+    rec = run_probes([GitProbe()], {}, timeout_s=30)["git"].data["repos"][0]
+    assert rec["role"] == "main" and rec["path"] == str(repo.resolve()) and rec["state"] == "ok"
+    (store / "HEAD").write_text("ref: refs/heads/main\n")  # now git would take it for a bare repository too
+    assert find_repo_root(store) is None and _collect(store)["state"] == "bare"
 
 
 def test_file_names_in_another_encoding_stay_apart_and_are_stat_ed(repo):

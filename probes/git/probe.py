@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -138,19 +139,34 @@ def _same_dirty(br: dict[str, Any], ar: dict[str, Any]) -> list[str] | None:
     return sorted(adirty)
 
 
+_HEAD_REF = re.compile(r"^(ref:\s*refs/\S*|[0-9a-f]{40}|[0-9a-f]{64})\s*$")
+
+
+def is_git_dir(folder: Path) -> bool:
+    """Whether ``folder`` is a repository folder by git's own test (``is_git_directory`` in git's
+    setup.c): ``objects/`` and ``refs/`` folders and a ``HEAD`` that names a ref (``ref: refs/...``)
+    or holds an object id (40 or 64 hex digits). Reads the first line of ``HEAD``.
+
+    A folder that merely has files and folders of those names (a checkpoint store with a ``HEAD``
+    pointer, say) is not one.
+    """
+    if not ((folder / "objects").is_dir() and (folder / "refs").is_dir()):
+        return False
+    head = read_text(folder / "HEAD")
+    return head is not None and _HEAD_REF.match(head.partition("\n")[0]) is not None
+
+
 def find_repo_root(start: Path) -> Path | None:
     """The working-tree root containing ``start`` (a ``.git`` dir or file), or None.
 
-    None too when ``start`` is in a bare repository (a folder other than ``.git`` holding a ``HEAD``
-    file and ``objects/`` and ``refs/`` folders, git's own test of a repository folder): it has no
-    working tree, even when it sits inside another repository's.
+    None too when ``start`` is in a bare repository (a folder other than ``.git`` that passes
+    :func:`is_git_dir`): it has no working tree, even when it sits inside another repository's.
     """
     start = start.resolve()
     for folder in (start, *start.parents):
         if (folder / ".git").exists():
             return folder
-        if folder.name != ".git" and (folder / "HEAD").is_file() and (folder / "objects").is_dir() \
-                and (folder / "refs").is_dir():
+        if folder.name != ".git" and is_git_dir(folder):
             return None
     return None
 
@@ -224,7 +240,7 @@ class GitProbe(Probe):
                    ctx: ProbeContext) -> dict[str, Any]:
         rec: dict[str, Any] = {"path": str((root or path).absolute()), "role": role, "distribution": dist}
         if root is None:
-            rec["state"] = "bare" if (path / "HEAD").is_file() and (path / "objects").is_dir() else "not_a_repository"
+            rec["state"] = "bare" if is_git_dir(path) else "not_a_repository"
             return rec
         calls = GitCalls(root, ctx.timeout_s + 5)  # the runner's timeout comes first and ends the groups
         dirs = calls.start("rev-parse", "--absolute-git-dir", "--git-common-dir")
