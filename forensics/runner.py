@@ -17,9 +17,9 @@ shorter timeouts on subprocesses, to report what timed out.
 
 While the probes run, a thread holding the interpreter lock gives it up every
 :data:`SWITCH_INTERVAL_S` instead of Python's default 5 ms (``sys.setswitchinterval``,
-restored afterwards): the probes mostly wait on children and on NVML's lane threads, and each
-hand-off (a call queued to a lane, a child's output read) would otherwise wait behind another
-probe's CPU work (its imports, parsing) for up to 5 ms.
+restored when the last of overlapping runs ends): the probes mostly wait on children and on
+NVML's lane threads, and each hand-off (a call queued to a lane, a child's output read) would
+otherwise wait behind another probe's CPU work (its imports, parsing) for up to 5 ms.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from forensics.errors import ProbeUnavailable
 from forensics.model import ProbeStatus
@@ -38,6 +39,30 @@ from forensics.redact import Redactor
 
 DEFAULT_TIMEOUT_S = 10.0
 SWITCH_INTERVAL_S = 0.0005  # seconds between the interpreter lock's hand-offs while probes run
+
+_switch_lock = threading.Lock()
+_switch_runs = 0  # run_probes calls now inside _short_switch_interval (several threads may each run one)
+_switch_saved = 0.005  # the interval to restore when the last of them is done
+
+
+@contextmanager
+def _short_switch_interval() -> Iterator[None]:
+    """``sys.setswitchinterval(SWITCH_INTERVAL_S)`` (never raising the interval) for the block, then the
+    caller's interval back. The setting is the whole process's: when runs overlap (a program taking
+    snapshots from two threads), the interval from before the first is restored when the last ends."""
+    global _switch_runs, _switch_saved
+    with _switch_lock:
+        if _switch_runs == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, SWITCH_INTERVAL_S))
+        _switch_runs += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _switch_runs -= 1
+            if _switch_runs == 0:
+                sys.setswitchinterval(_switch_saved)
 
 
 @dataclass
@@ -112,15 +137,13 @@ def run_probes(
         slot = _Slot(probe, ctx, threading.Thread(target=lambda: None), 0.0, children=ChildGroups())
         slot.thread = threading.Thread(target=_run_one, args=(slot,), name=f"probe-{probe.name}", daemon=True)
         slots.append(slot)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
     try:
-        for slot in sorted(slots, key=lambda s: not getattr(s.probe, "start_first", False)):
-            slot.started = time.perf_counter()
-            slot.thread.start()
-        results = _wait_all(slots, on_done)
+        with _short_switch_interval():
+            for slot in sorted(slots, key=lambda s: not getattr(s.probe, "start_first", False)):
+                slot.started = time.perf_counter()
+                slot.thread.start()
+            results = _wait_all(slots, on_done)
     finally:  # also on Ctrl-C: no probe's child outlives the run
-        sys.setswitchinterval(interval)
         for slot in slots:
             if slot.children is not None:
                 slot.children.close()

@@ -118,6 +118,38 @@ def test_probes_that_start_workers_start_first_and_results_keep_their_order(monk
     assert sys.getswitchinterval() == pytest.approx(0.005)  # Python's default, restored after the run
 
 
+def test_overlapping_runs_from_two_threads_give_back_the_interval_from_before_both():
+    """A program taking snapshots from two threads: the first run to start ends first. The process-wide
+    switch interval must come back as it was before either, not as the second run found it."""
+    a_in, a_go, b_in, b_go = (threading.Event() for _ in range(4))
+
+    class Waits(Probe):
+        description = "waits for the test"
+
+        def __init__(self, name, entered, go):
+            self.name, self.entered, self.go = name, entered, go
+
+        def collect(self, ctx):
+            self.entered.set()
+            self.go.wait(30)
+            return {}
+
+    results = {}
+    run_a = threading.Thread(target=lambda: results.update(run_probes([Waits("a", a_in, a_go)], timeout_s=60)))
+    run_b = threading.Thread(target=lambda: results.update(run_probes([Waits("b", b_in, b_go)], timeout_s=60)))
+    before = sys.getswitchinterval()
+    run_a.start()
+    assert a_in.wait(30)
+    run_b.start()
+    assert b_in.wait(30)
+    a_go.set()
+    run_a.join(30)
+    b_go.set()
+    run_b.join(30)
+    assert set(results) == {"a", "b"} and all(r.status is ProbeStatus.OK for r in results.values())
+    assert sys.getswitchinterval() == before
+
+
 def test_probe_may_ask_for_more_time():
     class Window(Probe):
         name, description = "window", "samples for a while"
