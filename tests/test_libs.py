@@ -173,3 +173,31 @@ def test_libs_missing_on_one_side_is_inconclusive():
 def test_deep_is_opt_in_and_extends_timeout():
     assert LibsProbe().extra_timeout_s({"deep": True}) > 0 and LibsProbe().extra_timeout_s({}) == 0
     assert "import torch" not in open(libs.__file__).read().split("_DEEP")[0]
+
+
+def test_a_listing_that_never_returns_does_not_keep_forensics_from_exiting():
+    """The wheels are listed in a second thread while the version child answers. When the runner gives up
+    on the probe (its timeout) and the command ends, that thread must not hold the process open: a
+    site-packages on a file system that stopped answering would hang ``forensics`` at exit."""
+    import subprocess
+    import sys
+
+    nccl = {"path": "/usr/lib/python3/site-packages/" + H200["nccl"]["path"].removeprefix("site/"), "source": "nvidia_wheel"}
+    code = f"""
+import threading
+from forensics.probe import ProbeContext
+from forensics_probes.libs import probe as libs
+libs.read_torch = lambda: (None, None)
+libs.find_library = lambda kind, site: {nccl!r} if kind == "nccl" else None
+libs.query_versions = lambda found, timeout_s: {{"nccl": 22809}}
+listing, never = threading.Event(), threading.Event()
+libs.nvidia_distributions = lambda: listing.set() or never.wait()  # the file system stopped answering
+threading.Thread(target=libs.LibsProbe._loaded, args=(ProbeContext(),), daemon=True).start()
+assert listing.wait(30)
+print("given up")  # what the runner does at the probe's timeout: the command goes on and ends
+"""
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process did not exit: the wheel-listing thread held it open")
+    assert out.returncode == 0 and out.stdout.strip() == "given up", out.stderr
