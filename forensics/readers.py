@@ -32,13 +32,16 @@ def name_and_version(dist, normalised: bool = True) -> tuple[str | None, str]:
     version as in METADATA, the name with runs of ``-_.`` as ``_``), which costs no file read;
     other layouts (``.egg-info``) fall back to parsing the METADATA file once (~1 ms of
     interpreter time each, ~200 of them in a torch environment). The name is PEP 503 normalised
-    unless ``normalised=False`` (then as the folder or METADATA spells it). A broken distribution
-    gives ``(None, "")``.
+    unless ``normalised=False``: then it is METADATA's ``Name`` as the project spells it
+    (``markdown-it-py``, not the folder's ``markdown_it_py``), taken from the file's header lines
+    without parsing the rest (the README). A broken distribution gives ``(None, "")``.
     """
     folder = getattr(dist, "_path", None)
     m = _DIST_INFO.match(getattr(folder, "name", "") or "")
     if m:
         name, version = m.group("name"), m.group("version")
+        if not normalised:
+            name = _metadata_name(dist) or name
     else:
         try:
             md = dist.metadata
@@ -48,6 +51,18 @@ def name_and_version(dist, normalised: bool = True) -> tuple[str | None, str]:
     if not name:
         return None, version or ""
     return (normalise(name) if normalised else name), version or ""
+
+
+def _metadata_name(dist) -> str | None:
+    """The ``Name:`` header of ``dist``'s METADATA file (its headers end at the first blank line), or None."""
+    try:
+        text = dist.read_text("METADATA") or ""
+    except Exception:  # unreadable: the folder's spelling is used
+        return None
+    for line in text.partition("\n\n")[0].splitlines():
+        if line[:5].lower() == "name:":
+            return line[5:].strip() or None
+    return None
 
 
 def read_text(path: str | Path) -> str | None:

@@ -8,12 +8,13 @@ import textwrap
 from tests.conftest import run_cli
 
 
-def _install_fake_distribution(root, module_source: str, entry: str, dist="acme_probe"):
-    """Lay out an importable module plus a dist-info with entry_points.txt (what pip would install)."""
+def _install_fake_distribution(root, module_source: str, entry: str, dist="acme_probe", name=None):
+    """Lay out an importable module plus a dist-info with entry_points.txt (what pip would install: the
+    folder named with the wheel spec's escaped name, METADATA with the project's own ``name``)."""
     (root / f"{dist}.py").write_text(textwrap.dedent(module_source))
     info = root / f"{dist}-1.2.3.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name or dist}\nVersion: 1.2.3\n\n# Acme probes\n\nName: not a header\n")
     (info / "entry_points.txt").write_text(f"[forensics.probes]\n{entry}\n")
 
 
@@ -43,14 +44,16 @@ def test_third_party_probe_appears_in_snapshot(tmp_path):
 def test_broken_third_party_probe_is_failed_not_fatal(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
-    _install_fake_distribution(site, "raise ImportError('needs libfoo')\n", "broken = acme_probe:Nothing")
+    _install_fake_distribution(site, "raise ImportError('needs libfoo')\n", "broken = acme_probe:Nothing",
+                               name="Acme-Probe")  # pip install Acme-Probe: the folder is acme_probe-1.2.3.dist-info
     out = tmp_path / "s.json"
     proc = run_cli("snapshot", "-q", "-o", str(out), "--probe", "broken", "--probe", "host",
                    env={"PYTHONPATH": str(site)})
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert doc["probes"]["broken"]["status"] == "failed"
-    assert "acme_probe 1.2.3" in doc["probes"]["broken"]["reason"] and "needs libfoo" in doc["probes"]["broken"]["reason"]
+    assert "from Acme-Probe 1.2.3:" in doc["probes"]["broken"]["reason"]  # the name the user installed
+    assert "needs libfoo" in doc["probes"]["broken"]["reason"]
     assert doc["probes"]["host"]["status"] == "ok"
 
 
