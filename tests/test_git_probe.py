@@ -142,6 +142,24 @@ def test_file_names_in_another_encoding_stay_apart_and_are_stat_ed(repo):
     json.dumps(rec, ensure_ascii=False).encode("utf-8")  # valid UTF-8 throughout
 
 
+def test_a_repository_in_a_folder_named_in_another_encoding_is_written_as_text(tmp_path):
+    """The folder's own name reaches the record, its error line and the snapshot file: each as ``\\xNN``
+    text, so the JSON file is written (it was an internal error, exit 4) and the name reads as git quotes it."""
+    from tests.conftest import run_cli
+
+    folder = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    subprocess.run(["git", "init", "-q", os.fsdecode(folder)], check=True)
+    with open(os.path.join(folder, b".git", b"config"), "ab") as fh:
+        fh.write(b"[broken\n")  # git cannot read the repository: an error state, with its line
+    out = tmp_path / "s.json"
+    proc = run_cli("snapshot", "-q", "--probe", "git", "-o", str(out), cwd=os.fsdecode(folder))
+    assert proc.returncode == 0, proc.stderr
+    git_rec = json.loads(out.read_bytes().decode("utf-8"))["probes"]["git"]
+    rec = git_rec["data"]["repos"][0]
+    assert rec["path"] == str(tmp_path / "caf\\xe9") and rec["state"] == "error" and "bad config" in rec["error"]
+    assert git_rec["errors"][0]["field"] == f"repos[{rec['path']}]"
+
+
 def test_a_git_dir_in_the_environment_does_not_redirect_the_probe(repo, tmp_path, monkeypatch):
     other = tmp_path / "other"
     other.mkdir()

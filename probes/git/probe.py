@@ -238,6 +238,12 @@ class GitProbe(Probe):
 
     def _read_repo(self, path: Path, root: Path | None, role: str, dist: str | None,
                    ctx: ProbeContext) -> dict[str, Any]:
+        """One ``repos`` entry, with :func:`shown` text throughout (names and paths that are not UTF-8
+        included: the folder's own path, git's output, the error lines and redaction labels)."""
+        return shown(self._read_repo_raw(path, root, role, dist, ctx))
+
+    def _read_repo_raw(self, path: Path, root: Path | None, role: str, dist: str | None,
+                       ctx: ProbeContext) -> dict[str, Any]:
         rec: dict[str, Any] = {"path": str((root or path).absolute()), "role": role, "distribution": dist}
         if root is None:
             rec["state"] = "bare" if is_git_dir(path) else "not_a_repository"
@@ -255,7 +261,7 @@ class GitProbe(Probe):
             except GitError as exc:  # git does not see a repository here: nothing else can be read
                 rec.update(state="not_a_repository" if exc.not_a_repository else "error", error=str(exc))
                 if not exc.not_a_repository:  # a folder that is not a repository is a state, not a failed read
-                    ctx.error(f"repos[{rec['path']}]", rec["error"])
+                    ctx.error(shown(f"repos[{rec['path']}]"), shown(rec["error"]))
                 return rec
             git_dir = Path(lines[0])
             common = Path(lines[1]) if len(lines) > 1 else git_dir
@@ -273,7 +279,8 @@ class GitProbe(Probe):
                     problems.append(str(exc) if isinstance(exc, GitError) else f"{type(exc).__name__}: {exc}")
                     return None
 
-            rec["remotes"] = {name: ctx.redactor.text(url, f"git.{root.name}.remotes.{name}")
+            where = f"git.{shown(root.name)}"  # the redactor's records name the repository as the record does
+            rec["remotes"] = {name: ctx.redactor.text(url, shown(f"{where}.remotes.{name}"))
                               for name, url in (read(remotes, parse_remotes) or {}).items()}
             st = read(status, parse_status_v2)
             head = read(log, parse_head) if st is None or st["oid"] is not None else None
@@ -300,20 +307,20 @@ class GitProbe(Probe):
                 text = ""
             rec["reflog"] = parse_reflog(text)
             for e in rec["reflog"]:
-                e["action"] = ctx.redactor.text(e["action"], f"git.{root.name}.reflog")
+                e["action"] = ctx.redactor.text(e["action"], f"{where}.reflog")
             if st is None or (st["oid"] is not None and head is None):
                 rec["state"] = "error"  # the worktree or HEAD could not be read: what was read is kept
             else:
                 rec["state"] = "ok" if st["oid"] is not None else "no_commits"
             if problems:
                 rec["error"] = "; ".join(problems)
-                ctx.error(f"repos[{rec['path']}]", rec["error"])
+                ctx.error(shown(f"repos[{rec['path']}]"), shown(rec["error"]))
         except (OSError, ValueError, IndexError) as exc:  # odd repository states are recorded, never crash
             rec.update(state="error", error=f"{type(exc).__name__}: {exc}")
-            ctx.error(f"repos[{rec['path']}]", rec["error"])
+            ctx.error(shown(f"repos[{rec['path']}]"), shown(rec["error"]))
         finally:
             calls.close()
-        return shown(rec)
+        return rec
 
     @staticmethod
     def _count_lines(path: Path) -> int:
