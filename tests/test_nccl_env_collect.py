@@ -68,6 +68,25 @@ def test_each_start_method_sees_the_parent(clean_env):
     assert finding.summary.endswith("variables compared in forkserver, spawn, subprocess")
 
 
+def test_a_spawn_worker_with_no_standard_output_still_hands_in_its_record(tmp_path):
+    """forensics started with its standard output closed (``>&-``, some job schedulers): the spawn worker
+    has no ``sys.stdout``. Its record is in place before it ends, so it must end with status 0, not 1."""
+    code = ("import json, sys\n"
+            "from forensics.env import collect\n"
+            "from forensics.env.workers import envdump\n"
+            "if __name__ == '__main__':\n"
+            f"    got = collect._mp_worker('spawn', {str(tmp_path / 'spawn.json')!r}, envdump.DEFAULT_SELECT, 60)\n"
+            "    print(json.dumps(got), file=sys.stderr)\n")
+    script = tmp_path / "closed.py"
+    script.write_text(code)
+    proc = subprocess.run(["sh", "-c", 'exec "$0" "$1" >&-', sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert "failure" not in got, got
+    assert got["record"]["method"] == "spawn"
+
+
 def test_default_probe_does_not_import_torch_in_the_parent(tmp_path):
     code = ("import sys; from forensics.env.data import collect_nccl_env; from forensics.redact import Redactor\n"
             "if __name__ == '__main__':\n"

@@ -42,11 +42,16 @@ def dump_and_exit(path: str, select=DEFAULT_SELECT, method: str = "") -> None:
 
     A ``spawn`` worker otherwise returns into ``multiprocessing.spawn`` and tears its interpreter
     down (13-25 ms on the H200 host) while the probe waits for it to exit; ``fork`` and
-    ``forkserver`` children already end with ``os._exit``. The worker holds nothing else to flush.
+    ``forkserver`` children already end with ``os._exit``. The worker holds nothing else to flush
+    but its standard streams, which may be absent (``None``) or closed when forensics was started
+    without them: then they are passed over, as multiprocessing does, and the exit status is 0.
     """
     write_record(snapshot(select, method, None), path)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):  # no such stream, closed, or its pipe is gone
+            pass
     os._exit(0)
 
 
