@@ -63,6 +63,13 @@ def take_snapshot(
             machine as it was before the benchmark (no load average, no processes
             of ours on the GPU).
 
+    While the probes load and run and the document is built, two settings of the whole process
+    are changed and then put back as they were, also on an exception or Ctrl-C: the cyclic
+    garbage collector is off (:func:`collector_paused`) and the interpreter lock changes hands
+    every 0.5 ms (:func:`forensics.runner.run_probes`). A program calling this from one of its
+    threads sees them in its other threads for that time (well under a second by default, up to
+    the probes' timeouts), never after.
+
     Raises:
         BadInputError: ``only``/``skip`` names a probe that is not installed,
             or the timeout is not positive.

@@ -39,9 +39,10 @@ class LoadFailure:
 
 
 def _dist_label(ep: metadata.EntryPoint, cache: dict[int, str] | None = None) -> str:
-    """"name version" of the distribution that registered ``ep``: from its ``<name>-<version>.dist-info``
-    folder name (:func:`forensics.readers.name_and_version`), else its METADATA (which holds the
-    README), parsed once per distribution when ``cache`` is given."""
+    """"name version" of the distribution that registered ``ep``: METADATA's ``Name`` as the project
+    spells it and the version from its ``<name>-<version>.dist-info`` folder name
+    (:func:`forensics.readers.name_and_version` with ``normalised=False``: the header lines only, not
+    the README after them), else its parsed METADATA; once per distribution when ``cache`` is given."""
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "unknown distribution"
