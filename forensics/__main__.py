@@ -12,8 +12,11 @@ def main() -> None:
 
     When the command is done the objects left are frozen (``gc.freeze``): the process is ending,
     and interpreter shutdown would otherwise walk them all with the cyclic collector (20-40 ms
-    with the probes' modules loaded). Files are written and closed, and ``atexit`` handlers
-    (temporary folders, logging) still run, before that.
+    with the probes' modules loaded). The command has written and closed its files before that;
+    ``atexit`` handlers (temporary folders, logging, multiprocessing's helpers) still run after
+    it. What it gives up: an object kept alive only by a reference cycle is not finalized at
+    shutdown (nothing of forensics' relies on that: its files and folders are closed and removed
+    in ``finally`` blocks and ``atexit`` handlers).
     """
     import gc
 
