@@ -26,6 +26,7 @@ Two outcomes for a value that does not fit (:func:`check_data`):
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any, Iterator
@@ -63,8 +64,14 @@ MALFORMED = "_malformed"
 replaced as malformed; :mod:`forensics.diff.ledger` makes findings about them inconclusive."""
 
 
-def _walk(node: Any, parts: list[str], here: str, trail: tuple = ()) -> Iterator[tuple[Any, Any, str, tuple]]:
-    """(container, key, dotted path, path elements) of every value the pattern ``parts`` reaches from ``node``.
+def _display(where: str, trail: tuple) -> str:
+    """The dotted path of ``trail`` (keys; ints are list indexes) below ``where``: ``probes.gpu.data.gpus.GPU-1.clocks[0]``."""
+    return where + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in trail)
+
+
+def _walk(node: Any, parts: tuple[str, ...], where: str, trail: tuple = ()) -> Iterator[tuple[Any, Any, tuple]]:
+    """(container, key, path elements) of every value the pattern ``parts`` reaches from ``node``; a path
+    element is a mapping's key (str) or a list's index (int). No path text is built unless it is needed.
 
     Raises:
         TypeError: with the dotted path, when the path runs into a value that is no container.
@@ -75,17 +82,24 @@ def _walk(node: Any, parts: list[str], here: str, trail: tuple = ()) -> Iterator
     if node is None or is_missing(node):  # null where the table allows it ("mapping?"): nothing below to check
         return
     if isinstance(node, dict):
-        keys = list(node) if head == "*" else ([head] if head in node else [])
+        keys = node if head == "*" else ((head,) if head in node else ())
     elif isinstance(node, list) and head == "*":
-        keys = list(range(len(node)))
+        keys = range(len(node))
     else:
-        raise TypeError(here)
+        raise TypeError(_display(where, trail))
     for k in keys:
-        path = f"{here}[{k}]" if isinstance(node, list) else (f"{here}.{k}" if here else str(k))
         if rest:
-            yield from _walk(node[k], rest, path, trail + (str(k),))
+            yield from _walk(node[k], rest, where, trail + (k,))
         else:
-            yield node, k, path, trail + (str(k),)
+            yield node, k, trail + (k,)
+
+
+@functools.lru_cache(maxsize=128)
+def _plan(items: tuple[tuple[str, str], ...]) -> tuple[tuple[str, tuple[str, ...], str, bool, str], ...]:
+    """A ``types`` table as (pattern, its parts, base, nullable, bound), containers before leaves; parsed once
+    per table (``fleet report`` checks 1,000 snapshots against the same few tables)."""
+    return tuple((pattern, tuple(pattern.split(".")), *_parse(word))
+                 for pattern, word in sorted(items, key=lambda kv: kv[0].count(".")))
 
 
 def check_data(data: dict[str, Any], types: dict[str, str], where: str,
@@ -107,15 +121,18 @@ def check_data(data: dict[str, Any], types: dict[str, str], where: str,
         BadInputError: a value of the wrong type, naming the file and the field.
     """
     notes: list[tuple[tuple[str, ...], str]] = []
-    for pattern, word in sorted(types.items(), key=lambda kv: kv[0].count(".")):  # containers before leaves
-        base, nullable, bound = _parse(word)
+    try:
+        plan = _plan(tuple(types.items()))
+    except TypeError:  # a table with unhashable entries (a third-party probe's): parsed for this call only
+        plan = _plan.__wrapped__(tuple(types.items()))
+    for pattern, parts, base, nullable, bound in plan:  # containers before leaves
         try:
-            found = list(_walk(data, pattern.split("."), where))
+            found = list(_walk(data, parts, where))
         except TypeError as exc:
             continue_path = str(exc)
             raise BadInputError(f"{path}: {continue_path} is not a mapping or list (needed for {where}.{pattern}); "
                                 "the file was edited or damaged") from None
-        for node, key, here, trail in found:
+        for node, key, trail in found:
             value = node[key]
             if is_missing(value) or (value is None and nullable):
                 continue
@@ -124,13 +141,14 @@ def check_data(data: dict[str, Any], types: dict[str, str], where: str,
             ok = isinstance(value, _BASE[base]) and not (isinstance(value, bool) and base != "boolean")
             if not ok:
                 shown = repr(value) if isinstance(value, (str, int, float)) and len(repr(value)) < 40 else _json_type(value)
-                raise BadInputError(f"{path}: {here} is {shown}, expected {_NAMES[base]}"
+                raise BadInputError(f"{path}: {_display(where, trail)} is {shown}, expected {_NAMES[base]}"
                                     f"{' or null' if nullable else ''}; the file was edited or damaged")
             if base in ("number", "integer"):
                 bad = impossible(value, bound)
                 if bad:
                     node[key] = missing(MissingReason.ERROR, f"malformed value: {bad}")
-                    notes.append((trail, f"{here}: malformed value ({bad}); treated as unknown"))
+                    notes.append((tuple(str(k) for k in trail),
+                                  f"{_display(where, trail)}: malformed value ({bad}); treated as unknown"))
     return notes
 
 

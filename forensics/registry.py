@@ -9,6 +9,7 @@ distribution that provided it.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from importlib import metadata
@@ -94,9 +95,21 @@ def load_probes(group: str = GROUP) -> tuple[list[LoadedProbe], list[LoadFailure
     return list(loaded.values()), failures
 
 
+@functools.lru_cache(maxsize=None)
+def _group_entry_points(group: str) -> tuple[metadata.EntryPoint, ...]:
+    """The entry points of ``group``, read once per process (``importlib.metadata.entry_points``: every
+    installed distribution's entry_points.txt, ~200 of them in a torch environment)."""
+    return tuple(metadata.entry_points(group=group))
+
+
 def find_probe_class(name: str, group: str = GROUP) -> Probe | None:
-    """Return the probe registered as ``name`` (for ``judge`` at diff time), or ``None``."""
-    for ep in metadata.entry_points(group=group):
+    """Return a new instance of the probe registered as ``name`` (for ``judge`` and field types at diff
+    and report time), or ``None``.
+
+    The group's entry points are read once per process: ``fleet report`` checks the field types of
+    each of 1,000 node snapshots, and reading them again for each probe of each snapshot took ~6 s.
+    """
+    for ep in _group_entry_points(group):
         if ep.name == name:
             try:
                 return _instantiate(ep)

@@ -62,3 +62,22 @@ def test_unknown_probe_name_is_bad_input(tmp_path):
     assert proc.returncode == 2
     assert "no probe named 'gpuu'" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "s.json").exists()
+
+
+def test_probe_classes_come_from_one_read_of_the_entry_points(monkeypatch):
+    """diff, report and fleet report look probes up for every snapshot they check (1,000 in a fleet):
+    the installed entry points are read once per process, not once per look-up."""
+    from forensics import registry
+
+    registry._group_entry_points.cache_clear()
+    calls = []
+    real = registry.metadata.entry_points
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda **kw: calls.append(kw) or real(**kw))
+    try:
+        for _ in range(3):
+            assert registry.find_probe_class("gpu").name == "gpu"
+            assert registry.find_probe_class("no_such_probe") is None
+        assert calls == [{"group": "forensics.probes"}]
+        assert registry.find_probe_class("gpu") is not registry.find_probe_class("gpu")  # a new instance each time
+    finally:
+        registry._group_entry_points.cache_clear()
