@@ -77,19 +77,18 @@ def take_snapshot(
     only, skip = list(only), list(skip)
     if timeout_s <= 0:
         raise BadInputError(f"--timeout must be positive, got {timeout_s:g}")
-    with collector_paused():
+    with collector_paused():  # loading and running the probes
         loaded, failures = load_probes()
-    known = {p.name for p in loaded} | {f.name for f in failures}
-    for name in only + skip:
-        if name not in known:
-            raise BadInputError(f"no probe named {name!r}; installed: {', '.join(sorted(known)) or 'none'} "
-                                "(see 'forensics probes')")
-    chosen = [p.probe for p in loaded if (not only or p.name in only) and p.name not in skip]
-    chosen_failures = [f for f in failures if (not only or f.name in only) and f.name not in skip]
-    if not chosen and not chosen_failures:
-        raise BadInputError("no probe left to run: --probe/--skip exclude them all (see 'forensics probes')")
-    redactor = Redactor(enabled=redact)
-    with collector_paused():
+        known = {p.name for p in loaded} | {f.name for f in failures}
+        for name in only + skip:
+            if name not in known:
+                raise BadInputError(f"no probe named {name!r}; installed: {', '.join(sorted(known)) or 'none'} "
+                                    "(see 'forensics probes')")
+        chosen = [p.probe for p in loaded if (not only or p.name in only) and p.name not in skip]
+        chosen_failures = [f for f in failures if (not only or f.name in only) and f.name not in skip]
+        if not chosen and not chosen_failures:
+            raise BadInputError("no probe left to run: --probe/--skip exclude them all (see 'forensics probes')")
+        redactor = Redactor(enabled=redact)
         results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done)
     if callable(bench):
         bench = bench()

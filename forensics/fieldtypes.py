@@ -121,11 +121,7 @@ def check_data(data: dict[str, Any], types: dict[str, str], where: str,
         BadInputError: a value of the wrong type, naming the file and the field.
     """
     notes: list[tuple[tuple[str, ...], str]] = []
-    try:
-        plan = _plan(tuple(types.items()))
-    except TypeError:  # a table with unhashable entries (a third-party probe's): parsed for this call only
-        plan = _plan.__wrapped__(tuple(types.items()))
-    for pattern, parts, base, nullable, bound in plan:  # containers before leaves
+    for pattern, parts, base, nullable, bound in _plan(tuple(types.items())):  # containers before leaves
         try:
             found = list(_walk(data, parts, where))
         except TypeError as exc:

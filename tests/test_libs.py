@@ -176,9 +176,9 @@ def test_deep_is_opt_in_and_extends_timeout():
 
 
 def test_a_listing_that_never_returns_does_not_keep_forensics_from_exiting():
-    """The wheels are listed in a second thread while the version child answers. When the runner gives up
-    on the probe (its timeout) and the command ends, that thread must not hold the process open: a
-    site-packages on a file system that stopped answering would hang ``forensics`` at exit."""
+    """When the runner gives up on the probe while it lists the wheels (its timeout) and the command ends,
+    nothing the probe started may hold the process open: a site-packages on a file system that stopped
+    answering would hang ``forensics`` at exit."""
     import subprocess
     import sys
 

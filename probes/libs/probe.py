@@ -36,7 +36,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -286,26 +285,8 @@ class LibsProbe(Probe):
         torch, site = read_torch()
         data: dict[str, Any] = {"torch": torch}
         found = {k: f for k in LIBS if (f := find_library(k, site)) is not None}
-        listing: dict[str, Any] = {}
-
-        def list_wheels() -> None:
-            try:
-                listing["dists"] = nvidia_distributions()
-            except BaseException as exc:  # raised again in the probe's thread
-                listing["error"] = exc
-
-        # The wheels are listed while the child answers, in a daemon thread: one of concurrent.futures'
-        # pools is joined at interpreter exit, so a listing that never returns would hold forensics open
-        # after the runner has given up on the probe.
-        lister = threading.Thread(target=list_wheels, name="libs-wheels", daemon=True)
-        if any("/nvidia/" in f["path"] for f in found.values()):
-            lister.start()
         codes = query_versions(found, min(VERSION_TIMEOUT_S, ctx.timeout_s / 2))
-        if lister.ident is not None:
-            lister.join()
-        if "error" in listing:
-            raise listing["error"]
-        dists = listing.get("dists", [])
+        dists = nvidia_distributions() if any("/nvidia/" in f["path"] for f in found.values()) else []
         for kind in LIBS:
             if kind not in found:
                 data[kind] = missing(MissingReason.NOT_FOUND, "no library file in torch/lib, nvidia wheels or "
