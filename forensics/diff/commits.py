@@ -271,6 +271,8 @@ class RepoChanges:
         dropped: commits no longer in HEAD's history (reset, rebase), same order.
         dirty_hot: hot files modified or staged in AFTER's working tree.
         notes: other evidence lines (dirty tree, shallow clone, operation in progress).
+        skipped_patterns: hot-path patterns from a config file that were left out and why
+            (:attr:`forensics.diff.hotpaths.HotPaths.skipped`).
     """
 
     path: str
@@ -284,6 +286,7 @@ class RepoChanges:
     dropped: list[CommitInfo] = field(default_factory=list)
     dirty_hot: list[FileChange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped_patterns: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -293,7 +296,8 @@ class RepoChanges:
         return {"path": self.path, "role": self.role, "before": self.before_sha, "after": self.after_sha,
                 "head_move": self.move.to_json(), "read_from": self.read_from, "availability": self.availability,
                 "commits": [c.to_json() for c in self.commits], "dropped": [c.to_json() for c in self.dropped],
-                "dirty_hot": [f.to_json() for f in self.dirty_hot], "notes": list(self.notes)}
+                "dirty_hot": [f.to_json() for f in self.dirty_hot], "notes": list(self.notes),
+                "skipped_patterns": list(self.skipped_patterns)}
 
 
 def _rank(commits: list[CommitInfo]) -> list[CommitInfo]:
@@ -488,6 +492,7 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
         where = Path(repo) if (repo is not None and i == 0 and a.get("role", "main") == "main") else Path(a["path"])
         hot = load_hot_paths(where if where.is_dir() else None, config)
         rc = RepoChanges(a["path"], str(a.get("role", "main")), _head_sha(b), _head_sha(a), head_move(b, a))
+        rc.skipped_patterns = list(hot.skipped)
         rc.notes, rc.dirty_hot = _dirty_notes(b, a, hot)
         if rc.move.moved:
             if not where.is_dir():

@@ -5,13 +5,22 @@ built-in categories cover distributed communication, CUDA graphs, kernels,
 attention, MoE, speculative decoding, quantization, schedulers and memory
 pools; ``hot_paths`` in ``.forensics.yaml`` at the repository root, or in a
 file given with ``--config``, adds categories or patterns.
+
+The built-in patterns are ours and run on Python's ``re``. A pattern from a config
+file is the repository's (a pulled commit can bring one), so it runs on RE2
+(the ``google-re2`` package), whose matching time grows linearly with the path
+whatever the pattern: ``^(a|aa)+$``, which makes ``re`` backtrack without end on
+a long run of ``a``, is matched at once. A pattern RE2 cannot run (look-around,
+back-references, a repetition over RE2's size limit), or any config pattern when
+``google-re2`` is not installed, is skipped and named in :attr:`HotPaths.skipped`;
+the diff shows those lines in the report's notes and on stderr.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from forensics.errors import BadInputError
 
@@ -54,14 +63,51 @@ CONFIG_NAME = ".forensics.yaml"
 
 
 class HotPaths:
-    """Compiled hot-path patterns: category -> regexes searched in repo-relative paths."""
+    """Compiled hot-path patterns: category -> regexes searched in repo-relative paths.
+
+    Args:
+        patterns: category -> trusted patterns (the built-in ones), compiled with ``re``, case-insensitive.
+
+    Attributes:
+        patterns: category -> compiled patterns (``re`` or RE2 objects; each has ``search(str)``).
+        skipped: one line per config pattern left out and why (see :func:`bounded_pattern`).
+    """
 
     def __init__(self, patterns: Mapping[str, list[str]]):
-        self.patterns = {cat: [re.compile(p, re.I) for p in pats] for cat, pats in patterns.items()}
+        self.patterns: dict[str, list[Any]] = {cat: [re.compile(p, re.I) for p in pats]
+                                               for cat, pats in patterns.items()}
+        self.skipped: list[str] = []
 
     def categories(self, path: str) -> list[str]:
         """Hot categories ``path`` matches, sorted; empty when it is not hot."""
-        return sorted(cat for cat, pats in self.patterns.items() if any(p.search(path) for p in pats))
+        try:
+            return sorted(cat for cat, pats in self.patterns.items() if any(p.search(path) for p in pats))
+        except UnicodeEncodeError:  # RE2 reads UTF-8: a file name git gave in another encoding (lone surrogates)
+            path = path.encode("utf-8", "replace").decode("utf-8")
+            return sorted(cat for cat, pats in self.patterns.items() if any(p.search(path) for p in pats))
+
+
+def bounded_pattern(pattern: str) -> tuple[Any | None, str]:
+    """``pattern`` compiled by RE2, whose search time is linear in the path's length, case-insensitive.
+
+    Returns:
+        (the compiled pattern, "") or (None, why it cannot run in bounded time: RE2
+        rejects its syntax, or ``google-re2`` is not installed).
+    """
+    try:
+        import re2
+    except ImportError:
+        return None, "the google-re2 package is not installed, so it cannot be matched in bounded time " \
+                     "(pip install google-re2)"
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # RE2 would print its own parse errors on stderr
+    try:
+        return re2.compile(pattern, options), ""
+    except re2.error as exc:
+        why = exc.args[0] if exc.args else exc
+        why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
+        return None, f"RE2, which matches in time linear in the path, cannot run it ({why})"
 
 
 def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotPaths:
@@ -72,12 +118,16 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
         hot_paths:
           my custom ops: ["csrc/my_ops/", "fused_.*\\\\.py$"]
 
+    A pattern from these files runs on RE2 (:func:`bounded_pattern`); one RE2 cannot
+    run is left out and named in :attr:`HotPaths.skipped`.
+
     Raises:
-        BadInputError: ``config`` is missing or either file is not valid YAML of that shape.
+        BadInputError: ``config`` is missing, either file is not valid YAML of that shape,
+            or a pattern is not a regular expression (Python's ``re`` syntax).
     """
     import yaml
 
-    patterns = {cat: list(p) for cat, p in DEFAULT_HOT_PATHS.items()}
+    hot = HotPaths(DEFAULT_HOT_PATHS)
     files: list[Path] = []
     if repo is not None and (Path(repo) / CONFIG_NAME).is_file():
         files.append(Path(repo) / CONFIG_NAME)
@@ -92,15 +142,19 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
             doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise BadInputError(f"{path}: cannot read as YAML ({type(exc).__name__}); fix or remove it") from None
-        hot = doc.get("hot_paths", {}) if isinstance(doc, dict) else None
-        if not isinstance(hot, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
-                                                for v in hot.values()):
+        extra = doc.get("hot_paths", {}) if isinstance(doc, dict) else None
+        if not isinstance(extra, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
+                                                  for v in extra.values()):
             raise BadInputError(f"{path}: 'hot_paths' must map a category name to a list of regular expressions")
-        for cat, pats in hot.items():
+        for cat, pats in extra.items():
             for p in pats:
                 try:
                     re.compile(p)
-                except re.error as exc:
+                except (re.error, OverflowError, RecursionError) as exc:
                     raise BadInputError(f"{path}: hot_paths[{cat!r}] pattern {p!r} is not a regular expression ({exc})") from None
-            patterns.setdefault(str(cat), []).extend(pats)
-    return HotPaths(patterns)
+                compiled, why = bounded_pattern(p)
+                if compiled is None:
+                    hot.skipped.append(f"{path}: hot_paths[{cat!r}] pattern {p!r} skipped: {why}")
+                else:
+                    hot.patterns.setdefault(str(cat), []).append(compiled)
+    return hot

@@ -389,6 +389,9 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     if repo is not None and not repos:
         notes.append(f"--repo {repo}: the snapshots name no repository on both sides (git probe absent or "
                      "unavailable), so there are no two HEADs to list commits between")
+    for line in (x for rc in repos for x in rc.skipped_patterns):
+        if line not in notes:  # a --config pattern is skipped once per repository: say it once
+            notes.append(line)
     findings = commits_mod.attach_evidence(findings, repos)
     findings.extend(layers_mod.library_findings(before, after))
     bench = compare_bench(before, after)
