@@ -26,8 +26,9 @@ dev: $(DEV_STAMP)
 demo: $(STAMP)
 	$(PY) -m forensics.demo
 
+# -n auto: one pytest worker per core (pytest-xdist); every test is independent of the others' order.
 test: $(DEV_STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 bench: $(DEV_STAMP)
 	$(PY) benchmarks/run.py

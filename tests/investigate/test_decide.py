@@ -14,8 +14,9 @@ import pytest
 from forensics.bench.compare import compare_values
 from forensics.investigate.decide import decide, share_recovered
 from forensics.investigate.model import Outcome
+from tests.conftest import ROOT
 
-BENCH = Path(__file__).resolve().parents[1] / "examples" / "h200x2" / "bench"
+BENCH = ROOT / "examples" / "h200x2" / "bench"
 
 
 def medians(name: str) -> list[float]:
@@ -72,7 +73,7 @@ def test_share_is_the_same_for_a_throughput(hib):
 
 
 def _busy_gpu():
-    root = Path(__file__).resolve().parents[1] / "examples" / "busy-gpu"
+    root = ROOT / "examples" / "busy-gpu"
     return json.loads((root / "before.json").read_text()), json.loads((root / "after.json").read_text())
 
 

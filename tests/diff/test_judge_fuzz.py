@@ -22,8 +22,9 @@ import pytest
 from forensics.model import missing
 from forensics.probe import JudgeContext, ProbeResult
 from forensics.registry import find_probe_class
+from tests.conftest import ROOT
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 CASES = ("busy-gpu", "nccl-lost", "silent-pull")
 _WILD = re.compile(r"^(GPU-.*|\d+)$")  # per-GPU keys and numbered items: one shape for all of them
 

@@ -11,10 +11,11 @@ from forensics import snapshot
 from forensics.diff.ledger import analyse
 from forensics.importers import load
 from forensics.render import report
+from tests.conftest import FIXTURES, ROOT
 
-FIX = Path(__file__).parent / "fixtures" / "import"
-H200 = Path(__file__).parent / "fixtures" / "h200x2"
-REAL = Path(__file__).parents[1] / "examples" / "h200x2" / "snapshot-all-probes.json"
+FIX = FIXTURES / "import"
+H200 = FIXTURES / "h200x2"
+REAL = ROOT / "examples" / "h200x2" / "snapshot-all-probes.json"
 
 OLD = FIX / "pytorch-28321-torch1.3.0-conda.txt"          # torch 1.3.0, CUDA 10.1.243, driver 410.104
 NEW = FIX / "pytorch-43058-torch1.6.0-and-nvidia-smi.txt"  # torch 1.6.0, CUDA 10.2, driver 418.67 (+ nvidia-smi)

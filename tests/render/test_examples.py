@@ -12,8 +12,9 @@ import pytest
 from forensics import snapshot as snap
 from forensics.diff.ledger import analyse
 from forensics.model import HypothesisStatus, Severity
+from tests.conftest import ROOT
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 def _analyse(scenario: str):

@@ -23,9 +23,10 @@ from forensics.model import HypothesisStatus, ProbeStatus
 from forensics.probe import JudgeContext, Probe, ProbeResult, key_problems
 from forensics.registry import load_probes
 from forensics.runner import run_probes
+from tests.conftest import FIXTURES, ROOT
 
 LOADED, FAILURES = load_probes()
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 RECORDED = [EXAMPLES / "h200x2" / "snapshot-all-probes.json", EXAMPLES / "silent-pull" / "before.json",
             EXAMPLES / "busy-gpu" / "after.json"]
 
@@ -47,7 +48,7 @@ def _fake_gpu_probe(probe: Probe, state: str) -> Probe:
     from forensics.gpu.nvml import Nvml
     from forensics.readers import CommandResult
 
-    topo = (Path(__file__).parent / "fixtures" / "h200x2" / "nvidia-smi-topo.txt").read_text()
+    topo = (FIXTURES / "h200x2" / "nvidia-smi-topo.txt").read_text()
     return type(probe)(nvml=Nvml(FakePynvml(state)), topo_runner=lambda argv, timeout: CommandResult(True, topo))
 
 

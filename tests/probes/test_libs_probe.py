@@ -10,6 +10,7 @@ from forensics.probe import ProbeContext, ProbeResult
 from forensics.readers import CommandResult
 from forensics_probes.libs import probe as libs
 from forensics_probes.libs.probe import LibsProbe, decode_version, find_library, parse_version_py, query_versions, read_nvcc
+from tests.conftest import FIXTURES
 
 # What the H200 machine reports (tests/fixtures/h200x2: collect_env.txt, nvml_torch.json "torch", env.txt).
 H200 = {
@@ -26,7 +27,7 @@ H200 = {
 
 
 def test_decode_versions_match_the_h200_capture():
-    cap = json.load(open(__import__("pathlib").Path(__file__).parent / "fixtures" / "h200x2" / "nvml_torch.json"))
+    cap = json.load(open(FIXTURES / "h200x2" / "nvml_torch.json"))
     assert decode_version("nccl", 22809) == ".".join(map(str, cap["torch"]["nccl"]))  # 2.28.9
     assert decode_version("cudnn", cap["torch"]["cudnn"]) == "9.19.0"
     assert decode_version("cuda_runtime", 13000) == cap["torch"]["cuda"]
@@ -69,7 +70,7 @@ def test_find_library_prefers_torch_wheels_over_system(tmp_path):
 def _h200_site(tmp_path):
     """A site-packages holding the H200 machine's ~200 distributions (tests/fixtures/h200x2/pip-list.txt) as
     ``<name>-<version>.dist-info`` folders (the wheel spec's escaped names), plus one ``.egg-info``."""
-    lines = (Path(__file__).parent / "fixtures" / "h200x2" / "pip-list.txt").read_text().splitlines()[2:]
+    lines = (FIXTURES / "h200x2" / "pip-list.txt").read_text().splitlines()[2:]
     for line in lines:
         name, version = line.split()[:2]
         folder = tmp_path / f"{name.replace('-', '_')}-{version}.dist-info"

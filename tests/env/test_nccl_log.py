@@ -5,8 +5,9 @@ from pathlib import Path
 from forensics.env import nccllog
 from forensics.env.data import _Redact, nccl_entry
 from forensics.redact import Redactor
+from tests.conftest import FIXTURES
 
-LOG = Path(__file__).parent / "fixtures" / "h200x2" / "nccl-debug-info.log"
+LOG = FIXTURES / "h200x2" / "nccl-debug-info.log"
 
 
 def lines():

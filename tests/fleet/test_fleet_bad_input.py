@@ -13,8 +13,8 @@ import pytest
 
 from tests.conftest import run_cli
 from forensics.fleet import document, synth
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT = ROOT / "examples/h200x2/snapshot-all-probes.json"
 TOKEN = "ghp_" + "Zq7" * 12  # the shape of a GitHub token (redact.py's token patterns)
 URL_SECRET = "hunter2pass"

@@ -11,9 +11,10 @@ from forensics.gpu.nvml import Nvml
 from forensics.probe import JudgeContext, ProbeContext, ProbeResult
 from forensics.readers import CommandResult
 from forensics_probes.gpu import GpuProbe
+from tests.conftest import FIXTURES, ROOT
 
 U0 = "GPU-00000000-1111-2222-3333-000000000000"
-TOPO = (__import__("pathlib").Path(__file__).parent / "fixtures" / "h200x2" / "nvidia-smi-topo.txt").read_text()
+TOPO = (FIXTURES / "h200x2" / "nvidia-smi-topo.txt").read_text()
 
 
 def data(state="idle", edit=None):
@@ -163,7 +164,7 @@ def test_identical_input_implicates_nothing(d):
 
 
 # The real snapshots taken on the 2 x H200 machine for this probe (examples/h200x2, UUIDs/serials placeholders).
-EXAMPLES = __import__("pathlib").Path(__file__).parent.parent / "examples" / "h200x2"
+EXAMPLES = ROOT / "examples" / "h200x2"
 
 
 def _real(name):

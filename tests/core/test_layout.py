@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"forensics": ROOT / "forensics", "forensics_probes": ROOT / "probes"}
 SUBPACKAGES = ("cli", "diff", "bench", "step", "bisect", "gpu", "env", "render", "fleet", "investigate", "importers")
 

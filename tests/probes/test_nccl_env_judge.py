@@ -11,8 +11,9 @@ from forensics.env.judge import judge, judge_env, judge_propagation, problems
 from forensics.model import HypothesisStatus, ProbeStatus, Severity
 from forensics.probe import ProbeResult
 from forensics.registry import find_probe_class
+from tests.conftest import FIXTURES, ROOT
 
-CASE = Path(__file__).parent / "fixtures" / "cases" / "case10_launcher_injects_ifname"
+CASE = FIXTURES / "cases" / "case10_launcher_injects_ifname"
 UNSET = {"missing": "not_found", "detail": "unset"}
 
 
@@ -150,7 +151,7 @@ def test_extra_timeout(opts, extra):
     assert find_probe_class("nccl_env").extra_timeout_s(opts) == extra
 
 
-EXAMPLES = Path(__file__).parent.parent / "examples" / "h200x2"
+EXAMPLES = ROOT / "examples" / "h200x2"
 
 
 def test_real_h200_snapshots_nccl_facts():

@@ -22,9 +22,10 @@ from forensics.errors import BadInputError
 from forensics.importers import import_files, import_text, is_imported
 from forensics.importers.common import FORMAT_LABELS
 from forensics.model import is_missing, is_unrecorded
+from tests.conftest import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures" / "import"
-H200 = Path(__file__).parent / "fixtures" / "h200x2"
+FIX = FIXTURES / "import"
+H200 = FIXTURES / "h200x2"
 ALL = sorted(FIX.glob("*.txt")) + [H200 / n for n in ("collect_env.txt", "nvidia-smi.txt", "nvidia-smi-q.txt",
                                                       "nvidia-smi-q.xml", "pip-list.txt")]
 

@@ -20,8 +20,8 @@ from forensics.cli import main
 from forensics.stats import Verdict, compare
 
 from pathlib import Path
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 STEP_A = [3.5566, 3.5675, 3.5741, 3.5752, 3.5701]          # examples/silent-pull/before.json user.step_ms
 PLUS_1_4 = [3.6868, 3.6126, 3.5983, 3.6405, 3.619]         # reproduces +1.4% (CI 1.008-1.033, p=0.008)
@@ -92,7 +92,7 @@ def test_same_needs_the_ci_inside_the_noise_band():
 def test_effect_inside_twice_the_aa_floor_is_not_a_small_change():
     # The +2% step on the H200 (A B B A): measured +1.5%, while side A differs 1.2% from itself between its
     # alternate pairs of processes; no larger than twice that, it is not called a change
-    runs = Path(__file__).resolve().parents[1] / "examples/verdicts/h200-abba"
+    runs = ROOT / "examples/verdicts/h200-abba"
     a, b = ([json.loads((runs / f"step-plus2-{s}.json").read_text())["results"][0]["process_medians"]
              for s in "ab"])
     floor, c = compare_values(a, b)
@@ -102,7 +102,7 @@ def test_effect_inside_twice_the_aa_floor_is_not_a_small_change():
 
 def test_the_h200_one_percent_step_is_a_small_real_change_and_its_a_a_is_same():
     # examples/verdicts/h200-abba: 200 vs 202 bf16 matmuls per block, 6 fresh processes a side, A B B A
-    runs = Path(__file__).resolve().parents[1] / "examples/verdicts/h200-abba"
+    runs = ROOT / "examples/verdicts/h200-abba"
 
     def load(name):
         return [json.loads((runs / f"{name}-{s}.json").read_text())["results"][0]["process_medians"] for s in "ab"]

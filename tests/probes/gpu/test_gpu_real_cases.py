@@ -14,8 +14,9 @@ from forensics.model import HypothesisStatus, Severity
 from forensics.probe import JudgeContext, ProbeResult
 from forensics_probes.gpu import GpuProbe
 from forensics_probes.libs import LibsProbe
+from tests.conftest import FIXTURES
 
-CASES = Path(__file__).parent / "fixtures" / "cases"
+CASES = FIXTURES / "cases"
 MINE = {"gpu.throttling", "gpu.pcie-link", "gpu.contention", "gpu.config", "gpu.health", "gpu.topology",
         "driver.version", "cuda.version", "nccl.version", "gpu.memory"}
 ORDER = [Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL]

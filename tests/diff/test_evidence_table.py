@@ -14,8 +14,8 @@ import pytest
 from forensics.bench.effect import compare_bench
 from forensics.diff import evidence as ev
 from forensics.model import Finding, HypothesisStatus, Severity, implicated
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "examples" / "h200x2" / "bench"
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.conftest import ROOT
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 REAL = EXAMPLES / "aa" / "after.json"
 
 

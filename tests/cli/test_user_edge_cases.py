@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 PULL_B, PULL_A = EXAMPLES / "silent-pull" / "before.json", EXAMPLES / "silent-pull" / "after.json"
 AA_B, AA_A = EXAMPLES / "aa" / "before.json", EXAMPLES / "aa" / "after.json"

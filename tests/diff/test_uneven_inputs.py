@@ -14,8 +14,9 @@ from forensics import snapshot as snap
 from forensics.diff.ledger import analyse, machine_note
 from forensics.model import HypothesisStatus
 from tests.conftest import run_cli
+from tests.conftest import ROOT
 
-AA = Path(__file__).resolve().parent.parent / "examples" / "aa"
+AA = ROOT / "examples" / "aa"
 
 
 def _pair():

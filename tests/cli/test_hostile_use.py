@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 AA_B, AA_A = EXAMPLES / "aa" / "before.json", EXAMPLES / "aa" / "after.json"
 GIT_ENV = {"GIT_AUTHOR_NAME": "Dev One", "GIT_AUTHOR_EMAIL": "dev@example.invalid", "GIT_COMMITTER_NAME": "Dev One",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import processes_with_env, run_cli
+from tests.conftest import ROOT, processes_with_env, run_cli
 
 STEP = r'''
 import json, os, random, time
@@ -278,7 +278,7 @@ def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(u
 def test_without_baseline_a_real_busy_gpu_snapshot_is_below_its_hardware():
     from forensics.investigate.hardware import judge_alone
 
-    root = Path(__file__).resolve().parents[1] / "examples"
+    root = ROOT / "examples"
     busy = json.loads((root / "busy-gpu" / "after.json").read_text())
     checks, verdict, code = judge_alone(busy)
     assert code == 1 and "component.matmul_tflops" in verdict and "GPU 0 SM clock" in verdict

@@ -11,9 +11,10 @@ from forensics.gpu.nvml import Nvml
 from forensics.probe import ProbeContext, key_problems
 from forensics.readers import CommandResult
 from forensics_probes.gpu.probe import GpuProbe, parse_topo
+from tests.conftest import FIXTURES
 
 UUID0 = "GPU-00000000-1111-2222-3333-000000000000"
-TOPO = (__import__("pathlib").Path(__file__).parent / "fixtures" / "h200x2" / "nvidia-smi-topo.txt").read_text()
+TOPO = (FIXTURES / "h200x2" / "nvidia-smi-topo.txt").read_text()
 
 
 def collect(state="idle", options=None, **kw):

@@ -18,8 +18,8 @@ from forensics.fleet.gather import DirChannel
 from forensics.fleet.launcher import detect
 from forensics.fleet.report import build, judge
 from forensics.fleet.snapshot import LocalChannel, Options, assigned_gpu, run_rank
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 N_NODES = 1000
 
 

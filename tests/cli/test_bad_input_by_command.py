@@ -15,8 +15,9 @@ from forensics import snapshot as snap
 from forensics.errors import BadInputError
 from forensics.step.command import parse_output, run_command
 from tests.conftest import run_cli
+from tests.conftest import ROOT
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 def _one_line_exit_2(proc):
@@ -161,7 +162,7 @@ def test_threshold_reads_the_same_in_bisect_and_bench_compare():
 
 
 def test_a_probe_duration_beyond_any_float_is_bad_input_not_an_internal_error(tmp_path):
-    src = Path(__file__).resolve().parents[1] / "examples" / "aa" / "before.json"  # a real H200 snapshot
+    src = ROOT / "examples" / "aa" / "before.json"  # a real H200 snapshot
     doc = json.loads(src.read_text())
     name = next(iter(doc["probes"]))
     text = src.read_text().replace(json.dumps(doc["probes"][name]["duration_s"]), "1" + "0" * 400, 1)
@@ -194,7 +195,7 @@ def test_repo_that_is_not_a_git_repository_is_refused(tmp_path, command):
 def test_messages_name_the_real_problem_and_the_option(tmp_path):
     # a fresh-user pass: "folder afile does not exist" for a file, "choose another -o" for --prom,
     # "not a bench file file", and import of a snapshot called "not an environment report"
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     (tmp_path / "afile").write_text("x")
     (tmp_path / "adir").mkdir()
     snap_a = str(root / "examples" / "aa" / "before.json")

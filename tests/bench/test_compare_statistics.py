@@ -13,8 +13,8 @@ from forensics.bench.compare import aa_noise, compare_docs, foreign_processes, t
 from forensics.bench.document import build, make_result
 from forensics.errors import BadInputError
 from forensics.stats import Verdict
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 # per-process medians of canary.verify_step_ms from the real 2 x H200 run (examples/h200x2/bench)
 H200_STEP_MS = [7.8177, 7.8498, 7.8452, 7.8683, 7.8861]
