@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,28 +177,41 @@ def investigate(s: Settings, on_event: EventFn | None = None,
         no_canary_reason = "--no-canary"
     if no_canary_reason and s.canary:
         notes.append(f"the canary was not run: {no_canary_reason}")
-    canary_s = [0.0]
+    measure_canary = canary and not s.plan_only  # --plan measures the step only: the canary is the slow part
+    if canary and s.plan_only:
+        notes.append("--plan: the canary was not run now; its experiments are estimated from the baseline's "
+                     "canary processes")
+    refuse_early(s, baseline, step, measure_canary)
+    canary_s = [0.0 if measure_canary else _baseline_canary_s(baseline)]
 
     def bench():
         emit("phase", text="measuring now: " + " and ".join(
-            (["the canary"] if canary else []) + (["your step"] if step else [])) + " in fresh processes")
-        doc, canary_s[0] = measure_now(step, canary=canary, canary_options=s.canary_options,
-                                       processes=s.snapshot_processes, budget_s=45.0, notes=notes,
-                                       on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
+            (["the canary"] if measure_canary else []) + (["your step"] if step else [])) + " in fresh processes")
+        doc, took = measure_now(step, canary=measure_canary, canary_options=s.canary_options,
+                                processes=s.snapshot_processes, budget_s=45.0, notes=notes,
+                                on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
+        if measure_canary:
+            canary_s[0] = took
         return doc
 
     from forensics.collect import take_snapshot
 
     emit("phase", text="taking a snapshot now")
     options = {"repo": str(s.repo) if s.repo else None}
-    measure = bench if (canary or step) else None
+    measure = bench if (measure_canary or step) else None
     now = take_snapshot(label="investigate", options=options, redact=s.redact, bench=measure)
     t_snap = time.monotonic() - t0
     if baseline is None:
         from forensics.investigate.hardware import judge_alone
 
         inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
-        inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
+        if s.plan_only:
+            inv.verdict, inv.exit_code = (
+                f"Plan: without --baseline, the canary runs in {s.snapshot_processes} fresh processes and this "
+                "machine is judged against what its GPUs should give (PCIe and SM clock under load, NVLink, the "
+                "canary's figures); nothing was run.", EXIT_OK)
+        else:
+            inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
         inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": time.monotonic() - t0}
         return inv
     from forensics.diff.ledger import analyse
@@ -229,6 +243,10 @@ def _regression(analysis, baseline, step: Subject | None, canary: bool, canary_s
     results = {r.name: r for r in (analysis.bench.results if analysis.bench else [])}
     subject = step
     judged = None
+    if s.plan_only and step is None and canary:  # --plan ran no canary now: the plan is for it, if it slowed down
+        return (Subject("canary", name=CANARY_RESULT, unit="ms", process_s=canary_s or 10.0,
+                        canary=dict(s.canary_options), timeout_s=s.timeout_s),
+                Regression.UNKNOWN, "not measured now (--plan runs no canary)")
     if step is not None:
         judged = results.get(step.name)
         if judged is None or judged.comparison is None:
@@ -255,6 +273,64 @@ def _regression(analysis, baseline, step: Subject | None, canary: bool, canary_s
             text += f"; a slowdown of {s.threshold:.0%} or more is ruled out (the CI ends at {c.ci_high:.3f})"
         return subject, Regression.NO, text
     return subject, Regression.UNKNOWN, text
+
+
+CANARY_PROCESS_MIN_S = 2.0
+"""Wall seconds below which no fresh canary process ends: it imports torch and starts a process group
+(the H200 runs in examples/ took 3.7 s and more). The floor of :func:`refuse_early` without a baseline figure."""
+
+
+def _baseline_canary_walls(baseline: dict[str, Any] | None) -> list[float]:
+    """Wall seconds of each canary process in the baseline's embedded bench (``bench.processes[].wall_s``)."""
+    bench = (baseline or {}).get("bench")
+    procs = bench.get("processes") if isinstance(bench, dict) else None
+    return [float(p["wall_s"]) for p in procs if isinstance(p, dict) and isinstance(p.get("wall_s"), (int, float))
+            and not isinstance(p["wall_s"], bool) and 0 < p["wall_s"] < math.inf] if isinstance(procs, list) else []
+
+
+def _baseline_canary_s(baseline: dict[str, Any] | None) -> float:
+    """Median wall seconds of one canary process in the baseline (0 when it has none)."""
+    walls = _baseline_canary_walls(baseline)
+    return statistics.median(walls) if walls else 0.0
+
+
+def refuse_early(s: Settings, baseline: dict[str, Any] | None, step: Subject | None, measure_canary: bool) -> None:
+    """Say what cannot be done before doing any work (the snapshot and its canary take minutes on a CPU).
+
+    - No baseline, no step (``--cmd``/``--callable``) and no GPU visible (NVML
+      ``nvmlDeviceGetCount`` through :func:`forensics.bench.harness.visible_gpus`): this
+      machine can only be judged against what its GPUs should give, and it has none.
+    - A ``--budget`` shorter than the snapshot's own measurement: ``snapshot_processes``
+      fresh canary processes, each at least the baseline's fastest canary process (its
+      embedded bench's ``processes[].wall_s``), else :data:`CANARY_PROCESS_MIN_S`.
+      ``--plan`` runs none, so its budget is not checked.
+
+    Raises:
+        InconclusiveError: nothing here can be judged (exit 3, as the verdict it replaces).
+        BadInputError: the budget is too short (exit 2).
+    """
+    from forensics.errors import InconclusiveError
+
+    if baseline is None and step is None:
+        from forensics.bench.harness import visible_gpus
+
+        if visible_gpus() == 0:
+            raise InconclusiveError(
+                "cannot judge this machine: without --baseline it is judged against what its GPUs should give, "
+                "and no GPU is visible here; give --baseline BEFORE.json (forensics snapshot --bench when it was "
+                "fast) or your step with --cmd")
+    if s.plan_only or not measure_canary:
+        return
+    walls = _baseline_canary_walls(baseline)
+    each = min(walls) if walls else CANARY_PROCESS_MIN_S
+    need = s.snapshot_processes * each
+    if s.budget_s < need:
+        source = "the baseline's fastest canary process" if walls else "a fresh canary process's least"
+        raise BadInputError(
+            f"--budget {s.budget_s:g}s is shorter than the snapshot taken now: it runs the canary in "
+            f"{s.snapshot_processes} fresh processes of at least {each:.1f} s each ({source}), {need:.0f} s "
+            f"before any experiment; give --budget {math.ceil(need / 60)}m or more (experiments need more), "
+            "or --no-canary")
 
 
 def _dependency(exp: Experiment, done: dict[str, Experiment]) -> tuple[Outcome, str] | None:
