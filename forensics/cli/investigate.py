@@ -57,8 +57,9 @@ class _Progress:
                              TextColumn("{task.fields[last]}"), TextColumn("[dim]{task.fields[left]}"),
                              console=console(stderr=True), transient=True) if enabled else None
         self.task = None
-        self.err = console(stderr=True)
-        self.err.soft_wrap = True
+        # lines printed while the progress line shows go through its own console, which clears the
+        # line, prints above it and draws it again; another console's text was appended to it
+        self.err = self.prog.console if self.prog is not None else console(stderr=True)
 
     def __enter__(self):
         if self.prog is not None:
@@ -80,7 +81,7 @@ class _Progress:
         if kind == "done":
             exp = kw["experiment"]
             self.err.print(f"[bold]{escape(exp.id)}[/bold] {escape(exp.outcome.value)}: "
-                           f"{escape(safe(exp.sentence or exp.reason))}")
+                           f"{escape(safe(exp.sentence or exp.reason))}", soft_wrap=True)
         if self.prog is None:
             return
         if kind == "phase":
