@@ -7,6 +7,7 @@ a usable NVML the sampler's summary is itself a missing value. The sampler runs 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from typing import Any, Callable, Iterator
 
@@ -53,10 +54,16 @@ def canary_config(options: dict[str, Any]) -> CanaryConfig:
     ``cuda_graph=True`` selects the ``graph`` variant.
 
     Raises:
-        BadInputError: invalid sizes, or more ranks than visible GPUs.
+        BadInputError: invalid sizes, ``cuda`` asked for where no GPU is visible, or more
+            ranks than visible GPUs.
     """
     gpus = visible_gpus()
     device = options.get("device") or ("cuda" if gpus else "cpu")
+    if device == "cuda" and not gpus:
+        cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+        hidden = f" (CUDA_VISIBLE_DEVICES={cvd!r})" if cvd is not None else ""
+        raise BadInputError(f"--device cuda: no CUDA device is visible here{hidden}; give --device cpu (the canary "
+                            "on the CPU with gloo), or run it on a machine with an NVIDIA GPU")
     tp = options.get("tp") or (gpus if device == "cuda" else 2)
     if device == "cuda" and gpus and tp > gpus:
         raise BadInputError(f"--tp {tp} needs {tp} GPUs, {gpus} visible; lower --tp")
