@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import EXAMPLES, run_cli
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # NVML's count narrowed to none, also on a machine with GPUs
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="the canary (and so these refusals) needs PyTorch")
