@@ -47,6 +47,7 @@ def take_snapshot(
     redact: bool = True,
     on_done: Callable[[str, ProbeResult], None] | None = None,
     bench: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+    extra_time: bool = True,
 ) -> dict[str, Any]:
     """Run the installed probes and return a snapshot document.
 
@@ -62,6 +63,10 @@ def take_snapshot(
             function that runs one: it is called after the probes, so they see the
             machine as it was before the benchmark (no load average, no processes
             of ours on the GPU).
+        extra_time: let probes take the extra time they ask for beyond ``timeout_s``
+            (:meth:`forensics.probe.Probe.extra_timeout_s`: a launcher, ``--nccl-init``'s
+            ranks, a sampling window); ``False`` when the user set the timeout, which then
+            bounds every probe.
 
     While the probes load and run and the document is built, two settings of the whole process
     are changed and then put back as they were, also on an exception or Ctrl-C: the cyclic
@@ -89,7 +94,8 @@ def take_snapshot(
         if not chosen and not chosen_failures:
             raise BadInputError("no probe left to run: --probe/--skip exclude them all (see 'forensics probes')")
         redactor = Redactor(enabled=redact)
-        results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done)
+        results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done,
+                             extra_time=extra_time)
     if callable(bench):
         bench = bench()
     for f in chosen_failures:

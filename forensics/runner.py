@@ -110,6 +110,7 @@ def run_probes(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     redactor: Redactor | None = None,
     on_done: Callable[[str, ProbeResult], None] | None = None,
+    extra_time: bool = True,
 ) -> dict[str, ProbeResult]:
     """Run ``probes`` concurrently and return ``{name: ProbeResult}`` in input order.
 
@@ -120,9 +121,11 @@ def run_probes(
         options: passed to every probe as ``ctx.options``.
         timeout_s: per-probe wall-clock budget, seconds. A probe may ask for
             more through :meth:`forensics.probe.Probe.extra_timeout_s` (e.g. a
-            sampling window it was told to take).
+            sampling window it was told to take, a launcher it runs).
         redactor: shared redactor (one per snapshot).
         on_done: called as each probe finishes (for progress display).
+        extra_time: ``False``: ``timeout_s`` is each probe's whole budget, no probe gets more
+            (``forensics snapshot --timeout S`` given by the user bounds every probe).
 
     Never raises for a probe's failure: it becomes that probe's ``failed`` result.
     """
@@ -130,7 +133,7 @@ def run_probes(
     slots: list[_Slot] = []
     for probe in probes:
         try:
-            extra = max(0.0, float(probe.extra_timeout_s(options or {})))
+            extra = max(0.0, float(probe.extra_timeout_s(options or {}))) if extra_time else 0.0
         except Exception:  # a third-party probe's bug costs it the extra time, nothing else
             extra = 0.0
         ctx = ProbeContext(options, redactor, timeout_s + extra)

@@ -12,6 +12,9 @@ from forensics.cli.common import check_repo, console, error_boundary
 from forensics.cli.types import OUTPUT_FILE, POSITIVE
 from forensics.docfile import unused_path
 
+SAMPLE_MARGIN_S = 2.0
+"""Seconds the GPU probe needs beyond a ``--sample`` window (its own reads), as its ``extra_timeout_s`` asks."""
+
 
 def default_output(label: str | None, folder: Path = Path(".")) -> Path:
     """``forensics-<label or timestamp>.json`` in ``folder``, never overwriting an existing file.
@@ -33,7 +36,9 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
 @click.option("--probe", "only", multiple=True, metavar="NAME", help="Run only this probe (repeatable).")
 @click.option("--skip", multiple=True, metavar="NAME", help="Do not run this probe (repeatable).")
 @click.option("--timeout", "timeout_s", type=POSITIVE, default=10.0, show_default=True,
-              help="Per-probe timeout in seconds; a probe that takes longer is recorded as failed.")
+              help="Per-probe timeout in seconds; a probe that takes longer is recorded as failed. Left out, "
+                   "--launcher, --nccl-init, --deep and --sample get their own time on top (60-90 s for the "
+                   "first two); given, it bounds every probe, what they start included.")
 @click.option("--repo", type=click.Path(path_type=Path),
               help="Git repository of the code under test (default: the current folder if it is in one).")
 @click.option("--sample", "sample_s", type=POSITIVE, default=None, metavar="SECONDS",
@@ -69,6 +74,12 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
     if not 0 < timeout_s <= 3600:
         raise BadInputError(f"--timeout must be between 0 and 3600 seconds, got {timeout_s:g}")
+    from click.core import ParameterSource
+
+    timeout_given = click.get_current_context().get_parameter_source("timeout_s") is not ParameterSource.DEFAULT
+    if timeout_given and sample_s is not None and sample_s + SAMPLE_MARGIN_S > timeout_s:
+        raise BadInputError(f"--sample {sample_s:g} does not fit in --timeout {timeout_s:g}, which bounds each probe "
+                            f"when given: give --timeout {sample_s + SAMPLE_MARGIN_S:g} or more, or leave it out")
     out = output or default_output(label)
     if launcher is not None:
         from forensics.step.command import check_launcher
@@ -102,7 +113,7 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
 
         bench = run_bench
     doc = take_snapshot(label=label, only=only, skip=skip, options=options, timeout_s=timeout_s,
-                        redact=not no_redact, bench=bench)
+                        redact=not no_redact, bench=bench, extra_time=not timeout_given)
     snap.save(doc, out)
     all_failed = all(sec.get("status") == "failed" for sec in doc["probes"].values())
     if quiet:
