@@ -13,6 +13,7 @@ import json
 import statistics
 from pathlib import Path
 
+from forensics.render import templating
 from forensics.render.report import format_from_name
 
 # Geometry of the per-commit strip plot (SVG user units).
@@ -59,16 +60,8 @@ def render(result, fmt: str) -> str:
     data = report_data(result)
     if fmt == "json":
         return json.dumps(data, indent=2, default=str) + "\n"
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "html.j2"], default_for_string=True),
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.1%}"
-    env.filters["num"] = lambda v: "n/a" if v is None else f"{v:.4g}"
-    env.filters["mdcell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     name = "bisect.html.j2" if fmt == "html" else "bisect.md.j2"
-    return env.get_template(name).render(r=data, plot=strip_plot(data))
+    return templating.render(name, r=data, plot=strip_plot(data))
 
 
 def write_report(result, path: Path) -> None:

@@ -10,36 +10,15 @@ Templates: ``reports/templates/fleet.html.j2``, ``fleet.md.j2``,
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
 from forensics import __version__
 from forensics.docfile import finite_json, utc_now
+from forensics.render import templating
 
 TOP_N = 25  # outliers shown as cards; the rest in a table
 DIFF_SCHEMA = "forensics.fleet-diff/1"
-
-
-def bucket(score: float) -> int:
-    """Heat-map colour class of a score: 0 (within peers), 1 (< 0.25) ... 4 (>= 0.75)."""
-    if score <= 0:
-        return 0
-    return min(4, 1 + int(score / 0.25))
-
-
-@functools.lru_cache(maxsize=2)
-def _env(autoescape: bool):
-    import jinja2
-
-    from forensics.render.report import md_code, md_escape
-
-    env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
-                             autoescape=autoescape, trim_blocks=True, lstrip_blocks=True)
-    env.filters["md"] = md_escape
-    env.filters["mdcode"] = md_code
-    env.filters["bucket"] = bucket
-    return env
 
 
 def context(rep) -> dict[str, Any]:
@@ -60,7 +39,7 @@ def render(rep, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(finite_json(rep.to_json()), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     name = "fleet.html.j2" if fmt == "html" else "fleet.md.j2"
-    return _env(fmt == "html").get_template(name).render(**context(rep))
+    return templating.render(name, **context(rep))
 
 
 def render_diff(c: dict[str, Any], before: str, after: str, fmt: str) -> str:
@@ -71,5 +50,5 @@ def render_diff(c: dict[str, Any], before: str, after: str, fmt: str) -> str:
                "before": before, "after": after, **c}
         return json.dumps(finite_json(doc), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     name = "fleet-diff.html.j2" if fmt == "html" else "fleet-diff.md.j2"
-    return _env(fmt == "html").get_template(name).render(c=c, before=before, after=after, version=__version__,
+    return templating.render(name, c=c, before=before, after=after, version=__version__,
                                                          generated=utc_now())

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics import __version__
+from forensics.render import templating
 from forensics.render.report import format_from_name
 from forensics.investigate.decide import DEFAULT_MIN_SHARE
 
@@ -102,19 +103,11 @@ def render(inv, fmt: str) -> str:
         from forensics.docfile import finite_json
 
         return json.dumps(finite_json(data), indent=1, ensure_ascii=False, default=str, allow_nan=False) + "\n"
-    import jinja2
     from markupsafe import Markup
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "html.j2"], default_for_string=False),
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters["pct"] = lambda v: "n/a" if v is None else f"{v:.0%}"
-    env.filters["num"] = lambda v: "n/a" if v is None else f"{v:.4g}"
-    env.filters["secs"] = lambda v: "-" if not v else f"{v:.0f} s"
-    env.filters["mdcell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     style, body = _diff_parts(inv, fmt)
     name = "investigate.html.j2" if fmt == "html" else "investigate.md.j2"
-    return env.get_template(name).render(r=data, diff_style=Markup(style), diff_body=Markup(body) if fmt == "html"
+    return templating.render(name, r=data, diff_style=Markup(style), diff_body=Markup(body) if fmt == "html"
                                          else body)
 
 

@@ -4,7 +4,7 @@
   Jinja2 with autoescape on, so every value (commit subjects, environment
   values) is escaped. Template: ``reports/templates/report.html.j2``.
 - Markdown: the same content, compact, with ``<details>`` blocks for the long
-  parts; values go through :func:`md_escape`. Template: ``report.md.j2``.
+  parts; values go through :func:`forensics.render.templating.md_escape`. Template: ``report.md.j2``.
 - JSON: :meth:`forensics.diff.ledger.Analysis.to_json` (the stable interface).
 
 Rendering reads the analysis only; nothing here judges or collects.
@@ -12,7 +12,6 @@ Rendering reads the analysis only; nothing here judges or collects.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from pathlib import Path
@@ -22,10 +21,11 @@ from forensics import __version__
 from forensics.errors import BadInputError
 from forensics.model import HypothesisStatus, as_missing
 from forensics.docfile import utc_now, write_atomic
+from forensics.render import templating
+from forensics.render.templating import show_value
 
 FORMATS = ("html", "md", "json")
 _SUFFIX = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
-_MAX_VALUE_CHARS = 240
 
 
 def format_for(path: Path, fmt: str | None = None) -> str:
@@ -74,43 +74,6 @@ def format_from_name(path: Path, in_place: str | None = None) -> str:
             return in_place
         raise BadInputError(f"-o {path}: the report name must end in .html, .md or .json")
     return fmt
-
-
-def show_value(value: Any) -> str:
-    """A field value as short text: missing values as "missing: reason (detail)", containers as compact JSON."""
-    if value is None:
-        return "-"
-    miss = as_missing(value)
-    if miss is not None:
-        return f"missing: {miss}"
-    if isinstance(value, str):
-        text = value
-    elif isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, float):
-        text = f"{value:.6g}"
-    elif isinstance(value, (dict, list)):
-        text = json.dumps(value, ensure_ascii=False, sort_keys=False, default=str, separators=(", ", ": "))
-    else:
-        text = str(value)
-    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "\u2026"
-
-
-def md_escape(value: Any) -> str:
-    """Text safe inside a Markdown table cell or list item: HTML and table syntax escaped.
-
-    ``<`` and ``&`` are escaped (no tag or entity can form); a lone ``>`` cannot
-    open a tag and is kept, so "1980 -> 1440" stays readable as plain text.
-    """
-    text = str(value)
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), ("|", "\\|"), ("`", "\\`"), ("\n", " ")):
-        text = text.replace(a, b)
-    return text
-
-
-def md_code(value: Any) -> str:
-    """Text safe inside a Markdown code span in a table: backticks, pipes and newlines neutralised."""
-    return str(value).replace("`", "'").replace("|", "\\|").replace("\n", " ")
 
 
 def _fmt(x: float) -> str:
@@ -204,36 +167,9 @@ def ledger_rows(hyps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-@functools.lru_cache(maxsize=2)
-def _env(autoescape: bool):
-    """The Jinja2 environment (cached: templates compile once per process)."""
-    import jinja2
-
-    env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
-                             autoescape=autoescape, trim_blocks=True, lstrip_blocks=True)
-    env.filters["value"] = show_value
-    env.filters["md"] = md_escape
-    env.filters["mdcode"] = md_code
-    env.filters["num"] = lambda v, d=3: "-" if v is None else f"{float(v):.{d}f}"
-    env.filters["short"] = lambda s: str(s)[:10] if s else "?"
-    env.filters["dotbreak"] = dot_break
-    return env
-
-
-def dot_break(name: object):
-    """HTML-escaped ``name`` with a line-break opportunity (``<wbr>``) after each dot, as Markup.
-
-    ``component.allreduce_busbw_gbps`` wraps after ``component.`` in a narrow
-    table column instead of mid-word.
-    """
-    from markupsafe import Markup, escape
-
-    return Markup(".<wbr>").join(escape(p) for p in str(name).split("."))
-
-
 def render_html(analysis) -> str:
     """The self-contained HTML report (autoescape on)."""
-    return _env(True).get_template("report.html.j2").render(**context(analysis))
+    return templating.render("report.html.j2", **context(analysis))
 
 
 MD_LIMIT = 65536
@@ -241,7 +177,7 @@ MD_LIMIT = 65536
 
 
 def render_markdown(analysis, limit: int = MD_LIMIT) -> str:
-    """The Markdown report (values escaped with :func:`md_escape`), at most ``limit`` characters.
+    """The Markdown report (values escaped with :func:`forensics.render.templating.md_escape`), at most ``limit`` characters.
 
     Long sections are folded in ``<details>``. When the report would still be too long for a
     GitHub comment, the list of changed fields is cut (the report says how many are not shown
@@ -250,7 +186,7 @@ def render_markdown(analysis, limit: int = MD_LIMIT) -> str:
     """
     ctx = context(analysis)
     ctx["md_limit"] = f"{limit:,}"
-    template = _env(False).get_template("report.md.j2")
+    template = templating.environment().get_template("report.md.j2")
     text = template.render(**ctx, n_changes_cut=0)
     if len(text) <= limit:
         return text

@@ -9,7 +9,8 @@ import pytest
 
 from forensics.errors import BadInputError
 from forensics.diff.ledger import analyse
-from forensics.render.report import format_for, md_escape, render_html, render_json, render_markdown, show_value, write
+from forensics.render.report import format_for, render_html, render_json, render_markdown, write
+from forensics.render.templating import md_escape, show_value
 from forensics.model import missing
 
 from _diffkit import commit_file, git, repo_data, section, snapshot
@@ -158,7 +159,7 @@ def test_slower_component_with_same_canary_points_at_the_environment():
 
 
 def test_bench_result_names_break_at_dots_and_stay_escaped():
-    from forensics.render.report import dot_break
+    from forensics.render.templating import dot_break
 
     assert str(dot_break("component.allreduce_busbw_gbps")) == "component.<wbr>allreduce_busbw_gbps"
     assert str(dot_break(f"user.{EVIL}")) == "user.<wbr>&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
