@@ -117,8 +117,8 @@ class ProbeContext:
     """What a probe gets to collect with; one instance per probe per run.
 
     Attributes:
-        options: command-line options (``repo``, ``sample_s``, ``deep``,
-            ``nccl_init``, ``launcher``...). Read with :meth:`option`.
+        options: every option of :data:`forensics.options.PROBE_OPTIONS`, set by the
+            command's flags or at its default. Read with :meth:`option`.
         redactor: the snapshot's :class:`forensics.redact.Redactor`; use it for
             values that are secret by their *name* (environment variables).
         timeout_s: this probe's time budget; subprocesses must use less.
@@ -129,14 +129,23 @@ class ProbeContext:
                  timeout_s: float = 10.0):
         from forensics.redact import Redactor
 
-        self.options = dict(options or {})
+        from forensics.options import probe_options
+
+        self.options = probe_options(**(options or {}))
         self.redactor = redactor if redactor is not None else Redactor(enabled=True)
         self.timeout_s = timeout_s
         self.errors: list[dict[str, str]] = []
         self._lock = threading.Lock()
 
     def option(self, name: str, default: Any = None) -> Any:
-        """Return option ``name`` or ``default`` when unset or ``None``."""
+        """Return option ``name`` or ``default`` when unset or ``None``.
+
+        Raises:
+            KeyError: ``name`` is not declared in :data:`forensics.options.PROBE_OPTIONS`.
+        """
+        from forensics.options import declared
+
+        declared(name)
         value = self.options.get(name)
         return default if value is None else value
 

@@ -118,7 +118,8 @@ def run_probes(
 
     Args:
         probes: probe instances (names must be unique).
-        options: passed to every probe as ``ctx.options``.
+        options: probe options by name (:func:`forensics.options.probe_options`), passed to every
+            probe as ``ctx.options``; undeclared names raise :class:`KeyError`.
         timeout_s: per-probe wall-clock budget, seconds. A probe may ask for
             more through :meth:`forensics.probe.Probe.extra_timeout_s` (e.g. a
             sampling window it was told to take, a launcher it runs).
@@ -129,11 +130,14 @@ def run_probes(
 
     Never raises for a probe's failure: it becomes that probe's ``failed`` result.
     """
+    from forensics.options import probe_options
+
     redactor = redactor or Redactor()
+    options = probe_options(**(options or {}))
     slots: list[_Slot] = []
     for probe in probes:
         try:
-            extra = max(0.0, float(probe.extra_timeout_s(options or {}))) if extra_time else 0.0
+            extra = max(0.0, float(probe.extra_timeout_s(options))) if extra_time else 0.0
         except Exception:  # a third-party probe's bug costs it the extra time, nothing else
             extra = 0.0
         ctx = ProbeContext(options, redactor, timeout_s + extra)

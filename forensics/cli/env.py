@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from forensics.options import probe_options
 from forensics.cli.common import console, error_boundary
 from forensics.cli.types import OUTPUT_FILE, POSITIVE
 
@@ -46,7 +47,7 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
         check_launcher(launcher)
     redactor = Redactor(enabled=not no_redact)
     errors: list[dict[str, str]] = []
-    options = {"launcher": launcher, "nccl_init": nccl_init, "deep": deep, "env_select_extra": list(extra)}
+    options = probe_options(launcher=launcher, nccl_init=nccl_init, deep=deep, env_select_extra=list(extra))
     c = console(stderr=True)
     with c.status("starting workers..."):
         data = collect_nccl_env(options, redactor, timeout_s, lambda f, m: errors.append({"field": f, "error": m}))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from forensics.options import probe_options
 from forensics.cli.common import check_repo, console, error_boundary
 from forensics.cli.types import POSITIVE, OutputFile
 from forensics.docfile import no_folder
@@ -88,7 +89,7 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
     else:
         channel, kind = StoreChannel.connect(pl, gather_timeout_s), "store"
     opts = Options(label=label, only=tuple(only), skip=tuple(skip), timeout_s=timeout_s,
-                   probe_options={"repo": str(repo) if repo else None, "sample_s": sample_s, "deep": deep},
+                   probe_options=probe_options(repo=str(repo) if repo else None, sample_s=sample_s, deep=deep),
                    bench=with_bench, redact=not no_redact, gather_timeout_s=gather_timeout_s)
     talk = (verbose or pl.rank == 0) and not quiet
 

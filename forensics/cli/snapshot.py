@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from forensics.options import probe_options
 from forensics.cli.common import check_repo, console, error_boundary
 from forensics.cli.types import OUTPUT_FILE, POSITIVE
 from forensics.docfile import unused_path
@@ -86,8 +87,8 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
 
         check_launcher(launcher)
     check_repo(repo)
-    options = {"repo": str(repo) if repo else None, "sample_s": sample_s, "deep": deep,
-               "nccl_init": nccl_init, "launcher": launcher}
+    options = probe_options(repo=str(repo) if repo else None, sample_s=sample_s, deep=deep,
+                            nccl_init=nccl_init, launcher=launcher)
     if (bench_cmd or bench_processes) and not with_bench:
         raise BadInputError("--bench-cmd and --bench-processes go with --bench")
     if bench_cmd:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from forensics.options import probe_options
 from forensics.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, BadInputError
 from forensics.investigate.experiments import KINDS, Context
 from forensics.investigate.measure import CANARY_RESULT, Subject, callable_command, measure_now, results_of
@@ -197,7 +198,7 @@ def investigate(s: Settings, on_event: EventFn | None = None,
     from forensics.collect import take_snapshot
 
     emit("phase", text="taking a snapshot now")
-    options = {"repo": str(s.repo) if s.repo else None}
+    options = probe_options(repo=str(s.repo) if s.repo else None)
     measure = bench if (measure_canary or step) else None
     now = take_snapshot(label="investigate", options=options, redact=s.redact, bench=measure)
     t_snap = time.monotonic() - t0
