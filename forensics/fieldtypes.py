@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from forensics.errors import BadInputError
 from forensics.model import MissingReason, is_missing, missing
@@ -69,42 +69,43 @@ def _display(where: str, trail: tuple) -> str:
     return where + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in trail)
 
 
-def _walk(node: Any, parts: tuple[str, ...], where: str, trail: tuple = ()) -> Iterator[tuple[Any, Any, tuple]]:
-    """(container, key, path elements) of every value the pattern ``parts`` reaches from ``node``; a path
-    element is a mapping's key (str) or a list's index (int). No path text is built unless it is needed.
+class _Node:
+    """One step of a ``types`` table read as a tree: the type of the value here (None when the table
+    names none), the steps below by key, the ``*`` step, and a pattern through here for messages."""
 
-    Raises:
-        TypeError: with the dotted path, when the path runs into a value that is no container.
-    """
-    if not parts:
-        return
-    head, rest = parts[0], parts[1:]
-    if node is None or is_missing(node):  # null where the table allows it ("mapping?"): nothing below to check
-        return
-    if isinstance(node, dict):
-        keys = node if head == "*" else ((head,) if head in node else ())
-    elif isinstance(node, list) and head == "*":
-        keys = range(len(node))
-    else:
-        raise TypeError(_display(where, trail))
-    for k in keys:
-        if rest:
-            yield from _walk(node[k], rest, where, trail + (k,))
-        else:
-            yield node, k, trail + (k,)
+    __slots__ = ("spec", "keys", "star", "pattern")
+
+    def __init__(self, pattern: str):
+        self.spec: tuple[str, bool, str] | None = None
+        self.keys: dict[str, _Node] = {}
+        self.star: _Node | None = None
+        self.pattern = pattern
 
 
 @functools.lru_cache(maxsize=128)
-def _plan(items: tuple[tuple[str, str], ...]) -> tuple[tuple[str, tuple[str, ...], str, bool, str], ...]:
-    """A ``types`` table as (pattern, its parts, base, nullable, bound), containers before leaves; parsed once
-    per table (``fleet report`` checks 1,000 snapshots against the same few tables)."""
-    return tuple((pattern, tuple(pattern.split(".")), *_parse(word))
-                 for pattern, word in sorted(items, key=lambda kv: kv[0].count(".")))
+def _plan(items: tuple[tuple[str, str], ...]) -> _Node:
+    """A ``types`` table as a tree of :class:`_Node` (one walk of the data checks every pattern), parsed
+    once per table (``fleet report`` checks 1,000 snapshots against the same few tables)."""
+    root = _Node("")
+    for pattern, word in sorted(items, key=lambda kv: kv[0].count(".")):  # a step's pattern: its shallowest
+        spec = _parse(word)
+        node = root
+        for part in pattern.split("."):
+            if part == "*":
+                node.star = node.star or _Node(pattern)
+                node = node.star
+            else:
+                node = node.keys.setdefault(part, _Node(pattern))
+        node.spec = spec
+    return root
 
 
 def check_data(data: dict[str, Any], types: dict[str, str], where: str,
                path: Path | str) -> list[tuple[tuple[str, ...], str]]:
     """Check one probe's ``data`` against its ``types`` table; fixes impossible values in place.
+
+    The data is walked once; at each value its own type is checked before anything below it
+    (a container of the wrong type is named as such, not as a path that runs into it).
 
     Args:
         data: the probe section's ``data`` as loaded (changed in place for impossible values).
@@ -121,31 +122,66 @@ def check_data(data: dict[str, Any], types: dict[str, str], where: str,
         BadInputError: a value of the wrong type, naming the file and the field.
     """
     notes: list[tuple[tuple[str, ...], str]] = []
-    for pattern, parts, base, nullable, bound in _plan(tuple(types.items())):  # containers before leaves
-        try:
-            found = list(_walk(data, parts, where))
-        except TypeError as exc:
-            continue_path = str(exc)
-            raise BadInputError(f"{path}: {continue_path} is not a mapping or list (needed for {where}.{pattern}); "
-                                "the file was edited or damaged") from None
-        for node, key, trail in found:
-            value = node[key]
-            if is_missing(value) or (value is None and nullable):
-                continue
-            if base in ("number", "integer") and isinstance(value, str) and value in _NONFINITE_STRINGS:
-                value = float(value)
-            ok = isinstance(value, _BASE[base]) and not (isinstance(value, bool) and base != "boolean")
-            if not ok:
-                shown = repr(value) if isinstance(value, (str, int, float)) and len(repr(value)) < 40 else _json_type(value)
-                raise BadInputError(f"{path}: {_display(where, trail)} is {shown}, expected {_NAMES[base]}"
-                                    f"{' or null' if nullable else ''}; the file was edited or damaged")
-            if base in ("number", "integer"):
-                bad = impossible(value, bound)
-                if bad:
-                    node[key] = missing(MissingReason.ERROR, f"malformed value: {bad}")
-                    notes.append((tuple(str(k) for k in trail),
-                                  f"{_display(where, trail)}: malformed value ({bad}); treated as unknown"))
+    _below(data, _plan(tuple(types.items())), (), where, path, notes)
     return notes
+
+
+def _below(value: Any, node: _Node, trail: tuple, where: str, path: Path | str,
+           notes: list[tuple[tuple[str, ...], str]]) -> None:
+    """Check what ``node``'s steps reach below ``value`` (a value already checked itself)."""
+    if value is None or (type(value) is dict and "missing" in value and is_missing(value)):
+        return  # null where the table allows it ("mapping?"), or missing: nothing below to check
+    if isinstance(value, dict):
+        star = node.star
+        if star is not None:
+            for k, v in value.items():
+                _one(value, k, v, star, trail + (k,), where, path, notes)
+        for k, child in node.keys.items():
+            if k in value:
+                _one(value, k, value[k], child, trail + (k,), where, path, notes)
+    elif isinstance(value, list) and node.star is not None and not node.keys:
+        star = node.star
+        for k, v in enumerate(value):
+            _one(value, k, v, star, trail + (k,), where, path, notes)
+    else:
+        below = node.star or next(iter(node.keys.values()))
+        raise BadInputError(f"{path}: {_display(where, trail)} is not a mapping or list (needed for "
+                            f"{where}.{below.pattern}); the file was edited or damaged")
+
+
+def _one(container: Any, key: Any, value: Any, node: _Node, trail: tuple, where: str, path: Path | str,
+         notes: list[tuple[tuple[str, ...], str]]) -> None:
+    """Check ``container[key]`` (``value``) against ``node``'s type, then what lies below it."""
+    spec = node.spec
+    if spec is not None and not (type(value) is dict and "missing" in value and is_missing(value)) \
+            and not (value is None and spec[1]):
+        base, nullable, bound = spec
+        kind = type(value)
+        numeric = base == "number" or base == "integer"
+        if numeric and (kind is int or (kind is float and base == "number")) and -_LARGEST <= value <= _LARGEST \
+                and (not bound or value > 0 or (value == 0 and bound == ">=0")):
+            pass  # the common case, a plain reading: the checks below would all pass
+        elif numeric:
+            if isinstance(value, str) and value in _NONFINITE_STRINGS:
+                value = float(value)
+            if not isinstance(value, _BASE[base]) or isinstance(value, bool):
+                _wrong(value, base, nullable, where, trail, path)
+            bad = impossible(value, bound)
+            if bad:
+                container[key] = missing(MissingReason.ERROR, f"malformed value: {bad}")
+                notes.append((tuple(str(k) for k in trail),
+                              f"{_display(where, trail)}: malformed value ({bad}); treated as unknown"))
+        elif not isinstance(value, _BASE[base]) or (kind is bool and base != "boolean"):
+            _wrong(value, base, nullable, where, trail, path)
+    if node.keys or node.star is not None:
+        _below(value, node, trail, where, path, notes)
+
+
+def _wrong(value: Any, base: str, nullable: bool, where: str, trail: tuple, path: Path | str) -> None:
+    """Raise the wrong-type error of ``value`` at ``trail``."""
+    shown = repr(value) if isinstance(value, (str, int, float)) and len(repr(value)) < 40 else _json_type(value)
+    raise BadInputError(f"{path}: {_display(where, trail)} is {shown}, expected {_NAMES[base]}"
+                        f"{' or null' if nullable else ''}; the file was edited or damaged")
 
 
 def impossible(value: float, bound: str = "") -> str:
