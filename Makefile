@@ -35,6 +35,7 @@ bench: $(DEV_STAMP)
 	$(PY) benchmarks/diff_speed.py
 	$(PY) benchmarks/import_speed.py
 	$(PY) benchmarks/fleet_speed.py
+	$(PY) benchmarks/fleet_nodes_speed.py
 	$(PY) benchmarks/snapshot_timeline.py --runs 5
 
 # Render a diff report in headless Chromium (Debian's chromium package) and save a PNG.

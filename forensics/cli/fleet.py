@@ -162,7 +162,7 @@ def _check_probe_names(only, skip) -> None:
 
 
 @fleet.command("report")
-@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="SOURCE...")
 @click.option("-o", "--output", type=OutputFile(None, kind="report", allow_dash=True),
               help="Report file: .html (default forensics-fleet-report.html), .md or .json; '-' for stdout "
                    "(JSON unless --format says otherwise).")
@@ -173,19 +173,29 @@ def _check_probe_names(only, skip) -> None:
               help="A fleet file/folder or a snapshot to compare with: what changed fleet-wide, what on a few nodes.")
 @click.option("--fail-on", type=click.Choice(["outlier", "never"]), default="never", show_default=True,
               help="Exit 1 when an outlier is found (for CI).")
+@click.option("--expect-nodes", type=click.IntRange(1), metavar="N",
+              help="Node snapshots: the job had N nodes; those without a snapshot are reported missing.")
+@click.option("--hostfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="Node snapshots: the hosts expected, one per line (scontrol show hostnames, a pdsh or MPI "
+                   "hostfile); those without a snapshot are named missing.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict.")
 @error_boundary
-def report(source, output, fmt, prom, baseline, fail_on, quiet):
-    """Find the outliers of a fleet file or --out-dir folder: SOURCE.
+def report(sources, output, fmt, prom, baseline, fail_on, expect_nodes, hostfile, quiet):
+    """Find the outliers of a fleet: SOURCE is a fleet file, an --out-dir folder, or node snapshots.
 
-    Categorical fields (driver, CUDA, NCCL, torch, GPU model, VBIOS, NCCL_*
-    of each rank, git HEAD, kernel) are grouped by value against the
-    majority; numbers per GPU (PCIe, SM clock, power limit, throttle time,
-    ECC/replay counters, bench figures) against peers of the same model,
-    median/MAD. Exit codes: 0 done, 1 outliers with --fail-on outlier, 2 bad
-    input, 3 no record at all.
+    Node snapshots are plain 'forensics snapshot' files, one per node (srun,
+    pdsh, ansible: snaps/%N.json), given as files or their folder (.json,
+    .yaml, .json.gz); a node is named by its hostname. A damaged file is
+    skipped and named among the missing nodes. Categorical fields (driver,
+    CUDA, NCCL, torch, GPU model, VBIOS, NCCL_* of each rank, git HEAD,
+    kernel) are grouped by value against the majority; numbers per GPU
+    (PCIe, SM clock, power limit, throttle time, ECC/replay counters, bench
+    figures) against peers of the same model, median/MAD. Exit codes: 0
+    done (also with missing ranks or nodes, which the report names), 1
+    outliers with --fail-on outlier, 2 bad input (no file readable), 3 no
+    record at all.
     """
-    from forensics.errors import InconclusiveError
+    from forensics.errors import BadInputError, InconclusiveError
     from forensics.fleet import document
     from forensics.render.fleet import render
     from forensics.fleet.report import build
@@ -195,7 +205,7 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
     out = output or Path("forensics-fleet-report.html")
     kind = (fmt or "json") if out == "-" else format_for(out, fmt)
     for opt, given in (("-o", out), ("--prom", prom)):
-        _not_an_input(given, opt, [source] + ([baseline] if baseline is not None else []))
+        _not_an_input(given, opt, list(sources) + ([baseline] if baseline is not None else []))
     if prom is not None and prom.suffix.lower() in (".html", ".json", ".md"):
         raise click.BadParameter(f"{prom} looks like a report name; give the Prometheus file another name "
                                  "(e.g. fleet.prom)", param_hint="--prom")
@@ -205,9 +215,18 @@ def report(source, output, fmt, prom, baseline, fail_on, quiet):
 
         base = load_baseline(baseline)
     t0 = time.perf_counter()
-    rep = build(document.load(source), baseline=base)
+    from forensics.fleet import nodes
+
+    if len(sources) == 1 and not nodes.is_node_folder(sources[0]):  # a fleet file or --out-dir folder
+        if expect_nodes is not None or hostfile is not None:
+            raise BadInputError(f"{sources[0]}: --expect-nodes and --hostfile are for node snapshots (a fleet knows "
+                                "its world size)")
+        loaded = document.load(sources[0])
+    else:
+        loaded = nodes.load(sources, expect_nodes=expect_nodes, hostfile=hostfile)
+    rep = build(loaded, baseline=base)
     if rep.counts["ranks"] == 0:
-        raise InconclusiveError(f"{source}: no rank record to judge")
+        raise InconclusiveError(f"{loaded.path}: no rank record to judge")
     if out == "-":  # the report is the output: the summary goes to stderr, or nowhere with -q
         sys.stdout.write(render(rep, kind))
         sys.stdout.flush()
@@ -267,10 +286,12 @@ def _print_summary(rep, out: Path, prom: Path | None, seconds: float) -> None:
 
 
 def is_fleet(path: Path) -> bool:
-    """True if ``path`` is a fleet file or an ``--out-dir`` folder (``forensics diff`` hands those over)."""
+    """True if ``path`` is a fleet file, an ``--out-dir`` folder or a folder of node snapshots
+    (``forensics diff`` hands those over)."""
     from forensics.fleet.document import is_fleet_file
+    from forensics.fleet.nodes import is_node_folder
 
-    return is_fleet_file(Path(path))
+    return is_fleet_file(Path(path)) or is_node_folder(Path(path))
 
 
 def diff_fleets(before: Path, after: Path, output: Path | str | None, fmt: str | None, fail_on: str | None,

@@ -8,6 +8,8 @@ Modules (documented in ``docs/fleet.md``):
   (no GPU collective), with a deadline; or one file per node in a shared ``--out-dir``.
 - ``rankbench``: the per-GPU canary components one rank runs in-process (torch).
 - ``document``: the ``forensics.fleet/1`` file (one node per line) and the folder layout.
+- ``nodes``: plain node snapshots (``srun forensics snapshot -o snaps/%N.json``, pdsh, ansible)
+  read as a fleet, one record per node.
 - ``features``: the facts judged across the fleet, read from node snapshots and rank records.
 - ``outliers``: the robust rules (majority grouping; median/MAD or ratio to best per GPU model).
 - ``report``: the data objects of a fleet report; ``render`` and ``prom`` print them.

@@ -25,21 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from forensics.fleet.features import (GPU_CATEGORICAL, METRICS, NODE_FIELDS, UNSET, FleetFacts, from_records)
+from forensics.fleet.features import (GPU_CATEGORICAL, METRICS, NODE_FIELDS, UNSET, FleetFacts, facts_of,
+                                       from_records)
 from forensics.fleet.outliers import group_values
 
 
 
 def facts_from_snapshot(snap: dict[str, Any]) -> FleetFacts:
-    """A one-node fleet from a plain ``forensics snapshot`` file (its launching process's variables as rank 0's)."""
-    node = str((snap.get("machine") or {}).get("hostname") or "baseline")
-    env = ((((snap.get("probes") or {}).get("nccl_env") or {}).get("data") or {}).get("parent") or {}).get("env") or {}
-    from forensics.env.workers.record import RANK_VARS
+    """A one-node fleet from a plain ``forensics snapshot`` file (its launching process's variables as rank 0's;
+    the record of :func:`forensics.fleet.nodes.record`)."""
+    from forensics.fleet.nodes import record
 
-    rec = {"rank": 0, "world_size": 1, "node": node, "snapshot": snap,
-           "env": {k: v for k, v in env.items() if isinstance(v, str) and k not in RANK_VARS},
-           "bench": None, "telemetry": None}
-    return from_records([rec], [], 1)
+    node = str((snap.get("machine") or {}).get("hostname") or "baseline")
+    return from_records([record(snap, node=node, rank=0, world_size=1)], [], 1)
 
 
 def _majority(values: dict[Any, str]) -> str | None:
@@ -61,10 +59,16 @@ def _cat_units(facts: FleetFacts) -> dict[str, dict[Any, str]]:
         for f in GPU_CATEGORICAL:
             if f.name in g.categorical:
                 out[f.name][(g.node, g.index)] = g.categorical[f.name]
+    by_node = facts.unit != "rank"  # plain node snapshots: ranks are file order, the node name is the unit
     for r, env in facts.rank_env.items():
         for k, v in env.items():
-            out[f"env.{k}"][r] = v
+            out[f"env.{k}"][facts.rank_node.get(r, r) if by_node else r] = v
     return out
+
+
+def _env_units(facts: FleetFacts) -> list[Any]:
+    """The units a variable is compared over: ranks, or node names for plain node snapshots."""
+    return list(facts.rank_env) if facts.unit == "rank" else [facts.rank_node.get(r, r) for r in facts.rank_env]
 
 
 def _label(field: str) -> str:
@@ -96,8 +100,8 @@ def compare(before: FleetFacts, after: FleetFacts) -> dict[str, Any]:
     for fld in sorted(set(cb) | set(ca)):
         vb, va = cb.get(fld, {}), ca.get(fld, {})
         if fld.startswith("env."):  # a variable one side never had is "unset" there
-            vb = vb or {r: UNSET for r in before.rank_env}
-            va = va or {r: UNSET for r in after.rank_env}
+            vb = vb or {u: UNSET for u in _env_units(before)}
+            va = va or {u: UNSET for u in _env_units(after)}
         mb, ma = _majority(vb), _majority(va)
         if mb is None or ma is None:
             continue
@@ -184,7 +188,8 @@ def _verdict(c: dict[str, Any]) -> str:
 
 
 def load_baseline(path) -> FleetFacts:
-    """A baseline for ``fleet report --baseline`` or ``diff``: a fleet file/folder or a snapshot file.
+    """A baseline for ``fleet report --baseline`` or ``diff``: a fleet file/folder, a folder of node snapshots
+    (:mod:`forensics.fleet.nodes`), or a snapshot file.
 
     Raises:
         forensics.errors.BadInputError: neither a fleet nor a snapshot, or damaged.
@@ -194,10 +199,11 @@ def load_baseline(path) -> FleetFacts:
 
     from forensics.fleet import document
 
+    from forensics.fleet import nodes
+
     path = Path(path)
-    if document.is_fleet_file(path):
-        fl = document.load(path)
-        facts = from_records(fl.records(), fl.head.get("missing") or [], int(fl.head.get("world_size") or 0))
+    if document.is_fleet_file(path) or nodes.is_node_folder(path):
+        facts = facts_of(document.load(path) if document.is_fleet_file(path) else nodes.load([path]))
         if not facts.rank_env:  # every node would read as added or removed
             from forensics.errors import InconclusiveError
 

@@ -243,7 +243,8 @@ def load(path: Path | str) -> Fleet:
         doc = read_document(path, "fleet")
     if str(doc.get("schema", "")).startswith("forensics.snapshot/"):
         raise BadInputError(f"{path}: a snapshot of one machine, not a fleet file; compare it with a fleet "
-                            "through 'forensics diff' or 'fleet report FLEET --baseline' it")
+                            "through 'forensics diff' or 'fleet report FLEET --baseline' it, or give the snapshots "
+                            "of every node (their files or folder)")
     check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
     recs = doc.pop("records", None)
     if not isinstance(recs, list):

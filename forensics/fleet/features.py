@@ -246,6 +246,8 @@ class FleetFacts:
         missing: the fleet file's missing ranks (``{"rank", "node", "reason"}``).
         not_finite: metric -> how many values were left out for being an infinity or NaN.
         duplicates: rank -> how many records it had, for ranks with more than one (the first is used).
+        unit: what one record is: ``rank``, or ``node snapshot`` for plain snapshot files (one record per
+            node, whose launching environment's variables are then judged per node).
     """
 
     nodes: dict[str, NodeFacts] = field(default_factory=dict)
@@ -255,6 +257,7 @@ class FleetFacts:
     missing: list[dict[str, Any]] = field(default_factory=list)
     not_finite: dict[str, int] = field(default_factory=dict)
     duplicates: dict[int, int] = field(default_factory=dict)
+    unit: str = "rank"
     _redacted: dict[tuple[str, str], str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -419,4 +422,19 @@ def from_records(records: Iterable[dict[str, Any]], missing: list[dict[str, Any]
     facts = FleetFacts(world_size=world_size, missing=list(missing or []))
     for rec in records:
         facts.add(rec)
+    return facts.finish()
+
+
+def facts_of(fleet: Any) -> FleetFacts:
+    """Read a loaded fleet's records (:class:`forensics.fleet.document.Fleet`) once into facts.
+
+    The head's ``missing`` and ``world_size`` are taken after the records: a folder of node
+    snapshots (:mod:`forensics.fleet.nodes`) learns which files were damaged while it reads them.
+    """
+    facts = from_records(fleet.records())
+    head = fleet.head
+    facts.world_size = max(facts.world_size, int(head.get("world_size") or 0))
+    facts.missing = list(head.get("missing") or [])
+    if head.get("unit"):
+        facts.unit = str(head["unit"])
     return facts.finish()

@@ -216,11 +216,14 @@ def categorical(facts: FleetFacts) -> list[Outlier]:
                                          lambda u: f"GPU {u[1]} of node {u[0]}", lambda us: [u[0] for u in us],
                                          gpus_of=lambda us: [[u[0], u[1]] for u in us])
     names = sorted({k for env in facts.rank_env.values() for k in env})
+    per_rank = facts.unit == "rank"  # plain node snapshots: one launching environment per node, named by node
     for name in names:
         units = {r: env[name] for r, env in facts.rank_env.items()}
-        out += _categorical_outliers(f"env.{name}", name, "nccl.env", ENV_WEIGHT, units, "rank",
-                                     lambda r: f"rank {r} (node {facts.rank_node.get(r, '?')})",
-                                     lambda rs: [facts.rank_node.get(r, "?") for r in rs], lambda rs: list(rs))
+        out += _categorical_outliers(f"env.{name}", name, "nccl.env", ENV_WEIGHT, units, "rank" if per_rank else "node",
+                                     (lambda r: f"rank {r} (node {facts.rank_node.get(r, '?')})") if per_rank else
+                                     (lambda r: f"node {facts.rank_node.get(r, '?')}"),
+                                     lambda rs: [facts.rank_node.get(r, "?") for r in rs],
+                                     (lambda rs: list(rs)) if per_rank else (lambda rs: []))
     return out
 
 

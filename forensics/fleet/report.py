@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics import __version__
-from forensics.fleet.features import METRIC_BY_NAME, FleetFacts, from_records
+from forensics.fleet.features import METRIC_BY_NAME, FleetFacts, facts_of
 from forensics.fleet.outliers import Outlier, OutlierKind, PeerStats, find
 
 JSON_SCHEMA = "forensics.fleet-report/1"
@@ -54,6 +54,8 @@ class FleetReport:
         notes: caveats (nodes without a snapshot, CPU figures not judged, record errors).
         source: the fleet file or folder read; ``created``: when the fleet was taken.
         baseline: the comparison with ``--baseline`` (:func:`forensics.fleet.compare.compare`), or None.
+        unit: what one record is: ``rank`` (a fleet snapshot) or ``node snapshot`` (plain snapshot files,
+            :mod:`forensics.fleet.nodes`); ``counts["ranks"]`` and ``missing`` count these.
     """
 
     verdict: str
@@ -67,6 +69,7 @@ class FleetReport:
     source: str = ""
     created: str = ""
     baseline: dict[str, Any] | None = None
+    unit: str = "rank"
 
     @property
     def real_outliers(self) -> list[Outlier]:
@@ -75,7 +78,7 @@ class FleetReport:
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form (``forensics.fleet-report/1``): ``verdict``, ``outliers`` (worst first),
-        ``missing``, ``counts``, ``peers``, ``checked``, ``notes``, ``heat`` and ``baseline``."""
+        ``missing``, ``counts``, ``peers``, ``checked``, ``notes``, ``heat``, ``baseline`` and ``unit``."""
         return {
             "schema": JSON_SCHEMA, "tool": {"name": "forensics", "version": __version__},
             "source": self.source, "created": self.created, "verdict": self.verdict,
@@ -85,21 +88,24 @@ class FleetReport:
             "heat": [{"node": r.node, "score": round(r.score, 4), "note": r.node_note,
                       "gpus": [{"index": c.index, "score": round(c.score, 4), "note": c.note} for c in r.cells]}
                      for r in self.heat if r.score > 0],
-            "baseline": self.baseline,
+            "baseline": self.baseline, "unit": self.unit,
         }
 
 
-def _verdict(outs: list[Outlier], missing: list[dict[str, Any]], counts: dict[str, int]) -> str:
+def _verdict(outs: list[Outlier], missing: list[dict[str, Any]], counts: dict[str, int], unit: str = "rank") -> str:
     def n(count: int, word: str) -> str:
         return f"{count:,} {word}{'' if count == 1 else 's'}"
 
-    scope = f"{n(counts['nodes'], 'node')}, {n(counts['gpus'], 'GPU')}, {n(counts['ranks'], 'rank')}"
+    scope = f"{n(counts['nodes'], 'node')}, {n(counts['gpus'], 'GPU')}" + (f", {n(counts['ranks'], 'rank')}"
+                                                                          if unit == "rank" else "")
     real = [o for o in outs if o.kind != OutlierKind.MIXED]
     miss = ""
     if missing:
         nodes = sorted({str(m.get("node")) for m in missing if m.get("node")})
-        miss = (f"; {len(missing):,} rank{'s' if len(missing) != 1 else ''} missing"
-                + (f" (node {', '.join(nodes[:3])}{' ...' if len(nodes) > 3 else ''})" if nodes else ""))
+        word = "rank" if unit == "rank" else "node"
+        miss = (f"; {len(missing):,} {word}{'s' if len(missing) != 1 else ''} missing"
+                + (f" ({'node ' if unit == 'rank' else ''}{', '.join(nodes[:3])}{' ...' if len(nodes) > 3 else ''})"
+                   if nodes else ""))
     if not real:
         mixed = [o for o in outs if o.kind == OutlierKind.MIXED]
         tail = f"; mixed: {', '.join(sorted({o.field for o in mixed}))}" if mixed else ""
@@ -148,7 +154,8 @@ def _checked(facts: FleetFacts, peers: list[PeerStats]) -> list[str]:
     if gpu_fields:
         lines.append(f"per GPU, by majority within the model: {', '.join(gpu_fields)}")
     if env_names:
-        lines.append(f"per rank, by majority: {len(env_names)} variables ({', '.join(env_names[:8])}"
+        lines.append(f"per {'rank' if facts.unit == 'rank' else 'node (its launching environment)'}, by majority: "
+                     f"{len(env_names)} variables ({', '.join(env_names[:8])}"
                      f"{' ...' if len(env_names) > 8 else ''})")
     judged = sorted({(p.metric, p.rule) for p in peers})
     if judged:
@@ -170,13 +177,14 @@ def build(fleet: Any, baseline: Any = None) -> FleetReport:
     Raises:
         forensics.errors.BadInputError: a damaged record (from the loader).
     """
+    facts = facts_of(fleet)
     head = fleet.head
-    facts = from_records(fleet.records(), head.get("missing") or [], int(head.get("world_size") or 0))
     rep = judge(facts, source=str(fleet.path), created=str(head.get("created", "")), baseline=baseline)
     skipped = head.get("skipped") or []
     if skipped:  # files of an --out-dir folder that are not records (forensics.fleet.document)
         rep.notes.insert(0, f"not read from the folder: {'; '.join(skipped[:3])}"
                             f"{f' ... ({len(skipped)} in all)' if len(skipped) > 3 else ''}")
+    rep.notes[:0] = [str(n) for n in head.get("notes") or []]
     return rep
 
 
@@ -205,8 +213,9 @@ def judge(facts: FleetFacts, *, source: str = "", created: str = "", baseline: F
         notes.append("CPU bench figures are shown, never judged: CPU ranks share cores, so their speeds differ "
                      "by scheduling, not by hardware")
     if facts.gpus and not counts["gpus_under_load"]:
-        notes.append("no GPU was sampled under load (run fleet snapshot with --bench): clocks, PCIe link and "
-                     "clocks-event reasons were not judged")
+        how = ("run fleet snapshot with --bench" if facts.unit == "rank" else
+               "take the node snapshots with --sample S while the job runs, or with --bench")
+        notes.append(f"no GPU was sampled under load ({how}): clocks, PCIe link and clocks-event reasons were not judged")
     alone = sorted({p.model for p in peers if p.rule.startswith("alone")})
     if alone:
         notes.append(f"GPU model(s) with a single GPU, not compared: {', '.join(alone)}")
@@ -224,9 +233,9 @@ def judge(facts: FleetFacts, *, source: str = "", created: str = "", baseline: F
         from forensics.fleet.compare import compare
 
         comp = compare(baseline, facts)
-    rep = FleetReport(verdict=_verdict(outs, facts.missing, counts), outliers=outs, missing=facts.missing,
+    rep = FleetReport(verdict=_verdict(outs, facts.missing, counts, facts.unit), outliers=outs, missing=facts.missing,
                       counts=counts, peers=peers, heat=_heat(facts, outs), checked=_checked(facts, peers),
-                      notes=notes, source=source, created=created, baseline=comp)
+                      notes=notes, source=source, created=created, baseline=comp, unit=facts.unit)
     # Every renderer (HTML, Markdown, JSON, Prometheus, the terminal) reads this object: one sweep
     # here keeps a secret the records carried (a missing rank's reason, a node field) out of all of them.
     from forensics.redact import Redactor

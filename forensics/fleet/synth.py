@@ -170,3 +170,90 @@ def write_fleet(path: Path, root: Path, n_nodes: int = 1000, gpus_per_node: int 
                   gather={"channel": "synthetic"}, missing=[], label="synthetic")
     return write(path, head, records(src, n_nodes, gpus_per_node, plant=plant, seed=seed,
                                      peer_power_cap_scale=peer_power_cap_scale))
+
+
+NODE_SNAPSHOT = "examples/snapshot-speed/h200/final-main/snapshot.json"
+"""A default ``forensics snapshot`` of the final main on an H200 machine (one GPU): the node snapshots' base."""
+NVLINK_GPU_SNAPSHOT = "examples/h200x2/snapshot-all-probes.json"
+"""The 2 x H200 snapshot whose GPU entries (18 NVLinks each) and NV18 topology the node's 8 GPUs copy."""
+CANARY_SNAPSHOT = "examples/aa/before.json"
+"""A ``forensics snapshot --bench`` of 2 x H200: its embedded canary (results, telemetry) goes into every node's."""
+
+
+def node_snapshots(root: Path, n_nodes: int, gpus_per_node: int = 8, *, plant: bool = True,
+                   seed: int = 0) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``(hostname, snapshot)`` for each node: plain ``forensics snapshot --sample`` documents.
+
+    Each snapshot is a fresh copy of :data:`NODE_SNAPSHOT` (parsed again from its text, so no two
+    nodes share an object) with ``machine.hostname`` set, its GPU list the GPU entries of
+    :data:`NVLINK_GPU_SNAPSHOT` cloned to ``gpus_per_node`` (UUID, index, PCI bus id and serial
+    renumbered), the NV18 topology of that machine widened to every GPU pair, and a ``sample``
+    section per GPU drawn from the canary telemetry of :class:`Sources` (busy samples, as
+    ``--sample`` taken while the job runs records them). Planted as in :func:`records`: one GPU at
+    Gen3 under load, one node with another driver, one node whose launching environment has
+    ``NCCL_ALGO=Ring``, one GPU whose samples are the real 100%-SW-power-cap ones. Every node also
+    embeds the canary of :data:`CANARY_SNAPSHOT` (``--bench``), as a full snapshot would.
+    """
+    rng = random.Random(seed)
+    src = Sources(root)
+    base_text = (Path(root) / NODE_SNAPSHOT).read_text()
+    nv = json.loads((Path(root) / NVLINK_GPU_SNAPSHOT).read_text())["probes"]["gpu"]["data"]
+    nv_gpus = list(nv["gpus"].values())
+    link = nv["topology"]["matrix"]["GPU0"]["GPU1"]
+    bench_text = json.dumps(json.loads((Path(root) / CANARY_SNAPSHOT).read_text())["bench"])
+    spots = plan(n_nodes, plant, gpus_per_node)
+    for n in range(n_nodes):
+        name = node_name(n)
+        snap = json.loads(base_text)
+        snap["machine"]["hostname"] = name
+        snap["bench"] = json.loads(bench_text)
+        gdata = snap["probes"]["gpu"]["data"]
+        gpus: dict[str, Any] = {}
+        samples: dict[str, Any] = {}
+        for i in range(gpus_per_node):
+            u = _uuid(n, i)
+            g = copy.deepcopy(nv_gpus[i % len(nv_gpus)])
+            g.update(index=i, uuid=u, pci_bus_id=f"0000:{0x18 + i * 0x10:02X}:00.0", serial=f"{n:07d}{i:06d}")
+            s = copy.deepcopy(rng.choice(src.telemetry))
+            s["index"] = i
+            if spots.get("pcie") == (n, i):
+                s["pcie_gen"] = {"min": 3, "median": 3, "max": 3}
+                g["pcie"]["gen_current"] = 3
+            if spots.get("power_cap") == (n, i):
+                s = {**copy.deepcopy(src.capped), "index": i}
+            gpus[u] = g
+            samples[u] = s
+        gdata["gpus"] = gpus
+        gdata["gpu_count"] = gpus_per_node
+        cols = [f"GPU{j}" for j in range(gpus_per_node)]
+        gdata["topology"] = {"matrix": {a: {**{b: ("X" if a == b else link) for b in cols}, "CPU Affinity": "0-15",
+                                            "NUMA Affinity": "0", "GPU NUMA ID": "N/A"} for a in cols},
+                             "raw": gdata["topology"]["raw"], "command": gdata["topology"].get("command")}
+        gdata["sample"] = {"duration_s": 20.0, "interval_s": 0.1, "gpus": samples}
+        if spots.get("driver", (None,))[0] == n:
+            gdata["driver_version"] = src.other_driver
+        if spots.get("nccl_algo", (None,))[0] == n:
+            snap["probes"]["nccl_env"]["data"]["parent"]["env"]["NCCL_ALGO"] = src.nccl_algo
+        yield name, snap
+
+
+def write_node_snapshots(folder: Path, root: Path, n_nodes: int = 1000, gpus_per_node: int = 8, *,
+                         plant: bool = True, seed: int = 0, suffix: str = ".json") -> list[Path]:
+    """Write :func:`node_snapshots` as ``folder/<hostname><suffix>`` (``.json``, ``.yaml`` or ``.json.gz``),
+    as ``srun forensics snapshot -o snaps/%N.json`` leaves them; returns the paths."""
+    import gzip
+
+    from forensics.docfile import dumps
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, snap in node_snapshots(root, n_nodes, gpus_per_node, plant=plant, seed=seed):
+        path = folder / f"{name}{suffix}"
+        if suffix.endswith(".gz"):
+            with gzip.open(path, "wt", encoding="utf-8") as fh:
+                fh.write(dumps(snap, Path(name + ".json")))
+        else:
+            path.write_text(dumps(snap, path), encoding="utf-8")
+        out.append(path)
+    return out

@@ -30,7 +30,7 @@ def context(rep) -> dict[str, Any]:
         "outliers_real": rep.real_outliers, "mixed": [o for o in rep.outliers if o.kind == OutlierKind.MIXED],
         "missing": rep.missing, "notes": rep.notes, "heat": rep.heat, "checked": rep.checked,
         "peers": rep.peers, "baseline": rep.baseline, "top_n": TOP_N, "version": __version__,
-        "generated": utc_now(),
+        "generated": utc_now(), "unit": getattr(rep, "unit", "rank"),
     }
 
 

@@ -1,0 +1,175 @@
+"""``fleet report`` and ``diff`` on plain node snapshots (``srun forensics snapshot -o snaps/%N.json``):
+a folder, a list of files, gzip and YAML, a damaged file named and skipped, nodes missing (--expect-nodes,
+--hostfile), two files of one hostname, and the diff of two folders. The snapshots are built from the
+real H200 snapshots in examples/ (forensics.fleet.synth.write_node_snapshots)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import gzip
+from pathlib import Path
+
+import pytest
+
+from forensics.docfile import dumps
+from forensics.fleet import nodes, synth
+from tests.conftest import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+N = 12
+SPOTS = synth.plan(N, True, 8)
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("snaps") / "planted"
+    synth.write_node_snapshots(folder, ROOT, N, 8, plant=True, seed=4)
+    return folder
+
+
+def _report(tmp_path: Path, *args: str) -> tuple:
+    out = tmp_path / "r.json"
+    r = run_cli("fleet", "report", *args, "-o", str(out))
+    return r, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def _subjects(doc) -> set[str]:
+    return {o["subject"] for o in doc["outliers"] if o["kind"] != "mixed"}
+
+
+def test_a_folder_of_node_snapshots_is_a_fleet_named_by_hostname(planted, tmp_path):
+    r, doc = _report(tmp_path, str(planted))
+    assert r.returncode == 0, r.stderr
+    assert doc["unit"] == "node snapshot"
+    assert doc["counts"]["nodes"] == N and doc["counts"]["gpus"] == N * 8 and doc["missing"] == []
+    (pn, pg), (dn, _), (an, _), (cn, cg) = SPOTS["pcie"], SPOTS["driver"], SPOTS["nccl_algo"], SPOTS["power_cap"]
+    assert _subjects(doc) == {f"GPU {pg} of node {synth.node_name(pn)}", f"node {synth.node_name(dn)}",
+                              f"node {synth.node_name(an)}", f"GPU {cg} of node {synth.node_name(cn)}"}
+    assert r.stdout.startswith(f"4 outliers among {N} nodes, {N * 8} GPUs: ")  # no "ranks" for node snapshots
+    algo = next(o for o in doc["outliers"] if o["field"] == "env.NCCL_ALGO")
+    assert algo["summary"] == f"node {synth.node_name(an)}: NCCL_ALGO Ring (the other {N - 1} nodes: unset)"
+    assert doc["notes"][0] == (f"read {N} node snapshots from {planted}; a node that wrote no snapshot cannot be "
+                               "named without --expect-nodes N or --hostfile FILE")
+
+
+def test_a_list_of_files_in_json_yaml_and_gzip(planted, tmp_path):
+    files = sorted(planted.glob("*.json"))
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    given = []
+    for i, f in enumerate(files):
+        snap = json.loads(f.read_text())
+        if i % 3 == 0:
+            path = mixed / f"{f.stem}.yaml"
+            path.write_text(dumps(snap, path))
+        elif i % 3 == 1:
+            path = mixed / f"{f.stem}.json.gz"
+            path.write_bytes(gzip.compress(f.read_bytes()))
+        else:
+            path = mixed / f.name
+            shutil.copy(f, path)
+        given.append(str(path))
+    r, doc = _report(tmp_path, *given)
+    assert r.returncode == 0, r.stderr
+    assert doc["counts"]["nodes"] == N and len(_subjects(doc)) == 4
+    assert sorted(row["node"] for row in doc["heat"]) == sorted(
+        {synth.node_name(SPOTS[k][0]) for k in ("pcie", "driver", "nccl_algo", "power_cap")})
+    gz_only = tmp_path / "gz"
+    synth.write_node_snapshots(gz_only, ROOT, N, 8, plant=True, seed=4, suffix=".json.gz")
+    r2, doc2 = _report(tmp_path, str(gz_only))
+    assert r2.returncode == 0, r2.stderr
+    assert doc2["verdict"] == doc["verdict"]
+
+
+def test_a_damaged_file_is_named_and_skipped(planted, tmp_path):
+    folder = tmp_path / "snaps"
+    shutil.copytree(planted, folder)
+    cut = folder / "node0003.json"
+    cut.write_text(cut.read_text()[:5000])  # copied while srun was still writing it
+    (folder / "notes.json").write_text('{"owner": "ops"}')  # a foreign JSON beside the snapshots
+    r, doc = _report(tmp_path, str(folder))
+    assert r.returncode == 0, r.stderr
+    assert doc["counts"]["nodes"] == N - 1 and doc["counts"]["world_size"] == N + 1
+    missing = {m["node"]: m["reason"] for m in doc["missing"]}
+    assert set(missing) == {"node0003", "notes"}
+    assert missing["node0003"].startswith(f"its snapshot was not read: {cut}: invalid JSON at line ")
+    assert missing["notes"].startswith(f"its snapshot was not read: {folder / 'notes.json'}: ")
+    assert "2 nodes missing (node0003, notes)" in doc["verdict"]
+    md = run_cli("fleet", "report", str(folder), "-o", str(tmp_path / "r.md"))
+    assert md.returncode == 0 and "### Missing nodes (2)" in (tmp_path / "r.md").read_text()
+    assert f"{N - 1} of {N + 1} node snapshots read" in (tmp_path / "r.md").read_text()
+
+
+def test_no_readable_file_is_one_line_exit_2(tmp_path):
+    folder = tmp_path / "snaps"
+    folder.mkdir()
+    (folder / "a.json").write_text('{"schema": "forensics.snapshot/1", "probes": ')
+    (folder / "b.json").write_text("")
+    r = run_cli("fleet", "report", str(folder), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "none of the 2 files is a readable node snapshot" in r.stderr
+    r = run_cli("fleet", "report", str(folder / "a.json"), str(tmp_path / "nope.json"), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 2 and "nope.json: no such file or folder" in r.stderr
+
+
+def test_missing_nodes_by_count_and_by_hostfile(planted, tmp_path):
+    r, doc = _report(tmp_path, str(planted), "--expect-nodes", str(N + 2))
+    assert r.returncode == 0, r.stderr
+    assert doc["counts"]["world_size"] == N + 2 and len(doc["missing"]) == 2
+    assert all(m["reason"] == f"--expect-nodes {N + 2}: no snapshot for this node" for m in doc["missing"])
+    assert doc["verdict"].endswith("; 2 nodes missing.")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# scontrol show hostnames\n" + "\n".join(f"{synth.node_name(i)}.cluster slots=8" for i in range(N))
+                     + "\ngpu-x17\ngpu-x18\n")
+    r, doc = _report(tmp_path, str(planted), "--hostfile", str(hosts))
+    assert r.returncode == 0, r.stderr
+    assert [(m["node"], m["reason"]) for m in doc["missing"]] == [
+        ("gpu-x17", "in the hostfile, but no snapshot of it was given"),
+        ("gpu-x18", "in the hostfile, but no snapshot of it was given")]
+    assert "2 nodes missing (gpu-x17, gpu-x18)" in doc["verdict"]
+
+
+def test_two_files_of_one_hostname_are_both_kept_and_named(planted, tmp_path):
+    folder = tmp_path / "snaps"
+    shutil.copytree(planted, folder)
+    shutil.copy(folder / "node0001.json", folder / "node0001-again.json")
+    r, doc = _report(tmp_path, str(folder))
+    assert r.returncode == 0, r.stderr
+    assert doc["counts"]["nodes"] == N + 1
+    assert ("1 snapshot(s) name a host already read (two machines answer to one hostname, or one file was copied "
+            "twice): node0001-again.json and node0001.json both name host node0001; the second is kept as "
+            "'node0001 (node0001.json)'") in doc["notes"]
+
+
+def test_a_snapshot_without_hostname_is_named_by_its_file(tmp_path):
+    snap = json.loads((ROOT / synth.NODE_SNAPSHOT).read_text())
+    del snap["machine"]["hostname"]
+    assert nodes.hostname(snap, Path("snaps/gpu-a17.json.gz")) == "gpu-a17"
+    rec = nodes.record(snap, node="gpu-a17", rank=0, world_size=1)
+    assert rec["env"]["NCCL_NVLS_ENABLE"] == "0" and "CUDA_VISIBLE_DEVICES" not in rec["env"]
+    assert rec["errors"] == [] and rec["telemetry"] is None  # no --sample, no canary in this snapshot
+
+
+def test_diff_of_two_folders_fleet_wide_and_a_few_nodes(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    synth.write_node_snapshots(before, ROOT, N, 8, plant=False, seed=9)
+    synth.write_node_snapshots(after, ROOT, N, 8, plant=True, seed=9)
+    for f in after.glob("*.json"):  # a new container everywhere: NCCL_VERSION says another release
+        snap = json.loads(f.read_text())
+        snap["probes"]["nccl_env"]["data"]["parent"]["env"]["NCCL_VERSION"] = "2.29.1-1"
+        f.write_text(dumps(snap, f))
+    r = run_cli("diff", str(before), str(after), "-o", str(tmp_path / "d.json"), "--fail-on", "any")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert doc["schema"] == "forensics.fleet-diff/1" and doc["matched_nodes"] == N
+    assert [(w["field"], w["before"], w["after"], w["share"]) for w in doc["fleet_wide"]] == [
+        ("env.NCCL_VERSION", "2.28.3-1", "2.29.1-1", 1.0)]
+    few = {f["field"]: f for f in doc["few_nodes"]}
+    assert few["driver"]["nodes"] == [synth.node_name(SPOTS["driver"][0])]
+    assert few["env.NCCL_ALGO"]["units"] == [f"node {synth.node_name(SPOTS['nccl_algo'][0])}"]
+    pn, pg = SPOTS["pcie"]
+    assert few["pcie_gen_load"]["units"] == [f"GPU {pg} of node {synth.node_name(pn)}: 5 -> 3"]
+    assert r.stdout.startswith("Changed fleet-wide: NCCL_VERSION 2.28.3-1 -> 2.29.1-1; on a few nodes: ")
+    same = run_cli("diff", str(before), str(before), "-o", str(tmp_path / "same.html"))
+    assert same.returncode == 0 and same.stdout.startswith(f"Nothing changed across the {N} matched nodes.")
