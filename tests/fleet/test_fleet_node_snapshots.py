@@ -14,9 +14,8 @@ import pytest
 
 from forensics.docfile import dumps
 from forensics.fleet import nodes, synth
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 N = 12
 SPOTS = synth.plan(N, True, 8)
 
