@@ -176,6 +176,10 @@ class Probe:
     types: dict[str, str] = {}
     map_fields: tuple[str, ...] = ()
     hypotheses: tuple[str, ...] = ()
+    #: causal links between hypothesis ids this probe judges (:class:`forensics.hypotheses.Link`): a finding
+    #: of ``cause`` may explain one of ``effect`` (its mechanism); the ledger adds them to
+    #: :data:`forensics.hypotheses.LINKS`.
+    links: tuple = ()
     #: True for a probe that waits on fresh interpreters it starts (workers): the runner starts its
     #: thread before the others', so its children come up while the other probes import and read.
     #: Order only: every probe still runs concurrently under its own timeout.

@@ -41,6 +41,7 @@ from forensics.errors import BadInputError
 from forensics.fieldtypes import MALFORMED
 from forensics.diff.changes import Change, diff_snapshots
 from forensics.bench.effect import BenchEffect, Pointer, compare_bench
+from forensics.diff import causes as causes_mod
 from forensics.diff import evidence as ev_table
 from forensics.diff import known as known_mod
 from forensics.diff import layers as layers_mod
@@ -65,6 +66,11 @@ class Hypothesis:
         summary: the sentence a reader sees first.
         evidence: every evidence line, deduplicated, in finding order.
         findings: the findings behind it.
+        known_issues: the known-issues catalog entries that matched it (JSON shapes).
+        explained_by: the hypothesis whose finding explains this one ("" when none): this line is the
+            mechanism of that root cause, listed under it, never a rival suspect
+            (:mod:`forensics.diff.causes`).
+        explains: the hypotheses this one explains (its mechanisms).
     """
 
     id: str
@@ -75,6 +81,8 @@ class Hypothesis:
     evidence: list[str]
     findings: list[Finding] = field(default_factory=list)
     known_issues: list[dict[str, Any]] = field(default_factory=list)
+    explained_by: str = ""
+    explains: list[str] = field(default_factory=list)
 
     @property
     def description(self) -> str:
@@ -84,7 +92,8 @@ class Hypothesis:
         return {"id": self.id, "status": self.status.value, "score": round(self.score, 3),
                 "severity": self.severity.value, "summary": self.summary, "description": self.description,
                 "evidence": list(self.evidence), "findings": [f.to_json() for f in self.findings],
-                "known_issues": list(self.known_issues)}
+                "known_issues": list(self.known_issues), "explained_by": self.explained_by or None,
+                "explains": list(self.explains)}
 
 
 @dataclass
@@ -111,11 +120,30 @@ class Analysis:
     machine_note: str = ""
     notes: list[str] = field(default_factory=list)
     names: tuple[str, str] = ("BEFORE", "AFTER")
+    parents: dict[str, Any] = field(default_factory=dict)
 
     @property
     def implicated(self) -> list[Hypothesis]:
         """The implicated hypotheses, highest score first."""
         return [h for h in self.hypotheses if h.status is HypothesisStatus.IMPLICATED]
+
+    @property
+    def causes(self) -> list[Hypothesis]:
+        """The implicated hypotheses no other implicated one explains (root causes), highest score first."""
+        ids = {h.id for h in self.implicated}
+        return [h for h in self.implicated if not h.explained_by or h.explained_by not in ids]
+
+    def mechanisms(self, h: Hypothesis) -> list[Hypothesis]:
+        """The implicated hypotheses ``h`` explains, and theirs, in ledger order."""
+        out: list[Hypothesis] = []
+        todo = [h.id]
+        while todo:
+            cur = todo.pop(0)
+            for x in self.implicated:
+                if x.explained_by == cur and x not in out:
+                    out.append(x)
+                    todo.append(x.id)
+        return out
 
     @property
     def top(self) -> Hypothesis | None:
@@ -437,7 +465,10 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
         hyps.append(hyp)
     order = {HypothesisStatus.IMPLICATED: 0, HypothesisStatus.INCONCLUSIVE: 1, HypothesisStatus.RULED_OUT: 2}
     hyps.sort(key=lambda h: (order[h.status], -h.score))
+    parent = causes_mod.link(hyps, causes_mod.all_links(p for p in probes.values() if p is not None))
+    hyps = causes_mod.order(hyps)
     result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)
+    result.parents = parent
     result.verdict = _verdict(result) + (
         f" Not compared, their hypotheses inconclusive: {', '.join(sorted(one_sided))}." if one_sided else "")
     return Redactor(enabled=redact).sweep(result)
@@ -480,19 +511,21 @@ def _verdict(a: Analysis) -> str:
         ruled = sum(h.status is HypothesisStatus.RULED_OUT for h in a.hypotheses)
         unknown = sum(h.status is HypothesisStatus.INCONCLUSIVE for h in a.hypotheses)
         if imp:
-            also = f"; also changed: {', '.join(h.id for h in imp[1:4])}" if len(imp) > 1 else ""
-            return (f"Things changed, but {NOT_MEASURED}; the change likeliest to matter: {imp[0].id} "
-                    f"({imp[0].summary}){also}.")
+            roots = a.causes
+            also = f"; also changed: {', '.join(h.id for h in roots[1:4])}" if len(roots) > 1 else ""
+            return (f"Things changed, but {NOT_MEASURED}; the change likeliest to matter: "
+                    f"{causes_mod.chain_sentence(roots[0], a.hypotheses, a.parents)}{also}.")
         return (f"Nothing implicated, and {NOT_MEASURED}: {ruled} hypotheses ruled out, "
                 f"{unknown} inconclusive.")
     slow = _measured(a)
     if imp:
-        top = imp[0]
-        also = f"; also implicated: {', '.join(h.id for h in imp[1:4])}" if len(imp) > 1 else ""
+        roots = a.causes
+        top = roots[0]
+        also = f"; also implicated: {', '.join(h.id for h in roots[1:4])}" if len(roots) > 1 else ""
         flat = ""
         if not slow and a.bench is not None and a.bench.sentence.startswith("no benchmark result moved"):
             flat = " The benchmarks measured no slowdown beyond the noise."
-        text = f"{slow}most likely cause: {top.id} ({top.summary}){also}.{flat}"
+        text = f"{slow}most likely cause: {causes_mod.chain_sentence(top, a.hypotheses, a.parents, a.bench)}{also}.{flat}"
         return text[0].upper() + text[1:]
     ruled = sum(h.status is HypothesisStatus.RULED_OUT for h in a.hypotheses)
     unknown = sum(h.status is HypothesisStatus.INCONCLUSIVE for h in a.hypotheses)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from forensics.env.entries import worker_entries
+from forensics.hypotheses import FACT_WORKAROUND_REMOVED
 from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
 
 H_ENV = "nccl.env"
@@ -236,6 +237,20 @@ def _conf_vars(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v.get("value") for k, v in ((data.get("config_files") or {}).get("effective") or {}).items()}
 
 
+_P2P_WORKAROUNDS = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
+"""Variables that keep NCCL off P2P: a workaround for P2P that hangs or fails (NCCL troubleshooting guide)."""
+
+
+def _p2p_workaround_removed(var: str, before: Any, after: Any) -> bool:
+    """True when ``var`` kept NCCL off P2P before and no longer does (removed, or NCCL_P2P_DISABLE 1 -> 0)."""
+    if var not in _P2P_WORKAROUNDS or not isinstance(before, str) or is_missing(before):
+        return False
+    if var == "NCCL_P2P_DISABLE":
+        on = before.strip().lower() in ("1", "true", "yes")
+        return on and not (isinstance(after, str) and after.strip().lower() in ("1", "true", "yes"))
+    return after is None or is_missing(after)
+
+
 def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
     """Findings for ``nccl.env``: the launching process's variables and nccl.conf entries between snapshots.
 
@@ -260,9 +275,11 @@ def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> li
             change = ("added" if var not in eb else "removed" if var not in ea else "changed")
             vb = fmt(eb[var]) if var in eb else "unset"
             va = fmt(ea[var]) if var in ea else "unset"
+            facts = [FACT_WORKAROUND_REMOVED] if _p2p_workaround_removed(var, eb.get(var), ea.get(var)) else []
             findings.append(implicated(H_ENV, sev, f"{var} {change} in the launching process's {source}: {vb} -> {va}",
                                        [f"{var}: {what}", f"before: {vb}; after: {va} (source: {source})"],
-                                       relevance=0.8 if not sev < H else 0.4, fields=[f"nccl_env.parent.env.{var}"]))
+                                       relevance=0.8 if not sev < H else 0.4,
+                                       fields=[f"nccl_env.parent.env.{var}"] + facts))
     if findings:
         return findings
     n = len(set((after.get("parent") or {}).get("env") or {}) | set((before.get("parent") or {}).get("env") or {}))

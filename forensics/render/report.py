@@ -136,9 +136,23 @@ def context(analysis) -> dict[str, Any]:
                 row["chart"] = strip_chart(r["before"], r["after"])
             rows.append(row)
         bench["results"] = rows
+    implicated = by_status["implicated"]
+    ids = {h["id"] for h in implicated}
+
+    def mechanisms(h: dict[str, Any]) -> list[dict[str, Any]]:
+        out, todo = [], [h["id"]]
+        while todo:
+            cur = todo.pop(0)
+            for x in implicated:
+                if x.get("explained_by") == cur and x not in out:
+                    out.append(x)
+                    todo.append(x["id"])
+        return out
+
+    causes = [dict(h, mechanisms=mechanisms(h)) for h in implicated if h.get("explained_by") not in ids]
     return {
         "doc": doc, "verdict": doc["verdict"], "machine_note": doc["machine_note"],
-        "implicated": by_status["implicated"], "ruled_out": by_status["ruled-out"],
+        "implicated": causes, "n_implicated": len(implicated), "ruled_out": by_status["ruled-out"],
         "inconclusive": by_status["inconclusive"], "changes": groups, "changes_split": split,
         "ledger_rows": ledger_rows(by_status["implicated"] + by_status["inconclusive"] + by_status["ruled-out"]),
         "n_changes": len(analysis.changes), "n_volatile": sum(c.volatile for c in analysis.changes),
@@ -209,7 +223,9 @@ def render_markdown(analysis, limit: int = MD_LIMIT) -> str:
     if len(text) <= limit:
         return text
     for key in ("implicated", "inconclusive", "ruled_out"):
-        ctx[key] = [dict(h, evidence=h["evidence"][:3]) for h in ctx[key]]
+        ctx[key] = [dict(h, evidence=h["evidence"][:3],
+                         mechanisms=[dict(m, evidence=m["evidence"][:3]) for m in h.get("mechanisms", [])])
+                    for h in ctx[key]]
     text = with_rows(0)
     if len(text) <= limit:
         return text

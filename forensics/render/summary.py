@@ -27,10 +27,13 @@ def print_diff_summary(console, analysis, report_path: str | None = None, max_ro
         table = Table(show_header=True, header_style="bold", expand=False)
         for col in ("#", "hypothesis", "severity", "score", "evidence"):
             table.add_column(col, overflow="fold")
-        for i, h in enumerate(analysis.implicated[:max_rows], 1):
+        for i, h in enumerate(analysis.causes[:max_rows], 1):
             ev = [line for line in h.evidence if line != h.summary][:2]
             table.add_row(str(i), escape(h.id), escape(h.severity.value), f"{h.score:.2f}",
                           escape("\n".join([h.summary] + ev)))
+            for m in analysis.mechanisms(h):  # under its cause, never a rival suspect
+                table.add_row("", escape(f"  -> {m.id}"), escape(m.severity.value), "",
+                              escape(f"mechanism (explained by {m.explained_by}): {m.summary}"))
         console.print(table)
     if analysis.bench is not None:
         console.print(f"bench: {escape(analysis.bench.sentence)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from forensics.hypotheses import FACT_LIMIT_LOWERED, FACT_P2P_BLOCKED
 from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, is_unrecorded, ruled_out
 from forensics_probes.gpu.views import get, label, not_held, num, unheld_summary, worst
 
@@ -60,6 +61,7 @@ def judge_config(pairs) -> Finding:
     compute, ECC and MIG modes changed (nvmlDeviceGetEnforcedPowerLimit, ...GetApplicationsClock,
     ...GetPersistenceMode, ...GetComputeMode, ...GetEccMode, ...GetMigMode)."""
     found, evidence, same = [], [], []
+    lowered = False
     for key, gb, ga in pairs:
         if gb is None or ga is None:
             continue
@@ -80,6 +82,8 @@ def judge_config(pairs) -> Finding:
                 s, rel = Severity.LOW, 0.3  # a raised limit or clock does not slow a step down
             if is_missing(va) or is_missing(vb):
                 s, rel = Severity.LOW, 0.3
+            elif lower_worse and nb is not None and na is not None and na < nb:
+                lowered = True  # a lowered limit: what the SW power cap and low clocks under load follow from
             found.append((s, rel, f"{name}: {what} {_fmt(path, vb)} -> {_fmt(path, va)}", []))
             evidence.append(f"{name}: {what} {_fmt(path, vb)} -> {_fmt(path, va)} ({'.'.join(path)})")
         for gpu, side in ((gb, "before"), (ga, "after")):
@@ -99,7 +103,8 @@ def judge_config(pairs) -> Finding:
     if found:
         sev, rel, summary, _ = worst(found)
         return implicated("gpu.config", sev, summary, evidence, relevance=rel,
-                          fields=["gpus.*.power", "gpus.*.clocks", "gpus.*.modes", "gpus.*.ecc"])
+                          fields=["gpus.*.power", "gpus.*.clocks", "gpus.*.modes", "gpus.*.ecc"]
+                          + ([FACT_LIMIT_LOWERED] if lowered else []))
     if same:
         unheld = not_held(pairs, "power") + not_held(pairs, "clocks") + not_held(pairs, "modes")
         return ruled_out("gpu.config", "same on both sides: " + "; ".join(same), evidence + [
@@ -368,8 +373,10 @@ def judge_topology(b, a, pairs) -> Finding:
     if found:
         sev, rel, summary, _ = worst(found)
         evidence = [f[2] for f in found if f[2] != summary] + evidence
+        blocked = multi and (bool(aa["redirect"]) or get(a, "iommu", "mode") == "translated")
         return implicated("gpu.topology", sev, summary, evidence, relevance=rel,
-                          fields=["gpus.*.nvlink", "topology", "gpus.*.pci_topology", "iommu", "kernel_cmdline"])
+                          fields=["gpus.*.nvlink", "topology", "gpus.*.pci_topology", "iommu", "kernel_cmdline"]
+                          + ([FACT_P2P_BLOCKED] if blocked else []))
     if aa["unreadable"]:
         return inconclusive("gpu.topology", "ACS on the bridges above the GPUs not read: " + "; ".join(
             aa["unreadable"][:3]) + ("; checked: " + "; ".join(same) if same else ""), evidence + aa["unreadable"])
