@@ -51,7 +51,11 @@ def _throttle_one(name: str, gb, ga, vb: View | None, va: View | None):
         ev.append(f"{name} after: {_desc(va)}")
     if vb is not None:
         ev.append(f"{name} before: {_desc(vb)}")
-    max_sm = num(get(ga or gb, "clocks", "sm", "max_mhz"))
+    # nvmlDeviceGetMaxClockInfo is a reading too (a VBIOS or a clock limit can lower it): measure a clock
+    # against the higher of the two sides' maxima, so a maximum that dropped with the clock hides nothing
+    maxima = [m for m in (num(get(gb, "clocks", "sm", "max_mhz")), num(get(ga, "clocks", "sm", "max_mhz")))
+              if m is not None]
+    max_sm = max(maxima) if maxima else None
     # HW slowdown / power brake time grown between the snapshots (same GPU, counter not reset).
     hw_grown = {}
     for r in HW_REASONS:
@@ -151,54 +155,88 @@ def _link(gen, width) -> str:
     return f"{g} {w}"
 
 
-def judge_pcie(pairs, docs, datas) -> Finding:
-    """``gpu.pcie-link``: PCIe generation/width below the GPU's and the slot's max while busy.
+def _worse(a: tuple, b: tuple) -> bool:
+    """Is link ``a`` (gen, width) slower than link ``b``? Unknown parts compare equal."""
+    (ga, wa), (gb, wb) = a, b
+    slower_gen = ga is not None and gb is not None and ga < gb
+    narrower = wa is not None and wb is not None and wa < wb
+    return slower_gen or narrower
 
-    Source: nvmlDeviceGetCurrPcieLinkGeneration/Width against nvmlDeviceGetMaxPcieLinkGeneration
-    (slot) and nvmlDeviceGetGpuMaxPcieLinkGeneration (GPU), from busy samples only; a link
-    below max on an idle reading is ruled out as "idle downtraining" (DESIGN section 6).
+
+def judge_pcie(pairs, docs, datas) -> Finding:
+    """``gpu.pcie-link``: PCIe generation/width under load, against the baseline's link under load and the maxima.
+
+    Sources: nvmlDeviceGetCurrPcieLinkGeneration/Width from busy samples (bench telemetry or the
+    ``--sample`` window); nvmlDeviceGetMaxPcieLinkGeneration/Width, which report what the device *and
+    its slot* allow together (a reading, not a constant: a card moved to a slot wired x8, or one
+    whose lanes an M.2 drive now shares, reads max x8); nvmlDeviceGetGpuMaxPcieLinkGeneration (the
+    GPU alone). Rules, per GPU matched by UUID:
+
+    - the link under load is slower than the baseline's link under load (x16 -> x8, Gen5 -> Gen4):
+      implicated, high (medium from a single busy reading), whatever the maxima say;
+    - a maximum that dropped between the snapshots (gen or width) is a change of the slot: implicated,
+      medium, 0.7, and named in the summary when the link under load followed it;
+    - below that side's own maximum under load, with no baseline under load: implicated; below max
+      on both sides with the same link: a standing limit (ruled out, said so);
+    - a link below max on an idle reading is idle downtraining (DESIGN section 6), never a finding.
     """
     found, evidence, checked, idle_notes = [], [], [], []
     for key, gb, ga in pairs:
         g = ga or gb
         name = label(key, g)
         gmax, wmax = num(get(g, "pcie", "gen_max")), num(get(g, "pcie", "width_max"))
+        bgmax, bwmax = num(get(gb, "pcie", "gen_max")), num(get(gb, "pcie", "width_max"))
         gpu_max = num(get(g, "pcie", "gen_gpu_max"))
         if gmax is not None and gpu_max is not None and gpu_max > gmax:
             evidence.append(f"{name}: the GPU supports Gen{gpu_max:g} but this slot allows Gen{gmax:g} "
                             "(nvmlDeviceGetGpuMaxPcieLinkGeneration vs nvmlDeviceGetMaxPcieLinkGeneration)")
-        bmax = num(get(gb, "pcie", "gen_max"))
-        if gb and ga and bmax is not None and gmax is not None and gmax < bmax:
-            found.append((Severity.MEDIUM, 0.7, f"{name}: PCIe max generation of the slot Gen{bmax:g} -> Gen{gmax:g}",
-                          []))
-        for side, gpu in (("before", gb), ("after", ga)):
+        slot_drop = ""
+        if gb and ga and _worse((gmax, wmax), (bgmax, bwmax)):
+            slot_drop = f"max {_link(bgmax, bwmax)} -> {_link(gmax, wmax)}"
+            evidence.append(f"{name}: the maximum link NVML reports dropped {_link(bgmax, bwmax)} -> "
+                            f"{_link(gmax, wmax)} (nvmlDeviceGetMaxPcieLinkGeneration/Width: the device and its "
+                            "slot together): the slot changed -- another slot, a riser, or lanes now shared with "
+                            "another device (an M.2/NVMe drive, a second card)")
+        for side, gpu, smax in (("before", gb, bgmax), ("after", ga, gmax)):
             cur = num(get(gpu, "pcie", "gen_current"))
-            if gpu and not instant_busy(gpu) and cur is not None and gmax is not None and cur < gmax:
+            if gpu and not instant_busy(gpu) and cur is not None and smax is not None and cur < smax:
                 idle_notes.append(f"{name} {side}: {_link(cur, get(gpu, 'pcie', 'width_current'))} at idle "
-                                  f"({idle_state(gpu)}) vs max Gen{gmax:g}: idle downtraining, expected")
+                                  f"({idle_state(gpu)}) vs max Gen{smax:g}: idle downtraining, expected")
         vb = view(docs[0], datas[0], key, gb) if gb else None
         va = view(docs[1], datas[1], key, ga) if ga else None
 
-        def below(v):
-            return v is not None and v.pcie_gen is not None and gmax is not None and (
-                v.pcie_gen < gmax or (wmax is not None and v.pcie_width is not None and v.pcie_width < wmax))
-        for side, v in (("before", vb), ("after", va)):
+        def below(v, smax, swmax):
+            return v is not None and v.pcie_gen is not None and smax is not None and (
+                v.pcie_gen < smax or (swmax is not None and v.pcie_width is not None and v.pcie_width < swmax))
+        for side, v, smax, swmax in (("before", vb, bgmax, bwmax), ("after", va, gmax, wmax)):
             if v is not None:
                 evidence.append(f"{name} {side}: {_link(v.pcie_gen, v.pcie_width)} under load ({v.source}) "
-                                f"vs max {_link(gmax, wmax)}")
+                                f"vs max {_link(smax, swmax)}")
         if va is None:
+            if slot_drop:
+                found.append((Severity.MEDIUM, 0.7, f"{name}: PCIe {slot_drop} (the slot changed; no link "
+                              "under load to compare)", []))
             continue
-        if below(va) and not (below(vb) and (vb.pcie_gen, vb.pcie_width) == (va.pcie_gen, va.pcie_width)):
-            sev = Severity.HIGH if not va.instant else Severity.MEDIUM
-            was = f" (before: {_link(vb.pcie_gen, vb.pcie_width)})" if vb is not None else ""
-            found.append((sev, 0.9 if not va.instant else 0.6,
-                          f"{name}: PCIe link {_link(va.pcie_gen, va.pcie_width)} while busy, below its max "
+        link_a = (va.pcie_gen, va.pcie_width)
+        link_b = (vb.pcie_gen, vb.pcie_width) if vb is not None else None
+        sev = Severity.HIGH if not va.instant else Severity.MEDIUM
+        rel = 0.9 if not va.instant else 0.6
+        if link_b is not None and _worse(link_a, link_b):
+            why = f"; the slot's {slot_drop}" if slot_drop else ""
+            found.append((sev, rel, f"{name}: PCIe link {_link(*link_a)} while busy, below the baseline's "
+                          f"{_link(*link_b)} under load (max now {_link(gmax, wmax)}){why}", []))
+        elif slot_drop:
+            found.append((Severity.MEDIUM, 0.7, f"{name}: PCIe {slot_drop} (the slot changed); under load "
+                          f"{_link(*link_a)}" + (f" (before: {_link(*link_b)})" if link_b else ""), []))
+        elif below(va, gmax, wmax) and not (below(vb, bgmax, bwmax) and link_b == link_a):
+            was = f" (before: {_link(*link_b)})" if link_b is not None else ""
+            found.append((sev, rel, f"{name}: PCIe link {_link(*link_a)} while busy, below its max "
                           f"{_link(gmax, wmax)}{was}", []))
-        elif below(va):
-            checked.append(f"{name}: {_link(va.pcie_gen, va.pcie_width)} under load on both sides, below max "
+        elif below(va, gmax, wmax):
+            checked.append(f"{name}: {_link(*link_a)} under load on both sides, below max "
                            f"{_link(gmax, wmax)} (a standing limit, not a change)")
         elif va.pcie_gen is not None:
-            checked.append(f"{name}: {_link(va.pcie_gen, va.pcie_width)} under load"
+            checked.append(f"{name}: {_link(*link_a)} under load"
                            + (" on both sides" if vb is not None else "") + f" (max {_link(gmax, wmax)})")
     evidence += idle_notes
     if found:

@@ -91,6 +91,11 @@ def judge_config(pairs) -> Finding:
             if enf is not None and dflt is not None and enf < dflt:
                 evidence.append(f"{name} {side}: enforced power limit {enf / 1000:g} W below the default "
                                 f"{dflt / 1000:g} W (nvidia-smi -pl or a datacenter cap)")
+            req = num(get(gpu, "power", "limit_mw"))
+            if enf is not None and req is not None and enf < req:
+                evidence.append(f"{name} {side}: enforced power limit {enf / 1000:g} W below the requested "
+                                f"{req / 1000:g} W (nvmlDeviceGetEnforcedPowerLimit vs ...GetPowerManagementLimit): "
+                                "a cap applied outside this limit (the BMC, a datacenter power policy)")
             pend, cur = get(gpu, "ecc", "mode_pending"), get(gpu, "ecc", "mode_current")
             if isinstance(pend, str) and isinstance(cur, str) and pend != cur:
                 evidence.append(f"{name} {side}: ECC mode {cur}, {pend} after the next reboot")
