@@ -105,6 +105,81 @@ def _data(result) -> dict[str, Any] | None:
     return result.data if result is not None and result.usable and result.data else None
 
 
+LAUNCHER_DEFAULTS: dict[str, dict[str, tuple[str | None, str]]] = {
+    "torchrun": {
+        "OMP_NUM_THREADS": ("1", "torch/distributed/run.py: with more than one process per node and OMP_NUM_THREADS "
+                                 "unset, torchrun sets it to 1 for each worker and warns 'Setting OMP_NUM_THREADS "
+                                 "environment variable for each process to be 1 in default'"),
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": (None, "torch/distributed/elastic/agent/server/local_elastic_agent.py: "
+                                                  "each worker gets os.getenv('TORCH_NCCL_ASYNC_ERROR_HANDLING', '1')"),
+        "NCCL_ASYNC_ERROR_HANDLING": (None, "torch/distributed/elastic/agent/server/local_elastic_agent.py before "
+                                            "torch 2.2: each worker gets os.getenv('NCCL_ASYNC_ERROR_HANDLING', '1')"),
+    },
+    "srun": {
+        "CUDA_VISIBLE_DEVICES": (None, "Slurm GRES (gres.conf, --gpus/--gres): each step's tasks get "
+                                       "CUDA_VISIBLE_DEVICES naming the GPUs allocated to them"),
+    },
+    "mpirun": {},
+}
+"""Variables a launcher sets in its workers by design: launcher -> {variable: (value it sets, or None for any
+value; the source)}. A worker seeing such a value while the launching process has the variable unset is a fact
+of the launcher, not a propagation problem. ``torchrun`` covers ``python -m torch.distributed.run`` and
+``torch.distributed.launch`` (which runs the same code since torch 1.10; before 1.9 it set OMP_NUM_THREADS=1
+with the same warning). Open MPI's ``mpirun`` sets only ``OMPI_*``/``PMIX_*`` names, outside the recorded
+selection."""
+
+_LAUNCHER_MARKS = (("TORCHELASTIC_RUN_ID", "torchrun"), ("TORCHELASTIC_RESTART_COUNT", "torchrun"),
+                   ("SLURM_PROCID", "srun"), ("SLURM_LOCALID", "srun"), ("OMPI_COMM_WORLD_RANK", "mpirun"),
+                   ("PMI_RANK", "mpirun"))
+_LAUNCHER_WORDS = (("torchrun", "torchrun"), ("torch.distributed.run", "torchrun"),
+                   ("torch.distributed.launch", "torchrun"), ("srun", "srun"), ("mpirun", "mpirun"),
+                   ("mpiexec", "mpirun"), ("prterun", "mpirun"))
+
+
+def launcher_of(data: dict[str, Any], channel: str, entry: dict[str, Any]) -> str:
+    """The launcher that started a worker ("" when none is known): its per-rank variables first
+    (TORCHELASTIC_RUN_ID: torchrun; SLURM_PROCID: srun; OMPI_COMM_WORLD_RANK/PMI_RANK: mpirun), then the
+    words of ``--launcher``'s command line. Only ``launcher rank N`` channels have one."""
+    if not channel.startswith("launcher"):
+        return ""
+    rv = entry.get("rank_vars")
+    for var, name in _LAUNCHER_MARKS:
+        if isinstance(rv, dict) and var in rv:
+            return name
+    cmd = (data.get("launcher") or {}).get("command") if isinstance(data.get("launcher"), dict) else None
+    if isinstance(cmd, str):
+        words = [w.rsplit("/", 1)[-1] for w in cmd.split()]
+        for word, name in _LAUNCHER_WORDS:
+            if word in words:
+                return name
+    return ""
+
+
+def launcher_default(data: dict[str, Any], channel: str, entry: dict[str, Any], name: str, parent: Any,
+                     worker: Any) -> str:
+    """The source line when ``name=worker`` in this worker is its launcher's own default (parent unset), else ""."""
+    if not is_missing(parent) or not isinstance(worker, str):
+        return ""
+    row = LAUNCHER_DEFAULTS.get(launcher_of(data, channel, entry), {}).get(name)
+    if row is None or (row[0] is not None and worker.strip() != row[0]):
+        return ""
+    return row[1]
+
+
+def launcher_facts(data: dict[str, Any] | None) -> list[str]:
+    """Evidence lines for the launcher defaults seen in ``data``'s workers (facts, never problems)."""
+    out: list[str] = []
+    for channel, entry in worker_entries(data or {}):
+        for d in entry.get("differs") or []:
+            src = launcher_default(data or {}, channel, entry, d.get("name", ""), d.get("parent"), d.get("worker"))
+            if src:
+                line = (f"{d['name']}={d['worker']} in the workers is {launcher_of(data or {}, channel, entry)}'s "
+                        f"own default, not a propagation problem ({src})")
+                if line not in out:
+                    out.append(line)
+    return out
+
+
 def problems(data: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """Every propagation problem in one data section.
 
@@ -116,6 +191,8 @@ def problems(data: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for channel, entry in worker_entries(data):
         for d in entry.get("differs") or []:
+            if launcher_default(data, channel, entry, d["name"], d.get("parent"), d.get("worker")):
+                continue  # the launcher's own default (LAUNCHER_DEFAULTS): a fact, not a problem
             out[(d["name"], channel, "env")] = {"parent": d.get("parent"), "worker": d.get("worker"),
                                                 "where": d.get("where", "unknown")}
         for d in (entry.get("nccl") or {}).get("nccl_differs") or []:
@@ -166,6 +243,14 @@ def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | Non
     """
     if before is None and after is None:
         return [inconclusive(H_PROP, "no nccl_env data on either side: workers' environment not checked")]
+    facts = launcher_facts(after if after is not None else before)
+    found = _judge_propagation(before, after)
+    for f in found:
+        f.evidence.extend(x for x in facts if x not in f.evidence)
+    return found
+
+
+def _judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
     pb = problems(before) if before is not None else {}
     pa = problems(after) if after is not None else {}
     findings: list[Finding] = []
