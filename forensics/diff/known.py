@@ -5,14 +5,15 @@ two snapshots, :func:`match` finds the entries whose component changed the way t
 entry says (version transition, or a setting newly set in AFTER) and checks the
 entry's conditions against what the snapshots record:
 
-- ``gpu_family`` (compute capability from the ``gpu`` probe: 7 volta, 8 ampere,
-  9 hopper, 10/12 blackwell), ``gpu`` (model name), ``os`` (``host`` kernel
-  release: linux, wsl2), ``memory: near-full`` (an implicated ``gpu.memory``),
-  ``topology`` ``nvlink``/``pcie`` (the ``nvidia-smi topo -m`` matrix: NV# between
-  GPUs or none) and ``nodes: single`` (a snapshot is one machine) can be decided;
-- anything else (``nvswitch``, ``multi-node``, ``collective``, ``dtype``,
-  ``workload`` ...) cannot: the entry is a *possible* match, reported with the
-  conditions left unchecked.
+- every condition kind has a checker on AFTER's own fields in :data:`CONDITIONS`
+  (``gpu_family``, ``gpu``, ``os``, ``memory``, ``nodes``, ``numa_nodes``, ``topology``), and
+  each ``topology`` value its own in :data:`TOPOLOGY` (``nvlink``, ``pcie``,
+  ``nvlink-bridge-pairs`` and ``nvswitch`` from the ``nvidia-smi topo -m`` matrix, ``ib`` from
+  the NCCL log of the ``--nccl-init`` ranks);
+- kinds that describe the user's job, not the machine (:data:`WORKLOAD_FACTS`: ``collective``,
+  ``dtype``, ``workload`` ...) and topology values no field states (``multi-node``, ``nvls``)
+  cannot be decided: the entry is a *possible* match, reported with the conditions left
+  unchecked. tests/test_known_conditions.py keeps every kind the catalog uses in one of the two.
 
 A condition that is decided false drops the entry. The entry's ``effect.benchmark``
 is weighed against what was measured: when none of the canary components it names
@@ -204,57 +205,177 @@ def _names(gpu: Mapping[str, Any]) -> list[str]:
     return [str(g.get("name")) for g in _gpus(gpu) if isinstance(g, dict) and _str(g.get("name"))]
 
 
-def _links(gpu: Mapping[str, Any]) -> set[str]:
+def _matrix_pairs(gpu: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """``{(GPUi, GPUj): link}`` for each unordered GPU pair of the ``nvidia-smi topo -m`` matrix (i < j)."""
     topo = gpu.get("topology")
     matrix = topo.get("matrix") if isinstance(topo, dict) else None
-    out: set[str] = set()
+    out: dict[tuple[str, str], str] = {}
     if isinstance(matrix, dict):
         for row, cols in matrix.items():
-            if isinstance(cols, dict) and str(row).startswith("GPU"):
-                out |= {str(v) for k, v in cols.items() if str(k).startswith("GPU") and k != row}
+            if isinstance(cols, dict) and re.fullmatch(r"GPU\d+", str(row)):
+                for col, v in cols.items():
+                    if re.fullmatch(r"GPU\d+", str(col)) and col != row:
+                        out[tuple(sorted((str(row), str(col)), key=lambda g: int(g[3:])))] = str(v)  # type: ignore[index]
     return out
 
 
+def _nv(v: str) -> bool:
+    return bool(re.fullmatch(r"NV\d+", v))
+
+
+def _topo_nvlink(after: Mapping[str, Any]) -> bool | None:
+    pairs = _matrix_pairs(_data(after, "gpu"))
+    return None if not pairs else any(_nv(v) for v in pairs.values())
+
+
+def _topo_pcie(after: Mapping[str, Any]) -> bool | None:
+    pairs = _matrix_pairs(_data(after, "gpu"))
+    return None if not pairs else not any(_nv(v) for v in pairs.values())
+
+
+def _topo_bridge_pairs(after: Mapping[str, Any]) -> bool | None:
+    """NVLink bridges join GPUs two by two: each GPU has exactly one NV# peer, every other pair is a PCIe path.
+    Two GPUs joined by NV# cannot be told apart from an NVSwitch pair (None)."""
+    pairs = _matrix_pairs(_data(after, "gpu"))
+    if not pairs:
+        return None
+    gpus = {g for p in pairs for g in p}
+    if len(gpus) < 3:
+        return None if any(_nv(v) for v in pairs.values()) else False
+    peers = {g: sum(1 for p, v in pairs.items() if g in p and _nv(v)) for g in gpus}
+    return all(n == 1 for n in peers.values())
+
+
+def _topo_nvswitch(after: Mapping[str, Any]) -> bool | None:
+    """Every GPU pair NV# with 4 or more GPUs: an NVSwitch fabric (direct links cannot join every pair); a pair
+    over PCIe: no NVSwitch; two GPUs joined by NV#: a bridge or a switch (None)."""
+    pairs = _matrix_pairs(_data(after, "gpu"))
+    if not pairs:
+        return None
+    gpus = {g for p in pairs for g in p}
+    if not all(_nv(v) for v in pairs.values()):
+        return False
+    return True if len(gpus) >= 4 else None
+
+
+def _nccl_networks(after: Mapping[str, Any]) -> set[str]:
+    """The ``Using network X`` values the ``--nccl-init`` / ``--launcher`` ranks' NCCL logs printed."""
+    data = _data(after, "nccl_env")
+    out: set[str] = set()
+    for key in ("nccl_init", "launcher"):
+        sec = data.get(key)
+        for r in (sec.get("ranks") or []) if isinstance(sec, dict) else []:
+            net = (r.get("nccl") or {}).get("network") if isinstance(r, dict) else None
+            if isinstance(net, str):
+                out.add(net)
+    return out
+
+
+def _topo_ib(after: Mapping[str, Any]) -> bool | None:
+    nets = _nccl_networks(after)
+    return None if not nets else any(n.upper().startswith("IB") for n in nets)
+
+
+TOPOLOGY: dict[str, Any] = {
+    "nvlink": _topo_nvlink,            # gpu.topology.matrix: any GPU pair NV#
+    "pcie": _topo_pcie,                # gpu.topology.matrix: no GPU pair NV#
+    "nvlink-bridge-pairs": _topo_bridge_pairs,  # gpu.topology.matrix: each GPU one NV# peer, 3+ GPUs
+    "nvswitch": _topo_nvswitch,        # gpu.topology.matrix: every pair NV#, 4+ GPUs
+    "ib": _topo_ib,                    # nccl_env ranks' NCCL log: 'Using network IB' (RoCE included)
+    "roce": None, "multi-node": None, "nvls": None, "mnnvl": None,
+}
+"""``topology`` values -> a checker on AFTER's fields (True/False/None), or ``None`` where no snapshot field
+says it: a snapshot is one machine (``multi-node`` is the job's, not the machine's), NCCL's log does not tell
+RoCE from InfiniBand in the lines kept, NVLS/MNNVL are NCCL's runtime choices."""
+
+
+def _cond_gpu_family(wants: list, after, implicated) -> bool | None:
+    fam = _family(_data(after, "gpu"))
+    return None if fam is None else fam in [str(w).lower() for w in wants]
+
+
+def _cond_gpu(wants: list, after, implicated) -> bool | None:
+    names = _names(_data(after, "gpu"))
+    if not names:
+        return None
+    return any(re.search(rf"(^|\s){re.escape(str(w))}(\s|$)", n, re.I) for n in names for w in wants)
+
+
+def _cond_os(wants: list, after, implicated) -> bool | None:
+    host = _data(after, "host")
+    kernel = host.get("kernel")
+    rel = str(kernel.get("release", "")) if isinstance(kernel, dict) else str(kernel or "")
+    osr = str(host.get("os_release") or "")
+    if not rel and not osr:
+        return None
+    is_windows = "windows" in osr.lower() and "microsoft" not in rel.lower()
+    is_wsl = "microsoft" in rel.lower()
+    return any((w == "linux" and not is_wsl and not is_windows) or (w == "wsl2" and is_wsl)
+               or (w == "windows" and is_windows) for w in wants)
+
+
+def _cond_memory(wants: list, after, implicated) -> bool | None:
+    return True if "near-full" in wants and "gpu.memory" in implicated else None
+
+
+def _count_ok(n: int, spec: str) -> bool:
+    m = re.fullmatch(r"\s*(>=|<=|>|<|==)?\s*(\d+)\s*", spec)
+    if not m:
+        return False
+    op, k = m.group(1) or "==", int(m.group(2))
+    return {"==": n == k, ">=": n >= k, "<=": n <= k, ">": n > k, "<": n < k}[op]
+
+
+def _cond_nodes(wants: list, after, implicated) -> bool | None:
+    if wants == ["single"]:
+        return True  # a snapshot is one machine
+    return None  # how many nodes the user's job spans is not a field of one machine's snapshot
+
+
+def _cond_numa_nodes(wants: list, after, implicated) -> bool | None:
+    nodes = _data(after, "host").get("numa_nodes")
+    if not isinstance(nodes, dict) or not nodes:
+        return None
+    return any(_count_ok(len(nodes), str(w)) for w in wants)
+
+
+def _cond_topology(wants: list, after, implicated) -> bool | None:
+    verdicts = [(TOPOLOGY.get(str(w)) or (lambda _a: None))(after) for w in wants]
+    if any(v is True for v in verdicts):
+        return True
+    return None if any(v is None for v in verdicts) else False
+
+
+CONDITIONS: dict[str, Any] = {
+    "gpu_family": _cond_gpu_family,    # gpu.gpus.*.compute_capability
+    "gpu": _cond_gpu,                  # gpu.gpus.*.name
+    "os": _cond_os,                    # host.kernel (release), host.os_release
+    "memory": _cond_memory,            # gpu.memory implicated (the gpu probe's under-load peak)
+    "nodes": _cond_nodes,              # a snapshot is one machine: 'single' holds
+    "numa_nodes": _cond_numa_nodes,    # host.numa_nodes
+    "topology": _cond_topology,        # TOPOLOGY
+}
+"""Condition kind -> checker ``(wanted values, AFTER, implicated ids) -> True/False/None`` on the snapshot's fields."""
+
+WORKLOAD_FACTS: dict[str, str] = {
+    "collective": "which collectives the user's job calls",
+    "algorithm": "the algorithm/protocol NCCL picks per call at run time",
+    "feature": "an NCCL feature the job turns on in its code (symmetric memory, user buffers)",
+    "message_size": "the sizes the job's collectives move",
+    "dtype": "the data type of the job's kernels",
+    "workload": "the program the user runs (vLLM, SGLang, training)",
+    "model": "the model the user serves or trains",
+    "parallelism": "the job's parallelism (DDP, FSDP, tensor parallel)",
+    "call_on_hot_path": "an API the step calls in its loop",
+    "platform": "the cloud instance type (no snapshot field names it)",
+}
+"""Condition kinds about the user's job, not the machine: no snapshot field holds them (a *possible* match)."""
+
+
 def _condition(key: str, want: Any, after: Mapping[str, Any], implicated: set[str]) -> bool | None:
-    """True/False when the snapshots decide ``key: want``, None when they cannot."""
-    gpu, host = _data(after, "gpu"), _data(after, "host")
-    wants = want if isinstance(want, list) else [want]
-    if key == "gpu_family":
-        fam = _family(gpu)
-        return None if fam is None else fam in [str(w).lower() for w in wants]
-    if key == "gpu":
-        names = _names(gpu)
-        if not names:
-            return None
-        return any(re.search(rf"(^|\s){re.escape(str(w))}(\s|$)", n, re.I) for n in names for w in wants)
-    if key == "os":
-        kernel = host.get("kernel")
-        rel = str(kernel.get("release", "")) if isinstance(kernel, dict) else str(kernel or "")
-        if not rel:
-            return None
-        is_wsl = "microsoft" in rel.lower()
-        return any((w == "linux" and not is_wsl) or (w == "wsl2" and is_wsl) for w in wants)
-    if key == "memory":
-        return True if "near-full" in wants and "gpu.memory" in implicated else None
-    if key == "nodes":
-        return True if wants == ["single"] else None
-    if key == "topology":
-        links = _links(gpu)
-        if not links:
-            return None
-        nv = any(re.fullmatch(r"NV\d+", x) for x in links)
-        verdicts: list[bool | None] = []
-        for w in wants:
-            if w == "nvlink":
-                verdicts.append(nv)
-            elif w == "pcie":
-                verdicts.append(not nv)
-            else:
-                verdicts.append(None)
-        if any(v is True for v in verdicts):
-            return True
-        return None if any(v is None for v in verdicts) else False
-    return None
+    """True/False when the snapshots decide ``key: want`` (:data:`CONDITIONS`), None when they cannot."""
+    check = CONDITIONS.get(key)
+    return None if check is None else check(want if isinstance(want, list) else [want], after, implicated)
 
 
 @dataclass

@@ -133,7 +133,7 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
         "nccl_available": bool(info.get("nccl_available")),
         "allreduce_ok": bool(info.get("allreduce_ok")),
     }
-    for key in ("reason", "error", "torch_version", "torch_nccl_version"):
+    for key in ("reason", "error", "torch_version", "torch_nccl_version", "phase"):
         if info.get(key):
             out[key] = info[key]
     out["failures"] = nccllog.failures(str(info.get("error") or "").splitlines())
@@ -151,6 +151,9 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
         if name not in parent_raw and src and src["value"] == value:
             d["explained_by"] = src["from"]
         diffs.append(d)
+    if info.get("phase") in ("init", "allreduce"):  # the rank never finished: keep what NCCL printed last
+        out["last_lines"] = [red.r.text(ln.split(" NCCL ", 1)[-1], f"{where}.last_lines")
+                             for ln in (info.get("log_lines") or [])[-5:]]
     out.update(
         version=_or_missing(mine["version"], "no 'NCCL version' line"),
         set_by_environment=red.env(sbe, f"{where}.set_by_environment"),
@@ -202,6 +205,11 @@ def _ranks_section(run: dict[str, Any], parent_raw, red: _Redact, where: str, er
         section["returncode"] = rc
         if rc != 0:
             error(where, f"{label} exited with status {rc}")
+    if rc is None and "failure" not in run:
+        hung = mark_hung(ranks, run.get("duration_s", 0.0))
+        if hung:
+            error(f"{where}.ranks", f"{hung} rank(s) hung in NCCL and were killed; their NCCL log up to then is "
+                  "recorded")
     tail = [ln for ln in (run.get("stderr") or "").splitlines() if ln.strip()][-15:]
     if tail and (rc != 0 or not ranks):
         section["stderr_tail"] = [red.r.text(ln, f"{where}.stderr_tail") for ln in tail]
@@ -213,6 +221,18 @@ def _ranks_section(run: dict[str, Any], parent_raw, red: _Redact, where: str, er
     return section
 
 
+def mark_hung(ranks: list[dict[str, Any]], killed_after_s: float) -> int:
+    """Mark each rank of a killed run that never finished its collective (``phase`` ``init`` or
+    ``allreduce`` in its record): ``nccl.hung`` = ``{"phase", "killed_after_s"}``. Returns how many."""
+    n = 0
+    for r in ranks:
+        nccl = r.get("nccl")
+        if isinstance(nccl, dict) and nccl.get("phase") in ("init", "allreduce"):
+            nccl["hung"] = {"phase": nccl["phase"], "killed_after_s": killed_after_s}
+            n += 1
+    return n
+
+
 def _nccl_summary(ranks: list[dict[str, Any]], under: str) -> dict[str, Any]:
     infos = [r["nccl"] for r in ranks if "nccl" in r]
     if not infos:
@@ -222,6 +242,9 @@ def _nccl_summary(ranks: list[dict[str, Any]], under: str) -> dict[str, Any]:
     out = {"under": under, "backend": first["backend"], "nccl_available": first["nccl_available"],
            "version": versions[0] if len(versions) == 1 else (versions or first["version"]),
            "allreduce_ok": all(i["allreduce_ok"] for i in infos), "ranks_reporting": len(infos)}
+    hung = sum(1 for i in infos if i.get("hung"))
+    if hung:
+        out["hung"] = hung
     if first.get("reason"):
         out["reason"] = first["reason"]
     return out

@@ -14,7 +14,8 @@ Rules (each a finding of ``nccl.transport``):
   transport families: medium, 0.6.
 - *Failed collective*: a rank's NCCL all-reduce failed or gave a wrong sum
   (torch's ``NCCL error in: ...``, ``ncclInternalError``, a watchdog
-  timeout): high, relevance 1.0, when new; the same failure on both sides is
+  timeout), or the rank hung and was killed (``nccl.hung``: its record and NCCL
+  log up to the kill, with the transport chosen so far): high, relevance 1.0, when new; the same failure on both sides is
   medium, relevance 0.3 ("a standing problem, not what changed").
 - *WARN lines*: NCCL WARN lines other than the benign ones of hosts without
   InfiniBand (``Failed to open libibverbs``; :data:`forensics.env.nccllog.BENIGN_WARNINGS`)
@@ -86,6 +87,16 @@ def _failed(data) -> dict[str, str]:
         if n.get("allreduce_ok"):
             continue
         fails = n.get("failures") or []
+        hung = n.get("hung")
+        if isinstance(hung, dict):
+            where = {"init": "while creating the communicator", "allreduce": "in its first all-reduce"}.get(
+                str(hung.get("phase")), "")
+            so_far = _fmt_t(n.get("transports") or {})
+            last = (n.get("last_lines") or [""])[-1]
+            text = (f"hung {where} and was killed after {hung.get('killed_after_s', 0):g} s; transport chosen so "
+                    f"far: {so_far}" + (f"; last NCCL line: {last}" if last else ""))
+            out[lbl] = f"{n.get('backend')} {text}"
+            continue
         if fails:
             f = fails[0]
             text = (f"{f.get('what')} ({f.get('code', 'no code')}), NCCL {f.get('nccl_version')}"

@@ -19,7 +19,9 @@ then sets ``NCCL_DEBUG=INFO``, ``NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,ENV`` (NCCL's
 default set) and ``NCCL_DEBUG_FILE=DIR/nccl-<rank>-<pid>.log`` -- after the
 dump, so the record shows the variables as they arrived -- and does one
 all-reduce of 1 Mi float32 values, checking the sum. The parent parses the
-log with :mod:`forensics.env.nccllog`.
+log with :mod:`forensics.env.nccllog`. The rank's record is written before NCCL starts and again
+at each phase (``phase``: ``init``, ``allreduce``, then ``done`` or ``failed``), so a rank that
+hangs in a collective and is killed still leaves its record and its NCCL log behind.
 """
 
 from __future__ import annotations
@@ -51,7 +53,12 @@ def _rank_main(rank: int, world: int, local_rank: int, out_dir: str, select, met
     os.environ.update(DEBUG_VARS)
     os.environ["NCCL_DEBUG_FILE"] = path
     info: dict = {"backend": backend, "nccl_available": backend == "nccl", "reason": reason,
-                  "log_file": os.path.basename(path), "allreduce_ok": False}
+                  "log_file": os.path.basename(path), "allreduce_ok": False, "phase": "init"}
+    record["nccl_init"] = info
+    rpath = envrecord.record_path(out_dir)
+    # written before NCCL starts, so a rank that hangs and is killed still leaves its record; the parent
+    # reads its NCCL log from the file and marks it hung (forensics.env.data._ranks_section)
+    envrecord.write_record(record, rpath)
     try:
         import torch
         import torch.distributed as dist
@@ -66,21 +73,24 @@ def _rank_main(rank: int, world: int, local_rank: int, out_dir: str, select, met
             info["torch_nccl_version"] = ".".join(str(x) for x in torch.cuda.nccl.version())
         dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=INIT_TIMEOUT_S))
+        info["phase"] = "allreduce"
+        envrecord.write_record(record, rpath)
         t = torch.full((ALLREDUCE_ELEMENTS,), float(rank + 1), device=device)
         dist.all_reduce(t)
         if backend == "nccl":
             torch.cuda.synchronize()
         info["allreduce_ok"] = bool(t[0].item() == world * (world + 1) / 2)
         dist.destroy_process_group()
+        info["phase"] = "done"
     except Exception as exc:  # the failure is the finding; the record still goes out
         info["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        info["phase"] = "failed"
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             info["log_lines"] = [line.rstrip("\n") for line in fh if " NCCL " in line]
     except OSError:
         info["log_lines"] = []
-    record["nccl_init"] = info
-    envrecord.write_record(record, envrecord.record_path(out_dir))
+    envrecord.write_record(record, rpath)
     if stdout:
         sys.stdout.write(envrecord.STDOUT_MARKER + json.dumps(record) + "\n")
         sys.stdout.flush()
