@@ -12,7 +12,6 @@ Run from anywhere: python examples/incidents/make_incidents.py
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import json
 from pathlib import Path

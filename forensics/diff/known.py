@@ -13,7 +13,7 @@ entry's conditions against what the snapshots record:
 - kinds that describe the user's job, not the machine (:data:`WORKLOAD_FACTS`: ``collective``,
   ``dtype``, ``workload`` ...) and topology values no field states (``multi-node``, ``nvls``)
   cannot be decided: the entry is a *possible* match, reported with the conditions left
-  unchecked. tests/test_known_conditions.py keeps every kind the catalog uses in one of the two.
+  unchecked. tests/diff/test_known_conditions.py keeps every kind the catalog uses in one of the two.
 
 A condition that is decided false drops the entry. The entry's ``effect.benchmark``
 is weighed against what was measured: when none of the canary components it names

@@ -22,7 +22,8 @@ from forensics.model import HypothesisStatus
 from forensics.render.report import render_html, render_json, render_markdown
 from forensics.render.summary import print_diff_summary
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 INCIDENTS = ROOT / "examples" / "incidents"
 CASES = sorted(p for p in INCIDENTS.iterdir() if (p / "expect.json").is_file())
 

@@ -9,12 +9,12 @@ of examples/aa and the 8-GPU bridge-pairs matrix of NVIDIA/nccl#770 (examples/in
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from forensics import snapshot as snap
 from forensics.diff import known
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.conftest import ROOT
+
 H200 = snap.load(ROOT / "examples" / "aa" / "after.json")
 PAIRS = snap.load(ROOT / "examples" / "incidents" / "nccl-2.16.2-bridge-pairs" / "after.json")
 

@@ -17,8 +17,9 @@ from forensics.env.transport import judge_transport
 from forensics.env.workers import record as envrecord
 from forensics.model import HypothesisStatus, Severity
 from forensics.redact import Redactor
+from tests.conftest import H200
 
-LOG = Path(__file__).parent / "fixtures" / "h200x2" / "nccl-debug-info.log"
+LOG = H200 / "nccl-debug-info.log"
 PIDS = {0: "983", 1: "984"}  # the two ranks' pids in the captured log
 
 
