@@ -54,23 +54,21 @@ def commit_file(repo: Path, rel: str, text: str, message: str) -> str:
 
 
 def repo_data(path: Path) -> dict[str, Any]:
-    """The git probe's schema for one repository, read with GitPython (read-only)."""
-    import git as gitpython
+    """The git probe's schema for one repository, read with plain git commands and the reflog file (read-only),
+    independently of the probe."""
+    def utc(ts: str) -> str:
+        return dt.datetime.fromtimestamp(int(ts), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    repo = gitpython.Repo(str(path))
-    head = repo.head.commit
+    sha, subject, author, at, ct = git(path, "log", "-1", "--format=%H%x00%s%x00%an%x00%at%x00%ct").split("\0")
     reflog = []
-    for e in reversed(repo.head.log()):
-        when = dt.datetime.fromtimestamp(e.time[0], dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        reflog.append({"old": e.oldhexsha, "new": e.newhexsha, "time": when, "action": e.message})
-    modified = [d.a_path for d in repo.index.diff(None)]
-    data = {"path": str(path), "role": "main", "distribution": None, "state": "ok", "operation": None,
+    for line in reversed((path / ".git" / "logs" / "HEAD").read_text().splitlines()):
+        head, _, message = line.partition("\t")
+        parts = head.split()
+        reflog.append({"old": parts[0], "new": parts[1], "time": utc(parts[-2]), "action": message})
+    modified = git(path, "diff", "--name-only").splitlines()
+    return {"path": str(path), "role": "main", "distribution": None, "state": "ok", "operation": None,
             "shallow": False,
-            "head": {"sha": head.hexsha, "subject": head.summary, "author": head.author.name,
-                     "authored_at": dt.datetime.fromtimestamp(head.authored_date, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                     "committed_at": dt.datetime.fromtimestamp(head.committed_date, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")},
-            "branch": repo.active_branch.name, "detached": False, "upstream": None, "dirty": bool(modified),
-            "modified": modified, "staged": [], "untracked": [], "untracked_count": 0, "stash_count": 0,
-            "reflog": reflog, "remotes": {}}
-    repo.close()
-    return data
+            "head": {"sha": sha, "subject": subject, "author": author, "authored_at": utc(at), "committed_at": utc(ct)},
+            "branch": git(path, "symbolic-ref", "--short", "HEAD"), "detached": False, "upstream": None,
+            "dirty": bool(modified), "modified": modified, "staged": [], "untracked": [], "untracked_count": 0,
+            "stash_count": 0, "reflog": reflog, "remotes": {}}

@@ -7,5 +7,5 @@ user's checkout). Rendering of bisect documents lives in
 ``forensics.render.bisect``.
 
 May import the core (``errors``, ``stats``, ``hypotheses``, ``procgroup``,
-``docfile``) and ``forensics.step``; never ``cli``, ``render`` or a probe.
+``gitio``, ``docfile``) and ``forensics.step``; never ``cli``, ``render`` or a probe.
 """

@@ -27,7 +27,8 @@ from typing import Callable
 from forensics.errors import BadInputError
 from forensics.procgroup import run_group
 from forensics.step.command import run_command
-from forensics.bisect.worktree import GitError, Worktree, WorktreePool, clean_env
+from forensics.bisect.worktree import Worktree, WorktreePool
+from forensics.gitio import GitError, clean_env
 
 ISOLATION_NOTE = ("each commit ran in its own `git worktree` (detached, in a temporary folder) with the worktree as "
                   "the working folder and first on PYTHONPATH (then its src/ if present), so its modules shadow any "
@@ -123,6 +124,8 @@ class Measurer:
         try:
             tree = self.pool.add(role, sha)
         except GitError as exc:
+            if exc.returncode is None:  # git hung (stopped) or is gone: not this commit's fault, end the search
+                raise
             raise StepFailed(f"checkout failed: {exc}") from None
         if self.spec.setup:
             self._run_setup(tree.path, sha)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from forensics.bisect.measure import StepSpec
 from forensics.stats import DEFAULT_THRESHOLD, Comparison, Verdict
-from forensics.bisect.worktree import CommitInfo
+from forensics.gitio import Commit
 
 class CommitClass(str, enum.Enum):
     """How a measured commit compares with the two endpoints."""
@@ -56,7 +56,7 @@ class LogEntry:
 class CommitRecord:
     """A commit that was measured (or tried)."""
 
-    info: CommitInfo
+    info: Commit
     index: int  # 0 = good, len(range) = bad
     cls: CommitClass
     samples: list[float] = field(default_factory=list)
@@ -105,8 +105,8 @@ class BisectResult:
     outcome: Outcome
     sentence: str
     repo: str
-    good: CommitInfo
-    bad: CommitInfo
+    good: Commit
+    bad: Commit
     n_commits: int
     linear: bool
     step: str
@@ -118,9 +118,9 @@ class BisectResult:
     isolation: str
     endpoints: Comparison | None = None
     records: list[CommitRecord] = field(default_factory=list)
-    culprit: CommitInfo | None = None
-    candidates: list[CommitInfo] = field(default_factory=list)
-    parent: CommitInfo | None = None
+    culprit: Commit | None = None
+    candidates: list[Commit] = field(default_factory=list)
+    parent: Commit | None = None
     confirmation: Comparison | None = None
     confirmed: bool = False
     gap_share: float | None = None

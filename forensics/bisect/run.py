@@ -42,7 +42,8 @@ from forensics.hypotheses import HYPOTHESES
 from forensics.stats import Comparison, Verdict, compare as _stats_compare
 from forensics.bench.compare import REACHABLE_PROCESSES
 from forensics.render.words import plural
-from forensics.bisect.worktree import CommitInfo, WorktreePool, commit_info, diff_stat, git, resolve_range
+from forensics.bisect.worktree import WorktreePool, diff_stat, resolve_range
+from forensics.gitio import Commit, git, read_commit
 
 __all__ = ["BisectConfig", "BisectResult", "CommitClass", "CommitRecord", "LogEntry", "Outcome", "StepExit",
            "classify", "gap_position", "run_bisect", "run_step", "ENV_HYPOTHESES"]
@@ -148,7 +149,7 @@ class _Session:
 
     def measure_point(self, sha: str, good: str, bad: str, phase: str) -> CommitRecord:
         """Measure ``sha`` against both endpoints, escalating on ``unknown`` (see module docstring)."""
-        rec = CommitRecord(CommitInfo(sha, sha[:12], "", "", ""), -1, CommitClass.UNKNOWN)
+        rec = CommitRecord(Commit(sha, sha[:12]), -1, CommitClass.UNKNOWN)
         n, cap = self.cfg.processes, self.cfg.processes * self.cfg.cap_factor
         while True:
             try:
@@ -220,7 +221,7 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
             or the step/setup fails on an endpoint.
     """
     rng = resolve_range(cfg.repo, cfg.good, cfg.bad)
-    good_i, bad_i = commit_info(rng.toplevel, rng.good), commit_info(rng.toplevel, rng.bad)
+    good_i, bad_i = read_commit(rng.toplevel, rng.good), read_commit(rng.toplevel, rng.bad)
     chain = [rng.good] + rng.commits  # index 0 = good, last = bad
     isolation = ISOLATION_NOTE + (CALLABLE_NOTE if cfg.spec.target else "")
     res = BisectResult(Outcome.NO_DIFFERENCE, "", rng.toplevel, good_i, bad_i, len(rng.commits), rng.linear,
@@ -253,7 +254,7 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
             mid = min(todo, key=lambda i: (abs(i - (lo + hi) / 2), i))
             res.rounds += 1
             phase = f"round {res.rounds}"
-            info = commit_info(rng.toplevel, chain[mid])
+            info = read_commit(rng.toplevel, chain[mid])
             suspects = hi - lo - 1
             s.say(phase, f"measuring {info.short} \"{info.subject}\": {plural(suspects, 'suspect')} left between "
                          f"{chain[lo][:7]} and {chain[hi][:7]}, about "
@@ -279,12 +280,12 @@ def _conclude(cfg: BisectConfig, s: _Session, res: BisectResult, chain: list[str
     """Confirm the culprit against its parent (or the range against the last fast commit)."""
     top = res.repo
     culprit, parent = chain[hi], chain[lo]
-    res.parent = commit_info(top, parent)
+    res.parent = read_commit(top, parent)
     if hi - lo == 1:
-        res.culprit = commit_info(top, culprit)
+        res.culprit = read_commit(top, culprit)
         res.outcome = Outcome.CULPRIT
     else:
-        res.candidates = [commit_info(top, c) for c in chain[lo + 1:hi + 1]]
+        res.candidates = [read_commit(top, c) for c in chain[lo + 1:hi + 1]]
         res.outcome = Outcome.CULPRIT_RANGE
     n = cfg.processes * cfg.confirm_factor
     s.say("confirm", f"confirming {culprit[:12]} against {parent[:12]} with {n} fresh processes each", culprit)

@@ -13,96 +13,31 @@ What touches the user's repository, and how it is undone:
   that fails, exactly our own admin folder is deleted (not ``git worktree
   prune``: that would also prune the user's own stale worktrees), and
   ``.git/worktrees`` is removed if we created it and it is empty.
-- Hooks are disabled for our git calls (``-c core.hooksPath=/dev/null``): a
-  ``post-checkout`` hook of the user's must not run for our checkouts.
+- Hooks are disabled for our git calls (``-c core.hooksPath=/dev/null``, set by
+  :mod:`forensics.gitio`): a ``post-checkout`` hook of the user's must not run for our checkouts.
 - Before removal, processes our steps left behind (a killed step's
   grandchildren, e.g. torchrun's ranks) are terminated: :func:`reap` finds
   them by the ``FORENSICS_BISECT_SESSION`` token they inherited.
 - Nothing else is written: the other commands (rev-parse, rev-list,
   merge-base, show, diff --stat between commits) only read.
 
-Facts come from the ``git`` command line (run with a timeout, ``LC_ALL=C``,
-no terminal prompt, the caller's ``GIT_DIR``/``GIT_WORK_TREE`` removed).
+Every git command goes through the git gateway, :mod:`forensics.gitio` (a timeout that stops
+git's process group, ``LC_ALL=C``, no terminal prompt, no hook, the caller's
+``GIT_DIR``/``GIT_WORK_TREE`` removed); a command that hangs ends the bisect with
+:class:`~forensics.gitio.GitError` naming it.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from forensics.errors import BadInputError
+from forensics.gitio import GitError, git, succeeds
 from forensics.procgroup import signals_held, stop_processes
-
-GIT_TIMEOUT_S = 120.0
-_NO_HOOKS = ["-c", "core.hooksPath=/dev/null", "-c", "advice.detachedHead=false"]
-# Variables that would point git (ours or the step's) at another repository or index.
-_GIT_LOCATION_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-                      "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX")
-
-
-class GitError(Exception):
-    """A git command failed; ``str()`` is its last stderr line."""
-
-
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This process's environment without the variables that redirect git, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
-    env.update(extra or {})
-    return env
-
-
-def git(repo: str | Path, *args: str, check: bool = True, timeout_s: float = GIT_TIMEOUT_S) -> str:
-    """Run ``git -C repo <args>`` and return stdout (stripped of the trailing newline).
-
-    Raises:
-        GitError: git exited non-zero (only with ``check``), timed out, or is not installed.
-    """
-    argv = ["git", "-C", str(repo), *_NO_HOOKS, *args]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout_s,
-                              stdin=subprocess.DEVNULL, env=clean_env({"LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}))
-    except FileNotFoundError:
-        raise GitError("git is not installed (not on PATH)") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git {' '.join(args[:2])} timed out after {timeout_s:g} s") from None
-    if check and proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        raise GitError(last)
-    return proc.stdout.rstrip("\n")
-
-
-def _ok(repo: str | Path, *args: str) -> bool:
-    try:
-        git(repo, *args)
-        return True
-    except GitError:
-        return False
-
-
-@dataclass
-class CommitInfo:
-    """One commit as ``git show -s`` reports it (subject and author are user data: escape them)."""
-
-    sha: str
-    short: str
-    subject: str
-    author: str
-    date: str
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
-
-
-def commit_info(repo: str | Path, sha: str) -> CommitInfo:
-    """Subject, author and date of ``sha`` (``git show -s --format``)."""
-    out = git(repo, "show", "-s", "--format=%H%x00%h%x00%s%x00%an%x00%cI", sha, "--")
-    full, short, subject, author, date = (out.split("\x00") + [""] * 5)[:5]
-    return CommitInfo(full, short, subject, author, date)
-
 
 def diff_stat(repo: str | Path, parent: str, sha: str) -> str:
     """``git diff --stat`` between two commits (read-only; empty text if none)."""
@@ -130,15 +65,18 @@ def resolve_range(repo: str | Path, good: str, bad: str) -> Range:
     Raises:
         BadInputError: not a git work tree, no commits, unknown revision (with a
             hint for shallow clones), good not an ancestor of bad, or good == bad.
+        GitError: a git command ran past its timeout or git is not installed.
     """
     repo = Path(repo)
     if not repo.is_dir():
         raise BadInputError(f"--repo {repo}: no such folder")
     try:
         top = git(repo, "rev-parse", "--show-toplevel")
-    except GitError:
+    except GitError as exc:
+        if exc.returncode is None:  # git hung or is missing: say so, not "not a repository"
+            raise
         raise BadInputError(f"{repo}: not a git repository (or a bare one); pass --repo with a checkout") from None
-    if not _ok(top, "rev-parse", "--verify", "-q", "HEAD^{commit}") and not git(top, "rev-list", "-n1", "--all",
+    if not succeeds(top, "rev-parse", "--verify", "-q", "HEAD^{commit}") and not git(top, "rev-list", "-n1", "--all",
                                                                                    check=False):
         raise BadInputError(f"{top}: the repository has no commits yet; nothing to bisect")
     shallow = git(top, "rev-parse", "--is-shallow-repository", check=False) == "true"
@@ -147,8 +85,10 @@ def resolve_range(repo: str | Path, good: str, bad: str) -> Range:
     for opt, rev in (("--good", good), ("--bad", bad)):
         try:
             shas.append(git(top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{commit}}"))
-        except GitError:
-            kind = git(top, "cat-file", "-t", f"{rev}^{{object}}", check=False) if _ok(
+        except GitError as exc:
+            if exc.returncode is None:
+                raise
+            kind = git(top, "cat-file", "-t", f"{rev}^{{object}}", check=False) if succeeds(
                 top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{object}}") else ""
             if kind:  # an object that exists but is no commit: a tree, a blob, a tag of one
                 raise BadInputError(f"{opt} {rev}: names a {kind}, not a commit; give a commit (a sha, a branch, "
@@ -157,7 +97,7 @@ def resolve_range(repo: str | Path, good: str, bad: str) -> Range:
     g, b = shas
     if g == b:
         raise BadInputError(f"--good {good} and --bad {bad} are the same commit ({g[:12]}); nothing to bisect")
-    if not _ok(top, "merge-base", "--is-ancestor", g, b):
+    if not succeeds(top, "merge-base", "--is-ancestor", g, b):
         raise BadInputError(f"--good {good} ({g[:12]}) is not an ancestor of --bad {bad} ({b[:12]}){hint}; "
                             "give an older good commit")
     first_parent = git(top, "rev-list", "--first-parent", "--reverse", f"{g}..{b}").split()
@@ -257,10 +197,17 @@ def remove_stale(repo: str | Path) -> list[str]:
     Returns:
         one line per worktree removed ("<path> (bisect pid N)"); [] when none or
         ``repo`` is not a repository.
+
+    Raises:
+        GitError: git ran past its timeout (:data:`forensics.gitio.TIMEOUT_S`) or could not be started.
     """
     try:
-        common = (Path(repo) / git(repo, "rev-parse", "--git-common-dir", timeout_s=30)).resolve()
-    except (GitError, OSError):
+        common = (Path(repo) / git(repo, "rev-parse", "--git-common-dir")).resolve()
+    except GitError as exc:
+        if exc.returncode is None:
+            raise
+        return []
+    except OSError:
         return []
     wdir = common / "worktrees"
     removed: list[str] = []

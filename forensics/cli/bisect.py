@@ -3,7 +3,9 @@
 Exit codes of ``bisect``: 0 a culprit named and confirmed against its parent;
 3 no culprit named (endpoints not different, the environment changed, the
 slowdown does not reproduce, the culprit not confirmed or only a range of
-commits left by skips); 2 bad input; 130 Ctrl-C; 143 SIGTERM; 129 SIGHUP.
+commits left by skips); 2 bad input, or a git command that failed or did not
+answer in time (:class:`forensics.gitio.GitError`); 130 Ctrl-C; 143 SIGTERM;
+129 SIGHUP.
 ``bisect-step`` follows ``git bisect run``: 0 fast, 1 slow, 125 skip, 128+ abort
 (any error, so git never reads an error as "slow").
 """
@@ -92,7 +94,8 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
 
     Exit codes: 0 culprit named and confirmed, 3 no culprit named (the
     environment changed, endpoints not different, a range of candidates, or
-    not confirmed), 2 bad input, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
+    not confirmed), 2 bad input or a git command that failed or hung (stopped
+    after 120 s), 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
     """
     from forensics.bisect.run import Outcome, run_bisect
     from forensics.render.bisect import write_report

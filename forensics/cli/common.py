@@ -101,7 +101,7 @@ def check_repo(repo: Path | None) -> None:
     """Reject a ``--repo`` that is not a folder inside a git work tree, before any work starts.
 
     Runs ``git -C REPO rev-parse --git-dir`` (read-only) through
-    :func:`forensics.bisect.worktree.git`. Without a ``git`` executable, or when git
+    :func:`forensics.gitio.git`. Without a ``git`` executable, or when git
     times out, nothing is checked (the git probe then records why it failed).
 
     Raises:
@@ -111,7 +111,7 @@ def check_repo(repo: Path | None) -> None:
         return
     import shutil
 
-    from forensics.bisect.worktree import GitError, git
+    from forensics.gitio import GitError, git
 
     if not repo.exists():
         raise BadInputError(f"--repo {repo}: no such folder")
@@ -123,7 +123,7 @@ def check_repo(repo: Path | None) -> None:
         git(repo, "rev-parse", "--git-dir", timeout_s=10)
     except GitError as exc:
         why = str(exc)
-        if "timed out" in why:
+        if exc.timed_out:
             return
         if "safe.directory" in why or "dubious ownership" in why:
             raise BadInputError(f"--repo {repo}: git refuses it, the folder is owned by another user; if you trust "

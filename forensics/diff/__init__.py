@@ -7,6 +7,6 @@ between two git HEADs, attached as evidence to ``code.change``) and
 ``hotpaths`` (which changed files are on a step's hot path).
 
 May import the core (``forensics.model``, ``probe``, ``registry``,
-``hypotheses``, ``stats``, ``errors``, ``snapshot``, ``docfile``) and
+``hypotheses``, ``stats``, ``errors``, ``snapshot``, ``docfile``, ``gitio``) and
 ``forensics.bench.effect``; never a probe by name, never ``render`` or ``cli``.
 """

@@ -8,14 +8,14 @@ sides (matched by path) this module
 - says how HEAD moved, from the reflog entries that appeared between the two
   snapshots (:func:`head_move`): fast-forward pull, pull with a merge or a
   rebase, checkout, reset, rebase, commit, amend, merge, cherry-pick;
-- lists the commits between the two HEADs with GitPython (subject, author
-  date, files touched, lines added/deleted; ``git rev-list`` and ``git diff
-  --numstat``), when the repository is on this machine (or ``--repo`` points
-  at a clone of it);
+- lists the commits between the two HEADs through the git gateway,
+  :mod:`forensics.gitio` (subject, author date, files touched, lines
+  added/deleted; ``git log`` and ``git diff-tree --numstat``), when the
+  repository is on this machine (or ``--repo`` points at a clone of it);
 - flags files matching performance-sensitive path patterns
   (:data:`DEFAULT_HOT_PATHS`, extended by ``hot_paths`` in ``.forensics.yaml``
   in the repository or in ``--config``) and ranks commits by their **weighted
-  hot lines** (:attr:`CommitInfo.weight`): lines from ``git diff-tree -M -C
+  hot lines** (:attr:`CommitChanges.weight`): lines from ``git diff-tree -M -C
   --numstat`` (a renamed or copied file counts only the lines that changed, not
   the lines it moved), times the file's category weight
   (:data:`forensics.diff.hotpaths.CATEGORY_WEIGHTS`: collective communication and
@@ -25,9 +25,9 @@ sides (matched by path) this module
   ``user`` result, :mod:`forensics.step.loaded_files`);
 - flags hot files in a dirty working tree.
 
-Only read-only git commands are run (``rev-list``, ``diff``, ``merge-base
---is-ancestor``, ``cat-file``), with ``GIT_OPTIONAL_LOCKS=0`` so git does not
-even refresh the index. A commit the repository no longer has (garbage
+Only read-only git commands are run (``rev-parse``, ``log``, ``diff-tree``),
+with the gateway's safety settings (``GIT_OPTIONAL_LOCKS=0``, so git does not
+even refresh the index; no hook; a timeout). A commit the repository no longer has (garbage
 collected, shallow clone) degrades to "commit not available".
 """
 
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from forensics.errors import BadInputError
+from forensics.gitio import Commit, GitError, git, read_commits, succeeds
 from forensics.render.words import plural
 from forensics.model import Finding, HypothesisStatus, Severity
 from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, category_weight, load_hot_paths  # noqa: F401
@@ -198,21 +199,17 @@ class FileChange:
 
 
 @dataclass
-class CommitInfo:
-    """A commit between the two HEADs (from ``git rev-list`` and ``git diff --numstat``).
+class CommitChanges(Commit):
+    """A commit between the two HEADs (:class:`forensics.gitio.Commit`, from ``git log``) and the files it
+    touched (``git diff-tree --numstat`` against its first parent).
 
     Attributes:
+        files: one :class:`FileChange` per file.
         side: ``new`` (in AFTER's history, not BEFORE's) or ``dropped`` (the reverse,
             after a reset or a rebase).
-        authored_at: author date, ISO 8601 UTC.
-        hot_lines: lines added + deleted in files matching a hot pattern.
     """
 
-    sha: str
-    subject: str
-    author: str
-    authored_at: str
-    files: list[FileChange]
+    files: list[FileChange] = field(default_factory=list)
     side: str = "new"
 
     @property
@@ -282,8 +279,8 @@ class RepoChanges:
     move: HeadMove
     read_from: str = ""
     availability: str = "ok"
-    commits: list[CommitInfo] = field(default_factory=list)
-    dropped: list[CommitInfo] = field(default_factory=list)
+    commits: list[CommitChanges] = field(default_factory=list)
+    dropped: list[CommitChanges] = field(default_factory=list)
     dirty_hot: list[FileChange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped_patterns: list[str] = field(default_factory=list)
@@ -300,20 +297,24 @@ class RepoChanges:
                 "skipped_patterns": list(self.skipped_patterns)}
 
 
-def _rank(commits: list[CommitInfo]) -> list[CommitInfo]:
-    """Hot commits first (highest :attr:`CommitInfo.weight` first), the rest in their original (newest first) order."""
+def _rank(commits: list[CommitChanges]) -> list[CommitChanges]:
+    """Hot commits first (highest :attr:`CommitChanges.weight` first), the rest in their original (newest first) order."""
     order = {id(c): i for i, c in enumerate(commits)}
     return sorted(commits, key=lambda c: (-c.weight, -c.hot_lines, -len(c.hot_files), order[id(c)]))
 
 
-def _numstat(repo, commit) -> list[tuple[str, int | None, int | None, str]]:
-    """(path, added, deleted, renamed_from) per file from ``git diff-tree -r -M -C --numstat -z``.
+def _numstat(path: Path, commit: Commit) -> list[tuple[str, int | None, int | None, str]]:
+    """(path, added, deleted, renamed_from) per file from ``git diff-tree -r -M -C --numstat -z`` between
+    ``commit``'s first parent and itself (``--root`` for a root commit).
 
     Rename and copy detection: a moved file counts only its changed lines.
+
+    Raises:
+        GitError: git failed or timed out.
     """
     args = ["-r", "-M", "-C", "--numstat", "-z", "--no-commit-id"]
-    args += [commit.parents[0].hexsha, commit.hexsha] if commit.parents else ["--root", commit.hexsha]
-    out = repo.git.diff_tree(*args)
+    args += [commit.parents[0], commit.sha] if commit.parents else ["--root", commit.sha]
+    out = git(path, "diff-tree", *args, ceiling=True)
     parts = out.split("\0")
     rows = []
     i = 0
@@ -326,49 +327,35 @@ def _numstat(repo, commit) -> list[tuple[str, int | None, int | None, str]]:
         if len(fields) < 3:
             i += 1
             continue
-        a, d, path = fields[0].strip(), fields[1], fields[2]
+        a, d, path_ = fields[0].strip(), fields[1], fields[2]
         src = ""
-        if path == "" and i + 2 < len(parts):  # rename/copy: "a\td\t\0src\0dst"
-            src, path = parts[i + 1], parts[i + 2]
+        if path_ == "" and i + 2 < len(parts):  # rename/copy: "a\td\t\0src\0dst"
+            src, path_ = parts[i + 1], parts[i + 2]
             i += 3
         else:
             i += 1
         added = int(a) if a.isdigit() else None
         deleted = int(d) if d.isdigit() else None
-        rows.append((path, added, deleted, src))
+        rows.append((path_, added, deleted, src))
     return rows
 
 
-def _open_repo(path: Path):
-    import git
-
-    repo = git.Repo(str(path), search_parent_directories=False)
-    repo.git.update_environment(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0")
-    return repo
-
-
-def _commit_info(commit, hot: HotPaths, side: str, repo=None, loaded: set[str] | None = None) -> CommitInfo:
-    import datetime as dt
-
+def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
+                    loaded: set[str] | None = None) -> CommitChanges:
     files = []
-    if repo is not None:
-        rows = _numstat(repo, commit)
-    else:
-        rows = [(str(p), st.get("insertions"), st.get("deletions"), "") for p, st in commit.stats.files.items()]
-    for path, added, deleted, src in rows:
-        fc = FileChange(str(path), added if isinstance(added, int) else None,
-                        deleted if isinstance(deleted, int) else None, hot.categories(str(path)), src)
+    for name, added, deleted, src in _numstat(path, commit):
+        fc = FileChange(name, added, deleted, hot.categories(name), src)
         if loaded is not None:
             fc.loaded = fc.path in loaded or bool(src and src in loaded)
         files.append(fc)
-    when = dt.datetime.fromtimestamp(commit.authored_date, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    subject = (commit.message or "").strip().splitlines()[0] if (commit.message or "").strip() else ""
-    return CommitInfo(commit.hexsha, subject, str(commit.author.name or ""), when, files, side)
+    return CommitChanges(**vars(commit), files=files, side=side)
 
 
 def list_commits(path: Path, old: str, new: str, hot: HotPaths,
-                 loaded: set[str] | None = None) -> tuple[list[CommitInfo], list[CommitInfo], list[str]]:
-    """Commits in ``new`` not in ``old`` and the reverse, read from the repository at ``path``.
+                 loaded: set[str] | None = None) -> tuple[list[CommitChanges], list[CommitChanges], list[str]]:
+    """Commits in ``new`` not in ``old`` and the reverse, read from the repository at ``path`` (itself, not
+    a repository above it) through :mod:`forensics.gitio`: ``git log old..new`` and ``new..old`` (at most
+    :data:`MAX_COMMITS` each), one ``git diff-tree`` per commit.
 
     ``loaded``: repository-relative paths the user's step loaded (None when unknown).
 
@@ -377,30 +364,29 @@ def list_commits(path: Path, old: str, new: str, hot: HotPaths,
 
     Raises:
         LookupError: a commit is not in the repository (message says which).
-        OSError: the folder is not a git repository / git is not installed.
+        OSError: the folder is not a git repository, git is not installed, or git failed or timed out.
     """
     try:
-        repo = _open_repo(path)
-    except ImportError as exc:
-        raise OSError(f"GitPython or git is not available ({exc})") from None
-    except Exception as exc:  # InvalidGitRepositoryError, NoSuchPathError
-        raise OSError(f"{path} is not a git repository ({type(exc).__name__})") from None
+        git(path, "rev-parse", "--git-dir", ceiling=True)
+    except GitError as exc:
+        if exc.not_a_repository:
+            raise OSError(f"{path} is not a git repository") from None
+        raise OSError(str(exc)) from None
     notes = []
     try:
         for sha in (old, new):
-            try:
-                repo.commit(sha)
-            except Exception:
+            if not succeeds(path, "rev-parse", "--verify", "-q", "--end-of-options", f"{sha}^{{commit}}"):
                 raise LookupError(f"commit {sha[:10]} not available in {path} (garbage-collected, or a shallow "
-                                  "or different clone)") from None
-        if (Path(repo.git_dir) / "shallow").exists():
+                                  "or different clone)")
+        shallow = Path(path) / git(path, "rev-parse", "--git-path", "shallow", ceiling=True)
+        if shallow.exists():
             notes.append(f"{path} is a shallow clone: older commits may be missing from the list")
-        fresh = [_commit_info(c, hot, "new", repo, loaded)
-                 for c in repo.iter_commits(f"{old}..{new}", max_count=MAX_COMMITS)]
-        gone = [_commit_info(c, hot, "dropped", repo, loaded)
-                for c in repo.iter_commits(f"{new}..{old}", max_count=MAX_COMMITS)]
-    finally:
-        repo.close()
+        fresh = [_commit_changes(path, c, hot, "new", loaded)
+                 for c in read_commits(path, f"{old}..{new}", max_count=MAX_COMMITS, ceiling=True)]
+        gone = [_commit_changes(path, c, hot, "dropped", loaded)
+                for c in read_commits(path, f"{new}..{old}", max_count=MAX_COMMITS, ceiling=True)]
+    except GitError as exc:
+        raise OSError(str(exc)) from None
     if len(fresh) >= MAX_COMMITS:
         notes.append(f"only the newest {MAX_COMMITS} commits are listed")
     return _rank(fresh), _rank(gone), notes

@@ -306,7 +306,8 @@ def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head:
         BadInputError: the step failed in a worktree.
     """
     from forensics.bisect.measure import Measurer, StepFailed, StepSpec
-    from forensics.bisect.worktree import WorktreePool, git
+    from forensics.bisect.worktree import WorktreePool
+    from forensics.gitio import git
 
     s = ctx.subject
     top = git(folder, "rev-parse", "--show-toplevel")

@@ -5,7 +5,8 @@ if it is inside a repository), plus every editable-installed distribution whose
 source folder is in a git repository (from ``direct_url.json``, PEP 610).
 
 Per repository (``data.repos[]``), read with a few ``git`` plumbing commands started side by
-side (see :mod:`forensics_probes.git.read`) and plain file reads, never changing anything:
+side through the git gateway (:mod:`forensics.gitio`; parsed by :mod:`forensics_probes.git.read`) and plain
+file reads, never changing anything:
 
 - ``path`` (working-tree root), ``role`` (``main`` | ``editable``), ``distribution``.
 - ``state``: ``ok`` | ``no_commits`` | ``bare`` | ``not_a_repository`` | ``error`` (with ``error``).
@@ -50,8 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from forensics.errors import ProbeUnavailable
-from forensics_probes.git.read import (GitCalls, GitError, dirty_stat, parse_head, parse_remotes, parse_status_v2, shown,
-                                       parse_submodules, worktree_fields)
+from forensics.gitio import Calls, GitError
+from forensics_probes.git.read import (dirty_stat, parse_head, parse_remotes, parse_status_v2, shown, parse_submodules,
+                                       worktree_fields)
 from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.render.words import plural
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
@@ -248,7 +250,7 @@ class GitProbe(Probe):
         if root is None:
             rec["state"] = "bare" if is_git_dir(path) else "not_a_repository"
             return rec
-        calls = GitCalls(root, ctx.timeout_s + 5)  # the runner's timeout comes first and ends the groups
+        calls = Calls(root, ctx.timeout_s + 5, ceiling=True)  # the runner's timeout comes first and ends the groups
         dirs = calls.start("rev-parse", "--absolute-git-dir", "--git-common-dir")
         status = calls.start("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
         log = calls.start("log", "-1", "--encoding=UTF-8", "--no-show-signature",

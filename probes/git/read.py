@@ -1,10 +1,9 @@
 """Reading a repository with the ``git`` executable: a few plumbing commands started side by side.
 
-Why not GitPython here (it stays the library of ``forensics diff``'s commit list): importing it
-costs ~50 ms of interpreter time on an H200 host (``python -c "import git"`` 0.12 s against
-0.07 s for ``python -c pass``) and its calls run one after another, each in the snapshot's
-critical path, while the other probes wait on the same interpreter lock. The snapshot needs
-what four commands print in git's documented machine formats, started at once:
+Why not GitPython (forensics does not use it): importing it costs tens of milliseconds of interpreter
+time (docs/benchmarks.md) and its calls run one after another, each in the snapshot's critical path,
+while the other probes wait on the same interpreter lock. The snapshot needs what four commands print
+in git's documented machine formats, started at once:
 
 - ``git rev-parse --absolute-git-dir --git-common-dir``: where the repository's files are;
 - ``git status --porcelain=v2 --branch -z --untracked-files=all``: branch, upstream and
@@ -15,12 +14,10 @@ what four commands print in git's documented machine formats, started at once:
 - ``git remote -v``: each remote's fetch URL (after ``insteadOf`` rewriting, as git uses it);
 - ``git submodule status --recursive`` when ``.gitmodules`` exists.
 
-Read-only: ``GIT_OPTIONAL_LOCKS=0`` (status does not refresh the index or take its lock),
-``-c core.fsmonitor=false -c log.showSignature=false`` on the command line (no hook or gpg program
-runs, whatever the repository's or the environment's configuration says), no prompt, and ``GIT_CEILING_DIRECTORIES`` set to the
-folder above the root so a damaged ``.git`` is never replaced by a repository further up.
-Variables that would point git at another repository (``GIT_DIR``, ``GIT_WORK_TREE`` ...) are
-removed from the children's environment.
+Every command goes through the git gateway, :mod:`forensics.gitio` (its safe configuration, scrubbed
+environment, timeout and process-group stop), with ``GIT_CEILING_DIRECTORIES`` set to the folder above
+the root so a damaged ``.git`` is never replaced by a repository further up. This module parses what
+they print.
 """
 
 from __future__ import annotations
@@ -28,110 +25,14 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from forensics.procgroup import kill_group
-
-_REPO_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX")
 _SUBMODULE_STATES = {" ": "ok", "+": "moved", "-": "not_initialized", "U": "conflict"}
-# On the command line, so they come after (and win over) GIT_CONFIG_PARAMETERS/GIT_CONFIG_COUNT the user set,
-# which are kept: no fsmonitor hook runs, no gpg program is asked to verify a signature.
-_SAFE_CONFIG = ("-c", "core.fsmonitor=false", "-c", "log.showSignature=false")
-
-
-class GitError(Exception):
-    """A git command failed: ``str()`` is ``"git <subcommand>: <its last stderr line>"``.
-
-    ``not_a_repository`` is true when git said the folder is not a repository.
-    """
-
-    def __init__(self, message: str, not_a_repository: bool = False):
-        super().__init__(message)
-        self.not_a_repository = not_a_repository
 
 
 def _iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class GitCalls:
-    """git commands in one repository, started at once and read one by one.
-
-    Each :meth:`start` returns at once (``subprocess.Popen`` in the calling thread, so the runner
-    records the child against its probe and ends its process group if the probe runs out of time);
-    :meth:`result` waits for that command. :meth:`close` stops any still running.
-
-    Args:
-        root: the working-tree root (``git -C root``).
-        timeout_s: how long :meth:`result` waits for one command before stopping it.
-    """
-
-    def __init__(self, root: Path, timeout_s: float):
-        self.root = root
-        self.timeout_s = timeout_s
-        env = {k: v for k, v in os.environ.items() if k not in _REPO_VARIABLES}
-        env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", LC_ALL="C",
-                   GIT_CEILING_DIRECTORIES=str(root.parent))
-        self._env = env
-        self._procs: list[subprocess.Popen] = []
-
-    def start(self, *args: str) -> int:
-        """Start ``git -C ROOT ARGS...``; returns a handle for :meth:`result`.
-
-        Raises:
-            GitError: git could not be started (``OSError`` from exec).
-        """
-        try:
-            proc = subprocess.Popen(["git", "-C", str(self.root), *_SAFE_CONFIG, *args], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self._env,
-                                    start_new_session=True)  # its own group: close() ends what it started too
-        except OSError as exc:
-            raise GitError(f"git {args[0]}: {exc.strerror or exc}") from None
-        self._procs.append(proc)
-        return len(self._procs) - 1
-
-    def result(self, handle: int) -> str:
-        """Standard output of a started command, decoded as UTF-8; bytes that are not UTF-8 (file names
-        in another encoding) are kept as surrogate escapes, so each name stays distinct and can still be
-        stat'ed. :func:`shown` turns them into ``\\xNN`` text for the record.
-
-        Raises:
-            GitError: it exited non-zero (with git's last stderr line) or ran past ``timeout_s``.
-        """
-        proc = self._procs[handle]
-        name = proc.args[3 + len(_SAFE_CONFIG)] if isinstance(proc.args, list) else "git"
-        try:
-            out, err = proc.communicate(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            kill_group(proc, grace_s=0.1)
-            proc.communicate()
-            raise GitError(f"git {name}: no answer after {self.timeout_s:g} s") from None
-        if proc.returncode != 0:
-            line = error_line(err.decode("utf-8", "replace"), proc.returncode)
-            raise GitError(f"git {name}: {line}", not_a_repository="not a git repository" in line)
-        return out.decode("utf-8", "surrogateescape")
-
-    def close(self) -> None:
-        """Stop and reap every command still running, with whatever it started (its process group)."""
-        for proc in self._procs:
-            if proc.poll() is None:
-                kill_group(proc, grace_s=0.1)
-            try:
-                proc.communicate(timeout=1)
-            except (subprocess.TimeoutExpired, ValueError, OSError):
-                pass
-
-
-def error_line(stderr: str, returncode: int) -> str:
-    """What a failed git command said: its ``fatal:``/``error:`` line (not the hints printed after it,
-    such as the ``git config --global --add safe.directory ...`` line of a dubious-ownership refusal), else
-    its last line, else the exit status."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    said = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
-    return (said or lines or [f"exit status {returncode}"])[0 if said else -1]
 
 
 def parse_status_v2(text: str) -> dict[str, Any]:

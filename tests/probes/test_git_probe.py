@@ -340,7 +340,7 @@ def test_a_repository_not_read_on_one_side_is_never_ruled_out(repo, monkeypatch)
 
 
 def test_a_refusal_is_recorded_by_its_fatal_line_not_the_hint_after_it():
-    from forensics_probes.git.read import error_line
+    from forensics.gitio import error_line
 
     # what git 2.35.2+ prints for a repository owned by another user
     stderr = ("fatal: detected dubious ownership in repository at '/srv/app'\nTo add an exception for this "
