@@ -28,7 +28,7 @@ from forensics.errors import BadInputError
 from forensics.importers import collect_env, nvidia_smi, nvidia_smi_q, nvidia_smi_xml, pip, sglang
 from forensics.importers.assemble import SOURCE, build
 from forensics.importers.common import Part
-from forensics.importers.detect import FORMATS, decode, parts_of
+from forensics.importers.detect import FORMATS, Span, decode, family, parts_of
 
 __all__ = ["FORMATS", "import_files", "import_text", "load", "is_imported", "looks_like_snapshot"]
 
@@ -55,21 +55,29 @@ def import_text(text: str, name: str, fmt: str = "auto") -> list[Part]:
             two reports of the same kind in one file (split them to compare them).
     """
     lines, spans = parts_of(text, name, fmt)
-    kinds: dict[str, int] = {}
+    groups: dict[str, list[Span]] = {}  # fragments of one kind are one part; two whole reports are refused
     for s in spans:
-        kind = "collect-env" if s.format == "vllm" else s.format
-        if kind in kinds:
-            raise BadInputError(f"{name}: holds two {s.format} reports (lines {kinds[kind]} and {s.start + 1}); "
+        group = groups.setdefault(family(s.format), [])
+        whole = [g for g in group if not g.fragment]
+        if whole and not s.fragment:
+            raise BadInputError(f"{name}: holds two {s.format} reports (lines {whole[0].start + 1} and {s.start + 1}); "
                                 "put each machine's text in its own file and diff the two files")
-        kinds[kind] = s.start + 1
+        group.append(s)
     parts = []
-    for s in spans:
-        part = Part(s.format, first_line=s.start + 1, last_line=s.end, file=name)
-        body = lines[s.start:s.end]
-        if s.format == "nvidia-smi-xml":
+    for group in groups.values():
+        fmt_ = "vllm" if any(g.format == "vllm" for g in group) else group[0].format
+        part = Part(fmt_, first_line=group[0].start + 1, last_line=group[-1].end, file=name)
+        part.fragment = all(g.fragment for g in group)
+        body: list[str] = []
+        for g in group:
+            body += lines[g.start:g.end] + [""]
+        if len(group) > 1:
+            part.notes.append(f"read from {len(group)} pieces of the text (lines "
+                              + ", ".join(f"{g.start + 1}-{g.end}" for g in group) + ")")
+        if fmt_ == "nvidia-smi-xml":
             nvidia_smi_xml.parse(body, part, name)
         else:
-            _PARSERS[s.format](body, part)
+            _PARSERS[fmt_](body, part)
         parts.append(part)
     return parts
 

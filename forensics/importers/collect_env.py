@@ -102,8 +102,9 @@ def scan(lines: list[str]) -> tuple[dict[str, str], dict[str, list[str]], dict[s
             if not s or _LEGEND.match(s):
                 continue
             block = None
-        if block == "libs" and _PIP.match(raw):
-            blocks["libs"].append(s)
+        if _PIP.match(raw) and block in (None, "libs"):  # the library lines, with or without their header
+            blocks.setdefault("libs", []).append(s)
+            block = "libs"
             continue
         m = re.match(r"^PyTorch version\s+(\S+)$", s)  # retyped without the colon
         if m:
@@ -254,6 +255,9 @@ def _packages(lines: list[str], sw: dict, libs: dict, part: Part, label: str) ->
             if len(cols) >= 2:
                 conda[normalise(cols[0])] = cols[1]
     ran = (sw.get("torch") or {}).get("version")  # torch.__version__
+    if not ran and pip.get("torch"):  # a fragment without "PyTorch version": the installed distribution's version
+        sw["torch"] = {"version": pip["torch"], "build": local_tag(pip["torch"]) or missing(
+            MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")}
     if pip or conda or ran:
         packages = dict(pip)
         if ran:

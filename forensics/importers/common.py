@@ -52,6 +52,8 @@ class Part:
             (collect_env lists only "relevant" libraries).
         notes: things a reader should know (a value cut off, a conflicting line).
         file: the file the part was read from, as given.
+        fragment: the text holds only sections of the report, not its beginning (a count of GPUs
+            the report would give is then not claimed from the GPUs the fragment shows).
     """
 
     format: str
@@ -62,6 +64,7 @@ class Part:
     partial_lists: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     file: str = ""
+    fragment: bool = False
 
     @property
     def label(self) -> str:
@@ -78,6 +81,8 @@ class Part:
             out["tool_version"] = self.tool_version
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.fragment:
+            out["fragment"] = True
         return out
 
 

@@ -22,6 +22,33 @@ format                    anchor
 
 A part runs to the next anchor. Text before the first anchor (a question, a shell
 prompt) and text between parts is ignored.
+
+People paste fragments: a report's later sections without its first line ("Versions of
+relevant libraries:" and the vLLM lines, a few GPU boxes of the table, one GPU block of
+``-q``). Each section a text holds is read wherever it starts: a *section anchor* starts
+a fragment of its format where no part of that format is under way, and continues the
+part that is:
+
+========================  ==================================================================
+format                    section anchors
+========================  ==================================================================
+``collect-env``           "Versions of relevant libraries:"; two ``[pip3]``/``[conda]`` lines;
+                          a collect_env key line ("Nvidia driver version:", "Is CUDA
+                          available:" ...) with another within 3 lines
+``vllm``                  "vLLM Build Flags:", "GPU Topology:", "ROCM Version:", "Neuron SDK
+                          Version:"; a "==== PyTorch Info ====" (or other section) header
+``sglang``                a check_env key line ("CUDA available:", "PyTorch:", "sglang:",
+                          "NVCC:", "CUDA Driver Version:", "NVIDIA Topology:" ...) with another
+                          within 3 lines, or "sglang: <version>"
+``nvidia-smi``            the column header ("| GPU  Name ... Bus-Id ...") or a GPU's first row
+``nvidia-smi-q``          "GPU 00000000:17:00.0" followed by "Key : value" lines; "Driver
+                          Version : ..." with "CUDA Version : ..." or "Attached GPUs : ..." near
+``nvidia-smi-xml``        a ``<gpu id="...">`` element or ``<driver_version>`` line without the log around it
+``pip``                   three ``name   version`` rows of the table without its header
+========================  ==================================================================
+
+Fragments of one format in one text (the libraries here, the vLLM lines further down) are one
+part; two *complete* reports of one kind are still refused by the importer.
 """
 
 from __future__ import annotations
@@ -47,11 +74,15 @@ _SECTION_HEADER = re.compile(r"^\s*(System Info|PyTorch Info|Python Environment|
 
 @dataclass
 class Span:
-    """One part found in a text: its format and 0-based line range ``[start, end)``."""
+    """One part found in a text: its format and 0-based line range ``[start, end)``.
+
+    ``fragment``: the part starts at a section anchor, not at its report's first line.
+    """
 
     format: str
     start: int
     end: int
+    fragment: bool = False
 
 
 def decode(raw: bytes) -> str:
@@ -112,6 +143,86 @@ def _anchor(lines: list[str], i: int) -> str | None:
 
 
 _FREEZE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*(==|===|\s@\s)\s*\S+")
+_KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _./()\-]*?)\s*[:：]")
+_COLLECT_KEYS = frozenset({
+    "pytorch version", "is debug build", "cuda used to build pytorch", "rocm used to build pytorch", "gcc version",
+    "clang version", "cmake version", "libc version", "python version", "python platform", "is cuda available",
+    "cuda runtime version", "cuda_module_loading set to", "gpu models and configuration", "nvidia driver version",
+    "cudnn version", "hip runtime version", "miopen runtime version", "is xnnpack available", "is xpu available",
+    "caching allocator config", "versions of relevant libraries", "version of relevant libraries"})
+"""collect_env's own key names (torch/utils/collect_env.py); "OS" and "CPU" are too common to count."""
+_VLLM_SECTIONS = re.compile(r"^(vLLM Build Flags|GPU Topology|ROCM Version|Neuron SDK Version)\s*[:：]", re.I)
+_SGLANG_KEYS = frozenset({"cuda available", "rocm available", "cuda_home", "rocm_home", "nvcc", "hipcc",
+                          "cuda driver version", "rocm driver version", "pytorch", "sglang", "sgl_kernel", "flashinfer",
+                          "flashinfer_python", "nvidia topology", "amd topology", "ulimit soft"})
+"""check_env's key names (sglang/check_env.py) that no other format prints as ``Key: value``."""
+_PIP_ROW = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*\s{2,}v?\d[\w.+!\-]*(\s+/\S*)?\s*$")
+_SMI_COLUMNS = re.compile(r"^\|\s*GPU\s+Name\s+.*\|\s*Bus-Id\b")
+_SMI_ROW1 = re.compile(r"^\|\s*\d+\s+\S.*?\s+(On|Off)\s*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\s")
+_Q_GPU = re.compile(r"^\s*GPU\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\s*$")
+_Q_KV = re.compile(r"^\s*[A-Z][\w .()/-]*?\s+:\s")
+
+
+def _key(line: str) -> str:
+    m = _KEY.match(line)
+    return re.sub(r"\s+", " ", m.group(1).strip().lower()) if m else ""
+
+
+def _near(lines: list[str], i: int, test, count: int = 3) -> bool:
+    """True when ``test`` holds for one of the next ``count`` non-blank lines after line ``i``."""
+    seen = 0
+    for ln in lines[i + 1:]:
+        if not ln.strip():
+            continue
+        if test(ln):
+            return True
+        seen += 1
+        if seen >= count:
+            return False
+    return False
+
+
+def _section(lines: list[str], i: int) -> str | None:
+    """The format whose section starts at line ``i`` (module docstring: section anchors), or None."""
+    raw = lines[i]
+    ln = raw.strip()
+    if not ln:
+        return None
+    if ln.startswith("<gpu id=") or re.match(r"^<(driver_version|attached_gpus)>", ln):
+        return "nvidia-smi-xml"
+    if _SMI_COLUMNS.match(ln) or _SMI_ROW1.match(ln):
+        return "nvidia-smi"
+    if _Q_GPU.match(raw) and _near(lines, i, _Q_KV.match):
+        return "nvidia-smi-q"
+    if re.match(r"^(Driver Version|Attached GPUs)\s+:\s*\S", ln) and \
+            _near(lines, i, lambda x: re.match(r"^\s*(CUDA Version|Attached GPUs|Driver Version|Timestamp)\s+:", x)):
+        return "nvidia-smi-q"
+    if _VLLM_SECTIONS.match(ln):
+        return "vllm"
+    if ln in ("PyTorch Info", "Python Environment", "CUDA / GPU Info", "CPU Info", "vLLM Info",
+              "Versions of relevant libraries", "Environment Variables") and i > 0 and re.match(r"^=+$", lines[i - 1].strip()):
+        return "vllm"
+    key = _key(raw)
+    if key in ("versions of relevant libraries", "version of relevant libraries"):
+        return "collect-env"
+    if re.match(r"^\[(pip\d?|conda)\]\s+\S", ln) and _near(lines, i, lambda x: re.match(r"^\s*\[(pip\d?|conda)\]\s", x), 1):
+        return "collect-env"
+    if key in _COLLECT_KEYS and _near(lines, i, lambda x: _key(x) in _COLLECT_KEYS):
+        return "collect-env"
+    if key in _SGLANG_KEYS and (key == "sglang" and re.search(r"[:：]\s*\d", ln)
+                                or _near(lines, i, lambda x: _key(x) in _SGLANG_KEYS)):
+        return "sglang"
+    if _PIP_ROW.match(ln) and sum(1 for x in lines[i:i + 3] if _PIP_ROW.match(x.strip())) >= 3:
+        return "pip"
+    return None
+
+
+_FAMILY = {"vllm": "collect-env"}
+
+
+def family(fmt: str) -> str:
+    """The kind of report a format is (vLLM's collect-env is a collect_env)."""
+    return _FAMILY.get(fmt, fmt)
 
 
 def _freeze_line(ln: str) -> bool:
@@ -132,6 +243,19 @@ def split(lines: list[str]) -> list[Span]:
     for i in range(len(lines)):
         kind = _anchor(lines, i)
         if kind is None:
+            kind = _section(lines, i)
+            if kind is None:
+                continue
+            if cur is not None and (family(cur.format) == family(kind) or
+                                    (cur.format == "nvidia-smi-xml" and not _xml_closed(lines, cur.start, i))):
+                if kind == "vllm" and cur.format == "collect-env":
+                    cur.format = "vllm"
+                continue  # a section of the part under way
+            if cur is not None:
+                cur.end = i
+                spans.append(cur)
+            cur = Span(kind, i, len(lines), fragment=True)
+            seen = set()
             continue
         ln = lines[i].strip()
         mark = "torch" if ln.startswith("PyTorch version") else ("system" if re.match(r"^=+$", ln) else None)
@@ -140,10 +264,13 @@ def split(lines: list[str]) -> list[Span]:
                     or (mark is None and not seen):
                 if kind == "vllm":
                     cur.format = "vllm"
+                else:
+                    cur.fragment = False  # a report's own beginning: the pieces before it are of that report
                 if mark:
                     seen.add(mark)
                 continue
         elif cur is not None and cur.format == kind == "pip":
+            cur.fragment = False
             continue
         elif cur is not None and cur.format == "nvidia-smi-xml" and not _xml_closed(lines, cur.start, i):
             continue  # text inside an XML document is not a new part
@@ -170,6 +297,8 @@ def _xml_closed(lines: list[str], start: int, i: int) -> bool:
 def _has_content(span: Span, lines: list[str]) -> bool:
     """A collect_env anchor alone ("Collecting environment information..." and nothing) is no part."""
     body = [ln for ln in lines[span.start:span.end] if ln.strip()]
+    if span.fragment:
+        return len(body) >= 1
     if span.format in ("collect-env", "vllm"):
         return any(_TORCH_KEYS.match(ln) or _SECTION_HEADER.match(ln) or re.match(r"^\s*vLLM Version", ln) for ln in body)
     return len(body) >= 1

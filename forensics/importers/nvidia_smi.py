@@ -101,6 +101,10 @@ def parse(lines: list[str], part: Part) -> Part:
         if in_procs:
             g["processes"] = procs.get(g["index"], [])
     if gpus:
-        gpu["gpu_count"] = len(gpus)
+        if part.tool_version or not part.fragment:  # the whole table (its header seen) lists every GPU
+            gpu["gpu_count"] = len(gpus)
+        else:
+            part.notes.append(f"a piece of the nvidia-smi table: {len(gpus)} GPU box(es) without the header; the "
+                              "machine's GPU count and driver are not recorded")
         gpu["gpus"] = gpus
     return part

@@ -161,8 +161,11 @@ def parse(lines: list[str], part: Part) -> Part:
         gpu["gpu_count"] = int(attached)
         if blocks and len(blocks) < int(attached):
             part.notes.append(f"Attached GPUs: {attached}, but the text holds {len(blocks)} GPU block(s) (cut off?)")
-    elif blocks:
+    elif blocks and not part.fragment:
         gpu["gpu_count"] = len(blocks)
+    elif blocks:
+        part.notes.append(f"a piece of nvidia-smi -q: {len(blocks)} GPU block(s), no 'Attached GPUs' line; the machine's "
+                          "GPU count is not recorded")
     if gpus:
         gpu["gpus"] = gpus
     return part

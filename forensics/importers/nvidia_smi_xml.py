@@ -215,8 +215,15 @@ def parse(lines: list[str], part: Part, name: str = "text") -> Part:
         BadInputError: entity declarations, or no ``nvidia_smi_log`` element at all.
     """
     text = "\n".join(lines)
-    start = min((i for i in (text.find("<?xml"), text.find("<nvidia_smi_log")) if i >= 0), default=0)
-    text = text[start:]
+    start = min((i for i in (text.find("<?xml"), text.find("<nvidia_smi_log")) if i >= 0), default=-1)
+    if start < 0:  # a piece (<gpu> elements, header lines) without the log around it
+        first = re.search(r"<(gpu id=|driver_version>|attached_gpus>)", text)
+        text = text[first.start() if first else 0:]
+        cut = text.rfind("</nvidia_smi_log>")
+        text = "<nvidia_smi_log>\n" + (text[:cut] if cut >= 0 else text) + "\n</nvidia_smi_log>\n"
+        part.notes.append("a piece of nvidia-smi -q -x: read inside an <nvidia_smi_log> element of our own")
+    else:
+        text = text[start:]
     m = re.search(r'<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+"nvsmi_device_(v\d+)\.dtd"', text)
     if m:
         part.tool_version = f"DTD nvsmi_device_{m.group(1)}"

@@ -13,6 +13,7 @@ from forensics.importers.common import Part, local_tag, normalise, not_recorded
 from forensics.model import MissingReason, missing
 
 _ROW = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)\s+(\S+)(?:\s+(\S.*))?$")
+_HEADERLESS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*\s{2,}v?\d[\w.+!\-]*(\s+/\S*)?$")
 _FREEZE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-]*)(?:\[[^\]]*\])?\s*(===?|\s@\s)\s*(\S+)")
 
 
@@ -33,6 +34,8 @@ def parse(lines: list[str], part: Part) -> Part:
             continue
         if re.match(r"^-{3,}(\s+-{3,})+$", s):
             continue
+        if not table and not packages and _HEADERLESS.match(s):
+            table = True  # rows of the table pasted without its header
         if table:
             m = _ROW.match(s)
             if re.match(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$", s) and s == last:
