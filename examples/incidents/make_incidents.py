@@ -186,7 +186,7 @@ def acs_workaround_removed():
         n = r["nccl"]
         n.update(allreduce_ok=False, phase="allreduce", transports={"P2P/CUMEM": 2},
                  hung={"phase": "allreduce", "killed_after_s": 60.0},
-                 last_lines=["Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM"])
+                 last_lines=["INFO Channel 01/0 : 0[0] -> 1[1] via P2P/CUMEM"])
     sec.update(allreduce_ok=False, hung=2, returncode={"missing": "timed_out",
                                                        "detail": "killed after the probe's time budget"})
     write("acs-p2p-workaround-removed", b, a, {

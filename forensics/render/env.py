@@ -62,6 +62,11 @@ def print_env(console, data: dict[str, Any], findings=()) -> None:
                           f"set by environment: {escape(sbe)}")
             if nccl.get("error"):
                 console.print(f"  [red]{escape(str(nccl['error']))}[/red]")
+            hung = nccl.get("hung")
+            if isinstance(hung, dict):
+                last = (nccl.get("last_lines") or [""])[-1]
+                console.print(f"  [red]hung in {escape(str(hung.get('phase')))}, killed after "
+                              f"{escape(str(hung.get('killed_after_s')))} s; last NCCL line: {escape(str(last))}[/red]")
     for label, entry in [("launching process", data.get("parent") or {})] + list(worker_entries(data)):
         hooks = entry.get("hooks") or {}
         for key in ("sitecustomize", "usercustomize"):

@@ -69,3 +69,19 @@ def test_a_run_that_finished_marks_nothing_hung(tmp_path):
     done = _section(tmp_path / "ok", None, "done", True, 0)
     assert "hung" not in done["nccl_init"] and all("hung" not in r["nccl"] for r in done["nccl_init"]["ranks"])
     assert [f.status for f in judge_transport(done, done)] == [HypothesisStatus.RULED_OUT]
+
+
+def test_forensics_env_prints_the_hang(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from forensics.render.env import print_env
+
+    cut = next(i for i, ln in enumerate(LOG.read_text().splitlines()) if "Channel 02/0" in ln and "via" in ln)
+    after = _section(tmp_path / "hung", cut, "allreduce", False, None)
+    out = io.StringIO()
+    print_env(Console(file=out, width=200, color_system=None), after, judge_transport(None, after))
+    text = out.getvalue()
+    assert "hung in allreduce, killed after 60.0 s; last NCCL line: INFO Channel 01/0" in text
+    assert "transports P2P/CUMEM x" in text
