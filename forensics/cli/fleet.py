@@ -251,11 +251,22 @@ def _not_an_input(path, option: str, inputs) -> None:
     """Refuse an output that would overwrite an input: the fleet file itself, or a record of its folder.
 
     Raises:
-        forensics.errors.BadInputError: ``path`` is one of ``inputs`` or a ``rank-*.json`` inside one.
+        forensics.errors.BadInputError: ``path`` is one of ``inputs``, a ``rank-*.json`` inside one, or a
+            ``.json``/``.yaml``/``.json.gz`` file inside a folder of node snapshots.
     """
     from forensics.errors import BadInputError
 
-    if path is None or path == "-" or not Path(path).exists():
+    if path is None or path == "-":
+        return
+    from forensics.fleet.nodes import is_node_folder, stem
+
+    for given in inputs:  # a report written among node snapshots would be read as a damaged one next time
+        g = Path(given)
+        if g.is_dir() and Path(path).resolve().parent == g.resolve() and stem(Path(path)) != Path(path).name \
+                and is_node_folder(g):
+            raise BadInputError(f"{option} {path} is inside the folder of node snapshots {given}; the next report "
+                                "would read it as a node's snapshot: write it elsewhere")
+    if not Path(path).exists():
         return
     target = Path(path).resolve()
     for given in inputs:

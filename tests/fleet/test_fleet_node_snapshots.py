@@ -172,3 +172,13 @@ def test_diff_of_two_folders_fleet_wide_and_a_few_nodes(tmp_path):
     assert r.stdout.startswith("Changed fleet-wide: NCCL_VERSION 2.28.3-1 -> 2.29.1-1; on a few nodes: ")
     same = run_cli("diff", str(before), str(before), "-o", str(tmp_path / "same.html"))
     assert same.returncode == 0 and same.stdout.startswith(f"Nothing changed across the {N} matched nodes.")
+
+
+def test_a_report_is_not_written_among_the_node_snapshots(planted, tmp_path):
+    """'-o snaps/report.json' would be read as a damaged node snapshot by the next report."""
+    for opt in ("-o", "--prom"):
+        out = planted / ("report.json" if opt == "-o" else "fleet.yaml")
+        args = ("-o", str(out)) if opt == "-o" else ("-o", str(tmp_path / "r.html"), "--prom", str(out))
+        r = run_cli("fleet", "report", str(planted), *args)
+        assert r.returncode == 2 and not out.exists(), r.stderr
+        assert f"{opt} {out} is inside the folder of node snapshots {planted}" in r.stderr
