@@ -145,12 +145,12 @@ def _anchor(lines: list[str], i: int) -> str | None:
 _FREEZE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*(==|===|\s@\s)\s*\S+")
 _KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _./()\-]*?)\s*[:：]")
 _COLLECT_KEYS = frozenset({
-    "pytorch version", "is debug build", "cuda used to build pytorch", "rocm used to build pytorch", "gcc version",
+    "os", "pytorch version", "is debug build", "cuda used to build pytorch", "rocm used to build pytorch", "gcc version",
     "clang version", "cmake version", "libc version", "python version", "python platform", "is cuda available",
     "cuda runtime version", "cuda_module_loading set to", "gpu models and configuration", "nvidia driver version",
     "cudnn version", "hip runtime version", "miopen runtime version", "is xnnpack available", "is xpu available",
     "caching allocator config", "versions of relevant libraries", "version of relevant libraries"})
-"""collect_env's own key names (torch/utils/collect_env.py); "OS" and "CPU" are too common to count."""
+"""collect_env's own key names (torch/utils/collect_env.py); a line counts only with another within 3 lines."""
 _VLLM_SECTIONS = re.compile(r"^(vLLM Build Flags|GPU Topology|ROCM Version|Neuron SDK Version)\s*[:：]", re.I)
 _SGLANG_KEYS = frozenset({"cuda available", "rocm available", "cuda_home", "rocm_home", "nvcc", "hipcc",
                           "cuda driver version", "rocm driver version", "pytorch", "sglang", "sgl_kernel", "flashinfer",

@@ -155,3 +155,21 @@ def test_pip_list_rows_without_the_header(tmp_path):
 def test_prose_alone_is_still_not_a_report(tmp_path):
     with pytest.raises(BadInputError, match="not an environment report"):
         import_text("It was fast yesterday.\nNow the step takes 29 ms: Version 2 of our model.\n", "t.txt")
+
+
+def test_vllm_sections_from_pytorch_info_on(tmp_path):
+    """vLLM >= 0.9's sectioned layout, pasted from its second section (no "System Info")."""
+    text = _text(FIX / "vllm-21310-new-format-rhel.txt")
+    lines = text.splitlines()
+    i = next(n for n, ln in enumerate(lines) if ln.strip() == "PyTorch Info")
+    doc = one("\n".join(lines[i - 1:]) + "\n", tmp_path)
+    [part] = doc["import"]["parts"]
+    assert part["format"] == "vllm"
+    assert data(doc, "software")["torch"]["version"] == "2.5.1+cu124" and data(doc, "software")["python"]["version"] == "3.10.16"
+
+
+def test_collect_env_from_its_os_line(tmp_path):
+    doc = one(cut(_text(H200 / "collect_env.txt"), "OS: Ubuntu", "Python version:"), tmp_path)
+    [part] = doc["import"]["parts"]
+    assert part["format"] == "collect-env" and part["lines"][0] == 1
+    assert data(doc, "host")["os_release"] == "Ubuntu 24.04.3 LTS"
