@@ -17,6 +17,10 @@ def main() -> None:
     it. What it gives up: an object kept alive only by a reference cycle is not finalized at
     shutdown (nothing of forensics' relies on that: its files and folders are closed and removed
     in ``finally`` blocks and ``atexit`` handlers).
+
+    A command that has written and closed everything may also skip the interpreter's teardown
+    (:func:`forensics.cli.common.quick_exit`: threads joined, ``atexit`` handlers run, output flushed,
+    then ``os._exit`` with the same code); ``forensics snapshot`` without ``--bench`` does.
     """
     import gc
 
@@ -24,6 +28,12 @@ def main() -> None:
 
     try:
         run()
+    except SystemExit as exc:
+        gc.freeze()
+        from forensics.cli.common import quick_exit
+
+        quick_exit(exc.code)  # a command that allowed it ends here, without the interpreter's teardown
+        raise
     finally:
         gc.freeze()
 

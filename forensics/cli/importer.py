@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import console, error_boundary
+from forensics.cli.common import error_boundary
 from forensics.cli.types import OUTPUT_FILE
 
 FORMAT_CHOICES = ["auto", "collect-env", "vllm", "sglang", "nvidia-smi", "nvidia-smi-q", "nvidia-smi-xml", "pip"]
@@ -51,8 +51,7 @@ def import_cmd(files, output, fmt, label, quiet):
     if quiet:
         click.echo(str(out))
         return
-    print_snapshot_summary(console(), doc, detail=False)
-    console().print(f"wrote [bold]{out}[/bold]")
+    print_snapshot_summary(doc, detail=False, wrote=str(out))
 
 
 def _default(first: Path, folder: Path = Path(".")) -> Path:

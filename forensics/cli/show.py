@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import console, error_boundary
+from forensics.cli.common import error_boundary
 
 
 @click.command()
@@ -18,4 +18,4 @@ def show(file):
     from forensics.render.terminal import print_snapshot_summary
 
     doc = load_any(file)
-    print_snapshot_summary(console(), doc, detail=True)
+    print_snapshot_summary(doc, detail=True)

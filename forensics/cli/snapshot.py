@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from forensics.options import probe_options
-from forensics.cli.common import check_repo, console, error_boundary
+from forensics.cli.common import check_repo, error_boundary
 from forensics.cli.types import OUTPUT_FILE, POSITIVE
 from forensics.docfile import unused_path
 
@@ -122,8 +122,7 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
     else:
         from forensics.render.terminal import print_snapshot_summary
 
-        print_snapshot_summary(console(), doc)
-        console().print(f"wrote [bold]{out}[/bold]")
+        print_snapshot_summary(doc, wrote=str(out))
     timed_out = sorted(n for n, sec in doc["probes"].items()
                        if sec.get("status") == "failed" and str(sec.get("reason", "")).startswith("timed out"))
     if timed_out and not all_failed:
@@ -136,3 +135,7 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
                             "only (bench.config.user_step.failed)")
     if all_failed:
         raise InconclusiveError(f"{out}: every probe failed; the snapshot holds no data (see the reasons above)")
+    if not with_bench:
+        from forensics.cli.common import allow_quick_exit
+
+        allow_quick_exit()  # the file is written and closed, the summary printed

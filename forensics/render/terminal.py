@@ -1,10 +1,9 @@
-"""Terminal rendering of snapshots with rich."""
+"""Terminal rendering of snapshots: the summary table ``snapshot``, ``show`` and ``import`` print."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
+from typing import Any
 
 from forensics.render.words import plural
 
@@ -38,37 +37,41 @@ def _fields_failed(n: int) -> str:
     return f"({n} field{'s' if n != 1 else ''} failed)"
 
 
-def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -> None:
+def print_snapshot_summary(doc: dict[str, Any], detail: bool = False, stream=None, wrote: str | None = None) -> None:
     """Print a snapshot's header and one row per probe (status, duration, headline).
 
+    Plain text through :class:`forensics.render.text.Printer` (no rich: this is printed after every
+    ``forensics snapshot``, and rich's import and layout cost more than the table is worth there).
+
     Args:
-        console: a ``rich.console.Console``.
         doc: a validated snapshot dict.
         detail: also list each probe's field errors.
-    """
-    from rich.markup import escape
-    from rich.table import Table
+        stream: where to print (default ``sys.stdout``); colours only where it is a terminal.
+        wrote: the path of the file just written, printed last as ``wrote PATH``.
 
+    Raises:
+        BrokenPipeError: the reader of ``stream`` went away (the CLI's boundary exits 141).
+    """
+    from forensics.render.text import Column, Printer, table
+
+    out = Printer(stream)
     machine = doc.get("machine") if isinstance(doc.get("machine"), dict) else {}
     tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
     label = doc.get("label") or "-"
-    console.print(f"[bold]snapshot[/bold] {escape(clean(label))}  {escape(clean(doc.get('created', '')))}  "
-                  f"host {escape(clean(machine.get('hostname', '?')))}  forensics {escape(clean(tool.get('version', '?')))}")
-    from forensics.importers import describe
+    out.line(f"{out.style('snapshot', 'bold')} {clean(label)}  {clean(doc.get('created', ''))}  "
+             f"host {clean(machine.get('hostname', '?'))}  forensics {clean(tool.get('version', '?'))}")
+    imported = ""
+    if doc.get("source"):  # only a snapshot built from a pasted text has one; the importers load only then
+        from forensics.importers import describe
 
-    imported = describe(doc)
+        imported = describe(doc)
     if imported:
-        console.print(f"[bold]{escape(clean(imported))}[/bold]: fields the text does not hold are not recorded")
+        out.line(f"{out.style(clean(imported), 'bold')}: fields the text does not hold are not recorded")
         for note in (doc.get("import") or {}).get("notes") or []:
-            console.print(f"  [dim]{escape(clean(note))}[/dim]")
-    table = Table(show_header=True, header_style="bold", expand=False)
-    table.add_column("probe")
-    table.add_column("status")
-    table.add_column("time", justify="right")
-    table.add_column("facts", overflow="fold")
+            out.line(f"  {out.style(clean(note), 'dim')}")
+    rows = []
     for name, section in (doc.get("probes") or {}).items():
         status = section.get("status", "?")
-        style = _STATUS_STYLE.get(status, "")
         if status in ("ok", "partial"):
             facts = _headline(name, section.get("data") or {})
             if status == "partial" and imported:
@@ -78,21 +81,27 @@ def print_snapshot_summary(console, doc: dict[str, Any], detail: bool = False) -
                 facts = (facts + "  " if facts else "") + _fields_failed(len(section.get('errors') or []))
         else:
             facts = section.get("reason", "")
-        table.add_row(escape(clean(name)), f"[{style}]{escape(clean(status))}[/{style}]" if style else escape(clean(status)),
-                      f"{float(section.get('duration_s', 0)):.2f}s", escape(clean(facts)))
-    console.print(table)
+        rows.append([(clean(name), ""), (clean(status), _STATUS_STYLE.get(status, "")),
+                     (f"{float(section.get('duration_s', 0)):.2f}s", ""), (clean(facts), "")])
+    columns = [Column("probe"), Column("status"), Column("time", right=True), Column("facts", fold=True)]
+    for line in table(out, columns, rows):
+        out.line(line)
     if detail:
         for name, section in (doc.get("probes") or {}).items():
             for err in section.get("errors") or []:
-                console.print(f"  [yellow]{escape(clean(name))}[/yellow] {escape(clean(err.get('field', '')))}: "
-                              f"{escape(clean(err.get('error', '')))}")
+                out.line(f"  {out.style(clean(name), 'yellow')} {clean(err.get('field', ''))}: "
+                         f"{clean(err.get('error', ''))}")
     red = doc.get("redactions") or []
     if red:
         where = ", ".join(sorted({r.get("where", "?") for r in red})[:5])
         more = "" if len(red) <= 5 else f" and {len(red) - 5} more"
-        console.print(f"[yellow]redacted {plural(len(red), 'secret value')}[/yellow]: {escape(clean(where))}{more}")
+        counted = out.style("redacted " + plural(len(red), "secret value"), "yellow")
+        out.line(f"{counted}: {clean(where)}{more}")
     elif doc.get("redaction", "on") != "on":
-        console.print("[red]redaction is off[/red]: this file may hold secrets")
+        out.line(f"{out.style('redaction is off', 'red')}: this file may hold secrets")
     bench = doc.get("bench")
     if isinstance(bench, dict) and bench.get("summary"):
-        console.print(f"bench: {escape(clean(bench['summary']))}")
+        out.line(f"bench: {clean(bench['summary'])}")
+    if wrote is not None:
+        out.line(f"wrote {out.style(clean(wrote), 'bold')}")
+    out.flush()

@@ -86,7 +86,14 @@ class GpuProbe(Probe):
         return None if count else "NVML sees no GPU"
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
+        import threading
+        import time
+
         nv = self.nvml
+        # nvidia-smi (a process of its own, which starts NVML itself) runs while NVML is read here
+        topo: dict[str, Any] = {}
+        topo_thread = threading.Thread(target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True)
+        topo_thread.start()
         data: dict[str, Any] = dict(nv.versions())
         devices = nv.devices()
         if is_missing(devices):
@@ -94,12 +101,6 @@ class GpuProbe(Probe):
             data["gpus"] = devices
             return data
         data["gpu_count"] = len(devices)
-        import threading
-        import time
-
-        topo: dict[str, Any] = {}  # nvidia-smi runs while NVML is read
-        topo_thread = threading.Thread(target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True)
-        topo_thread.start()
 
         sample_s = ctx.option("sample_s")
         sampler, t_start = None, time.perf_counter()
