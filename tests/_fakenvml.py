@@ -7,6 +7,14 @@ Errors and constants are the real nvidia-ml-py ones, so the wrapper sees what it
 would see on a machine. Variants: ``not_found`` (FunctionNotFound from the driver),
 ``absent`` (wrapper missing from an old nvidia-ml-py: AttributeError), ``lost``
 (every device call raises GpuIsLost), ``hang`` (the call blocks), ``init_error``.
+
+Topology calls (``topology=``) answer only when a test asks, so that other tests keep reading the
+``nvidia-smi topo -m`` text they pass: CPU affinity and the NUMA node id come from the capture; the
+far end of every active NVLink is the other GPU, the memory affinity NUMA node 0 and the PCIe common
+ancestor (for GPUs without NVLinks between them) are what nvidia-smi printed on that machine
+(tests/fixtures/h200x2 and /work/shared/fixtures/h200x2/nvidia-smi-topo.txt: NV18, NUMA Affinity 0).
+``topology`` is a dict of overrides: ``far_type`` (NVML_NVLINK_DEVICE_TYPE_*), ``ancestor``
+(an NVML_TOPOLOGY_* level), ``memory_nodes`` (mask words).
 """
 
 from __future__ import annotations
@@ -49,8 +57,9 @@ class _H:
 
 class FakePynvml(types.ModuleType):
     def __init__(self, state="idle", *, not_found=(), absent=(), lost=False, hang=(), init_error=None,
-                 capture=None, edit=None):
+                 capture=None, edit=None, topology=None):
         super().__init__("pynvml")
+        self._topology = topology
         self._absent = set()
         cap = capture or load_capture()
         self._r = json.loads(json.dumps(cap[state]))
@@ -208,6 +217,36 @@ class FakePynvml(types.ModuleType):
     def nvmlDeviceGetNvLinkState(self, h, link): return self._link(h, link)["state"]
     def nvmlDeviceGetNvLinkVersion(self, h, link): return self._link(h, link)["version"]
     def nvmlDeviceGetNvLinkErrorCounter(self, h, link, counter): raise err("NVML_ERROR_NOT_SUPPORTED")
+
+    # topology (only when the test passes topology=...: otherwise FunctionNotFound)
+    def _topo(self, key, default):
+        if self._topology is None:
+            raise err("NVML_ERROR_FUNCTION_NOT_FOUND")
+        return self._topology.get(key, default)
+
+    def nvmlDeviceGetCpuAffinity(self, h, size):
+        self._topo("cpu", None)
+        return (list(self._key(h, "cpu_affinity")) + [0] * size)[:size]
+
+    def nvmlDeviceGetMemoryAffinity(self, h, size, scope):
+        return (list(self._topo("memory_nodes", [1])) + [0] * size)[:size]
+
+    def nvmlDeviceGetNumaNodeId(self, h):
+        self._topo("numa", None)
+        return self._key(h, "numa_node")
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h, link):
+        self._link(h, link)
+        return self._topo("far_type", real.NVML_NVLINK_DEVICE_TYPE_GPU)
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h, link):
+        self._link(h, link)
+        self._topo("far", None)
+        other = self._r["devices"][1 - h.i] if len(self._r["devices"]) == 2 else self._d(h)
+        return types.SimpleNamespace(busId=other["pci_bus_id"])
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, h1, h2):
+        return self._topo("ancestor", real.NVML_TOPOLOGY_SYSTEM)
 
     # field values
     def nvmlDeviceGetFieldValues(self, h, ids):

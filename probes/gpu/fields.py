@@ -72,8 +72,9 @@ FIELDS: dict[str, FieldSpec] = {
     _G + "nvlink.links.*.errors.*": FieldSpec("count", "NVLink errors", "nvmlDeviceGetNvLinkErrorCounter",
                                               counter=True),
     _G + "processes": FieldSpec("", "processes on the GPU", "nvmlDeviceGetComputeRunningProcesses", volatile=True),
-    "topology.matrix": FieldSpec("", "GPU interconnect", "nvidia-smi topo -m"),
-    "topology.raw": FieldSpec("", "nvidia-smi topo -m text", "nvidia-smi topo -m"),
+    "topology.matrix": FieldSpec("", "GPU interconnect", "nvidia-smi topo -m's matrix, from NVML or that command"),
+    "topology.raw": FieldSpec("", "nvidia-smi topo -m text", "that command, or the same text built from NVML"),
+    "topology.command": FieldSpec("", "where the matrix came from", "nvidia-smi topo -m, or NVML"),
     "sample": FieldSpec("", "sampled window (--sample)", "forensics.gpu.sampler", volatile=True),
 }
 

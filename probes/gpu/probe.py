@@ -1,7 +1,8 @@
 """The ``gpu`` probe: every NVIDIA GPU's identity, clocks, limits, link, counters and users.
 
-All values come from NVML through :class:`forensics.gpu.nvml.Nvml` (never from
-``nvidia-smi`` text, except ``nvidia-smi topo -m`` which NVML lacks). GPUs are
+All values come from NVML through :class:`forensics.gpu.nvml.Nvml`; the topology matrix too
+(:mod:`forensics_probes.gpu.topology`), except where NVML cannot give what ``nvidia-smi topo -m``
+prints (network cards, NVLinks through an NVSwitch): then from that command's text. GPUs are
 keyed by UUID and read concurrently, one thread and one NVML lane per GPU
 (:meth:`GpuProbe._read_gpus`). docs/gpu-probe.md lists every field with its unit and NVML
 call; the field table is :data:`forensics_probes.gpu.fields.FIELDS`.
@@ -9,8 +10,8 @@ call; the field table is :data:`forensics_probes.gpu.fields.FIELDS`.
 Top-level data keys: ``driver_version``, ``cuda_driver_version``,
 ``nvml_version``, ``nvidia_ml_py_version``, ``gpu_count``, ``gpus``
 (``{uuid: {...}}``, each with ``pci_topology``: bridges above it with their ACS
-control, NUMA node, IOMMU group; from sysfs), ``topology`` (parsed ``nvidia-smi topo -m`` plus its raw
-text), ``iommu`` (units, groups, mode), ``kernel_cmdline`` (``/proc/cmdline``), and ``sample`` (a :mod:`forensics.gpu.sampler` summary, only with
+control, NUMA node, IOMMU group; from sysfs), ``topology`` (the ``nvidia-smi topo -m`` matrix,
+its text and ``command``: that command, or the NVML calls that answered it), ``iommu`` (units, groups, mode), ``kernel_cmdline`` (``/proc/cmdline``), and ``sample`` (a :mod:`forensics.gpu.sampler` summary, only with
 ``--sample SECONDS``).
 
 The probe never imports torch and never creates a CUDA context.
@@ -58,10 +59,14 @@ class GpuProbe(Probe):
                   "kernel_cmdline.params", "iommu.group_types")
     types = TYPES
 
-    def __init__(self, nvml: Nvml | None = None, topo_runner=None, max_workers: int = MAX_READERS):
+    def __init__(self, nvml: Nvml | None = None, topo_runner=None, max_workers: int = MAX_READERS,
+                 nic_folder: str | None = None):
+        from forensics_probes.gpu.topology import INFINIBAND
+
         self._nvml = nvml
         self._topo_runner = topo_runner
         self.max_workers = max_workers
+        self.nic_folder = nic_folder or INFINIBAND
 
     @property
     def nvml(self) -> Nvml:
@@ -89,11 +94,14 @@ class GpuProbe(Probe):
         import threading
         import time
 
+        from forensics_probes.gpu import topology
+
         nv = self.nvml
-        # nvidia-smi (a process of its own, which starts NVML itself) runs while NVML is read here
         topo: dict[str, Any] = {}
         topo_thread = threading.Thread(target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True)
-        topo_thread.start()
+        smi_first = topology.nics_present(self.nic_folder)
+        if smi_first:  # NVML cannot give the NIC rows: nvidia-smi runs while NVML is read here
+            topo_thread.start()
         data: dict[str, Any] = dict(nv.versions())
         devices = nv.devices()
         if is_missing(devices):
@@ -113,8 +121,15 @@ class GpuProbe(Probe):
             if handle is None:
                 ctx.error(f"gpus.{uuid}", "nvmlDeviceGetHandleByIndex failed")
         data["gpus"] = gpus
+        if not smi_first:
+            matrix = topology.from_nvml(nv, devices, gpus, self.nic_folder)
+            if isinstance(matrix, dict):
+                topo["v"] = matrix
+            else:  # what NVML cannot say (an NVSwitch, a failed call): nvidia-smi topo -m, after the reads
+                topo_thread.start()
         self._read_pci(data, gpus, ctx)
-        topo_thread.join(TOPO_TIMEOUT_S + 1.0)
+        if topo_thread.ident is not None:
+            topo_thread.join(TOPO_TIMEOUT_S + 1.0)
         data["topology"] = topo.get("v", missing(MissingReason.TIMED_OUT, "nvidia-smi topo -m did not finish"))
         if sampler is not None:
             time.sleep(max(0.0, float(sample_s) - (time.perf_counter() - t_start)))
