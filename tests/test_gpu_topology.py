@@ -64,11 +64,13 @@ def test_without_nvlinks_the_pcie_path_comes_from_the_common_ancestor(tmp_path):
     assert (matrix["GPU0"]["GPU1"], matrix["GPU1"]["GPU0"]) == ("NODE", "NODE")
 
 
-@pytest.mark.parametrize("case", ["switch", "nics", "old nvidia-ml-py"])
+@pytest.mark.parametrize("case", ["switch", "nics", "old nvidia-ml-py", "no memory node", "two memory nodes"])
 def test_what_nvml_cannot_say_is_asked_of_nvidia_smi(tmp_path, case):
     kw = {"switch": {"topology": {"far_type": pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH}},
           "nics": {"topology": {}, "nics": ["mlx5_0"]},
-          "old nvidia-ml-py": {}}[case]  # the default fake answers FunctionNotFound to the topology calls
+          "old nvidia-ml-py": {},
+          "no memory node": {"topology": {"memory_nodes": [0]}},
+          "two memory nodes": {"topology": {"memory_nodes": [0b11]}}}[case]  # the default fake answers FunctionNotFound to the topology calls
     data, ran = collect(tmp_path, **kw)
     assert ran == [["nvidia-smi", "topo", "-m"]]
     assert data["topology"]["command"] == "nvidia-smi topo -m"

@@ -19,8 +19,9 @@ starts NVML again (tens of milliseconds of every snapshot, docs/benchmarks.md). 
 What it leaves to ``nvidia-smi topo -m`` (:func:`from_nvml` returns the reason, one line): network
 cards (``/sys/class/infiniband`` lists any: nvidia-smi adds them as ``NIC`` rows and columns); NVLinks
 that end in an NVSwitch or another kind of device (nvidia-smi's count across a switch is not derived
-here); GPUs on one board (``NVML_TOPOLOGY_INTERNAL``); MIG mode; and any call that fails or is missing
-from this driver or nvidia-ml-py. Pure apart from NVML and that one folder listing.
+here); GPUs on one board (``NVML_TOPOLOGY_INTERNAL``); MIG mode; an empty CPU or memory affinity
+mask, or a memory affinity of several NUMA nodes (how nvidia-smi spells those is not derived here); and
+any call that fails or is missing from this driver or nvidia-ml-py. Pure apart from NVML and that one folder listing.
 """
 
 from __future__ import annotations
@@ -149,6 +150,10 @@ def _row(nv: Nvml, i: int, handle: Any, uuid: str, devices, gpus, buses, links, 
     for name, value in (("nvmlDeviceGetCpuAffinity", cpus), ("nvmlDeviceGetMemoryAffinity", nodes)):
         if is_missing(value):
             return f"GPU{i}: {name} {value['missing']}"
+        if ranges(list(value)) == "N/A":  # what nvidia-smi prints for an empty mask is not derived here
+            return f"GPU{i}: {name} gave an empty mask"
+    if "," in ranges(list(nodes)) or "-" in ranges(list(nodes)):  # nvidia-smi's spelling of several nodes: not derived
+        return f"GPU{i}: memory affinity spans several NUMA nodes"
     if is_missing(numa) and numa["missing"] != "not_supported":
         return f"GPU{i}: nvmlDeviceGetNumaNodeId {numa['missing']}"
     row["CPU Affinity"] = ranges(list(cpus))
