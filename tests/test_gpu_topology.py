@@ -81,13 +81,11 @@ def test_what_nvml_cannot_say_is_asked_of_nvidia_smi(tmp_path, case):
 def test_reasons_name_what_nvml_could_not_give(tmp_path):
     nv = Nvml(FakePynvml("idle", topology={"far_type": pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH}))
     devices = nv.devices()
-    gpus = {uuid: {"pci_bus_id": "00000000:00:0%d.0" % (6 + i), "modes": {},
-                   "nvlink": {"links": {"0": {"state": "active"}}}} for i, (_, _, uuid) in enumerate(devices)}
-    assert topology.from_nvml(nv, devices, gpus, str(tmp_path)) == "GPU0 NVLink 0 ends in an NVSwitch or another device"
-    gpus[devices[0][2]]["modes"] = {"mig_current": "enabled"}
-    assert topology.from_nvml(nv, devices, gpus, str(tmp_path)) == "GPU0: MIG mode"
+    assert topology.from_nvml(nv, devices, str(tmp_path)) == "GPU0 NVLink 0 ends in an NVSwitch or another device"
+    nv = Nvml(FakePynvml("idle", topology={}, edit=lambda r: r["devices"][1].update(mig_mode=[1, 1])))
+    assert topology.from_nvml(nv, nv.devices(), str(tmp_path)) == "GPU1: MIG mode"
     (tmp_path / "mlx5_0").mkdir()
-    assert topology.from_nvml(nv, devices, gpus, str(tmp_path)).startswith("network cards in ")
+    assert topology.from_nvml(nv, nv.devices(), str(tmp_path)).startswith("network cards in ")
 
 
 def test_one_gpu_text_is_what_nvidia_smi_printed_on_the_1_gpu_h200():

@@ -97,11 +97,6 @@ class GpuProbe(Probe):
         from forensics_probes.gpu import topology
 
         nv = self.nvml
-        topo: dict[str, Any] = {}
-        topo_thread = threading.Thread(target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True)
-        smi_first = topology.nics_present(self.nic_folder)
-        if smi_first:  # NVML cannot give the NIC rows: nvidia-smi runs while NVML is read here
-            topo_thread.start()
         data: dict[str, Any] = dict(nv.versions())
         devices = nv.devices()
         if is_missing(devices):
@@ -109,6 +104,13 @@ class GpuProbe(Probe):
             data["gpus"] = devices
             return data
         data["gpu_count"] = len(devices)
+        topo: dict[str, Any] = {}
+        topo_thread = threading.Thread(target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True)
+        matrix = topology.from_nvml(nv, devices, self.nic_folder)
+        if isinstance(matrix, dict):
+            topo["v"] = matrix
+        else:  # what NVML cannot say (network cards, an NVSwitch...): nvidia-smi runs while NVML is read here
+            topo_thread.start()
 
         sample_s = ctx.option("sample_s")
         sampler, t_start = None, time.perf_counter()
@@ -121,12 +123,6 @@ class GpuProbe(Probe):
             if handle is None:
                 ctx.error(f"gpus.{uuid}", "nvmlDeviceGetHandleByIndex failed")
         data["gpus"] = gpus
-        if not smi_first:
-            matrix = topology.from_nvml(nv, devices, gpus, self.nic_folder)
-            if isinstance(matrix, dict):
-                topo["v"] = matrix
-            else:  # what NVML cannot say (an NVSwitch, a failed call): nvidia-smi topo -m, after the reads
-                topo_thread.start()
         self._read_pci(data, gpus, ctx)
         if topo_thread.ident is not None:
             topo_thread.join(TOPO_TIMEOUT_S + 1.0)

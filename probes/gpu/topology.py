@@ -77,14 +77,16 @@ def nics_present(folder: str = INFINIBAND) -> bool:
         return False
 
 
-def from_nvml(nv: Nvml, devices: list[tuple[int, Any, str]], gpus: dict[str, Any],
-              nic_folder: str = INFINIBAND) -> dict[str, Any] | str:
+def from_nvml(nv: Nvml, devices: list[tuple[int, Any, str]], nic_folder: str = INFINIBAND) -> dict[str, Any] | str:
     """The ``topology`` value (``matrix``, ``raw`` in nvidia-smi's layout, ``command``), or why NVML cannot say.
+
+    Cheap enough to run before the probe reads the GPUs (a few dozen NVML calls per GPU, each well
+    under a millisecond), so that the probe can start ``nvidia-smi topo -m`` at once when NVML cannot
+    give the matrix, and run it alongside its reads as before.
 
     Args:
         nv: the probe's NVML wrapper (started).
         devices: ``[(index, handle, uuid)]`` from :meth:`forensics.gpu.nvml.Nvml.devices`.
-        gpus: the probe's per-GPU readings keyed by UUID (``pci_bus_id``, ``nvlink.links``, ``modes``).
         nic_folder: where network cards are listed (tests pass a folder of their own).
 
     Returns:
@@ -96,20 +98,19 @@ def from_nvml(nv: Nvml, devices: list[tuple[int, Any, str]], gpus: dict[str, Any
         return f"network cards in {nic_folder}: nvidia-smi lists them"
     if any(h is None for _, h, _ in devices):
         return "a GPU without an NVML handle"
-    buses = {}
-    for i, (_, _, uuid) in enumerate(devices):
-        gpu = gpus.get(uuid) or {}
-        if not isinstance(gpu.get("pci_bus_id"), str):
-            return f"GPU{i}: no PCI bus id"
-        if (gpu.get("modes") or {}).get("mig_current") == "enabled":
-            return f"GPU{i}: MIG mode"
-        buses[_bus(gpu["pci_bus_id"])] = i
+    buses, active = {}, {}
+    for i, (index, handle, _) in enumerate(devices):
+        with nv.lane(index):  # on the GPU's own NVML worker, as its readings
+            got = _links_and_bus(nv, i, handle)
+        if isinstance(got, str):
+            return got
+        buses[got[0]], active[i] = i, got[1]
     words = max(1, -(-(os.cpu_count() or 1) // 64))
     links: dict[tuple[int, int], int] = {}
     rows: dict[str, dict[str, str]] = {}
-    for i, (index, handle, uuid) in enumerate(devices):
-        with nv.lane(index):  # on the GPU's own NVML worker, as its readings
-            row = _row(nv, i, handle, uuid, devices, gpus, buses, links, words)
+    for i, (index, handle, _) in enumerate(devices):
+        with nv.lane(index):
+            row = _row(nv, i, handle, devices, active[i], buses, links, words)
         if isinstance(row, str):
             return row
         rows[f"GPU{i}"] = row
@@ -119,14 +120,32 @@ def from_nvml(nv: Nvml, devices: list[tuple[int, Any, str]], gpus: dict[str, Any
     return {"matrix": rows, "raw": render(rows), "command": SOURCE}
 
 
-def _row(nv: Nvml, i: int, handle: Any, uuid: str, devices, gpus, buses, links, words) -> dict[str, str] | str:
+def _links_and_bus(nv: Nvml, i: int, handle: Any) -> tuple[str, list[int]] | str:
+    """GPU ``i``'s PCI bus id and active NVLinks (``nvmlDeviceGetPciInfo``, ``nvmlDeviceGetMigMode``,
+    ``nvmlDeviceGetNvLinkState``), or why NVML cannot give its row."""
+    pci = nv.call("nvmlDeviceGetPciInfo", handle)
+    if is_missing(pci) or not getattr(pci, "busId", None):
+        return f"GPU{i}: no PCI bus id"
+    mig = nv.call("nvmlDeviceGetMigMode", handle)
+    if not is_missing(mig) and mig[0]:
+        return f"GPU{i}: MIG mode"
+    active = []
+    for link in range(int(nv.constant("NVML_NVLINK_MAX_LINKS", 18))):
+        state = nv.call("nvmlDeviceGetNvLinkState", handle, link)
+        if is_missing(state):
+            if state["missing"] in ("gpu_lost", "timed_out", "not_found"):
+                return f"GPU{i}: NVLink state {state['missing']}"
+            continue  # an unused link index, or no NVLink at all
+        if state:
+            active.append(link)
+    return _bus(pci.busId), active
+
+
+def _row(nv: Nvml, i: int, handle: Any, devices, active: list[int], buses, links, words) -> dict[str, str] | str:
     """GPU ``i``'s row of the matrix (its NVLinks counted into ``links``), or why NVML cannot give it."""
-    nvlink = (gpus.get(uuid) or {}).get("nvlink")
-    for link, entry in ((nvlink or {}).get("links") or {}).items() if isinstance(nvlink, dict) else ():
-        if entry.get("state") != "active":
-            continue
-        kind = nv.call("nvmlDeviceGetNvLinkRemoteDeviceType", handle, int(link))
-        far = nv.call("nvmlDeviceGetNvLinkRemotePciInfo", handle, int(link))
+    for link in active:
+        kind = nv.call("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
+        far = nv.call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
         if is_missing(kind) or is_missing(far):
             return f"GPU{i} NVLink {link}: far end not read ({(kind if is_missing(kind) else far)['missing']})"
         j = buses.get(_bus(getattr(far, "busId", "")))
