@@ -12,14 +12,14 @@ import io
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from forensics.render import text
 from forensics.render.terminal import print_snapshot_summary
+from tests.conftest import EXAMPLES
 
-REAL = Path(__file__).parent.parent / "examples" / "snapshot-speed" / "h200" / "final-main" / "snapshot.json"
+REAL = EXAMPLES / "snapshot-speed" / "h200" / "final-main" / "snapshot.json"
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ NVLinks through an NVSwitch, calls this nvidia-ml-py lacks) it runs nvidia-smi a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pynvml
 import pytest
 
@@ -19,8 +17,9 @@ from forensics.probe import ProbeContext
 from forensics.readers import CommandResult
 from forensics_probes.gpu import topology
 from forensics_probes.gpu.probe import GpuProbe, parse_topo
+from tests.conftest import FIXTURES
 
-TOPO = (Path(__file__).parent / "fixtures" / "h200x2" / "nvidia-smi-topo.txt").read_text()
+TOPO = (FIXTURES / "h200x2" / "nvidia-smi-topo.txt").read_text()
 PLAIN = TOPO.replace("\x1b[4m", "").replace("\x1b[0m", "")  # as the probe reads it (ANSI codes stripped)
 
 
