@@ -1,8 +1,8 @@
 """Plain terminal output without rich: ANSI styles, the terminal's width, a fixed-width table.
 
 ``forensics snapshot`` prints its summary table after every run. Importing rich and laying the
-table out with it was a fifth of the command's wall time with compiled modules and more without
-them (docs/benchmarks.md), so the snapshot summary is drawn here with ``str`` methods alone. The
+table out with it took twenty times the CPU of drawing it here with ``str`` methods alone, and more
+where no ``.pyc`` files are kept (docs/benchmarks.md has the figures). The
 table looks as rich draws it by default: a heavy-head box, one space of padding, the columns as
 wide as their widest cell, the folding columns wrapped at word boundaries when the table would
 be wider than the terminal.
