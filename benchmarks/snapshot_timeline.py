@@ -37,6 +37,7 @@ TARGETS = (
     ("forensics.gpu.nvml", "Nvml.devices", "gpu: handles"),
     ("forensics_probes.gpu.probe", "GpuProbe._read_gpus", "gpu: read GPUs"),
     ("forensics_probes.gpu.probe", "GpuProbe._read_topology", "gpu: nvidia-smi topo -m"),
+    ("forensics_probes.gpu.topology", "from_nvml", "gpu: topology matrix from NVML"),
     ("forensics_probes.gpu.probe", "GpuProbe._read_pci", "gpu: sysfs PCI"),
     ("forensics.env.collect", "run_start_methods", "nccl_env: all start-method workers"),
     ("forensics.env.collect", "_mp_worker", "nccl_env: worker"),
