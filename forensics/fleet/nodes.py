@@ -202,7 +202,10 @@ def expand(sources: Iterable[Path]) -> list[Path]:
     for src in sources:
         src = Path(src)
         if src.is_dir():
-            found = candidates(src)
+            try:
+                found = candidates(src)
+            except OSError as exc:
+                raise BadInputError(f"{src}: cannot list the folder ({exc.strerror or exc})") from None
             if not found:
                 raise BadInputError(f"{src}: no node snapshot in it (*.json, *.yaml, *.json.gz); is this the folder "
                                     "'forensics snapshot -o DIR/%N.json' wrote to?")
