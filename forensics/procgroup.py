@@ -4,7 +4,8 @@ Steps, launchers and setups start grandchildren (ranks, shells, background
 jobs). Killing only the direct child leaves those running and can keep a pipe
 open forever. Everything here starts the child in a new session and, on a
 timeout or an interrupt, signals the whole group: SIGTERM, a short grace, then
-SIGKILL regardless.
+SIGKILL regardless. :func:`run_group` also ends what is left of the group when
+the command exits normally, and does not wait for pipes a leftover holds open.
 """
 
 from __future__ import annotations
@@ -105,40 +106,205 @@ def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
         pass
 
 
+DRAIN_S = 1.0
+"""Seconds :func:`run_group` goes on reading a command's output after the command exited and its group
+was stopped: what the command wrote is already in the pipe; only a process that left the group
+(``setsid``) can still hold the pipe open, and it is not waited for."""
+
+
 def run_group(args: list[str] | str, timeout_s: float, *, shell: bool = False, cwd=None,
               env: dict[str, str] | None = None) -> tuple[int | None, str, str]:
-    """Run a command in its own session; on timeout or interrupt stop its whole group.
+    """Run a command in its own session until it exits; then stop what it left in its group.
+
+    The command is done when its own process exits, not when its output pipes close: a
+    server or a logger it started in the background inherits stdout and would hold the pipe
+    open. When the command exits (normally or not), every process still in its process group
+    (background jobs, children of a step) gets SIGTERM, up to :data:`GRACE_S` to end, then
+    SIGKILL, so that none outlives it or loads the machine for the next command; output is
+    read for up to :data:`DRAIN_S` more. On timeout or interrupt the whole group is stopped
+    the same way.
 
     Args:
         args: argv list, or a command string with ``shell=True``.
         timeout_s: wall-clock limit, seconds.
 
     Returns:
-        (exit status, or ``None`` when it timed out; stdout; stderr), text.
+        (exit status, or ``None`` when it timed out; stdout; stderr), text (the locale's
+        encoding, undecodable bytes replaced, universal newlines).
 
     Raises:
         OSError: the command cannot be started (e.g. FileNotFoundError).
         KeyboardInterrupt: re-raised after the group was stopped.
     """
+    import time
+
     proc = None
     try:
         with signals_deferred():  # a signal right after the fork must still find ``proc`` to stop
             proc = subprocess.Popen(args, shell=shell, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
-                                    start_new_session=True)
-        out, err = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out, err
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+        reader = _Reader(proc)
         try:
-            out, err = proc.communicate(timeout=5)
-        except (subprocess.TimeoutExpired, ValueError, OSError):
-            out, err = "", ""
-        return None, out or "", err or ""
+            exited = reader.until_exit(time.monotonic() + timeout_s)
+            if not exited:
+                kill_group(proc)
+            else:
+                proc.wait()  # reap the leader; the group's id stays taken while members remain
+                with signals_held():
+                    _end_group(proc.pid, GRACE_S)
+            reader.drain(time.monotonic() + DRAIN_S)
+        finally:
+            reader.close()
+        return (proc.returncode if exited else None), reader.text("stdout"), reader.text("stderr")
     except BaseException:
         if proc is not None:
             kill_group(proc)
         raise
+
+
+def _end_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM to the members left in group ``pgid`` (its leader already reaped), up to ``grace_s`` for
+    them to end, SIGKILL to those still there. Returns at once when the group is empty."""
+    import time
+
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except OSError:  # ESRCH: nothing was left (the common case)
+        return
+    deadline = time.monotonic() + grace_s
+    pause = 0.002
+    while time.monotonic() < deadline:
+        if not _group_alive(pgid):
+            return
+        time.sleep(pause)
+        pause = min(0.05, pause * 2)
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a process of group ``pgid`` runs, zombies not counted (``/proc/<pid>/stat``: state and
+    process group), else ``killpg(pgid, 0)``. A member that ended is a zombie until its new parent reaps
+    it, and a container's init may be slow to: ``killpg`` alone would wait out the grace for nothing."""
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        pids = None
+    if pids is None:
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except OSError:
+            return False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[-1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
+
+
+class _Reader:
+    """Reads a child's stdout and stderr without waiting for them to close, and tells when the child exits.
+
+    The child's exit is seen through a pidfd (``os.pidfd_open``, Linux 5.3) in the same
+    ``select`` as the pipes; without one, by polling ``waitid(WNOWAIT)`` every 50 ms. The
+    leader is not reaped here, so its process-group id cannot be reused meanwhile.
+    """
+
+    def __init__(self, proc: subprocess.Popen):
+        import selectors
+
+        self.proc = proc
+        self.sel = selectors.DefaultSelector()
+        self.chunks: dict[int, list[bytes]] = {}  # by file descriptor
+        self.fds = {"stdout": proc.stdout.fileno(), "stderr": proc.stderr.fileno()}
+        for pipe in (proc.stdout, proc.stderr):
+            os.set_blocking(pipe.fileno(), False)
+            self.sel.register(pipe, selectors.EVENT_READ)
+            self.chunks[pipe.fileno()] = []
+        self.pidfd = None
+        try:
+            self.pidfd = os.pidfd_open(proc.pid)
+            self.sel.register(self.pidfd, selectors.EVENT_READ)
+        except (AttributeError, OSError):  # an older kernel or Python: poll
+            self.pidfd = None
+
+    def _exited(self) -> bool:
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:  # reaped already (by someone else)
+            return True
+
+    def _pipes_open(self) -> bool:
+        return any(key.fileobj is not self.pidfd for key in self.sel.get_map().values())
+
+    def _read(self, timeout: float) -> bool:
+        """Read what is ready within ``timeout`` s; True when the child's pidfd said it exited."""
+        exited = False
+        for key, _ in self.sel.select(max(0.0, timeout)):
+            if key.fileobj is self.pidfd:
+                exited = True
+                continue
+            try:
+                data = os.read(key.fd, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if data:
+                self.chunks[key.fd].append(data)
+            else:
+                self.sel.unregister(key.fileobj)
+        return exited
+
+    def until_exit(self, deadline: float) -> bool:
+        """Read until the child exits (True) or ``deadline`` (monotonic) passes (False)."""
+        import time
+
+        while True:
+            left = deadline - time.monotonic()
+            if self._exited():
+                return True
+            if left <= 0:
+                return False
+            if self._read(left if self.pidfd is not None else min(left, 0.05)) and self._exited():
+                return True
+
+    def drain(self, deadline: float) -> None:
+        """Read what is left until both pipes close or ``deadline`` (monotonic) passes."""
+        import time
+
+        if self.pidfd is not None:
+            self.sel.unregister(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+        while self._pipes_open():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._read(left)
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        self.sel.close()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+    def text(self, which: str) -> str:
+        """What the child wrote on ``stdout`` or ``stderr``, decoded as ``Popen(text=True, errors="replace")`` does."""
+        import locale
+
+        raw = b"".join(self.chunks[self.fds[which]])
+        text = raw.decode(locale.getpreferredencoding(False), errors="replace")
+        return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # ---------------------------------------------------------------------------------------------

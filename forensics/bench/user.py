@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import subprocess
 import sys
 from typing import Callable
 
 from forensics.bench.document import ResultKind, make_result
 from forensics.bench.harness import MIN_PROCESSES, balanced_order
 from forensics.errors import BadInputError
+from forensics.procgroup import run_group
 from forensics.stats import summarize
 from forensics.step import loaded_files
 from forensics.step.command import child_env, run_command
@@ -65,19 +65,18 @@ def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s:
     args = [sys.executable, "-m", "forensics.step.callable", target, "--summary", "--blocks", str(blocks),
             "--min-block-ms", str(block_ms), "--warmup-s", str(warmup_s)]
     step_env, folder = loaded_files.recording_env(child_env(env))
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, env=step_env,
-                              errors="replace")
-    except subprocess.TimeoutExpired:
-        raise BadInputError(f"--callable {target}: timed out after {timeout_s:g} s") from None
+    try:  # its own process group, ended when it exits: a child the callable started does not outlive it
+        code, stdout, stderr = run_group(args, timeout_s, env=step_env)
     finally:
         loaded = loaded_files.collect(folder)
-    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    if proc.returncode != 0:
-        last = lines[-1] if lines else f"exit status {proc.returncode}"
+    if code is None:
+        raise BadInputError(f"--callable {target}: timed out after {timeout_s:g} s (its processes were stopped)")
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    if code != 0:
+        last = lines[-1] if lines else f"exit status {code}"
         raise BadInputError(f"--callable {target}: {last}")
     try:
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
+        data = json.loads(stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         raise BadInputError(f"--callable {target}: the timing process printed no result") from None
     data["value"] = statistics.median(data["per_call_ms"])
