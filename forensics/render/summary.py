@@ -3,6 +3,31 @@
 from __future__ import annotations
 
 _STATUS_STYLE = {"implicated": "red", "ruled-out": "green", "inconclusive": "yellow"}
+EVIDENCE_LINES = 2
+"""Evidence lines shown per suspect under its summary; the rest are counted ("+N more in the report")."""
+
+
+def evidence_lines(hypothesis, limit: int = EVIDENCE_LINES, where: str = "in the report") -> list[str]:
+    """The evidence a terminal shows for one suspect, and a count of what it leaves out.
+
+    The summaries of the suspect's other implicating findings come first (each names another
+    changed thing: a second variable, another GPU), then the rest in the ledger's order.
+
+    Args:
+        hypothesis: a :class:`forensics.diff.ledger.Hypothesis`.
+        limit: at most this many evidence lines.
+        where: where the rest can be read, for the marker.
+
+    Returns:
+        up to ``limit`` lines, then ``(+N more <where>)`` when N lines were left out.
+    """
+    lines = [line for line in dict.fromkeys(hypothesis.evidence) if line != hypothesis.summary]
+    heads = [f.summary for f in hypothesis.findings
+             if getattr(f.status, "value", f.status) == "implicated" and f.summary in lines]
+    shown = list(dict.fromkeys(heads + lines))[:limit]
+    if len(lines) > len(shown):
+        shown.append(f"(+{len(lines) - len(shown)} more {where})".replace(" )", ")"))
+    return shown
 
 
 def print_diff_summary(console, analysis, report_path: str | None = None, max_rows: int = 8) -> None:
@@ -27,13 +52,16 @@ def print_diff_summary(console, analysis, report_path: str | None = None, max_ro
         table = Table(show_header=True, header_style="bold", expand=False)
         for col in ("#", "hypothesis", "severity", "score", "evidence"):
             table.add_column(col, overflow="fold")
+        where = "in the report" if report_path else ""
         for i, h in enumerate(analysis.causes[:max_rows], 1):
-            ev = [line for line in h.evidence if line != h.summary][:2]
             table.add_row(str(i), escape(h.id), escape(h.severity.value), f"{h.score:.2f}",
-                          escape("\n".join([h.summary] + ev)))
+                          escape("\n".join([h.summary] + evidence_lines(h, where=where))))
             for m in analysis.mechanisms(h):  # under its cause, never a rival suspect
                 table.add_row("", escape(f"  -> {m.id}"), escape(m.severity.value), "",
                               escape(f"mechanism (explained by {m.explained_by}): {m.summary}"))
+        hidden = len(analysis.causes) - max_rows
+        if hidden > 0:
+            table.add_row("", f"+{hidden} more", "", "", f"implicated, {where or 'not shown'}")
         console.print(table)
     if analysis.bench is not None:
         console.print(f"bench: {escape(analysis.bench.sentence)}")

@@ -93,8 +93,9 @@ def print_snapshot_summary(doc: dict[str, Any], detail: bool = False, stream=Non
                          f"{clean(err.get('error', ''))}")
     red = doc.get("redactions") or []
     if red:
-        where = ", ".join(sorted({r.get("where", "?") for r in red})[:5])
-        more = "" if len(red) <= 5 else f" and {len(red) - 5} more"
+        places = sorted({str(r.get("where", "?")) for r in red})
+        where = ", ".join(places[:5])
+        more = "" if len(places) <= 5 else f" and {len(places) - 5} more places"
         counted = out.style("redacted " + plural(len(red), "secret value"), "yellow")
         out.line(f"{counted}: {clean(where)}{more}")
     elif doc.get("redaction", "on") != "on":
