@@ -25,20 +25,19 @@ def env_columns(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return cols
 
 
-def print_env(console, data: dict[str, Any], findings=()) -> None:
-    """Print the per-worker table, NCCL's own report per rank, hooks, config files and findings.
+def _matrix_width(cols: list[tuple[str, dict[str, Any]]], names: list[str]) -> int:
+    """Columns needed by the one-column-per-process table, no cell folded (rich's box: 3 per column + 1)."""
+    widths = [max([len("variable")] + [len(n) for n in names])]
+    widths += [max([len(label)] + [len(_cell(env.get(n))) for n in names]) for label, env in cols]
+    return sum(widths) + 3 * len(widths) + 1
 
-    Args:
-        console: a ``rich.console.Console``.
-        data: an ``nccl_env`` data section.
-        findings: :class:`forensics.model.Finding` objects to list at the end.
-    """
+
+def _matrix(cols: list[tuple[str, dict[str, Any]]], names: list[str]):
+    """One row per variable, one column per process (red: differs from the launching process)."""
     from rich.markup import escape
     from rich.table import Table
 
-    cols = env_columns(data)
     parent = cols[0][1]
-    names = sorted({n for _, env in cols for n in env})
     table = Table(show_header=True, header_style="bold", title="variables as each process sees them "
                   "(red: differs from the launching process)")
     table.add_column("variable", no_wrap=True)
@@ -50,7 +49,57 @@ def print_env(console, data: dict[str, Any], findings=()) -> None:
             text = escape(_cell(env.get(name)))
             row.append(f"[red]{text}[/red]" if i and env.get(name) != parent.get(name) else text)
         table.add_row(*row)
-    console.print(table)
+    return table
+
+
+def _differences(cols: list[tuple[str, dict[str, Any]]], names: list[str]):
+    """The narrow form: one row per variable, the launching process's value, and the workers that see
+    another value, grouped by value (``launcher rank 0, launcher rank 1: -``); "same" when none does."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    parent = cols[0][1]
+    workers = cols[1:]
+    table = Table(show_header=True, header_style="bold", title="variables as each process sees them; workers: "
+                  + ", ".join(escape(label) for label, _ in workers) + " (red: those that differ)")
+    table.add_column("variable", no_wrap=True)
+    table.add_column("launching process", overflow="fold", ratio=1)
+    table.add_column("workers", overflow="fold", ratio=1)
+    for name in names:
+        groups: dict[str, list[str]] = {}
+        for label, env in workers:
+            if env.get(name) != parent.get(name):
+                groups.setdefault(_cell(env.get(name)) if env.get(name) is not None else "unset", []).append(label)
+        if not groups:
+            cell = "same" if workers else "-"
+        else:
+            cell = "[red]" + escape("; ".join(f"{', '.join(labels)}: {value}" for value, labels in groups.items())) + "[/red]"
+            if sum(len(v) for v in groups.values()) < len(workers):
+                cell += escape("; the others the same")
+        table.add_row(escape(name), escape(_cell(parent.get(name)) if parent.get(name) is not None else "unset"), cell)
+    return table
+
+
+def print_env(console, data: dict[str, Any], findings=()) -> None:
+    """Print the per-worker table, NCCL's own report per rank, hooks, config files and findings.
+
+    The table has one column per process when that fits ``console.width`` unfolded; else (an
+    80-column terminal with a launcher's ranks) one row per variable with the launching
+    process's value and only the workers that see another one.
+
+    Args:
+        console: a ``rich.console.Console``.
+        data: an ``nccl_env`` data section.
+        findings: :class:`forensics.model.Finding` objects to list at the end.
+    """
+    from rich.markup import escape
+
+    cols = env_columns(data)
+    names = sorted({n for _, env in cols for n in env})
+    if _matrix_width(cols, names) <= console.width:
+        console.print(_matrix(cols, names))
+    else:  # one column per worker does not fit: name only the workers that differ
+        console.print(_differences(cols, names))
     for label, entry in worker_entries(data):
         nccl = entry.get("nccl")
         if isinstance(nccl, dict):
@@ -67,11 +116,16 @@ def print_env(console, data: dict[str, Any], findings=()) -> None:
                 last = (nccl.get("last_lines") or [""])[-1]
                 console.print(f"  [red]hung in {escape(str(hung.get('phase')))}, killed after "
                               f"{escape(str(hung.get('killed_after_s')))} s; last NCCL line: {escape(str(last))}[/red]")
-    for label, entry in [("launching process", data.get("parent") or {})] + list(worker_entries(data)):
-        hooks = entry.get("hooks") or {}
+    entries = [("launching process", data.get("parent") or {})] + list(worker_entries(data))
+    hooks: dict[tuple[str, str], list[str]] = {}  # one line per start-up hook, naming the processes it ran in
+    for label, entry in entries:
         for key in ("sitecustomize", "usercustomize"):
-            if isinstance(hooks.get(key), str):
-                console.print(f"{escape(label)}: {key} {escape(hooks[key])}")
+            path = (entry.get("hooks") or {}).get(key)
+            if isinstance(path, str):
+                hooks.setdefault((key, path), []).append(label)
+    for (key, path), labels in hooks.items():
+        where = "every process" if len(labels) == len(entries) > 1 else ", ".join(labels)
+        console.print(f"{key} {escape(path)}: {escape(where)}")
     for f in (data.get("config_files") or {}).get("files") or []:
         if isinstance(f.get("vars"), dict) and not is_missing(f["vars"]):
             console.print(f"NCCL config file {escape(f['path'])}: "
