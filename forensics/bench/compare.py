@@ -37,6 +37,9 @@ from forensics.gpu.readings import THROTTLE_REASONS as THROTTLE_KEYS  # noqa: E4
 THROTTLE_FRACTION = 0.05
 THROTTLE_CHANGE = 0.10
 NOISY = 0.10  # IQR/median across processes above which no change is called (torch.utils.benchmark's warning level)
+CI_CLEAR_PROCESSES = 8
+"""Processes a side from which a noisy comparison is called when the CI of the ratio clears the threshold by more
+than the spread ((1 + threshold)(1 + IQR/median)); see :func:`compare_values`."""
 
 
 @dataclass
@@ -243,8 +246,20 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
     # than every process of the faster side by more than the threshold and the spread together, noise
     # cannot have made the call (seen on the H200: a step 9x slower, p=0.0079, its slowest "before"
     # process 7.9x faster than its fastest "after" one, was "inconclusive" for 12% IQR/median).
-    clears = cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) and separation(va, vb, higher_is_better) > (
-        (1 + threshold) * (1 + noise))
+    # Likewise when the CI of the ratio (which the bootstrap already widens by the spread) excludes the
+    # threshold by more than the spread: lower end above (1 + threshold)(1 + spread) for a slowdown, upper
+    # end below 1 / ((1 + threshold)(1 + spread)) for a speed-up. Seen on the H200: going back to a
+    # culprit's parent took a step from 6.25 to 3.94 ms (ratio 0.63, CI 0.61-0.81) with 16% spread; the
+    # spread was small against the effect, and the call was refused.
+    # The spread of a handful of processes is itself uncertain (6+6 fully separated by one lucky draw can
+    # show a 1.5x "effect" of a 1.1x change with 16% spread), so this needs CI_CLEAR_PROCESSES a side:
+    # investigate's adaptive rounds get there while the call is undecided.
+    margin = (1 + threshold) * (1 + noise)
+    enough = min(len(va), len(vb)) >= CI_CLEAR_PROCESSES
+    ci_clears = enough and ((cmp.verdict is Verdict.SLOWER and cmp.ci_low > margin) or (
+        cmp.verdict is Verdict.FASTER and cmp.ci_high < 1 / margin))
+    clears = cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) and (
+        separation(va, vb, higher_is_better) > margin or ci_clears)
     if (cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) or cmp.verdict.small) and noise > NOISY and not clears:
         cmp.verdict = Verdict.INCONCLUSIVE
         cmp.reasons.append(f"noisy: IQR/median {noise:.0%} across processes (> {NOISY:.0%}); a change is not "

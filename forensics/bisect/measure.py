@@ -53,6 +53,10 @@ class StepSpec:
         timeout_s: wall-clock limit of one process, and of the setup.
         callable_timer: ``wall`` or ``cpu`` (:mod:`forensics.step.callable` ``--timer``).
         callable_args: more options for :mod:`forensics.step.callable` (e.g. ``--blocks``).
+        env: variables set (a ``None`` value: removed) for the setup and every process, on top of
+            :func:`step_env` (``forensics investigate``: the interventions already confirmed).
+        drop_warmup: a process's sample is the median of its values after the first when it printed
+            3 or more (as ``forensics bench`` reduces one process), instead of the median of all.
     """
 
     cmd: str | None = None
@@ -64,6 +68,18 @@ class StepSpec:
     timeout_s: float = 600.0
     callable_timer: str = "wall"
     callable_args: tuple[str, ...] = ()
+    env: dict[str, str | None] | None = None
+    drop_warmup: bool = False
+
+    def environment(self, tree: Path, sha: str, session: str) -> dict[str, str]:
+        """:func:`step_env` with ``env`` applied (a ``None`` value unsets a variable)."""
+        out = step_env(tree, sha, session)
+        for key, value in (self.env or {}).items():
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        return out
 
     def command_for(self, tree: Path) -> str:
         """The shell command line measuring one process in ``tree``."""
@@ -135,7 +151,7 @@ class Measurer:
     def _run_setup(self, path: Path, sha: str) -> None:
         try:  # its own process group: a timeout stops the whole setup, nothing keeps writing in the worktree
             code, out, err = run_group(self.spec.setup, self.spec.timeout_s, shell=True, cwd=path,
-                                       env=step_env(path, sha, self.pool.session))
+                                       env=self.spec.environment(path, sha, self.pool.session))
         except OSError as exc:
             raise StepFailed(f"setup could not start: {exc}") from None
         if code is None:
@@ -155,7 +171,8 @@ class Measurer:
         try:
             tree = self.tree_for(sha, role)
             run = run_command(self.spec.command_for(tree.path), cwd=str(tree.path),
-                              env=step_env(tree.path, sha, self.pool.session), timeout_s=self.spec.timeout_s,
+                              env=self.spec.environment(tree.path, sha, self.pool.session),
+                              timeout_s=self.spec.timeout_s,
                               metric=self.spec.metric or (self.metric or None),
                               metric_regex=self.spec.metric_regex)
         except (StepFailed, BadInputError) as exc:
@@ -163,7 +180,8 @@ class Measurer:
             self.on_process(sha, None)
             raise StepFailed(str(exc)) from None
         self.metric = self.metric or run.metric
-        value = statistics.median(run.values)
+        values = list(run.values)
+        value = statistics.median(values[1:] if self.spec.drop_warmup and len(values) >= 3 else values)
         if value <= 0:
             self.failures[sha] = f"the step printed a non-positive {run.metric} ({value:g})"
             raise StepFailed(self.failures[sha])

@@ -85,7 +85,8 @@ class CommitRecord:
 
 @dataclass
 class BisectConfig:
-    """Inputs of :func:`run_bisect` (the CLI options)."""
+    """Inputs of :func:`run_bisect` (the CLI options). ``confirm_factor`` 0 leaves the confirmation of the
+    culprit against its parent to the caller (``forensics investigate`` runs its own A/B)."""
 
     repo: str
     good: str
@@ -96,6 +97,9 @@ class BisectConfig:
     confirm_factor: int = 2
     threshold: float = DEFAULT_THRESHOLD
     good_was: float | None = None
+    seeds: dict[str, list[float]] = field(default_factory=dict)
+    """Per-process samples already measured for some commits (full shas): the caller's measurement of the
+    endpoints is reused instead of measured again (``forensics investigate``)."""
 
 
 @dataclass

@@ -232,6 +232,9 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
                          "with --ancestry-path --topo-order")
     with WorktreePool(rng.toplevel) as pool:
         m = Measurer(pool, cfg.spec, on_process)
+        for sha, values in cfg.seeds.items():
+            if sha in (rng.good, rng.bad) and values:
+                m.samples[sha] = list(values)
         s = _Session(cfg, m, on_log)
         res.log = s.log
         s.say("endpoints", f"{len(rng.commits)} commits from {good_i.short} (good) to {bad_i.short} (bad); "
@@ -288,6 +291,14 @@ def _conclude(cfg: BisectConfig, s: _Session, res: BisectResult, chain: list[str
         res.candidates = [read_commit(top, c) for c in chain[lo + 1:hi + 1]]
         res.outcome = Outcome.CULPRIT_RANGE
     n = cfg.processes * cfg.confirm_factor
+    if n <= 0:  # the caller confirms (forensics investigate: its own A/B with the noise floor and gate)
+        ref = "its parent" if hi - lo == 1 else f"the last fast commit {parent[:10]}"
+        who = (f"{res.culprit.short} \"{res.culprit.subject}\"" if res.culprit else
+               f"one of {len(res.candidates)} commits {res.candidates[0].short}..{res.candidates[-1].short}")
+        res.sentence = f"the slowdown starts at {who} (against {ref}: confirmation left to the caller)"
+        res.diffstat = diff_stat(top, parent, culprit)
+        s.say("verdict", res.sentence, culprit)
+        return
     s.say("confirm", f"confirming {culprit[:12]} against {parent[:12]} with {n} fresh processes each", culprit)
     m2 = Measurer(s.m.pool, cfg.spec)  # fresh samples; worktrees (and their setup) are reused
     m2.metric, m2._ready = s.m.metric, s.m._ready

@@ -19,7 +19,10 @@ What touches the user's repository, and how it is undone:
   grandchildren, e.g. torchrun's ranks) are terminated: :func:`reap` finds
   them by the ``FORENSICS_BISECT_SESSION`` token they inherited.
 - Nothing else is written: the other commands (rev-parse, rev-list,
-  merge-base, show, diff --stat between commits) only read.
+  merge-base, show, diff --stat between commits) only read; ``forensics
+  investigate`` takes a commit out of a private worktree with ``git apply -R``
+  of its diff (a patch file), which changes only that worktree's files (no
+  object, no index).
 
 Every git command goes through the git gateway, :mod:`forensics.gitio` (a timeout that stops
 git's process group, ``LC_ALL=C``, no terminal prompt, no hook, the caller's

@@ -101,6 +101,8 @@ def _print(inv, outputs: list[Path]) -> None:
 
     c = console()
     c.soft_wrap = True
+    if inv.baseline_source:
+        c.print(escape(safe(inv.baseline_source)))
     if inv.notes:
         for note in inv.notes:
             c.print(f"note: {escape(safe(note))}")
@@ -124,6 +126,11 @@ def _print(inv, outputs: list[Path]) -> None:
                 c.print(f"  {escape(e.id)}: {escape(safe(text))}")
                 if e.outcome.value in ("not-run", "inconclusive", "planned") and e.command:
                     c.print(f"    to run it: {escape(safe(e.command))}", soft_wrap=True)
+    if inv.residual is not None:
+        from forensics.investigate.run import accounting
+
+        c.print(escape(safe(f"shares of the slowdown: {accounting(inv)}")))
+        c.print(escape(safe(f"  residual: {inv.residual.sentence()}")))
     for check in inv.hardware:
         mark = {"ok": "ok", "below": "BELOW", "unknown": "?"}[check["status"]]
         c.print(f"  [{mark}] {escape(check['check'])}: {escape(str(check['measured']))} {escape(check['unit'])} "
@@ -152,8 +159,15 @@ def _print(inv, outputs: list[Path]) -> None:
 @click.option("--budget", default="15m", show_default=True, help="Time for the whole investigation, snapshot "
               "included: seconds or 90s, 15m, 1h.")
 @click.option("--plan", "plan_only", is_flag=True, help="Print the plan with each experiment's estimated cost and stop.")
-@click.option("--processes", type=click.IntRange(5, 200), default=6, show_default=True,
-              help="Fresh processes per side of each A/B.")
+@click.option("--since", metavar="REV", help="The code baseline: measure REV (a sha, tag, branch, HEAD~3) in a private "
+              "worktree instead of the HEAD before the last pull in the reflog (used without --baseline, or when the "
+              "baseline did not measure the step).")
+@click.option("--expect", metavar="VALUE", help="The value you remember for your step (19ms, 0.019s, 94tok/s): the "
+              "baseline's value of the step.")
+@click.option("--processes", type=click.IntRange(5, 200), default=5, show_default=True,
+              help="Fresh processes per side in an A/B's first round; rounds of 3 more follow while it is undecided.")
+@click.option("--max-processes", type=click.IntRange(5, 500), default=20, show_default=True,
+              help="The most fresh processes a side of one A/B may grow to.")
 @click.option("--snapshot-processes", type=click.IntRange(3, 100), default=5, show_default=True,
               help="Fresh processes for the canary and your step in the snapshot taken now.")
 @click.option("--threshold", default="5%", show_default=True, help="Practical threshold: smaller changes are 'same'.")
@@ -175,7 +189,7 @@ def _print(inv, outputs: list[Path]) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress; only the verdict, the table and the paths.")
 @error_boundary
 def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, repo, config, budget, plan_only,
-                processes, snapshot_processes, threshold, min_share, wheelhouse, no_canary, tp, keep_going, timeout_s,
+                since, expect, processes, max_processes, snapshot_processes, threshold, min_share, wheelhouse, no_canary, tp, keep_going, timeout_s,
                 snapshot_out, outputs, no_redact, quiet):
     """Find the cause of a slowdown and confirm it by experiment.
 
@@ -213,7 +227,8 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
     settings = Settings(baseline, cmd, target, metric, metric_regex, higher_is_better, repo, config, budget_s,
                         processes, snapshot_processes, parse_threshold(threshold),
                         parse_threshold(min_share, "--explains"), wheelhouse, not no_canary,
-                        {"tp": tp} if tp else {}, plan_only, keep_going, timeout_s, not no_redact)
+                        {"tp": tp} if tp else {}, plan_only, keep_going, timeout_s, not no_redact,
+                        since=since, expect=expect, max_processes=max_processes)
     check_settings(settings)
     from forensics import snapshot as snap
 

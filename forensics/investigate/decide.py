@@ -36,7 +36,8 @@ processes of the baseline, today and the intervention independently.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from forensics.investigate.model import Outcome, Share
 from forensics.stats import Comparison, Verdict
@@ -155,3 +156,90 @@ def fmt_value(x: float | None, unit: str) -> str:
     if x is None or not math.isfinite(x):
         return "?"
     return f"{x:.4g} {unit}".strip()
+
+
+@dataclass
+class Residual:
+    """Today with every confirmed intervention applied, against the baseline (DESIGN section 16).
+
+    Attributes:
+        status: ``within`` (a residual of the threshold or more is ruled out: the upper end of the ratio's
+            95% CI is below ``1 + threshold``), ``beyond`` (still slower than the baseline: ``slower`` by the
+            statistics of ``bench compare``, or for a remembered figure the CI's lower end above 1 and the
+            point beyond the threshold) or ``undecided``.
+        ratio, low, high: time ratio applied / baseline with its 95% bootstrap CI.
+        unexplained: the share of the slowdown still there, ``(applied - baseline) / (today - baseline)``
+            on the medians, with its 95% bootstrap interval (a :class:`Share`; ``point`` is the share).
+        processes: processes of the applied side.
+    """
+
+    status: str
+    ratio: float
+    low: float
+    high: float
+    unexplained: Share
+    processes: int
+
+    def sentence(self) -> str:
+        what = {"within": "within noise", "beyond": "still beyond the threshold", "undecided": "not decided"}
+        return (f"today with the confirmed interventions applied is {self.ratio:.3f}x the baseline (95% CI "
+                f"{self.low:.3f}-{self.high:.3f}, {self.processes} processes): {what[self.status]}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "ratio": self.ratio, "ci95": [self.low, self.high],
+                "unexplained": self.unexplained.to_json(), "processes": self.processes}
+
+
+def versus_baseline(baseline: Sequence[float], values: Sequence[float], *, threshold: float,
+                    higher_is_better: bool = False) -> tuple[str, float, float, float]:
+    """``values`` against the baseline: (``within`` | ``beyond`` | ``undecided``, ratio, CI low, CI high).
+
+    With a baseline of several processes, :func:`forensics.bench.compare.compare_values` decides (``slower``
+    is ``beyond``); with a remembered figure (one value, ``--expect``) the bootstrap CI of the ratio of
+    ``values``' median to it does. Either way ``within`` means the CI ends below ``1 + threshold``.
+    """
+    from forensics.stats import bootstrap_ratio_ci
+
+    xb, xv = _time_like(baseline, False), _time_like(values, False)
+    import statistics
+
+    ratio = statistics.median(xv) / statistics.median(xb)
+    lo, hi = bootstrap_ratio_ci(xb, xv)
+    if higher_is_better:
+        ratio, lo, hi = 1 / ratio, 1 / hi, 1 / lo
+    if hi < 1 + threshold:
+        return "within", ratio, lo, hi
+    if len(baseline) >= 3:
+        from forensics.bench.compare import compare_values
+
+        _, c = compare_values(list(baseline), list(values), threshold=threshold, higher_is_better=higher_is_better)
+        beyond = c.verdict is Verdict.SLOWER
+    else:
+        beyond = lo > 1 and ratio >= 1 + threshold
+    return ("beyond" if beyond else "undecided"), ratio, lo, hi
+
+
+def residual(baseline: Sequence[float], today: Sequence[float], applied: Sequence[float], *, threshold: float,
+             higher_is_better: bool = False, seed: int = 1) -> Residual:
+    """The residual slowdown once the confirmed interventions are applied (see :class:`Residual`)."""
+    import numpy as np
+
+    status, ratio, lo, hi = versus_baseline(baseline, applied, threshold=threshold, higher_is_better=higher_is_better)
+    xb = np.asarray(_time_like(baseline, higher_is_better))
+    xt = np.asarray(_time_like(today, higher_is_better))
+    xr = np.asarray(_time_like(applied, higher_is_better))
+    share = Share(None, baseline=float(np.median(baseline)), today=float(np.median(today)),
+                  intervention=float(np.median(applied)))
+    gap = float(np.median(xt) - np.median(xb))
+    if gap > 0:
+        share.point = float((np.median(xr) - np.median(xb)) / gap)
+        rng = np.random.default_rng(seed)
+        pick = lambda x: np.median(x[rng.integers(0, len(x), (N_BOOT, len(x)))], axis=1)  # noqa: E731
+        rb, rt, rr = pick(xb), pick(xt), pick(xr)
+        ok = (rt - rb) > 0
+        if ok.mean() >= 0.95:
+            lo_s, hi_s = np.quantile((rr[ok] - rb[ok]) / (rt[ok] - rb[ok]), [0.025, 0.975])
+            share.low, share.high = float(lo_s), float(hi_s)
+    else:
+        share.note = "today is not slower than the baseline in these samples"
+    return Residual(status, ratio, lo, hi, share, len(applied))

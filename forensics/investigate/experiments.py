@@ -39,7 +39,8 @@ from typing import Any, Callable
 
 from forensics.errors import BadInputError
 from forensics.investigate.decide import decide, fmt_value, share_recovered
-from forensics.investigate.measure import STARTUP_S, Subject, ab, canary_once, results_of
+from forensics.investigate.measure import (MAX_PROCESSES, ROUND, STARTUP_S, Subject, ab, canary_once,
+                                           results_of)
 from forensics.investigate.model import Experiment, Kind, Outcome
 from forensics.model import HypothesisStatus, is_missing
 from forensics.redact import REDACTED
@@ -83,6 +84,11 @@ class Context:
     deadline: float = math.inf
     on_process: ProgressFn | None = None
     cache: dict[str, Any] = field(default_factory=dict)
+    max_processes: int = MAX_PROCESSES
+    today: list[float] = field(default_factory=list)
+    overlay: dict[str, str | None] = field(default_factory=dict)
+    reverts: list[str] = field(default_factory=list)
+    seeds: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     def left_s(self) -> float:
         return self.deadline - time.monotonic()
@@ -90,6 +96,28 @@ class Context:
     def baseline_values(self, name: str) -> list[float] | None:
         r = results_of(self.baseline).get(name)
         return [float(x) for x in r["process_medians"]] if r else None
+
+    @staticmethod
+    def env_key(env: dict[str, str | None]) -> str:
+        """A stable text key of an environment overlay (seeds are kept per commit and overlay)."""
+        return ";".join(f"{k}={'<unset>' if v is None else v}" for k, v in sorted(env.items()))
+
+    def seed(self, sha: str, env: dict[str, str | None] | None = None) -> list[float]:
+        """Per-process values already measured for ``sha`` under ``env`` (default: the confirmed overlay)."""
+        return list(self.seeds.get((sha, self.env_key(self.overlay if env is None else env)), []))
+
+    def remember(self, sha: str, values: list[float], env: dict[str, str | None] | None = None) -> None:
+        """Keep ``values`` of ``sha`` under ``env`` for later experiments (replaces a shorter sample)."""
+        key = (sha, self.env_key(self.overlay if env is None else env))
+        if len(values) >= len(self.seeds.get(key, [])):
+            self.seeds[key] = list(values)
+
+    def per_process_s(self) -> float:
+        return self.subject.process_s if self.subject else self.canary_process_s
+
+    def can_add(self, sides: int, n: int) -> bool:
+        """Whether ``n`` more processes on each of ``sides`` sides fit in the budget left."""
+        return sides * n * self.per_process_s() < self.left_s()
 
     def bench_hint(self) -> str:
         """The options that reproduce the subject's measurement with ``forensics bench``."""
@@ -111,6 +139,7 @@ def _finish_ab(ctx: Context, exp: Experiment, a: list[float], b: list[float], *,
                                                      higher_is_better=s.higher_is_better, name=s.name)
     exp.share = share_recovered(ctx.baseline_values(s.name), today if today is not None else a, a, b,
                                 higher_is_better=s.higher_is_better, today_is_a=today is None)
+    exp.details["processes_per_side"] = [len(a), len(b)]
     exp.outcome, exp.reason = decide(exp.comparison, exp.share, min_share=ctx.min_share)
     sh, c = exp.share, exp.comparison
     moved = (f"{what} brings {'the step' if s.kind == 'cmd' else 'the canary'} from "
@@ -125,6 +154,12 @@ def _finish_ab(ctx: Context, exp: Experiment, a: list[float], b: list[float], *,
     label = {Outcome.CONFIRMED: "confirmed", Outcome.PARTIAL: "a partial cause", Outcome.REFUTED: "refuted",
              Outcome.INCONCLUSIVE: "inconclusive"}.get(exp.outcome, exp.outcome.value)
     exp.sentence = f"{moved}: {part}; {label}"
+
+
+def _hopeless(exp: Experiment, ctx: Context) -> bool:
+    """More processes cannot decide it within the cap: the noise needs more than ``ctx.max_processes``."""
+    c = exp.comparison
+    return c is not None and c.processes_needed > ctx.max_processes and c.verdict.value == "inconclusive"
 
 
 class EnvExperiment:
@@ -213,11 +248,26 @@ class EnvExperiment:
         restore = exp.params["restore"]
         sets = ", ".join(f"{k}={v}" for k, v in restore.items() if v is not None)
         unsets = ", ".join(k for k, v in restore.items() if v is None)
+        gone = "set now, known to cost speed" if "known_cost" in exp.details else "unset in the baseline"
         what = " and ".join(([f"Restoring {sets}"] if sets else []) + (
-            [f"{'unsetting' if sets else 'Unsetting'} {unsets} (unset in the baseline)"] if unsets else []))
-        a, b = ab(ctx.subject, b_env=restore, processes=ctx.processes, budget_s=max(ctx.left_s() / 2, 1.0),
-                  on_process=ctx.on_process)
-        _finish_ab(ctx, exp, a, b, what=what)
+            [f"{'unsetting' if sets else 'Unsetting'} {unsets} ({gone})"] if unsets else []))
+        if ctx.overlay:
+            what += " on top of " + ", ".join(f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items())
+        on_top = dict(ctx.overlay)
+        a: list[float] = []
+        b: list[float] = []
+        n = ctx.processes
+        while True:  # adaptive: the first round decides a large effect; more only while undecided
+            ra, rb = ab(ctx.subject, a_env=on_top or None, b_env={**on_top, **restore}, processes=n,
+                        budget_s=max(ctx.left_s() / 2, 1.0), on_process=ctx.on_process)
+            a, b = a + ra, b + rb
+            _finish_ab(ctx, exp, a, b, today=ctx.today if on_top and ctx.today else None, what=what)
+            n = min(ROUND, ctx.max_processes - len(a))
+            if exp.outcome is not Outcome.INCONCLUSIVE or n <= 0 or not ctx.can_add(2, n) or _hopeless(exp, ctx):
+                break
+        cwd = ctx.cache.get("cwd_sha") or "checkout"  # the checkout runs HEAD's code when it is clean
+        ctx.remember(cwd, a, on_top)
+        ctx.remember(cwd, b, {**on_top, **restore})
 
 
 class CommitExperiment:
@@ -289,53 +339,136 @@ class CommitExperiment:
 
     @staticmethod
     def estimate(ctx: Context, exp: Experiment) -> float:
+        # first round: each side's processes not already measured (today's step is reused for HEAD)
         per = ctx.subject.process_s if ctx.subject else 5.0
-        sides = 2 if exp.params.get("sha") == exp.params.get("head") else 3
-        return sides * ctx.processes * per + 3 * STARTUP_S
+        sha = exp.params.get("sha") or ""
+        todo = ctx.processes - min(len(ctx.seed(sha)), ctx.processes) + ctx.processes
+        return todo * per + 2 * STARTUP_S
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
         commit_vs_parent(ctx, exp, exp.params["folder"], exp.params["sha"], exp.params["head"])
 
 
-def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head: str | None) -> None:
-    """Interleaved A/B of ``sha`` (A) against its first parent (B) in private worktrees, and HEAD alongside
-    when it is another commit (today's value for the share); fills ``exp`` by the rule of :mod:`decide`.
+def _spec(ctx: Context):
+    from forensics.bisect.measure import StepSpec
+
+    s = ctx.subject
+    return StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,
+                    timeout_s=s.timeout_s, env=dict(ctx.overlay) or None, drop_warmup=True)
+
+
+def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head: str | None,
+                     fresh: int = 0) -> None:
+    """A/B of ``sha`` (A) against its first parent (B) in private worktrees, interleaved, with the interventions
+    already confirmed applied on both sides (``ctx.overlay``); fills ``exp`` by the rule of :mod:`decide`.
+
+    Samples already measured (``ctx.seed``: today's step when ``sha`` is HEAD and the checkout is clean,
+    the commits a bisect measured) are reused; ``fresh`` processes a side are run regardless (at least one
+    interleaved round), then rounds of :data:`ROUND` are added while the call is undecided, up to
+    ``ctx.max_processes`` a side. The share uses today's step (``ctx.today``) for today's side.
 
     Raises:
         BadInputError: the step failed in a worktree.
     """
-    from forensics.bisect.measure import Measurer, StepFailed, StepSpec
+    from forensics.bisect.measure import Measurer, StepFailed
     from forensics.bisect.worktree import WorktreePool
     from forensics.gitio import git
 
-    s = ctx.subject
     top = git(folder, "rev-parse", "--show-toplevel")
     parent = git(top, "rev-parse", f"{sha}^")
     subject = exp.details.get("subject") or git(top, "show", "-s", "--format=%s", sha)
-    spec = StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,
-                    timeout_s=s.timeout_s)
     exp.details["parent"] = parent
-    sides = [(sha, "suspect"), (parent, "parent")] + ([(head, "head")] if head and head != sha else [])
+    sides = [(sha, "suspect"), (parent, "parent")]
 
     def on_process(which, value):
         if ctx.on_process:
             label = {sha: "A", parent: "B"}.get(which, "HEAD")
             ctx.on_process(label, len(m.samples.get(which, [])), {"value": value})
 
+    what = f"Going back from {sha[:10]} \"{subject}\" to its parent {parent[:10]}"
+    if ctx.overlay:
+        what += " (with " + ", ".join(f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()) + ")"
+    reused = {c: len(ctx.seed(c)) for c, _ in sides}
     with WorktreePool(top) as pool:
-        m = Measurer(pool, spec, on_process)
-        try:
-            m.top_up(sides, ctx.processes)
-        except StepFailed as exc:
-            raise BadInputError(f"the step failed in a worktree: {exc}") from None
-    today = m.samples[head] if head and head != sha else None
+        m = Measurer(pool, _spec(ctx), on_process)
+        for c, _ in sides:
+            if reused[c]:
+                m.samples[c] = ctx.seed(c)
+        n = max(ctx.processes, min(len(m.samples.get(c, [])) for c, _ in sides) + fresh)
+        while True:
+            try:
+                m.top_up(sides, n)
+            except StepFailed as exc:
+                raise BadInputError(f"the step failed in a worktree: {exc}") from None
+            _finish_ab(ctx, exp, m.samples[sha], m.samples[parent], today=ctx.today or None, what=what)
+            step = min(ROUND, ctx.max_processes - n)
+            if exp.outcome is not Outcome.INCONCLUSIVE or step <= 0 or not ctx.can_add(2, step) \
+                    or _hopeless(exp, ctx):
+                break
+            n += step
+    for c, _ in sides:
+        ctx.remember(c, m.samples[c])
     exp.a_label, exp.b_label = sha[:10], f"its parent {parent[:10]}"
-    _finish_ab(ctx, exp, m.samples[sha], m.samples[parent], today=today,
-               what=f"Going back from {sha[:10]} \"{subject}\" to its parent {parent[:10]}")
-    if today is not None:
-        exp.details["head_samples"] = list(today)
+    exp.details["reused_processes"] = {c[:10]: k for c, k in reused.items() if k}
     exp.details["isolation"] = "each commit ran in its own private git worktree; your checkout was not touched"
+
+
+def measure_revision(ctx: Context, folder: str, sha: str, *, reverts: tuple[str, ...] = (),
+                     against: list[float] | None = None, higher_is_better: bool = False,
+                     role: str = "baseline") -> list[float]:
+    """Measure the step at ``sha`` (with ``reverts`` reverted, uncommitted) in a private worktree, the confirmed
+    overlay applied: ``ctx.processes`` fresh processes, then rounds of :data:`ROUND` while its comparison with
+    ``against`` (today's step) is undecided, up to ``ctx.max_processes``.
+
+    Raises:
+        BadInputError: the checkout, the revert or the step failed.
+    """
+    from forensics.bench.compare import compare_values
+    from forensics.bisect.measure import Measurer, StepFailed
+    from forensics.bisect.worktree import WorktreePool
+    from forensics.gitio import GitError, git
+    from forensics.stats import Verdict
+
+    top = git(folder, "rev-parse", "--show-toplevel")
+    key = sha if not reverts else f"{sha}-revert-{'-'.join(r[:12] for r in reverts)}"
+    with WorktreePool(top) as pool:
+        m = Measurer(pool, _spec(ctx), lambda which, v: ctx.on_process and ctx.on_process(
+            role, len(m.samples.get(which, [])), {"value": v}))
+        if ctx.seed(key):
+            m.samples[key] = ctx.seed(key)
+        if reverts:
+            try:  # the reverse diff applied to the files only: nothing is written to the repository's objects
+                tree = pool.add(role, sha)
+                for r in sorted(reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())):  # newest first
+                    patch = git(top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{r}^", r, "--")
+                    if patch.strip():
+                        fd, name = tempfile.mkstemp(prefix="forensics-revert-", suffix=".patch")
+                        try:
+                            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                                fh.write(patch + "\n")
+                            git(tree.path, "apply", "-R", "--whitespace=nowarn", name)
+                        finally:
+                            os.unlink(name)
+            except GitError as exc:
+                raise BadInputError(f"reverting {', '.join(r[:10] for r in reverts)} on {sha[:10]} in a private "
+                                    f"worktree failed: {exc}") from None
+            m._ready[key] = tree
+        n = ctx.processes
+        while True:
+            try:
+                m.top_up([(key, role)], n)
+            except StepFailed as exc:
+                raise BadInputError(f"the step failed at {sha[:10]} in a worktree: {exc}") from None
+            step = min(ROUND, ctx.max_processes - n)
+            if not against or step <= 0 or not ctx.can_add(2, step):
+                break
+            _, c = compare_values(against, m.samples[key], threshold=ctx.threshold, higher_is_better=higher_is_better)
+            if c.verdict is not Verdict.INCONCLUSIVE or c.processes_needed > ctx.max_processes:
+                break
+            n += step
+    ctx.remember(key, m.samples[key])
+    return list(m.samples[key])
 
 
 class BisectExperiment:
@@ -347,25 +480,30 @@ class BisectExperiment:
     def estimate(ctx: Context, exp: Experiment) -> float:
         per = ctx.subject.process_s if ctx.subject else 5.0
         n = max(int(exp.params.get("n", 2)), 2)
-        # endpoints, log2(n) rounds, bisect's confirmation, then the culprit against its parent (3 sides)
-        return (6 + math.log2(n)) * max(ctx.processes, 3) * per + 3 * ctx.processes * per + 5 * STARTUP_S
+        p = max(ctx.processes, 5)
+        # endpoints not yet measured, one commit per round (log2 n rounds), then the culprit against its
+        # parent: what the bisect measured of both plus one fresh interleaved round a side
+        ends = sum(p - min(len(ctx.seed(exp.params.get(k) or "")), p) for k in ("good", "bad"))
+        return (ends + math.ceil(math.log2(n + 1)) * p + 2 * ROUND) * per + 4 * STARTUP_S
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
         from forensics.bisect.run import BisectConfig, Outcome as BOutcome, run_bisect
-        from forensics.bisect.measure import StepSpec
 
-        s = ctx.subject
-        spec = StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,
-                        timeout_s=s.timeout_s)
-        cfg = BisectConfig(exp.params["folder"], exp.params["good"], exp.params["bad"], spec,
-                           processes=max(5, min(ctx.processes, 8)), threshold=ctx.threshold)
+        good, bad = exp.params["good"], exp.params["bad"]
+        seeds = {c: ctx.seed(c) for c in (good, bad) if ctx.seed(c)}
+        cfg = BisectConfig(exp.params["folder"], good, bad, _spec(ctx), processes=max(5, min(ctx.processes, 8)),
+                           threshold=ctx.threshold, confirm_factor=0, seeds=seeds)
+        exp.details["reused_endpoints"] = {c[:10]: len(v) for c, v in seeds.items()}
 
         def on_process(sha, value):
             if ctx.on_process:
                 ctx.on_process(sha[:7], 0, {"value": value})
 
         res = run_bisect(cfg, None, on_process)
+        for rec in res.records:  # the commits it measured serve the confirmation below (and later experiments)
+            if rec.samples and rec.cls.value not in ("skipped",):
+                ctx.remember(rec.info.sha, rec.samples)
         exp.details["bisect"] = {"outcome": res.outcome.value, "sentence": res.sentence,
                                  "culprit": res.culprit.to_json() if res.culprit else None,
                                  "confirmed": res.confirmed, "gap_share": res.gap_share, "notes": res.notes,
@@ -381,7 +519,7 @@ class BisectExperiment:
                               f"confirm it: forensics bisect --good {res.culprit.short}^ --bad {res.culprit.short}")
                 exp.sentence = f"forensics bisect: {res.sentence}"
                 return
-            commit_vs_parent(ctx, exp, exp.params["folder"], res.culprit.sha, exp.params["bad"])
+            commit_vs_parent(ctx, exp, exp.params["folder"], res.culprit.sha, exp.params["bad"], fresh=ROUND)
             exp.sentence = f"bisect named {res.culprit.short}; {exp.sentence[0].lower()}{exp.sentence[1:]}"
             return
         if res.outcome is BOutcome.ENVIRONMENT:

@@ -18,6 +18,10 @@ from forensics.errors import BadInputError
 
 CANARY_RESULT = "canary.verify_step_ms"
 STARTUP_S = 1.0  # added to an estimate per experiment: worktrees, temp folders, telemetry
+ROUND = 3
+"""Fresh processes a side added per round while an A/B is undecided (docs/investigate.md, "Cost")."""
+MAX_PROCESSES = 20
+"""No side of an A/B grows beyond this many processes: past it the noise, not the sample, is the problem."""
 
 
 @dataclass
@@ -144,8 +148,10 @@ def measure_now(step: Subject | None, *, canary: bool, canary_options: dict[str,
 
 def ab(subject: Subject, *, b_env: dict[str, str | None] | None = None, b_cmd: str | None = None,
        processes: int, budget_s: float, cwd: str | None = None,
-       on_process: Callable[[str, int, dict], None] | None = None) -> tuple[list[float], list[float]]:
-    """Interleaved A/B of ``subject``: A as it is today, B with ``b_env`` (``None`` unsets) and/or ``b_cmd``.
+       on_process: Callable[[str, int, dict], None] | None = None,
+       a_env: dict[str, str | None] | None = None) -> tuple[list[float], list[float]]:
+    """Interleaved A/B of ``subject``: A as it is today (with ``a_env``: the interventions already
+    confirmed), B with ``b_env`` (``None`` unsets) and/or ``b_cmd``.
 
     Returns:
         (A per-process medians, B per-process medians), the subject's unit.
@@ -156,12 +162,14 @@ def ab(subject: Subject, *, b_env: dict[str, str | None] | None = None, b_cmd: s
     if subject.kind == "cmd":
         from forensics.bench.user import run_user_ab
 
-        ra, rb = run_user_ab(subject.cmd, b_cmd or subject.cmd, b_env=b_env, processes=processes,
+        ra, rb = run_user_ab(subject.cmd, b_cmd or subject.cmd, a_env=a_env, b_env=b_env, processes=processes,
                              budget_s=budget_s, timeout_s=subject.timeout_s, metric=subject.metric,
                              metric_regex=subject.metric_regex, cwd=cwd, on_process=on_process)
         return [r["value"] for r in ra], [r["value"] for r in rb]
     if b_cmd:
         raise BadInputError("an A/B with another command needs the user's step (--cmd or --callable)")
+    if a_env:
+        b_env = {**a_env, **(b_env or {})}  # the canary's A side runs in this process's environment
     docs = run_canary_ab(subject, b_env=b_env, processes=processes, budget_s=budget_s, on_process=on_process)
     return _values(docs[0], subject.name), _values(docs[1], subject.name)
 
@@ -209,3 +217,50 @@ def results_of(snapshot: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     if not isinstance(bench, dict) or not isinstance(bench.get("results"), list):
         return {}
     return {str(r["name"]): r for r in bench["results"] if isinstance(r, dict) and r.get("name")}
+
+
+SPREAD_NOTE = 0.10
+"""IQR/median across processes above which :func:`spread_note` explains the spread (the bench's noise gate)."""
+
+
+def spread_note(doc: dict[str, Any] | None, name: str) -> str:
+    """Why the per-process values of ``name`` spread widely, from the GPU telemetry sampled while the step ran
+    (``doc["telemetry"]``, :mod:`forensics.gpu.sampler`), and what to change; "" when they do not spread.
+
+    Read: the SM clock's range over busy samples (below 85% of its maximum: clocks still ramping or cut),
+    the share of samples in which a GPU was busy (a short step spends most of a fresh process starting up),
+    processes on the GPU that are not the step's (:func:`forensics.bench.compare.foreign_processes`) and
+    throttle reasons (:func:`forensics.bench.compare.throttled`).
+    """
+    from forensics.bench.compare import foreign_processes, throttled
+
+    r = results_of({"bench": doc}).get(name) if doc else None
+    spread = r.get("noise_iqr_over_median") if r else None
+    if not isinstance(spread, (int, float)) or spread <= SPREAD_NOTE:
+        return ""
+    head = f"your step's processes spread by {spread:.0%} (IQR/median)"
+    tel = doc.get("telemetry") if isinstance(doc, dict) else None
+    if not isinstance(tel, dict) or not isinstance(tel.get("gpus"), dict) or not tel["gpus"]:
+        return (f"{head}; no GPU telemetry was read during the step, so the cause cannot be seen: quiet the machine, "
+                "or time more iterations per process")
+    why: list[str] = []
+    for g in tel["gpus"].values():
+        if not isinstance(g, dict):
+            continue
+        gpu = f"GPU {g.get('index', '?')}"
+        clk = g.get("clock_sm_mhz") if isinstance(g.get("clock_sm_mhz"), dict) else {}
+        lo, hi = clk.get("min"), clk.get("max")
+        if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and hi > 0 and lo < 0.85 * hi:
+            why.append(f"{gpu}'s SM clock ranged {lo:.0f}-{hi:.0f} MHz while busy (clocks still ramping in short "
+                       "processes, or cut): time more iterations per process, after a warm-up")
+        busy, samples = g.get("busy_samples"), g.get("samples")
+        if isinstance(busy, int) and isinstance(samples, int) and samples >= 10 and busy < 0.5 * samples:
+            why.append(f"{gpu} was busy in only {busy / samples:.0%} of the samples: each process spends most of its "
+                       "time starting up, so start-up noise dominates; time a longer step in each process")
+    for gpu, procs in foreign_processes(doc).items():
+        why.append(f"{gpu} also ran {', '.join(procs[:3])}: another process shares the GPU; run when it is idle")
+    why += [f"{k} in {v:.0%} of busy samples" for k, v in throttled(tel).items() if v > 0.05]
+    if not why:
+        return (f"{head}; the GPU telemetry shows no cause (steady clocks, no other process, no throttling): the "
+                "spread is on the host (CPU load, the step's own variance); more processes per side resolve it")
+    return f"{head}: " + "; ".join(why)

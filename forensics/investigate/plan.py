@@ -24,6 +24,29 @@ UNTESTABLE = {
 }
 
 
+def costly_env(ctx: Context, plan: list[Experiment], next_id) -> list[Experiment]:
+    """One experiment per variable known to cost speed that is set now to a costly value
+    (:func:`forensics.investigate.memory.costly_set_now`) and not already restored by the plan: the step with
+    it unset against today, an interleaved A/B. It needs no baseline value of the variable."""
+    from types import SimpleNamespace
+
+    from forensics.investigate.experiments import EnvExperiment
+    from forensics.investigate.memory import costly_set_now
+
+    if ctx.subject is None:
+        return []
+    planned = {k for e in plan if e.kind is Kind.ENV for k in (e.params.get("restore") or {})}
+    out = []
+    for row in costly_set_now():
+        if row["name"] in planned:
+            continue
+        exp = EnvExperiment._one(ctx, SimpleNamespace(id="nccl.env"), {row["name"]: None}, next_id("env"))
+        exp.title = (f"unset {row['name']} (set now to {row['value']!r}; known to cost speed: {row['effect']})")
+        exp.details["known_cost"] = {"effect": row["effect"], "source": row["source"]}
+        out.append(exp)
+    return out
+
+
 def build_plan(ctx: Context) -> list[Experiment]:
     """Experiments for ``ctx.analysis``'s implicated hypotheses, with estimates; nothing runs.
 
@@ -48,6 +71,8 @@ def build_plan(ctx: Context) -> list[Experiment]:
                                    outcome=Outcome.NOT_RUN, reason=why))
             continue
         plan.extend(cls.propose(ctx, hyp, taken.setdefault(cls, set()), next_id))
+    plan.extend(costly_env(ctx, plan, next_id))
+    plan.sort(key=lambda e: e.kind is not Kind.ENV)  # the cheapest experiments first (stable: ledger order kept)
     for exp in plan:
         if exp.kind in KINDS:
             exp.estimate_s = KINDS[exp.kind].estimate(ctx, exp)

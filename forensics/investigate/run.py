@@ -40,8 +40,10 @@ from typing import Any, Callable
 from forensics.options import probe_options
 from forensics.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, BadInputError
 from forensics.investigate.experiments import KINDS, Context
-from forensics.investigate.measure import CANARY_RESULT, Subject, callable_command, measure_now, results_of
+from forensics.investigate.measure import (CANARY_RESULT, MAX_PROCESSES, Subject, callable_command, measure_now,
+                                           results_of)
 from forensics.investigate.model import Experiment, Kind, Outcome, Regression
+from forensics.investigate.memory import main_repo
 from forensics.investigate.plan import build_plan
 from forensics.render.words import plural
 from forensics.stats import Verdict
@@ -63,7 +65,7 @@ class Settings:
     repo: Path | None = None
     config: Path | None = None
     budget_s: float = 900.0
-    processes: int = 6
+    processes: int = 5
     snapshot_processes: int = SNAPSHOT_PROCESSES
     threshold: float = 0.05
     min_share: float = 0.5
@@ -75,6 +77,9 @@ class Settings:
     timeout_s: float = 300.0
     redact: bool = True
     baseline_doc: dict[str, Any] | None = None  # the loaded baseline, when the caller has read it already
+    since: str | None = None        # --since REV: the code baseline instead of the reflog's
+    expect: str | None = None       # --expect 19ms: the step's remembered value, the baseline's value
+    max_processes: int = MAX_PROCESSES
 
 
 @dataclass
@@ -90,6 +95,11 @@ class Investigation:
         verdict: the sentence the report leads with; ``exit_code`` 0/1/3.
         hardware: without a baseline, the machine judged against its hardware (list of checks).
         timings: wall seconds of the snapshot, the experiments and the whole run.
+        baseline_source: which baseline was used, one line ("baseline: HEAD@{1} 112037e, before the pull of
+            ...", measured now in a private worktree); the report's first line.
+        residual: the last :class:`forensics.investigate.decide.Residual` (today with every confirmed
+            intervention applied against the baseline), or None.
+        stopped: why the experiments stopped ("the residual is within noise", "the budget is spent", ...).
     """
 
     settings: Settings
@@ -107,6 +117,9 @@ class Investigation:
     timings: dict[str, float] = field(default_factory=dict)
     interrupted: str = ""
     names: tuple[str, str] = ("BASELINE", "NOW")
+    baseline_source: str = ""
+    residual: Any = None
+    stopped: str = ""
 
     @property
     def confirmed(self) -> list[Experiment]:
@@ -146,6 +159,14 @@ def check_settings(s: Settings) -> None:
         raise BadInputError("--metric and --metric-regex read the output of --cmd; give --cmd too")
     if s.wheelhouse is not None and not s.wheelhouse.is_dir():
         raise BadInputError(f"--wheelhouse {s.wheelhouse}: no such folder; give a folder of wheels (pip download -d DIR)")
+    if s.expect is not None:
+        from forensics.investigate.memory import parse_expect
+
+        if not (s.cmd or s.target):
+            raise BadInputError("--expect is the old value of your step; give the step with --cmd or --callable")
+        parse_expect(s.expect, higher_is_better=s.higher_is_better)
+    if s.since is not None and not (s.cmd or s.target):
+        raise BadInputError("--since names the code to measure as the baseline; give the step with --cmd or --callable")
     if s.processes < 5:
         raise BadInputError(f"--processes {s.processes}: at least 5 a side (with fewer Mann-Whitney U cannot reach "
                             "p <= 0.01, so nothing could be confirmed)")
@@ -174,6 +195,9 @@ def investigate(s: Settings, on_event: EventFn | None = None,
         canary, no_canary_reason = False, "PyTorch is not installed in this Python, so the canary cannot run"
     elif canary and baseline is not None and CANARY_RESULT not in results_of(baseline):
         canary, no_canary_reason = False, "the baseline has no canary measurement to compare with"
+    elif canary and baseline is None and step is not None:
+        canary, no_canary_reason = False, ("there is no baseline snapshot to compare it with (forensics investigate "
+                                           "without --cmd judges this machine against its hardware)")
     elif not canary:
         no_canary_reason = "--no-canary"
     if no_canary_reason and s.canary:
@@ -202,9 +226,32 @@ def investigate(s: Settings, on_event: EventFn | None = None,
     measure = bench if (measure_canary or step) else None
     now = take_snapshot(label="investigate", options=options, redact=s.redact, bench=measure)
     t_snap = time.monotonic() - t0
+    if step is not None and now.get("bench"):
+        from forensics.investigate.measure import spread_note
+
+        why = spread_note(now["bench"], step.name)
+        if why:
+            notes.append(why)
+    source = ""
+    seeds: dict[tuple[str, str], list[float]] = {}
+    cwd_sha = ""
+    if step is not None and (baseline is None or step.name not in results_of(baseline) or s.expect):
+        emit("phase", text="finding the baseline in this machine's memory")
+        remembered = _remember(s, now, baseline, step, notes, deadline=t0 + s.budget_s, emit=emit)
+        if remembered is not None:
+            baseline, source, seeds, cwd_sha = remembered
+    rec = main_repo(now)
+    if step is not None and rec is not None and rec.get("state", "ok") == "ok" and not rec.get("dirty") \
+            and not rec.get("operation") and (rec.get("head") or {}).get("sha"):
+        cwd_sha = cwd_sha or rec["head"]["sha"]  # the checkout runs HEAD's code: today's processes serve for HEAD
+        today_now = (results_of(now).get(step.name) or {}).get("process_medians")
+        if today_now and cwd_sha == rec["head"]["sha"]:
+            seeds.setdefault((cwd_sha, ""), [float(x) for x in today_now])
     if baseline is None:
         from forensics.investigate.hardware import judge_alone
 
+        if step is not None and not _has_canary(now) and s.canary and importlib.util.find_spec("torch") is not None:
+            _add_canary(now, s, notes, emit)  # nothing remembered either: judge the hardware, as without --cmd
         inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
         if s.plan_only:
             inv.verdict, inv.exit_code = (
@@ -217,16 +264,23 @@ def investigate(s: Settings, on_event: EventFn | None = None,
         return inv
     from forensics.diff.ledger import analyse
 
-    analysis = analyse(baseline, now, repo=s.repo, config=s.config, names=(str(s.baseline), "now"))
+    name = str(s.baseline) if s.baseline is not None and not source else (source.split(",")[0] or "baseline")
+    analysis = analyse(baseline, now, repo=s.repo, config=s.config, names=(name, "now"))
     subject, regression, sentence = _regression(analysis, baseline, step, canary, canary_s[0], s, notes)
+    if s.expect and step is not None:
+        regression, sentence = _versus_expect(baseline, now, step, s)
     inv = Investigation(s, baseline, now, analysis, subject, regression, sentence, notes=notes,
-                        names=(str(s.baseline), "now"))
+                        names=(name, "now"), baseline_source=source)
+    today = list((results_of(now).get(subject.name) or {}).get("process_medians") or []) if subject else []
     ctx = Context(baseline, now, analysis, subject, step is not None, processes=s.processes, threshold=s.threshold,
                   min_share=s.min_share, repo=s.repo, wheelhouse=s.wheelhouse, canary=canary,
                   canary_options=dict(s.canary_options), canary_process_s=canary_s[0] or 10.0,
-                  deadline=t0 + s.budget_s,
+                  deadline=t0 + s.budget_s, max_processes=max(s.max_processes, s.processes),
+                  today=[float(x) for x in today], seeds=seeds,
                   on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
     ctx.cache["no_canary_reason"] = f"the canary cannot run: {no_canary_reason}"
+    ctx.cache["cwd_sha"] = cwd_sha
+    ctx.cache["memory"] = bool(source) and s.baseline is None
     if regression is Regression.YES or (s.plan_only and regression is Regression.UNKNOWN):
         inv.experiments = build_plan(ctx)  # --plan shows what would run, also when the slowdown is not yet measured
         if not s.plan_only:
@@ -234,8 +288,126 @@ def investigate(s: Settings, on_event: EventFn | None = None,
     t_exp = sum(e.elapsed_s for e in inv.experiments)
     inv.timings = {"snapshot_s": t_snap, "experiments_s": t_exp, "total_s": time.monotonic() - t0,
                    "budget_s": s.budget_s}
+    if "baseline_s" in ctx.cache:
+        inv.timings["baseline_s"] = ctx.cache["baseline_s"]
     inv.verdict, inv.exit_code = _verdict(inv)
     return inv
+
+
+def _has_canary(doc: dict[str, Any]) -> bool:
+    return CANARY_RESULT in results_of(doc)
+
+
+def _add_canary(now: dict[str, Any], s: Settings, notes: list[str], emit: EventFn) -> None:
+    """Measure the canary now and add its results to the snapshot's bench document (hardware checks)."""
+    emit("phase", text="no baseline remembered: measuring the canary for the hardware checks")
+    try:
+        doc, _ = measure_now(None, canary=True, canary_options=s.canary_options, processes=s.snapshot_processes,
+                             budget_s=45.0)
+    except BadInputError as exc:
+        notes.append(f"the canary failed in this environment ({exc})")
+        return
+    if doc is None:
+        return
+    bench = now.get("bench") if isinstance(now.get("bench"), dict) else None
+    if bench is None:
+        now["bench"] = doc
+    else:
+        bench["results"] = list(doc.get("results") or []) + list(bench.get("results") or [])
+        bench.setdefault("telemetry", doc.get("telemetry"))
+
+
+def _remember(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None, step: Subject, notes: list[str],
+              *, deadline: float, emit: EventFn) -> tuple[dict[str, Any], str, dict, str] | None:
+    """The baseline from the machine's memory (:mod:`forensics.investigate.memory`): a document with the step's
+    baseline value, the sentence naming it, the samples measured (seeds for the experiments) and HEAD's sha
+    when the checkout runs HEAD's code ("" otherwise). None (with a note) when nothing is remembered."""
+    from forensics.bench.document import make_result
+    from forensics.investigate import memory
+    from forensics.investigate.experiments import measure_revision
+
+    today = list((results_of(now).get(step.name) or {}).get("process_medians") or [])
+    if not today:
+        notes.append("the step was not measured now, so no baseline could be measured against it")
+        return None
+    point, why = memory.code_point(now, since=s.since, repo=s.repo, baseline=baseline)
+    seeds: dict[tuple[str, str], list[float]] = {}
+    values: list[float] = []
+    parts: list[str] = []
+    hib = step.higher_is_better
+    if s.expect:
+        value, hib = memory.parse_expect(s.expect, higher_is_better=step.higher_is_better)
+        if hib != step.higher_is_better:
+            raise BadInputError(f"--expect {s.expect} is a throughput; the step's metric {step.name} is a time (give "
+                                "--higher-is-better for a throughput metric, or --expect in ms)")
+        values = [value]
+        parts.append(f"--expect {s.expect} (the value you remember)")
+    if point is not None:
+        ctx = Context({}, now, None, step, True, processes=s.processes, threshold=s.threshold, deadline=deadline,
+                      max_processes=max(s.max_processes, s.processes),
+                      on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
+        emit("phase", text=f"measuring the baseline {point.sentence()} in a private worktree")
+        t = time.monotonic()
+        try:
+            measured = measure_revision(ctx, point.repo, point.old, against=today, higher_is_better=hib)
+        except BadInputError as exc:
+            notes.append(f"the baseline {point.sentence()} could not be measured: {exc}")
+            measured = []
+        if measured:
+            seeds[(point.old, "")] = measured
+            if point.clean:
+                seeds[(point.new, "")] = [float(x) for x in today]
+            if not values:
+                values = measured
+                parts.append(f"{point.sentence()}, measured now in a private worktree ({len(measured)} processes, "
+                             f"{time.monotonic() - t:.0f} s)")
+            else:
+                parts.append(f"commits since {point.sentence()} are the code suspects")
+            if not point.clean:
+                notes.append("your checkout has uncommitted changes (or an operation in progress): today's step runs "
+                             "them, the baseline commit does not; they are part of the measured slowdown")
+    elif not values:
+        notes.append(f"no baseline in this machine's memory: {why}; give --expect with the value you remember, or "
+                     "--since REV")
+    if not values:
+        return None
+    if baseline is None:
+        from forensics.investigate.memory import recent_distributions
+
+        recent = recent_distributions()
+        if recent:
+            notes.append("distributions installed or upgraded in the last 14 days (dist-info times; their old versions "
+                          "are not known without a baseline snapshot): " + ", ".join(
+                              f"{r['name']} {r['version']} ({r['installed']})" for r in recent))
+    result = make_result(step.name, "user", step.unit, values, higher_is_better=hib,
+                         description="the baseline measured now or remembered (forensics investigate)")
+    files = (results_of(now).get(step.name) or {}).get("loaded_files")
+    if isinstance(files, list):
+        result["loaded_files"] = files
+    label = "baseline: " + "; ".join(parts)
+    doc = memory.synthetic_baseline(now, result, point=point if baseline is None else None, source=baseline,
+                                    label=label.removeprefix("baseline: ")[:120])
+    return doc, label, seeds, point.new if point is not None and point.clean else ""
+
+
+def _versus_expect(baseline: dict[str, Any], now: dict[str, Any], step: Subject, s: Settings
+                   ) -> tuple[Regression, str]:
+    """Did the step get slower than the remembered figure (``--expect``)? The bootstrap CI of today's median
+    over the figure (:func:`forensics.investigate.decide.versus_baseline`)."""
+    from forensics.investigate.decide import versus_baseline
+
+    base = (results_of(baseline).get(step.name) or {}).get("process_medians") or []
+    today = (results_of(now).get(step.name) or {}).get("process_medians") or []
+    if not base or not today:
+        return Regression.UNKNOWN, "could not tell whether the step got slower: no measurement of it now"
+    status, ratio, lo, hi = versus_baseline(base, today, threshold=s.threshold, higher_is_better=step.higher_is_better)
+    text = (f"{step.name}: {ratio:.3f}x the value you remember ({base[0]:.4g} {step.unit}; 95% CI {lo:.3f}-{hi:.3f}, "
+            f"{len(today)} processes now)")
+    if status == "beyond":
+        return Regression.YES, text
+    if status == "within":
+        return Regression.NO, text + f"; a slowdown of {s.threshold:.0%} or more is ruled out"
+    return Regression.UNKNOWN, text
 
 
 def _regression(analysis, baseline, step: Subject | None, canary: bool, canary_s: float, s: Settings,
@@ -351,6 +523,10 @@ def _dependency(exp: Experiment, done: dict[str, Experiment]) -> tuple[Outcome, 
 
 
 def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[type[BaseException], ...]) -> None:
+    """Run the plan in order. After each confirmed cause its intervention is kept (``ctx.overlay`` for a
+    variable, ``ctx.reverts`` for a commit) and today with every confirmed intervention applied is measured
+    against the baseline (:func:`_account`); while that residual is beyond the threshold the next suspects
+    are tested on top of the interventions, else the rest are not needed (DESIGN section 16)."""
     done: dict[str, Experiment] = {}
     todo = [e for e in inv.experiments if e.outcome is Outcome.PLANNED]
     total = len(todo)
@@ -359,9 +535,11 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
             exp.outcome, exp.reason = Outcome.NOT_RUN, f"not run: interrupted ({inv.interrupted})"
             continue
         narrows = exp.params.get("depends_on") in {e.id for e in inv.confirmed}  # which one of a confirmed group
-        if inv.confirmed and not inv.settings.keep_going and not narrows:
+        if inv.confirmed and not inv.settings.keep_going and not narrows and not _beyond(inv):
             exp.outcome = Outcome.NOT_RUN
-            exp.reason = f"not needed: {inv.confirmed[0].id} confirmed a cause (--keep-going runs the rest)"
+            exp.reason = (f"not needed: {', '.join(e.id for e in inv.confirmed)} confirmed "
+                          + (f"and account for the slowdown ({inv.residual.sentence()})" if inv.residual is not None
+                             else "a cause") + " (--keep-going runs the rest)")
             continue
         forced = _dependency(exp, done)
         if forced is not None:
@@ -376,6 +554,8 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
                           f"{inv.settings.budget_s:.0f} s budget left (raise --budget, or run it: {exp.command})")
             done[exp.id] = exp
             continue
+        if ctx.overlay or ctx.reverts:
+            exp.details["on_top_of"] = _interventions(ctx)
         emit("experiment", experiment=exp, index=n, total=total, left_s=left)
         t = time.monotonic()
         try:
@@ -390,6 +570,115 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
         exp.elapsed_s = time.monotonic() - t
         done[exp.id] = exp
         emit("done", experiment=exp)
+        if exp.outcome is Outcome.CONFIRMED and not inv.interrupted:
+            if any(e.params.get("depends_on") == exp.id for e in todo):
+                continue  # a group of variables: the one-by-one experiments that follow say which one to keep
+            t = time.monotonic()
+            try:
+                _account(inv, ctx, exp, emit)
+            except interrupts as exc:
+                inv.interrupted = type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
+            except BadInputError as exc:
+                inv.notes.append(f"the residual could not be measured: {exc}")
+            exp.elapsed_s += time.monotonic() - t
+    if not inv.confirmed:
+        inv.stopped = ""
+    elif inv.interrupted:
+        inv.stopped = f"interrupted ({inv.interrupted})"
+    elif inv.residual is None:
+        inv.stopped = "the residual could not be measured"
+    elif inv.residual.status == "within":
+        inv.stopped = "the residual is within noise"
+    elif any(e.reason.startswith("budget spent") for e in inv.experiments):
+        inv.stopped = "the budget is spent with part of the slowdown unexplained"
+    else:
+        inv.stopped = "no suspect left to test" + ("" if inv.residual.status == "beyond" else
+                                                   " (the residual is not decided)")
+
+
+def _beyond(inv: Investigation) -> bool:
+    """Whether the residual after the confirmed causes is still to be explained (beyond the threshold)."""
+    return inv.residual is not None and inv.residual.status == "beyond"
+
+
+def _interventions(ctx: Context) -> list[str]:
+    return ([f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()]
+            + [f"commit {sha[:10]} reverted" for sha in ctx.reverts])
+
+
+def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -> None:
+    """Keep ``exp``'s intervention and measure today with every confirmed intervention applied against the
+    baseline (:func:`forensics.investigate.decide.residual`); the applied side is the experiment's own B side
+    when that is exactly it (a variable restored in today's checkout; HEAD's parent), else HEAD in a private
+    worktree with the confirmed commits reverted and the variables restored."""
+    from forensics.investigate.decide import residual
+    from forensics.investigate.experiments import measure_revision
+
+    s = ctx.subject
+    if s is None:
+        return
+    base = ctx.baseline_values(s.name)
+    today = ctx.today or list(exp.a)
+    if not base or not today:
+        return
+    applied: list[float] | None = None
+    if exp.kind is Kind.ENV:
+        ctx.overlay.update(exp.params["restore"])
+        if not ctx.reverts:
+            applied = list(exp.b)
+    elif exp.kind in (Kind.COMMIT, Kind.BISECT):
+        sha = exp.details.get("commit") or ""
+        culprit = (exp.details.get("bisect") or {}).get("culprit") or {}
+        sha = culprit.get("sha") or sha
+        if sha:
+            ctx.reverts.append(sha)
+        head = exp.params.get("head") or exp.params.get("bad") or ""
+        if sha == head and len(ctx.reverts) == 1:
+            applied = list(exp.b)  # HEAD's parent, the overlay applied: today without the commit
+        elif head and exp.params.get("folder"):
+            emit("phase", text="measuring today with every confirmed intervention applied")
+            applied = measure_revision(ctx, exp.params["folder"], head, reverts=tuple(ctx.reverts), role="applied")
+    elif exp.kind is Kind.PACKAGE:
+        applied = list(exp.b) if not ctx.reverts and not ctx.overlay else None
+    if applied is None:
+        return
+    inv.residual = residual(base, today, applied, threshold=ctx.threshold, higher_is_better=s.higher_is_better)
+    exp.details["residual"] = inv.residual.to_json()
+
+
+def _cause_name(e: Experiment) -> str:
+    if e.kind is Kind.ENV:
+        return ", ".join(e.params.get("restore") or {}) or e.hypothesis
+    culprit = (e.details.get("bisect") or {}).get("culprit") or {}
+    sha = culprit.get("sha") or e.details.get("commit") or ""
+    if sha:
+        return f"commit {sha[:7]}"
+    if e.kind is Kind.PACKAGE:
+        return str(e.details.get("package") or e.hypothesis)
+    return e.hypothesis
+
+
+def _pct_range(share) -> str:
+    if share is None or share.point is None:
+        return "share unknown"
+    if share.low is None or share.high is None:
+        return f"{share.point:.0%}"
+    return f"{share.point:.0%} ({share.low:.0%} to {share.high:.0%})"
+
+
+def accounting(inv: Investigation) -> str:
+    """``CUDA_LAUNCH_BLOCKING: 69% (68% to 74%); commit ebecb14: 30% (25% to 36%); unexplained: 1% (-4% to 6%);
+    stopped: the residual is within noise`` ("" before any cause is confirmed)."""
+    conf = inv.confirmed
+    if not conf:
+        return ""
+    parts = [f"{_cause_name(e)}: {_pct_range(e.share)}" for e in conf]
+    if inv.residual is not None:
+        parts.append(f"unexplained: {_pct_range(inv.residual.unexplained)}")
+    text = "; ".join(parts)
+    if inv.stopped:
+        text += f"; stopped: {inv.stopped}"
+    return text
 
 
 def _verdict(inv: Investigation) -> tuple[str, int]:
@@ -416,6 +705,9 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         text = f"Confirmed by experiment: {head.hypothesis}: {head.sentence}."
         if also:
             text += " Also confirmed: " + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in also) + "."
+        shares = accounting(inv)
+        if shares and (also or inv.residual is not None):
+            text += f" Shares of the slowdown: {shares}."
         return text, EXIT_REGRESSION
     ran = [e for e in inv.experiments if e.outcome not in (Outcome.NOT_RUN, Outcome.PLANNED)]
     lead = f"{top.id} ({top.summary})" if top else "no hypothesis implicated"

@@ -63,6 +63,13 @@ def to_json(inv) -> dict[str, Any]:
                          "subject": inv.subject.name if inv.subject else None,
                          "subject_kind": inv.subject.kind if inv.subject else None,
                          "step": inv.subject.cmd if inv.subject and inv.subject.kind == "cmd" else None}
+    doc["baseline_source"] = getattr(inv, "baseline_source", "")
+    residual = getattr(inv, "residual", None)
+    doc["residual"] = residual.to_json() if residual is not None else None
+    doc["stopped"] = getattr(inv, "stopped", "")
+    from forensics.investigate.run import accounting
+
+    doc["accounting"] = accounting(inv)
     doc["experiments"] = [e.to_json() for e in inv.experiments]
     doc["confirmed"] = [e.id for e in inv.confirmed]
     doc["rule"] = rule(inv)

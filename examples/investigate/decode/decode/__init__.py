@@ -1,0 +1,1 @@
+"""The stand-in decode package of the remembered-baseline scenarios."""

@@ -1,0 +1,257 @@
+"""The baseline the machine remembers (DESIGN section 15): used when ``--baseline`` is missing or did not
+measure the step.
+
+- **code**: the HEAD before the last pull, checkout, reset, rebase or merge, read from the reflog the
+  git probe recorded in the snapshot taken now (``probes.git.data.repos[].reflog``, newest first,
+  ``{"old", "new", "time", "action"}``); ``--since REV`` names another point (``git rev-parse``);
+  with a baseline snapshot that has no measurement of the step, its own HEAD. That commit is
+  measured now in a private worktree exactly as ``forensics bisect`` measures a commit
+  (:class:`forensics.bisect.measure.Measurer`), and its result is put in a copy of the snapshot
+  taken now (or of the baseline snapshot) as if that snapshot had measured it
+  (:func:`synthetic_baseline`), so the ledger, the plan and the share of every experiment work as
+  with a baseline snapshot;
+- **a remembered figure**: ``--expect 19ms`` / ``--expect 94tok/s`` (:func:`parse_expect`): the
+  baseline value of the step, a sample of one;
+- **packages**: the distributions installed or upgraded recently, from the modification time of
+  their ``.dist-info`` / ``.egg-info`` folders (``importlib.metadata``; :func:`recent_distributions`);
+- **environment**: variables known to cost speed when set (``costly_env.yaml`` next to this module,
+  one source per row; :func:`costly_set_now`), tested unset when they are set now.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import importlib.resources
+import os
+import re
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from forensics.errors import BadInputError
+
+_MOVES = ("pull", "checkout:", "reset:", "rebase", "merge", "am", "cherry-pick")
+"""Reflog messages that move HEAD to other code (git's own wording: ``pull origin main: Fast-forward``,
+``checkout: moving from a to b``, ``reset: moving to HEAD~1``, ``rebase (finish): ...``). A ``commit``
+entry is the user's own work and not a baseline point."""
+
+
+@dataclass
+class CodePoint:
+    """The commit the step is measured at as the baseline.
+
+    Attributes:
+        repo: working-tree root of the main repository (the git probe's ``path``).
+        old: the commit before the move (40 hex digits).
+        new: HEAD now.
+        label: how the user would name it (``HEAD@{1}``, ``--since v1.2``, ``the baseline snapshot's HEAD``).
+        action: the reflog message of the move ("pull origin main: Fast-forward"), or "".
+        when: the move's time (UTC ISO), or "".
+        clean: the checkout is at ``new`` without uncommitted changes (today's step runs HEAD's code).
+        reflog_index: index in the reflog (newest first) of the move, or -1.
+    """
+
+    repo: str
+    old: str
+    new: str
+    label: str
+    action: str = ""
+    when: str = ""
+    clean: bool = True
+    reflog_index: int = -1
+
+    def sentence(self) -> str:
+        """``HEAD@{1} 112037e, before the pull of 2026-11-30 10:15``."""
+        what = self.action.split(":", 1)[0].split(" (")[0].strip() or "move"
+        when = self.when.replace("T", " ")[:16] if self.when else ""
+        before = f", before the {what.split()[0]} of {when}" if self.action else ""
+        return f"{self.label} {self.old[:7]}{before}"
+
+
+def main_repo(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The git probe's record of the main repository in a snapshot (``role == "main"``), or None."""
+    repos = (((snapshot.get("probes") or {}).get("git") or {}).get("data") or {}).get("repos")
+    for r in repos if isinstance(repos, list) else []:
+        if isinstance(r, dict) and r.get("role", "main") == "main" and isinstance(r.get("path"), str):
+            return r
+    return None
+
+
+def _head(rec: Mapping[str, Any]) -> str:
+    h = rec.get("head")
+    sha = h.get("sha") if isinstance(h, dict) else None
+    return sha if isinstance(sha, str) else ""
+
+
+def reflog_point(rec: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """The newest reflog entry that moved HEAD to other code, and its index; a multi-entry operation
+    (``rebase (start)`` ... ``rebase (finish)``, ``pull --rebase``) is followed back to its start, whose
+    ``old`` is the HEAD before it. None when the reflog has none."""
+    log = [e for e in rec.get("reflog") or [] if isinstance(e, dict)]
+    for i, e in enumerate(log):
+        action = str(e.get("action", ""))
+        if not action.startswith(_MOVES) or e.get("old") == e.get("new"):
+            continue
+        op = action.split(" (", 1)[0] if " (" in action.split(":", 1)[0] else ""
+        j = i
+        while op and j + 1 < len(log) and str(log[j + 1].get("action", "")).startswith(op + " (") \
+                and "(start)" not in str(log[j].get("action", "")):
+            j += 1
+        old = str(log[j].get("old", ""))
+        if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", old) and not set(old) <= {"0"}:
+            return j, {**log[j], "action": action if j == i else str(log[j].get("action", action)),
+                       "time": str(e.get("time", ""))}
+    return None
+
+
+def code_point(now: Mapping[str, Any], *, since: str | None = None, repo: Path | None = None,
+               baseline: Mapping[str, Any] | None = None) -> tuple[CodePoint | None, str]:
+    """The baseline commit: ``--since``, else the baseline snapshot's HEAD when it differs, else the reflog's.
+
+    Returns:
+        (point or None, the reason there is none).
+
+    Raises:
+        BadInputError: ``--since`` names no commit of the repository.
+    """
+    rec = main_repo(now)
+    if rec is None or rec.get("state", "ok") != "ok":
+        return None, "the snapshot taken now found no git repository for the step (give --repo)"
+    root = str(repo) if repo is not None else rec["path"]
+    head = _head(rec)
+    clean = not rec.get("dirty") and not rec.get("operation")
+    if since:
+        from forensics.gitio import GitError, git
+
+        try:
+            sha = git(root, "rev-parse", "--verify", "-q", "--end-of-options", f"{since}^{{commit}}")
+        except GitError:
+            raise BadInputError(f"--since {since}: no such commit in {root}; give a sha, a tag, a branch or HEAD~3")
+        if sha == head:
+            return None, f"--since {since} is HEAD itself ({sha[:7]}): no code changed since"
+        return CodePoint(root, sha, head, f"--since {since}", clean=clean), ""
+    if baseline is not None:
+        brec = main_repo(baseline)
+        old = _head(brec) if brec else ""
+        if old and old != head:
+            return CodePoint(root, old, head, "the baseline snapshot's HEAD", when=str(baseline.get("created", "")),
+                             clean=clean), ""
+        if old:
+            return None, "the baseline snapshot's HEAD is today's: no code changed"
+    found = reflog_point(rec)
+    if found is None:
+        return None, "the reflog holds no pull, checkout, reset or rebase (git reflog); name a point with --since REV"
+    i, e = found
+    if e["old"] == head:
+        return None, f"the last move in the reflog ({e['action']}) left HEAD where it was"
+    return CodePoint(root, e["old"], head, f"HEAD@{{{i + 1}}}", str(e.get("action", "")), str(e.get("time", "")),
+                     clean, i), ""
+
+
+_EXPECT = re.compile(r"^\s*(?P<v>\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|ns|(?:[a-z]+)?/s)?\s*$", re.I)
+
+
+def parse_expect(text: str, *, higher_is_better: bool) -> tuple[float, bool]:
+    """``--expect 19ms`` / ``0.019s`` / ``94tok/s`` / ``94`` -> (value in the step's unit, higher_is_better).
+
+    Times are returned in milliseconds (the unit of ``*_ms`` metrics); a throughput (``.../s``) as given
+    and marks the metric higher-is-better.
+
+    Raises:
+        BadInputError: not a number with a known unit, zero, or a time for a throughput metric.
+    """
+    m = _EXPECT.match(text or "")
+    if not m:
+        raise BadInputError(f"--expect {text!r}: expected the step's old value with its unit, e.g. 19ms, 0.019s "
+                            "or 94tok/s")
+    v, unit = float(m.group("v")), (m.group("u") or "").lower()
+    if v <= 0:
+        raise BadInputError(f"--expect {text!r}: must be more than 0")
+    if unit.endswith("/s"):
+        return v, True
+    if higher_is_better and unit:
+        raise BadInputError(f"--expect {text!r} is a time, but --higher-is-better says the metric is a throughput")
+    scale = {"": 1.0, "ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}[unit]
+    return v * scale, higher_is_better
+
+
+@lru_cache(maxsize=1)
+def costly_table() -> tuple[dict[str, Any], ...]:
+    """The rows of ``costly_env.yaml`` (``name``, ``costly``, ``effect``, ``source``)."""
+    import yaml
+
+    text = importlib.resources.files("forensics.investigate").joinpath("costly_env.yaml").read_text(encoding="utf-8")
+    return tuple(yaml.safe_load(text)["variables"])
+
+
+def costly_set_now(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Rows of :func:`costly_table` whose variable is set now to a costly value, each with ``value``."""
+    env = os.environ if env is None else env
+    out = []
+    for row in costly_table():
+        value = env.get(row["name"])
+        if value is None or value == "":
+            continue
+        costly = row.get("costly", "any")
+        if costly == "any" or value.strip().upper() in {str(c).upper() for c in costly}:
+            out.append({**row, "value": value})
+    return out
+
+
+def recent_distributions(*, days: float = 14.0, limit: int = 8,
+                         now: float | None = None) -> list[dict[str, str]]:
+    """Distributions whose metadata folder changed in the last ``days`` days, newest first.
+
+    Source: ``importlib.metadata.distributions()`` and the ``st_mtime`` of each one's
+    ``.dist-info`` / ``.egg-info`` folder (pip writes it at install or upgrade). Entries:
+    ``{"name", "version", "installed" (UTC "YYYY-MM-DD HH:MM"), "location"}``.
+    """
+    from importlib import metadata
+
+    cutoff = (now if now is not None else time.time()) - days * 86400
+    seen: dict[str, dict[str, Any]] = {}
+    for dist in metadata.distributions():
+        path = getattr(dist, "_path", None)  # PathDistribution's folder; other finders have none
+        name = (dist.metadata.get("Name") or "") if path is not None else ""
+        if not name or not isinstance(path, Path):
+            continue
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if mtime < cutoff or (key in seen and seen[key]["t"] >= mtime):
+            continue
+        seen[key] = {"t": mtime, "name": name, "version": dist.version or "", "location": str(path.parent),
+                     "installed": dt.datetime.fromtimestamp(mtime, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")}
+    rows = sorted(seen.values(), key=lambda r: -r["t"])[:limit]
+    return [{k: v for k, v in r.items() if k != "t"} for r in rows]
+
+
+def synthetic_baseline(now: Mapping[str, Any], result: dict[str, Any], *, point: CodePoint | None,
+                       source: Mapping[str, Any] | None = None, label: str) -> dict[str, Any]:
+    """A baseline document: ``source`` (the baseline snapshot) or a copy of ``now``, with the step's
+    result measured for it and, for a copy of ``now``, the main repository at ``point.old`` and the
+    reflog cut before the move.
+
+    The copy of ``now`` differs from it only in those fields, so the ledger finds the code change
+    and the measured slowdown and nothing else (the environment is the same by construction).
+    """
+    doc = copy.deepcopy(dict(source if source is not None else now))
+    bench = doc.get("bench") if isinstance(doc.get("bench"), dict) else None
+    if source is None or bench is None:
+        bench = {"schema": "forensics.bench/1", "results": [], "config": {"kind": "user", "remembered": label}}
+    bench["results"] = [r for r in bench.get("results") or [] if isinstance(r, dict)
+                        and r.get("name") != result["name"]] + [result]
+    doc["bench"] = bench
+    doc["label"] = label
+    if source is None and point is not None:
+        rec = main_repo(doc)
+        if rec is not None:
+            rec["head"] = {"sha": point.old}
+            rec["reflog"] = [e for e in rec.get("reflog") or []][point.reflog_index + 1:] \
+                if point.reflog_index >= 0 else []
+    return doc

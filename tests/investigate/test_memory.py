@@ -1,0 +1,192 @@
+"""forensics investigate from where the user stands (issue 25): the baseline the machine remembers, several
+causes accounted for, the cost of the experiments, noisy steps.
+
+The step busy-waits (CPU time) for ``cost.txt`` milliseconds, 1.6x longer when ``CUDA_LAUNCH_BLOCKING=1``
+(a variable of the sourced costly table), and prints ``{"metric": "step_ms", ...}`` lines; the user's
+repository is a throw-away clone whose upstream gets a pull of several commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+STEP = r'''
+import json, os, random, time
+cost = float(open("cost.txt").read())
+factor = 1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0
+rnd = random.Random()
+proc = 1 + rnd.gauss(0, 0.01)
+for _ in range(4):
+    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))
+    t0 = time.process_time()
+    while (time.process_time() - t0) * 1e3 < ms:
+        pass
+    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
+'''
+CMD = f"{sys.executable} step.py"
+GIT_ENV = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@example.com"}
+BASELINE = r'''
+import sys
+from forensics import snapshot as snap
+from forensics.collect import take_snapshot
+from forensics.investigate.measure import Subject, measure_now
+step = Subject("cmd", sys.argv[2])
+doc = take_snapshot(label="baseline", options={"repo": "."},
+                    bench=lambda: measure_now(step, canary=False, canary_options={}, processes=5, budget_s=60)[0])
+snap.save(doc, sys.argv[1])
+'''
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FORENSICS_DEBUG",) and not k.startswith(
+        ("CUDA_", "NCCL_", "TORCH", "PYTORCH_"))}
+    env.update(GIT_ENV)
+    env.update(extra)
+    return env
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=_env()).stdout.strip()
+
+
+def _commit(repo: Path, msg: str, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", msg)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def pulled(tmp_path):
+    """(user clone after a silent pull of 6 commits, the slow commit's sha, the HEAD before the pull)."""
+    up = tmp_path / "upstream"
+    up.mkdir()
+    _git(up, "init", "-q", "-b", "main")
+    _commit(up, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n"})
+    user = tmp_path / "user"
+    subprocess.run(["git", "clone", "-q", str(up), str(user)], check=True, env=_env())
+    old = _git(user, "rev-parse", "HEAD")
+    step = STEP
+    for i in range(2):  # decoys touching the hot file: comments only
+        step += f"# style {i}\n"
+        _commit(up, f"step: style {i}", {"step.py": step})
+    slow = _commit(up, "step: logits in float32", {"cost.txt": "6\n"})
+    for i in range(2, 5):
+        step += f"# style {i}\n"
+        _commit(up, f"step: style {i}", {"step.py": step})
+    _git(user, "pull", "-q")
+    return user, slow, old
+
+
+def investigate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "forensics", "investigate", "--cmd", CMD, "--no-canary", "-q",
+                           "--budget", "5m", *args], cwd=cwd, env=_env(**env), capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.slow
+def test_no_baseline_a_silent_pull_is_bisected_and_confirmed_from_the_reflog(pulled, tmp_path):
+    user, slow, old = pulled
+    before = _tree_hash(user)
+    r = investigate(user, "-o", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.md"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    # the report says first which baseline it used: the HEAD before the pull, measured now in a worktree
+    assert lines[0].startswith(f"baseline: HEAD@{{1}} {old[:7]}, before the pull of "), lines[0]
+    assert "measured now in a private worktree" in lines[0]
+    verdict = next(ln for ln in lines if ln.startswith("Confirmed by experiment"))
+    assert f"{slow[:7]}" in verdict and "logits in float32" in verdict
+    assert "unexplained:" in verdict and "stopped: the residual is within noise" in verdict
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["baseline_source"] == lines[0]
+    assert doc["residual"]["status"] == "within"
+    confirmed = [e for e in doc["experiments"] if e["outcome"] == "confirmed"]
+    assert len(confirmed) == 1 and confirmed[0]["comparison"]["verdict"] == "faster"
+    assert confirmed[0]["share"]["low"] >= 0.5
+    bis = [e for e in doc["experiments"] if e["kind"] == "bisect"]
+    if bis and bis[0]["outcome"] == "confirmed":  # the top suspect was a decoy: the bisect reused both endpoints
+        assert bis[0]["details"]["reused_endpoints"] == {old[:10]: 5, _git(user, "rev-parse", "HEAD")[:10]: 5}
+    # adaptive: a 1.5x change is decided by the first round, 5 processes a side (3 more fresh after a bisect)
+    assert confirmed[0]["details"]["processes_per_side"][0] <= 8
+    assert "**baseline: HEAD@{1}" in (tmp_path / "r.md").read_text()
+    assert _tree_hash(user) == before  # objects, refs, index and files: nothing written in the user's repository
+
+
+@pytest.mark.slow
+def test_a_pull_of_documentation_only_is_no_regression(tmp_path):
+    up = tmp_path / "upstream"
+    up.mkdir()
+    _git(up, "init", "-q", "-b", "main")
+    _commit(up, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n"})
+    user = tmp_path / "user"
+    subprocess.run(["git", "clone", "-q", str(up), str(user)], check=True, env=_env())
+    _commit(up, "docs: say what a timing covers", {"README.md": "Timings are per step.\n"})
+    _git(user, "pull", "-q")
+    r = investigate(user, "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0].startswith("baseline: HEAD@{1}")
+    assert "No regression" in r.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["confirmed"] == [] and doc["experiments"] == []
+
+
+@pytest.mark.slow
+def test_a_costly_variable_is_tested_unset_against_a_remembered_figure(tmp_path):
+    repo = tmp_path / "user"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _commit(repo, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n"})
+    r = investigate(repo, "--expect", "4ms", "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0] == "baseline: --expect 4ms (the value you remember)"
+    assert "Confirmed by experiment: nccl.env: Unsetting CUDA_LAUNCH_BLOCKING (set now, known to cost speed)" \
+        in r.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    env = [e for e in doc["experiments"] if e["kind"] == "environment"]
+    assert env[0]["details"]["known_cost"]["source"].startswith("CUDA C++ Programming Guide")
+    assert doc["regression"]["status"] == "slower"
+
+
+@pytest.mark.slow
+def test_two_causes_each_with_its_share_and_the_residual(pulled, tmp_path):
+    """A baseline snapshot before the pull; then the pull (6 ms from 4) and CUDA_LAUNCH_BLOCKING=1 (x1.6)."""
+    user, slow, old = pulled
+    _git(user, "checkout", "-q", old)
+    base = tmp_path / "before.json"
+    subprocess.run([sys.executable, "-c", BASELINE, str(base), CMD], cwd=user, env=_env(), check=True,
+                   capture_output=True, text=True, timeout=120)
+    _git(user, "checkout", "-q", "main")
+    r = investigate(user, "--baseline", str(base), "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    conf = {e["kind"]: e for e in doc["experiments"] if e["outcome"] == "confirmed"}
+    assert set(conf) in ({"environment", "commit"}, {"environment", "bisect"}), doc["experiments"]
+    env = conf["environment"]
+    code = conf.get("commit") or conf["bisect"]
+    # the commit is tested on top of the confirmed variable (unset on both sides)
+    assert code["details"]["on_top_of"] == ["CUDA_LAUNCH_BLOCKING unset"]
+    # today 9.6 ms, baseline 4 ms: the variable explains (9.6 - 6) / 5.6 = 64%, the commit (6 - 4) / 5.6 = 36%
+    assert 0.45 < env["share"]["point"] < 0.8 and 0.2 < code["share"]["point"] < 0.55
+    assert doc["residual"]["status"] == "within"
+    acc = doc["accounting"]
+    assert acc.startswith("CUDA_LAUNCH_BLOCKING: ") and f"commit {slow[:7]}: " in acc and "unexplained: " in acc
+    assert acc.endswith("stopped: the residual is within noise")
