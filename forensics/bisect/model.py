@@ -97,6 +97,9 @@ class BisectConfig:
     confirm_factor: int = 2
     threshold: float = DEFAULT_THRESHOLD
     good_was: float | None = None
+    free: frozenset[str] = frozenset()
+    """Commits (full shas) whose change has no behaviour (``forensics.diff.commits`` classification): never
+    measured as a midpoint; a range holding only them before a slow commit names that commit."""
     seeds: dict[str, list[float]] = field(default_factory=dict)
     """Per-process samples already measured for some commits (full shas): the caller's measurement of the
     endpoints is reused instead of measured again (``forensics investigate``)."""

@@ -251,7 +251,7 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
             return res
         lo, hi, skipped = 0, len(chain) - 1, set()
         while True:
-            todo = [i for i in range(lo + 1, hi) if i not in skipped]
+            todo = [i for i in range(lo + 1, hi) if i not in skipped and chain[i] not in cfg.free]
             if not todo:
                 break
             mid = min(todo, key=lambda i: (abs(i - (lo + hi) / 2), i))
@@ -282,6 +282,10 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
 def _conclude(cfg: BisectConfig, s: _Session, res: BisectResult, chain: list[str], lo: int, hi: int) -> None:
     """Confirm the culprit against its parent (or the range against the last fast commit)."""
     top = res.repo
+    if hi - lo > 1 and all(c in cfg.free for c in chain[lo + 1:hi]):
+        res.notes.append(f"{plural(hi - lo - 1, 'commit')} between the last fast commit and the culprit change no "
+                         "behaviour and were not measured")
+        lo = hi - 1  # only behaviour-free commits before it: the slow commit is the first that changed behaviour
     culprit, parent = chain[hi], chain[lo]
     res.parent = read_commit(top, parent)
     if hi - lo == 1:

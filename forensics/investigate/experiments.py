@@ -140,7 +140,15 @@ def _finish_ab(ctx: Context, exp: Experiment, a: list[float], b: list[float], *,
     exp.share = share_recovered(ctx.baseline_values(s.name), today if today is not None else a, a, b,
                                 higher_is_better=s.higher_is_better, today_is_a=today is None)
     exp.details["processes_per_side"] = [len(a), len(b)]
-    exp.outcome, exp.reason = decide(exp.comparison, exp.share, min_share=ctx.min_share)
+    rest = None
+    if (ctx.overlay or ctx.reverts) and today is not None:
+        # on top of causes already confirmed, this one is judged on the slowdown they left (side A against the
+        # baseline); its share of the whole slowdown is what the accounting adds up
+        rest = share_recovered(ctx.baseline_values(s.name), a, a, b, higher_is_better=s.higher_is_better)
+        exp.details["share_of_remaining"] = rest.to_json()
+    exp.outcome, exp.reason = decide(exp.comparison, rest or exp.share, min_share=ctx.min_share)
+    if rest is not None:
+        exp.reason += " (shares here are of the slowdown left after " + ", ".join(_on_top(ctx)) + ")"
     sh, c = exp.share, exp.comparison
     moved = (f"{what} brings {'the step' if s.kind == 'cmd' else 'the canary'} from "
              f"{fmt_value(c.a.median, s.unit)} to {fmt_value(c.b.median, s.unit)}")
@@ -151,9 +159,17 @@ def _finish_ab(ctx: Context, exp: Experiment, a: list[float], b: list[float], *,
         part = f"recovers {sh.point:.0%} of the slowdown ({sh.note})"
     else:
         part = sh.note or "share unknown"
+    if rest is not None and rest.point is not None and rest.low is not None:
+        part += f", {rest.point:.0%} ({rest.low:.0%} to {rest.high:.0%}) of what was left after {', '.join(_on_top(ctx))}"
     label = {Outcome.CONFIRMED: "confirmed", Outcome.PARTIAL: "a partial cause", Outcome.REFUTED: "refuted",
              Outcome.INCONCLUSIVE: "inconclusive"}.get(exp.outcome, exp.outcome.value)
     exp.sentence = f"{moved}: {part}; {label}"
+
+
+def _on_top(ctx: Context) -> list[str]:
+    """The interventions already confirmed, in words ("CUDA_LAUNCH_BLOCKING unset", "commit 1a2b3c4d5e taken out")."""
+    return ([f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()]
+            + [f"commit {sha[:10]} taken out" for sha in ctx.reverts])
 
 
 def _hopeless(exp: Experiment, ctx: Context) -> bool:
@@ -328,8 +344,11 @@ class CommitExperiment:
             if len(rc.commits) > 1 and rc.before_sha and rc.after_sha:
                 bis = Experiment(next_id("bisect"), Kind.BISECT, hyp.id,
                                  f"{name}: bisect the {len(rc.commits)} commits {rc.before_sha[:10]}..{rc.after_sha[:10]}")
+                free = _behaviour_free(rc.commits)
                 bis.params.update({"folder": folder, "good": rc.before_sha, "bad": rc.after_sha,
-                                   "depends_on": exp.id, "n": len(rc.commits)})
+                                   "depends_on": exp.id, "n": len(rc.commits) - len(free), "free": free})
+                if free:
+                    bis.details["behaviour_free"] = [sha[:10] for sha in free]
                 bis.command = (f"forensics bisect --repo {shlex.quote(folder or rc.path)} --good {rc.before_sha[:12]} "
                                f"--bad {rc.after_sha[:12]} {hint or '--cmd STEP'} -o bisect.html")
                 if exp.outcome is Outcome.NOT_RUN:
@@ -471,6 +490,23 @@ def measure_revision(ctx: Context, folder: str, sha: str, *, reverts: tuple[str,
     return list(m.samples[key])
 
 
+def _behaviour_free(commits) -> list[str]:
+    """Shas of the commits whose change has no behaviour, by ``forensics.diff.commits.classify`` where that
+    classification exists (else none: every commit may be measured)."""
+    try:
+        from forensics.diff.commits import classify  # type: ignore[attr-defined]
+    except ImportError:
+        return []
+    out = []
+    for c in commits:
+        try:
+            if classify(c).behaviour_free:
+                out.append(c.sha)
+        except Exception:  # noqa: BLE001 - a commit it cannot read is simply measured
+            continue
+    return out
+
+
 class BisectExperiment:
     """Bisect the pulled range when the suspect commit does not explain the slowdown (``forensics bisect``)."""
 
@@ -493,7 +529,8 @@ class BisectExperiment:
         good, bad = exp.params["good"], exp.params["bad"]
         seeds = {c: ctx.seed(c) for c in (good, bad) if ctx.seed(c)}
         cfg = BisectConfig(exp.params["folder"], good, bad, _spec(ctx), processes=max(5, min(ctx.processes, 8)),
-                           threshold=ctx.threshold, confirm_factor=0, seeds=seeds)
+                           threshold=ctx.threshold, confirm_factor=0, seeds=seeds,
+                           free=frozenset(exp.params.get("free") or ()))
         exp.details["reused_endpoints"] = {c[:10]: len(v) for c, v in seeds.items()}
 
         def on_process(sha, value):

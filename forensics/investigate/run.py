@@ -250,7 +250,8 @@ def investigate(s: Settings, on_event: EventFn | None = None,
     if baseline is None:
         from forensics.investigate.hardware import judge_alone
 
-        if step is not None and not _has_canary(now) and s.canary and importlib.util.find_spec("torch") is not None:
+        if step is not None and not _has_canary(now) and s.canary and not s.plan_only \
+                and importlib.util.find_spec("torch") is not None:
             _add_canary(now, s, notes, emit)  # nothing remembered either: judge the hardware, as without --cmd
         inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
         if s.plan_only:
@@ -342,6 +343,10 @@ def _remember(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None,
                                 "--higher-is-better for a throughput metric, or --expect in ms)")
         values = [value]
         parts.append(f"--expect {s.expect} (the value you remember)")
+    if point is not None and s.plan_only:
+        notes.append(f"--plan: the baseline would be {point.sentence()}, measured in a private worktree "
+                     f"({s.processes} processes or more, about {s.processes * step.process_s:.0f} s); nothing was run")
+        return None
     if point is not None:
         ctx = Context({}, now, None, step, True, processes=s.processes, threshold=s.threshold, deadline=deadline,
                       max_processes=max(s.max_processes, s.processes),
@@ -602,8 +607,9 @@ def _beyond(inv: Investigation) -> bool:
 
 
 def _interventions(ctx: Context) -> list[str]:
-    return ([f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()]
-            + [f"commit {sha[:10]} reverted" for sha in ctx.reverts])
+    from forensics.investigate.experiments import _on_top
+
+    return _on_top(ctx)
 
 
 def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -> None:
