@@ -146,7 +146,8 @@ def _print(inv, outputs: list[Path]) -> None:
 @click.command()
 @click.option("--baseline", type=click.Path(path_type=Path), metavar="BEFORE.json",
               help="A snapshot from when it was fast (forensics snapshot --bench [--bench-cmd STEP]). Without it, "
-                   "this machine is judged against what its hardware should give.")
+                   "with --cmd: the baseline this machine remembers (the HEAD before the last pull, --since, "
+                   "--expect); without --cmd: this machine against what its hardware should give.")
 @click.option("--cmd", metavar="STEP", help='Your step: a command printing {"metric": "step_ms", "value": 19.3} lines '
               "(the same one the baseline measured with --bench-cmd).")
 @click.option("--callable", "target", metavar="MOD:FN", help="Your step as a Python callable, timed in fresh processes.")
@@ -202,6 +203,15 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
     cap, a PCIe link), swaps a package back from --wheelhouse. "Confirmed"
     means the A/B shows it with the statistics of 'forensics bench compare' and
     it recovers the --explains share of the slowdown.
+
+    Without --baseline (or with one that did not measure the step), the
+    baseline is what this machine remembers: the HEAD before the last pull in
+    the reflog (or --since REV), measured now in a private worktree, or the
+    value you remember (--expect 19ms); variables known to cost speed are
+    tested unset when set. After each confirmed cause, today with every
+    confirmed intervention applied is compared with the baseline, and the
+    next suspects are tested on top while that residual is beyond the
+    threshold; the verdict gives each cause's share and the unexplained part.
 
     Exit codes: 0 no regression, 1 regression explained (a cause confirmed),
     3 regression not explained, 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
