@@ -378,6 +378,47 @@ def _condition(key: str, want: Any, after: Mapping[str, Any], implicated: set[st
     return None if check is None else check(want if isinstance(want, list) else [want], after, implicated)
 
 
+def _nvlink_states(doc: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """GPU label -> (active, inactive) NVLink links (gpu probe, nvmlDeviceGetNvLinkState per link)."""
+    out = {}
+    for g in _gpus(_data(doc, "gpu")):
+        nv = g.get("nvlink") if isinstance(g, dict) else None
+        links = nv.get("links") if isinstance(nv, dict) and not is_missing(nv) else None
+        if isinstance(links, dict):
+            states = [e.get("state") for e in links.values() if isinstance(e, dict)]
+            out[f"GPU {g.get('index')}"] = (states.count("active"), states.count("inactive"))
+    return out
+
+
+def _links_inactive(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """Some of a GPU's NVLinks inactive beside active ones in AFTER, not so in BEFORE ("" otherwise)."""
+    b, a = _nvlink_states(before), _nvlink_states(after)
+    hit = [f"{gpu}: {act} active, {ina} inactive" for gpu, (act, ina) in sorted(a.items())
+           if act and ina and not (b.get(gpu, (0, 0))[1] >= ina)]
+    return ("NVLink links newly inactive beside active ones (" + "; ".join(hit) + ")") if hit else ""
+
+
+def _acs_redirect(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """ACS with request/completion redirect on a bridge above a GPU in AFTER ("" otherwise)."""
+    bridges = []
+    for g in _gpus(_data(after, "gpu")):
+        pt = g.get("pci_topology") if isinstance(g, dict) else None
+        for br in (pt.get("bridges") or []) if isinstance(pt, dict) and not is_missing(pt) else []:
+            acs = br.get("acs") if isinstance(br, dict) else None
+            if isinstance(acs, dict) and not is_missing(acs) and acs.get("redirect"):
+                bridges.append(f"{br.get('bdf')} ACSCtl {acs.get('control')}")
+    return ("PCIe ACS redirect enabled above the GPUs (" + ", ".join(sorted(set(bridges))) + ")") if bridges else ""
+
+
+STATE_MATCHERS: dict[str, tuple[str, Any]] = {
+    "nvlink": ("gpu.topology", _links_inactive),    # some-links-inactive: gpu.gpus.*.nvlink.links.*.state
+    "pcie_acs": ("gpu.topology", _acs_redirect),    # enabled: gpu.gpus.*.pci_topology.bridges.*.acs.redirect
+}
+"""``gpu_state``/``host_setting`` match keys -> (the hypothesis a match adds evidence to, a check on the
+snapshots' own fields returning the "what" line or ""). ``binding`` (far NUMA node) has none: the
+``host.numa`` judge compares each rank's binding with its GPU's node itself."""
+
+
 @dataclass
 class Match:
     """One catalog entry that fits the change.
@@ -471,8 +512,16 @@ def match(before: Mapping[str, Any], after: Mapping[str, Any], implicated: set[s
                 continue
             label = pkg or {"nccl": "NCCL", "cuda": "CUDA runtime", "torch": "torch", "driver": "driver"}[comp]
             what = f"{label} {vb} -> {va}"
+        elif comp in ("gpu_state", "host_setting"):
+            found = [(k, STATE_MATCHERS.get(str(k))) for k in m]
+            if not found or any(check is None for _, check in found):
+                continue  # a state no snapshot field shows (binding: the host.numa judge carries it)
+            whats = [check[1](before, after) for _, check in found]
+            if not all(whats):
+                continue
+            hyp, what = found[0][1][0], "; ".join(whats)
         else:
-            continue  # host_setting (binding) and gpu_state: no matcher yet; their judges carry the facts
+            continue
         if not what or hyp not in implicated:
             continue
         unchecked, dropped = [], False

@@ -67,3 +67,15 @@ def test_the_bridge_pairs_entry_matches_without_unchecked_conditions():
     a = analyse(snap.load(ROOT / "examples" / "incidents" / "nccl-2.16.2-bridge-pairs" / "before.json"), PAIRS)
     hit = [k for h in a.hypotheses for k in h.known_issues if k["id"] == "nccl-2.16.2-pcie-nvlink-bridge-pairs"]
     assert hit and hit[0]["unchecked"] == [] and hit[0]["factor"] == 3.0
+
+
+def test_gpu_state_entries_match_on_the_snapshots_own_state():
+    from forensics.diff.ledger import analyse
+
+    case = ROOT / "tests" / "fixtures" / "cases" / "case22_nvlink_links_inactive"
+    before, after = snap.load(case / "before.json"), snap.load(case / "after.json")
+    hit = [k for h in analyse(before, after).hypotheses for k in h.known_issues]
+    assert [(k["id"], k["hypothesis"], k["possible"]) for k in hit] == [("nvlink-links-inactive", "gpu.topology", False)]
+    assert "GPU 0: 12 active, 6 inactive" in hit[0]["what"]
+    assert [k for h in analyse(before, snap.load(case / "before.json")).hypotheses for k in h.known_issues] == []
+    assert known.STATE_MATCHERS["pcie_acs"][1](before, after) == ""  # no ACS recorded on the H200 pair
