@@ -675,7 +675,8 @@ def _pct_range(share) -> str:
 def accounting(inv: Investigation) -> str:
     """``CUDA_LAUNCH_BLOCKING: 69% (68% to 74%); commit ebecb14: 30% (25% to 36%); unexplained: 1% (-4% to 6%);
     stopped: the residual is within noise`` ("" before any cause is confirmed)."""
-    conf = inv.confirmed
+    narrowed = {e.params.get("depends_on") for e in inv.confirmed}  # a group whose one-by-one A/Bs said which
+    conf = [e for e in inv.confirmed if e.id not in narrowed]
     if not conf:
         return ""
     parts = [f"{_cause_name(e)}: {_pct_range(e.share)}" for e in conf]
@@ -704,7 +705,9 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         return (f"Could not tell whether it got slower: {inv.regression_sentence.removeprefix('could not tell whether the step got slower: ')}; no experiment was run"
                 + ("." if unmeasured else ": rerun with more processes (--snapshot-processes) on a quieter machine."),
                 EXIT_INCONCLUSIVE)
-    conf = sorted(inv.confirmed, key=lambda e: len(e.params.get("restore") or {}))  # one variable before a group
+    # one variable before a group; among causes accounted together, the largest share of the slowdown first
+    conf = sorted(inv.confirmed, key=lambda e: (len(e.params.get("restore") or {}) > 1,
+                                                -(e.share.point if e.share and e.share.point is not None else 0)))
     if conf:
         head = conf[0]
         also = [e for e in conf[1:]]
