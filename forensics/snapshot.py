@@ -10,6 +10,10 @@ Format (``docs/snapshot-format.md`` documents every field)::
      "bench": null}
 
 JSON by default, YAML when the file name ends in ``.yaml``/``.yml``.
+
+A snapshot built from pasted texts (``source: imported``, by :mod:`forensics.importers`) is told
+apart by :func:`is_imported` and named by :func:`describe_import`, here in the core so that the diff
+and the renderers read them without importing the importers.
 """
 
 from __future__ import annotations
@@ -227,3 +231,42 @@ def load(path: Path | str) -> dict[str, Any]:
     """
     path = Path(path)
     return validate(docfile.read_document(path), path)
+
+
+# --- snapshots built from pasted texts (``forensics import``): how every reader tells and names them ---
+
+IMPORTED = "imported"
+"""The ``source`` of a snapshot built from pasted texts by :mod:`forensics.importers`."""
+
+FORMAT_LABELS = {
+    "collect-env": "collect_env",
+    "vllm": "vllm collect-env",
+    "sglang": "sglang check_env",
+    "nvidia-smi": "nvidia-smi",
+    "nvidia-smi-q": "nvidia-smi -q",
+    "nvidia-smi-xml": "nvidia-smi -q -x",
+    "pip": "pip list",
+}
+"""Format id of an imported part -> the name a reason line or a header uses ("not in collect_env output")."""
+
+
+def is_imported(doc: dict[str, Any]) -> bool:
+    """True for a snapshot built from a pasted text (``source: imported``)."""
+    return doc.get("source") == IMPORTED
+
+
+def describe_import(doc: dict[str, Any]) -> str:
+    """"imported from ticket.txt (collect_env, vllm collect-env 0.8.5)" for report headers and listings,
+    from the document's ``import`` section (``files``, ``parts[].format``, ``parts[].tool_version``);
+    "" for a snapshot taken on a machine."""
+    if not is_imported(doc):
+        return ""
+    imp = doc.get("import") or {}
+    parts = []
+    for p in imp.get("parts") or []:
+        s = FORMAT_LABELS.get(p.get("format"), str(p.get("format")))
+        if p.get("tool_version"):
+            s += f" {p['tool_version']}"
+        parts.append(s)
+    files = ", ".join(imp.get("files") or [])
+    return f"imported from {files or 'a text'} ({', '.join(parts) or 'no part'})"

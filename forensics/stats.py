@@ -43,6 +43,9 @@ MIN_PROCESSES = 3
 DEFAULT_ALPHA = 0.01
 DEFAULT_THRESHOLD = 0.05
 MIN_NOISE_BAND = 0.01
+REACHABLE_PROCESSES = 50
+"""More fresh processes a side than this (:attr:`Comparison.processes_needed`) is no advice worth giving:
+fix the noise instead. Read by ``bench compare``'s and bisect's advice."""
 """``same`` needs the CI inside +-max(2 x A/A floor, this): 1%, the size of real nightly-to-nightly regressions."""
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from forensics.bench.config import CanaryConfig
 from forensics.errors import BadInputError, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
-from forensics.stats import Comparison, Verdict, compare
+from forensics.stats import REACHABLE_PROCESSES, Comparison, Verdict, compare
 
 from forensics.gpu.readings import THROTTLE_REASONS as THROTTLE_KEYS  # noqa: E402  (one list of throttling reasons)
 
@@ -287,10 +287,6 @@ def method_changes(ra: dict[str, dict], rb: dict[str, dict], names: list[str],
                        "time a CUDA graph replay hides, while the matmul, copy and all-reduce components are "
                        "measured alike on both sides")
     return out
-
-
-REACHABLE_PROCESSES = 50
-"""More fresh processes a side than this is no advice worth giving: fix the noise instead."""
 
 
 def more_processes_advice(reason: str, needed: int) -> str:

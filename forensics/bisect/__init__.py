@@ -6,6 +6,6 @@ worktree) and ``worktree`` (temporary git worktrees; never touches the
 user's checkout). Rendering of bisect documents lives in
 ``forensics.render.bisect``.
 
-May import the core (``errors``, ``stats``, ``hypotheses``, ``procgroup``,
-``gitio``, ``docfile``) and ``forensics.step``; never ``cli``, ``render`` or a probe.
+May import the core (``gitio`` for every git command, ``stats``, ``words``...)
+and ``forensics.step``; never ``bench``, ``cli``, ``render`` or a probe.
 """

@@ -39,9 +39,8 @@ from forensics.bisect.model import (BisectConfig, BisectResult, CommitClass, Com
                                     StepExit)
 from forensics.errors import BadInputError
 from forensics.hypotheses import HYPOTHESES
-from forensics.stats import Comparison, Verdict, compare as _stats_compare
-from forensics.bench.compare import REACHABLE_PROCESSES
-from forensics.render.words import plural
+from forensics.stats import REACHABLE_PROCESSES, Comparison, Verdict, compare as _stats_compare
+from forensics.words import plural
 from forensics.bisect.worktree import WorktreePool, diff_stat, resolve_range
 from forensics.gitio import Commit, git, read_commit
 

@@ -8,7 +8,7 @@ Exit codes (DESIGN section 12): 0 ok / no regression, 1 regression found,
 141 when the reader of the output went away (``| head``), quietly.
 
 Owns the commands (``snapshot``, ``show``, ``probes``, ``env``, ``diff``, ``bench``,
-``bisect``/``bisect-step``, ``fleet``, ``investigate``), the error boundary and console (``common``) and the
+``bisect``/``bisect-step``, ``fleet``, ``investigate``, ``importer``: ``forensics import``), the error boundary and console (``common``) and the
 shared click types (``types``: finite numbers, ``OUTPUT_FILE``). May import
 every other package; nothing imports ``cli`` except ``__main__`` and ``demo``.
 """

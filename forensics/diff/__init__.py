@@ -3,10 +3,12 @@
 Owns ``changes`` (the generic field-by-field diff of two snapshots),
 ``ledger`` (runs each probe's judge, handles probes with data on one side
 only, ranks hypotheses, builds the report document), ``commits`` (commits
-between two git HEADs, attached as evidence to ``code.change``) and
-``hotpaths`` (which changed files are on a step's hot path).
+between two git HEADs, attached as evidence to ``code.change``),
+``hotpaths`` (which changed files are on a step's hot path), ``evidence``
+(the scoring table that ranks causes), ``causes`` (which finding explains
+which), ``known`` (matching the known-issues catalog) and ``layers`` (versions
+that change together; CUDA libraries shipped as wheels).
 
-May import the core (``forensics.model``, ``probe``, ``registry``,
-``hypotheses``, ``stats``, ``errors``, ``snapshot``, ``docfile``, ``gitio``) and
+May import the core (``gitio`` for the commit list, ``words``, ``snapshot``...) and
 ``forensics.bench.effect``; never a probe by name, never ``render`` or ``cli``.
 """

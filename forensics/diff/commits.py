@@ -41,7 +41,7 @@ from typing import Any, Mapping
 
 from forensics.errors import BadInputError
 from forensics.gitio import Commit, GitError, git, read_commits, succeeds
-from forensics.render.words import plural
+from forensics.words import plural
 from forensics.model import Finding, HypothesisStatus, Severity
 from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, category_weight, load_hot_paths  # noqa: F401
 

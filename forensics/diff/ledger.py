@@ -185,7 +185,7 @@ class Analysis:
 
 
 def _meta(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
-    from forensics.importers import describe
+    from forensics.snapshot import describe_import as describe
 
     probes = doc.get("probes") or {}
     return {"file": name, "label": doc.get("label", ""), "created": doc.get("created", ""),

@@ -15,6 +15,9 @@ Modules (documented in ``docs/fleet.md``):
 - ``report``: the data objects of a fleet report; ``render`` and ``prom`` print them.
 - ``compare``: two fleet files: what changed fleet-wide and what on a few nodes.
 - ``synth``: a synthetic fleet built from real snapshots, for tests and ``make bench``.
+- ``snapshot``: one rank's part of ``forensics fleet snapshot``, and rank 0's gather.
 
-Nothing here is imported by the single-machine commands.
+May import the core, ``forensics.bench`` (the canary's sizes and worker, for ``rankbench``),
+``forensics.env`` (the workers' record) and ``forensics.gpu``; never ``diff``, ``render``,
+``cli`` or a probe. Nothing here is imported by the single-machine commands.
 """

@@ -14,7 +14,10 @@ Public entry points:
   and the fleet report use it, so nobody has to import first);
 - :func:`is_imported` -- whether a loaded snapshot came from a text.
 
-May import the core (``forensics.model``, ``errors``, ``redact``, ``snapshot``, ``docfile``);
+Shared by the parsers: :mod:`.common` (the parsed part, value parsers) and :mod:`.gpu_record`
+(one GPU of ``nvidia-smi -q``, text or XML, in the ``gpu`` probe's shape).
+
+May import the core (``forensics.snapshot`` holds how an imported snapshot is told and named);
 never a probe, ``diff``, ``render`` or ``cli``. The data it writes follows the probes' documented
 shapes (docs/snapshot-format.md, docs/gpu-probe.md) without importing them.
 """
@@ -29,6 +32,7 @@ from forensics.importers import collect_env, nvidia_smi, nvidia_smi_q, nvidia_sm
 from forensics.importers.assemble import SOURCE, build
 from forensics.importers.common import Part
 from forensics.importers.detect import FORMATS, Span, decode, family, parts_of
+from forensics.snapshot import describe_import as describe, is_imported  # noqa: F401  (in the core: every reader of snapshots)
 
 __all__ = ["FORMATS", "import_files", "import_text", "load", "is_imported", "looks_like_snapshot"]
 
@@ -161,23 +165,3 @@ def load(path: Path | str) -> dict[str, Any]:
     return import_files([path])
 
 
-def is_imported(doc: dict[str, Any]) -> bool:
-    """True for a snapshot built from a pasted text (``source: imported``)."""
-    return doc.get("source") == SOURCE
-
-
-def describe(doc: dict[str, Any]) -> str:
-    """"collect_env, nvidia-smi (vLLM 0.8.5) from ticket.txt" for report headers; "" for a real snapshot."""
-    if not is_imported(doc):
-        return ""
-    from forensics.importers.common import FORMAT_LABELS
-
-    imp = doc.get("import") or {}
-    parts = []
-    for p in imp.get("parts") or []:
-        s = FORMAT_LABELS.get(p.get("format"), str(p.get("format")))
-        if p.get("tool_version"):
-            s += f" {p['tool_version']}"
-        parts.append(s)
-    files = ", ".join(imp.get("files") or [])
-    return f"imported from {files or 'a text'} ({', '.join(parts) or 'no part'})"

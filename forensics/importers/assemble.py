@@ -25,8 +25,9 @@ from forensics import __version__
 from forensics.importers.common import FORMAT_LABELS, Part, merge_into, not_recorded
 from forensics.model import ProbeStatus, is_missing, is_unrecorded
 from forensics.redact import Redactor
+from forensics.snapshot import IMPORTED
 
-SOURCE = "imported"
+SOURCE = IMPORTED
 
 _TEMPLATES: dict[str, dict[str, Any]] = {
     "software": {"python": ("version", "implementation", "executable"), "packages": None, "editable": None,

@@ -15,17 +15,7 @@ from typing import Any
 
 from forensics.model import MissingReason, is_missing, missing
 from forensics.readers import normalise  # noqa: F401  (re-exported to the importers)
-
-FORMAT_LABELS = {
-    "collect-env": "collect_env",
-    "vllm": "vllm collect-env",
-    "sglang": "sglang check_env",
-    "nvidia-smi": "nvidia-smi",
-    "nvidia-smi-q": "nvidia-smi -q",
-    "nvidia-smi-xml": "nvidia-smi -q -x",
-    "pip": "pip list",
-}
-"""Format id -> the name a reason line uses ("not in collect_env output")."""
+from forensics.snapshot import FORMAT_LABELS  # noqa: F401  (one table, in the core: readers of snapshots name the parts)
 
 TOOLS = {
     "collect-env": "python -m torch.utils.collect_env",

@@ -6,7 +6,8 @@ estimates), ``experiments`` (one class per experiment kind: environment
 restore, suspect commit, bisect, re-measure, package overlay), ``decide`` (the
 confirm / refute rule and the share of the slowdown recovered), ``measure``
 (the snapshot's benchmark and the interleaved A/B sides), ``hardware`` (no
-baseline: this machine against the figures in ``ceilings.yaml``) and
+baseline: this machine against the figures in ``ceilings.yaml``), ``memory``
+(the baseline the machine remembers when ``--baseline`` is missing) and
 ``model`` (its dataclasses and enums). The report lives in
 ``forensics.render.investigate``.
 

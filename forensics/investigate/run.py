@@ -45,7 +45,7 @@ from forensics.investigate.measure import (CANARY_RESULT, MAX_PROCESSES, Subject
 from forensics.investigate.model import Experiment, Kind, Outcome, Regression
 from forensics.investigate.memory import main_repo
 from forensics.investigate.plan import build_plan
-from forensics.render.words import plural
+from forensics.words import plural
 from forensics.stats import Verdict
 
 EventFn = Callable[..., None]

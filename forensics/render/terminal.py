@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.render.words import plural
+from forensics.words import plural
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -61,8 +61,8 @@ def print_snapshot_summary(doc: dict[str, Any], detail: bool = False, stream=Non
     out.line(f"{out.style('snapshot', 'bold')} {clean(label)}  {clean(doc.get('created', ''))}  "
              f"host {clean(machine.get('hostname', '?'))}  forensics {clean(tool.get('version', '?'))}")
     imported = ""
-    if doc.get("source"):  # only a snapshot built from a pasted text has one; the importers load only then
-        from forensics.importers import describe
+    if doc.get("source"):  # only a snapshot built from a pasted text has one
+        from forensics.snapshot import describe_import as describe
 
         imported = describe(doc)
     if imported:

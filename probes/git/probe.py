@@ -55,7 +55,7 @@ from forensics.gitio import Calls, GitError
 from forensics_probes.git.read import (dirty_stat, parse_head, parse_remotes, parse_status_v2, shown, parse_submodules,
                                        worktree_fields)
 from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
-from forensics.render.words import plural
+from forensics.words import plural
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics.readers import read_text
 

@@ -16,7 +16,7 @@ from forensics.gpu.readings import HW_REASONS
 from forensics.model import HypothesisStatus, Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.probe import JudgeContext, ProbeResult
 from forensics_probes.gpu.load import judge_memory, judge_spin
-from forensics.render.words import plural
+from forensics.words import plural
 from forensics_probes.gpu.state import judge_state
 from forensics_probes.gpu.views import (View, get, gpus_of, idle_state, instant_busy, label, match_gpus, not_held,
                                        num, unheld_summary,

@@ -405,7 +405,7 @@ def test_15_untracked_files_only_are_not_called_zero_modified_files(tmp_path):
 
 
 def test_15_one_suspect_one_round(tmp_path):
-    from forensics.render.words import plural
+    from forensics.words import plural
 
     assert plural(1, "suspect") == "1 suspect" and plural(2, "suspect") == "2 suspects"
     assert plural(1, "round") == "1 round" and plural(0, "process", "processes") == "0 processes"

@@ -1,4 +1,5 @@
-"""The package layout's rules: no import cycles, and the core knows no probe, command or renderer."""
+"""The package layout's rules: every import (lazy ones included) within the table of allowed imports,
+no import cycles between modules or between packages, and each package's ``__init__`` lists its modules."""
 
 from __future__ import annotations
 
@@ -29,7 +30,14 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            elif isinstance(node, ast.ImportFrom) and node.level:  # relative: resolved against this module
+                base = name.split(".")[:len(name.split(".")) - node.level + (path.name == "__init__.py")]
+                module = ".".join(base + ([node.module] if node.module else []))
+                subs = [f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in modules]
+                found.update(subs)
+                if len(subs) < len(node.names):
+                    found.add(module)
+            elif isinstance(node, ast.ImportFrom) and node.module:
                 subs = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules]
                 found.update(subs)  # "from pkg import submodule" imports the submodule
                 if len(subs) < len(node.names):
@@ -74,3 +82,119 @@ def test_the_core_imports_no_probe_command_or_renderer():
     bad = {m: sorted(d for d in edges[m] if d.startswith("forensics_probes") or d.split(".")[1:2] in (["cli"], ["render"]))
            for m in core}
     assert {m: d for m, d in bad.items() if d} == {}
+
+
+# --- the table ----------------------------------------------------------------------------------------
+
+CORE = "core"
+"""The core: the modules directly in ``forensics/`` (probe contract, registry, runner, snapshot, model,
+errors, stats, redact, procgroup, gitio, words ...)."""
+
+ENTRY_POINTS = ("forensics.__main__", "forensics.demo")
+"""Modules of the core folder that start the command line; they count as ``forensics.cli``."""
+
+ALLOWED: dict[str, set[str]] = {
+    CORE: set(),
+    "forensics.gpu": {"forensics.model"},
+    "forensics.step": {"forensics.errors", "forensics.procgroup"},
+    "forensics.env": {"forensics.model", "forensics.procgroup", "forensics.redact", "forensics.errors",
+                      "forensics.hypotheses", "forensics.gpu.pci"},
+    "forensics.importers": {CORE},
+    "forensics.bench": {CORE, "forensics.gpu", "forensics.step"},
+    "forensics.diff": {CORE, "forensics.bench.effect"},
+    "forensics.bisect": {CORE, "forensics.step"},
+    "forensics.investigate": {CORE, "forensics.diff", "forensics.bench", "forensics.step", "forensics.bisect"},
+    "forensics.fleet": {CORE, "forensics.bench", "forensics.env", "forensics.gpu"},
+    "forensics.render": {CORE, "forensics.env.judge", "forensics.env.entries", "forensics.diff", "forensics.bench",
+                         "forensics.bisect", "forensics.fleet", "forensics.investigate"},
+    "forensics.cli": {CORE, "forensics.gpu", "forensics.step", "forensics.env", "forensics.importers", "forensics.bench",
+                      "forensics.diff", "forensics.bisect", "forensics.investigate", "forensics.fleet",
+                      "forensics.render"},
+    "forensics_probes": {CORE, "forensics.env"},  # host, software, nccl_env (nccl_env reads forensics.env)
+    "forensics_probes.git": {CORE},
+    "forensics_probes.gpu": {CORE, "forensics.gpu"},
+    "forensics_probes.libs": {CORE},
+}
+"""Package -> what its modules may import, from what each package's ``__init__`` says (keep the two in step).
+
+A package may always import its own modules. An entry is :data:`CORE` (any core module), a package (any of
+its modules), or one module (``forensics.model``, ``forensics.bench.effect``: that one only)."""
+
+
+def package_of(module: str) -> str:
+    """The table's key for a module: :data:`CORE`, ``forensics.<sub>`` or ``forensics_probes[.<probe>]``."""
+    if module in ENTRY_POINTS:
+        return "forensics.cli"
+    parts = module.split(".")
+    if parts[0] == "forensics_probes":
+        return ".".join(parts[:2]) if len(parts) > 1 and ".".join(parts[:2]) in ALLOWED else "forensics_probes"
+    return f"forensics.{parts[1]}" if len(parts) > 1 and f"forensics.{parts[1]}" in ALLOWED else CORE
+
+
+def _allowed(target: str, entries: set[str]) -> bool:
+    pkg = package_of(target)
+    return any(pkg == e or target == e or target.startswith(e + ".") for e in entries)
+
+
+def outside_the_table(edges: dict[str, set[str]]) -> list[str]:
+    """``"importer -> imported"`` for every import the table does not allow."""
+    return sorted(f"{m} -> {d}" for m, deps in edges.items() for d in deps
+                  if package_of(d) != package_of(m) and not _allowed(d, ALLOWED[package_of(m)]))
+
+
+def test_every_import_is_in_the_table():
+    edges = _imports(_modules())
+    assert set(map(package_of, edges)) == set(ALLOWED)  # a new package needs its row
+    assert outside_the_table(edges) == []
+
+
+def test_the_table_check_fails_on_an_import_outside_it():
+    """The check can fail: a renderer imported by the diff, a probe by the core, the diff by a probe."""
+    edges = _imports(_modules())
+    edges["forensics.diff.commits"] = edges["forensics.diff.commits"] | {"forensics.render.report"}
+    edges["forensics.snapshot"] = edges["forensics.snapshot"] | {"forensics_probes.gpu.probe"}
+    edges["forensics_probes.git.probe"] = edges["forensics_probes.git.probe"] | {"forensics.diff.commits"}
+    assert outside_the_table(edges) == ["forensics.diff.commits -> forensics.render.report",
+                                        "forensics.snapshot -> forensics_probes.gpu.probe",
+                                        "forensics_probes.git.probe -> forensics.diff.commits"]
+
+
+def test_no_package_cycles():
+    edges = _imports(_modules())
+    pkg_edges: dict[str, set[str]] = {p: set() for p in ALLOWED}
+    for m, deps in edges.items():
+        pkg_edges[package_of(m)] |= {package_of(d) for d in deps} - {package_of(m)}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node, stack):
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(pkg_edges[node]):
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(pkg_edges):
+        if node not in state:
+            visit(node, [])
+    assert cycles == []
+
+
+def test_every_package_init_lists_its_modules():
+    """Each ``__init__`` docstring names every module and sub-folder of its package (as ``name``,
+    :mod:`.name` or ``name/``), so a new contributor finds what lives where from the docstring."""
+    import re
+
+    missing = {}
+    for folder in sorted({p.parent for f in PACKAGES.values() for p in f.rglob("__init__.py")}):
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+        owned = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+        owned += [p.name for p in folder.iterdir() if p.is_dir() and any(p.glob("*.py"))]
+        gone = sorted(n for n in owned if not re.search(rf"[`.]{re.escape(n)}[`/]", doc))
+        if gone:
+            missing[str(folder.relative_to(ROOT))] = gone
+    assert missing == {}

@@ -1,7 +1,8 @@
 """Counted nouns for every sentence forensics prints: "1 suspect", "2 rounds", "0 processes".
 
-Dependency-free, so renderers, judges and progress lines can all use it
-instead of writing "file(s)" or a bare "s".
+In the core and dependency-free, so every package that words a sentence (the diff, bisect,
+investigate, the probes' judges, the renderers) can use it instead of writing "file(s)" or a
+bare "s", without reaching into ``render``.
 """
 
 from __future__ import annotations
