@@ -100,3 +100,23 @@ def test_the_user_s_hooks_and_git_dir_do_not_reach_our_git(tmp_path, monkeypatch
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))  # an inherited GIT_DIR must not redirect us
     assert git(repo, "rev-parse", "--show-toplevel") == str(repo)
     assert git(repo, "config", "core.hooksPath") == "/dev/null"
+
+
+def test_gitio_is_the_only_place_that_starts_git_and_defines_its_error_and_commit():
+    """Issue 27: one door to git. A list or tuple literal starting with "git" (an argv) anywhere else in
+    forensics or the built-in probes, or another GitError or commit-record class, fails here."""
+    import ast
+
+    from tests.conftest import ROOT
+
+    argv, classes = [], []
+    for path in [*(ROOT / "forensics").rglob("*.py"), *(ROOT / "probes").rglob("*.py")]:
+        rel = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.List, ast.Tuple)) and node.elts and isinstance(node.elts[0], ast.Constant) \
+                    and node.elts[0].value == "git":
+                argv.append(rel)
+            if isinstance(node, ast.ClassDef) and (node.name == "GitError" or node.name in ("Commit", "CommitInfo")):
+                classes.append(f"{rel}:{node.name}")
+    assert argv == ["forensics/gitio.py"]
+    assert sorted(classes) == ["forensics/gitio.py:Commit", "forensics/gitio.py:GitError"]
