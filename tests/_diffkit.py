@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +32,18 @@ def write(path: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "Dev One", "GIT_AUTHOR_EMAIL": "dev@example.invalid",
-           "GIT_COMMITTER_NAME": "Dev One", "GIT_COMMITTER_EMAIL": "dev@example.invalid",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
-
-
 def git(cwd: Path, *args: str) -> str:
-    env = dict(os.environ, **GIT_ENV)
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+    """:func:`tests.conftest.git`, its output stripped."""
+    from tests.conftest import git as run_git
+
+    return run_git(cwd, *args).strip()
 
 
 def commit_file(repo: Path, rel: str, text: str, message: str) -> str:
-    path = repo / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    git(repo, "add", rel)
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
+    """Write one file and commit it (:func:`tests.conftest.commit`); returns the new HEAD's id."""
+    from tests.conftest import commit
+
+    return commit(repo, {rel: text}, message)
 
 
 def repo_data(path: Path) -> dict[str, Any]:

@@ -32,13 +32,48 @@ def run_cli(*args: str, cwd: str | Path | None = None, env: dict | None = None, 
                           capture_output=True, text=True, timeout=timeout)
 
 
+GIT_ENV = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
+"""A fixed identity, and none of this machine's git configuration (hooks, aliases, templates)."""
+
+
 def git(cwd: Path, *args: str, env: dict | None = None) -> str:
-    """Run git in ``cwd`` with a fixed identity; returns stdout."""
-    full_env = dict(os.environ, GIT_AUTHOR_NAME="Test", GIT_AUTHOR_EMAIL="t@example.invalid",
-                    GIT_COMMITTER_NAME="Test", GIT_COMMITTER_EMAIL="t@example.invalid")
+    """Run git in ``cwd`` with :data:`GIT_ENV` (and ``env`` on top); returns stdout as git printed it."""
+    full_env = dict(os.environ, **GIT_ENV)
     if env:
         full_env.update(env)
     return subprocess.run(["git", *args], cwd=cwd, env=full_env, check=True, capture_output=True, text=True).stdout
+
+
+def commit(repo: Path, files: dict[str, str], message: str, env: dict | None = None) -> str:
+    """Write ``files`` ({relative path: text}) into ``repo``, commit them all; returns the new HEAD's id."""
+    for rel, text in files.items():
+        path = repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "add", "--", *files, env=env)
+    git(repo, "commit", "-q", "--allow-empty", "-m", message, env=env)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None, message: str = "first", branch: str = "main") -> Path:
+    """A throw-away repository at ``path`` (created) on ``branch``, with ``files`` as its first commit.
+
+    ``files`` None: no commit at all (a repository with an unborn branch).
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", branch)
+    if files is not None:
+        commit(path, files, message)
+    return path
+
+
+@pytest.fixture
+def git_repo(tmp_path):
+    """Factory of throw-away repositories under ``tmp_path``: ``git_repo("name", {"a.py": "x = 1\n"})``."""
+    return lambda name="repo", files=None, message="first", branch="main": make_repo(tmp_path / name, files, message,
+                                                                                   branch)
 
 
 def processes_with_env(var: str, value: str, name: str | None = None) -> list:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -124,15 +123,10 @@ def test_env_with_a_failing_launcher_is_not_ruled_out(tmp_path):
 
 
 def _tiny_repo(tmp_path):
-    from tests.conftest import git
+    from tests.conftest import commit, make_repo
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "step.py").write_text('import json\nprint(json.dumps({"metric": "step_ms", "value": 1.0}))\n')
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "a")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "b")
+    repo = make_repo(tmp_path / "repo", {"step.py": 'import json\nprint(json.dumps({"metric": "step_ms", "value": 1.0}))\n'}, "a")
+    commit(repo, {}, "b")
     return repo
 
 

@@ -6,7 +6,6 @@ secrets corpus have modules of their own (test_bad_input_corpus, test_judge_fuzz
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -21,29 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import git, make_repo, run_cli
 from tests.conftest import ROOT
 
 EXAMPLES = ROOT / "examples"
 AA_B, AA_A = EXAMPLES / "aa" / "before.json", EXAMPLES / "aa" / "after.json"
-GIT_ENV = {"GIT_AUTHOR_NAME": "Dev One", "GIT_AUTHOR_EMAIL": "dev@example.invalid", "GIT_COMMITTER_NAME": "Dev One",
-           "GIT_COMMITTER_EMAIL": "dev@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_CONFIG_SYSTEM": os.devnull}
-
-
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, env=dict(os.environ, **GIT_ENV), check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return git(repo, *args).strip()
 
 
 def _repo(root: Path, name: str = "model") -> Path:
-    repo = root / name
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "kernels.py").write_text("x = 1\n")
-    _git(repo, "add", "kernels.py")
-    _git(repo, "commit", "-q", "-m", "first")
-    return repo
+    return make_repo(root / name, {"kernels.py": "x = 1\n"})
 
 
 # -- 0: an output that is not a regular file is written in place --------------------------------------------------

@@ -6,7 +6,7 @@ import json
 import re
 
 from forensics.redact import REDACTED, Redactor, is_secret_name, redact_text
-from tests.conftest import git, run_cli
+from tests.conftest import git, make_repo, run_cli
 
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 HF = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ012345"
@@ -42,12 +42,7 @@ def test_redactor_records_where_not_what():
 
 
 def test_git_remote_credentials_redacted_in_snapshot(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "a.py").write_text("x = 1\n")
-    git(repo, "add", "a.py")
-    git(repo, "commit", "-q", "-m", "first")
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"})
     git(repo, "remote", "add", "origin", f"https://oauth2:{GH}@gitlab.example.com/team/serving.git")
     out = tmp_path / "s.json"
     proc = run_cli("snapshot", "-q", "--probe", "git", "--repo", str(repo), "-o", str(out))

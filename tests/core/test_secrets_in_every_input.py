@@ -11,15 +11,11 @@ Seen before the fix: a commit subject's ``token=...`` and ``ghp_...`` in all fou
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import git, make_repo, run_cli
 
 # each value appears in exactly one place below; none may appear in any output
 SECRETS = {
@@ -45,25 +41,12 @@ REMOTE = f"https://deploy:{S['URL password']}@git.example.invalid/team/model.git
 LABEL = f"after pull HF_TOKEN={S['Hugging Face token']}"
 ENV = {"NCCL_TEST_NOTE": f"key {S['OpenAI-style key']}",
        "CUDA_TEST_MIRROR": f"https://user:{S['URL credentials']}@mirror.example.invalid/cuda"}
-GIT_ENV = {"GIT_AUTHOR_NAME": "Dev One", "GIT_AUTHOR_EMAIL": "dev@example.invalid", "GIT_COMMITTER_NAME": "Dev One",
-           "GIT_COMMITTER_EMAIL": "dev@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
-
-
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, env=dict(os.environ, **GIT_ENV), check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict[str, str]:
     """Every output of one before/after run over the corpus: {name: text}."""
     tmp = tmp_path_factory.mktemp("secrets")
-    repo = tmp / "model"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "remote", "add", "origin", REMOTE)
-    (repo / "kernels.py").write_text("x = 1\n")
-    _git(repo, "add", "kernels.py")
-    _git(repo, "commit", "-q", "-m", "first")
+    repo = make_repo(tmp / "model", {"kernels.py": "x = 1\n"})
+    git(repo, "remote", "add", "origin", REMOTE)
     conf = tmp / "nccl.conf"
     conf.write_text(f"NCCL_ALGO=Ring\nNCCL_COLLNET_PASSWORD={S['password=']}\n")
     env = dict(ENV, NCCL_CONF_FILE=str(conf))
@@ -73,7 +56,7 @@ def outputs(tmp_path_factory) -> dict[str, str]:
     r = run_cli("snapshot", *probes, "--repo", str(repo), "--label", "before", "-o", str(before), env=env)
     assert r.returncode == 0, r.stderr
     (repo / "kernels.py").write_text("x = 2\n")
-    _git(repo, "commit", "-q", "-am", SUBJECT + "\n\n" + BODY)
+    git(repo, "commit", "-q", "-am", SUBJECT + "\n\n" + BODY)
     r = run_cli("snapshot", *probes, "--repo", str(repo), "--label", LABEL, "-o", str(after), env=env)
     assert r.returncode == 0, r.stderr
     out["snapshot stderr"] = r.stdout + r.stderr

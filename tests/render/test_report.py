@@ -13,17 +13,15 @@ from forensics.render.report import format_for, render_html, render_json, render
 from forensics.render.templating import md_escape, show_value
 from forensics.model import missing
 
-from _diffkit import commit_file, git, repo_data, section, snapshot
+from _diffkit import commit_file, repo_data, section, snapshot
+from tests.conftest import make_repo
 
 EVIL = "<script>alert('x')</script>"
 
 
 @pytest.fixture
 def evil_analysis(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    commit_file(repo, "a.py", "x = 1\n", "base")
+    repo = make_repo(tmp_path / "repo", {"a.py": "x = 1\n"}, "base")
     before = repo_data(repo)
     commit_file(repo, "kernels/attn.cu", "// k\n", f"attention: {EVIL} & faster")
     after = repo_data(repo)
