@@ -8,7 +8,10 @@ read with one-line :class:`forensics.errors.BadInputError` messages naming
 the file. What each document must contain is checked by its own module
 (``forensics.snapshot.validate``, ``forensics.bench.document.validate``).
 
-May import ``forensics.errors`` and the standard library (PyYAML lazily) only.
+Output paths (links written through, devices in place, the atomic writer) are
+:mod:`forensics.outpath`'s; their names are re-exported here.
+
+May import ``forensics.errors``, ``forensics.outpath`` and the standard library (PyYAML lazily) only.
 """
 
 from __future__ import annotations
@@ -16,14 +19,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from forensics import __version__
 from forensics.errors import BadInputError
+from forensics.outpath import (atomic_writer, check_writable, no_folder, path_error,  # noqa: F401 - re-exported
+                               write_atomic, written_in_place)
 
 MAX_FILE_BYTES = 512 * 2**20
 """Largest file the loader reads (a real snapshot is well under 10 MiB)."""
@@ -82,128 +84,9 @@ def dumps(doc: dict[str, Any], path: Path) -> str:
     return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def written_in_place(path: Path) -> bool:
-    """True when ``path`` exists and is not a regular file: a device (``/dev/null``), a FIFO, a socket,
-    or a link into ``/proc``/``/dev/fd`` such as ``/dev/stdout`` (``os.stat``, ``os.lstat``).
-
-    Such an output is opened and written where it is; renaming a temp file over it would replace the
-    device or pipe with a regular file (as root, ``/dev/null`` itself).
-    """
-    path = Path(path)
-    try:
-        st = os.stat(path)
-    except OSError:
-        return path.is_symlink()  # a dangling link: write through it, never replace it
-    if not stat.S_ISREG(st.st_mode):
-        return not stat.S_ISDIR(st.st_mode)
-    if path.is_symlink():
-        target = os.path.realpath(path)
-        return target.startswith(("/proc/", "/dev/"))
-    return False
-
-
-def check_writable(path: Path, option: str = "-o") -> None:
-    """Fail now, before any work, if ``path`` cannot be written.
-
-    A regular file is checked by creating (and at once removing) a temp file
-    in its folder, which is what :func:`write_atomic` will do; an output
-    written in place (:func:`written_in_place`) by ``os.access(W_OK)``.
-    A FIFO is not opened (that would wait for a reader).
-
-    Raises:
-        BadInputError: the folder is missing, read-only, or the target is not writable.
-    """
-    path = Path(path)
-    if written_in_place(path):
-        if not path.exists() or stat.S_ISFIFO(os.stat(path).st_mode):
-            return
-        if not os.access(path, os.W_OK):
-            raise BadInputError(f"{path}: not writable; choose another {option}")
-        return
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise BadInputError(no_folder(path, option))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot write in {folder} ({exc.strerror}); choose another {option}") from None
-    os.close(fd)
-    _unlink_quietly(tmp)
-
-
 def _file_word(what: str) -> str:
     """'snapshot' -> 'snapshot file'; 'bench file' stays 'bench file'."""
     return what if what.endswith("file") else f"{what} file"
-
-
-def no_folder(path: Path, option: str = "-o") -> str:
-    """The one-line error for an output whose folder is not a folder: missing, or a file of that name."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if folder.exists():
-        return f"{path}: {folder} is a file, not a folder; choose another {option}"
-    return f"{path}: folder {folder} does not exist; create it or choose another {option}"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same folder and a rename.
-
-    A new file gets ``0o666 & ~umask``, a replaced file keeps its mode. A crash
-    never leaves a half-written file at ``path``. An existing output
-    that is not a regular file (:func:`written_in_place`: a device, a FIFO,
-    ``/dev/stdout``) is opened and written in place instead, never replaced.
-
-    Raises:
-        BadInputError: the folder does not exist or is not writable.
-    """
-    path = Path(path)
-    if written_in_place(path):
-        try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise BadInputError(f"{path}: cannot write ({exc.strerror}); choose another -o") from None
-        return
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise BadInputError(no_folder(path))
-    if path.is_dir():
-        raise BadInputError(f"{path}: is a folder; give a file name")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot write in {folder} ({exc.strerror}); choose another -o") from None
-    try:
-        os.fchmod(fd, _file_mode(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        _unlink_quietly(tmp)
-        raise BadInputError(f"{path}: cannot write ({exc.strerror}); the old file, if any, is unchanged") from None
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
-
-
-def _file_mode(path: Path) -> int:
-    """The mode the file at ``path`` gets: an existing regular file's own mode (replacing it keeps it),
-    else ``0o666 & ~umask`` as ``open()`` would give (``os.stat``, ``os.umask``); never mkstemp's 0600."""
-    try:
-        st = os.stat(path)
-        if stat.S_ISREG(st.st_mode):
-            return stat.S_IMODE(st.st_mode)
-    except OSError:
-        pass
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
@@ -232,8 +115,8 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
         raise BadInputError(f"{path}: no such file; give the path of a {what} written by forensics") from None
     except IsADirectoryError:
         raise BadInputError(f"{path}: is a folder, not a {_file_word(what)}") from None
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read ({exc.strerror})") from None
+    except OSError as exc:  # a folder the user cannot search, a name too long: "cannot read (Permission denied)"
+        raise path_error(path, exc, doing="read") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:

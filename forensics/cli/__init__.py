@@ -74,7 +74,8 @@ def run(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> None:
     import sys
 
-    from forensics.cli.common import Terminated, broken_pipe, safe, signals_raise
+    from forensics.cli.common import (Terminated, broken_pipe, cannot_write_stdout, internal_error, safe, signals_raise,
+                                      stdout_failed)
 
     try:
         with signals_raise():
@@ -97,10 +98,16 @@ def _run(argv: list[str] | None) -> None:
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # the reader went away (| head): 141, as for a program ended by SIGPIPE
         broken_pipe()
+    except Exception as exc:  # outside any command (--help, a click type): never a traceback, never exit 1
+        if stdout_failed(exc):
+            cannot_write_stdout(exc)
+        internal_error(exc)
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         broken_pipe()
+    except OSError as exc:  # > /dev/full, a full disk: the user's I/O error, exit 2
+        cannot_write_stdout(exc)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

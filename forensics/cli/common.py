@@ -170,12 +170,64 @@ def error_boundary(func: F) -> F:
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except Exception as exc:  # a bug: say so in one line, keep the traceback behind a switch
-            if os.environ.get("FORENSICS_DEBUG"):
-                raise
-            fail(f"internal error: {type(exc).__name__}: {exc} (set FORENSICS_DEBUG=1 for the traceback and "
-                 "please report it)", EXIT_INTERNAL)
+            if stdout_failed(exc):
+                cannot_write_stdout(exc)
+            internal_error(exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+def internal_error(exc: BaseException) -> None:
+    """Report a bug in one line and exit :data:`EXIT_INTERNAL` (4); ``FORENSICS_DEBUG=1`` re-raises it."""
+    if os.environ.get("FORENSICS_DEBUG"):
+        raise exc
+    fail(f"internal error: {type(exc).__name__}: {exc} (set FORENSICS_DEBUG=1 for the traceback and "
+         "please report it)", EXIT_INTERNAL)
+
+
+def stdout_failed(exc: BaseException) -> bool:
+    """True when ``exc`` is a failed write to standard output: the user's I/O error, not a bug.
+
+    That is an ``OSError`` other than a closed pipe, naming no file (a file forensics opens is named
+    in its errors), raised where standard output was being written: the innermost frame of its
+    traceback holds ``sys.stdout`` (or its buffer, or a rich Console writing to it: click.echo, rich's
+    console) or its line writes ``sys.stdout``. A full disk, ``> /dev/full``, a quota, EIO on a
+    terminal that went away.
+    """
+    if not isinstance(exc, OSError) or isinstance(exc, BrokenPipeError) or exc.filename is not None:
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    outs = [o for s in (sys.stdout, sys.__stdout__) if s is not None for o in (s, getattr(s, "buffer", None))
+            if o is not None]
+    for value in list(tb.tb_frame.f_locals.values()):
+        try:
+            if any(value is o or getattr(value, "file", None) is o for o in outs):
+                return True
+        except Exception:  # noqa: BLE001 - a local whose attribute lookup fails is not standard output
+            continue
+    import linecache
+
+    return "stdout" in linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno)
+
+
+def cannot_write_stdout(exc: OSError) -> None:
+    """Exit 2 with ``forensics: error: cannot write to standard output (<reason>)`` on stderr.
+
+    Standard output is pointed at ``/dev/null`` first (``os.dup2``), so that the interpreter's last
+    flush of what is still buffered does not fail again with a second message.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    fail(f"cannot write to standard output ({exc.strerror or exc}); check the disk or the file it is "
+         "redirected to", 2)
 
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE

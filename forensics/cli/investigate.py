@@ -43,6 +43,18 @@ def parse_duration(text: str, option: str = "--budget") -> float:
     return secs
 
 
+def _exists(path: Path) -> bool:
+    """False only when nothing is at ``path``; a path the system refuses to look at (a folder the user
+    cannot search) is left to the loader, which says why (``os.lstat``)."""
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 class _Progress:
     """Rich progress on stderr: the phase or experiment, its A/B processes, the time left."""
 
@@ -223,15 +235,15 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
     budget_s = parse_duration(budget)
     check_repo(repo)
     outs = list(outputs) or [Path(DEFAULT_REPORT)]
-    for out in outs + ([snapshot_out] if snapshot_out else []):
-        folder = out.parent if str(out.parent) else Path(".")
-        if not folder.is_dir():
-            raise BadInputError(f"-o {out}: folder {folder} does not exist; create it or choose another name")
+    from forensics.docfile import check_writable
+
+    for out, option in [(o, "-o") for o in outs] + ([(snapshot_out, "--snapshot-out")] if snapshot_out else []):
+        check_writable(out, option)  # a missing or unsearchable folder, a name too long: one line, before any work
     for out in outs:
         format_from_name(out)
     if snapshot_out is not None and snapshot_out.suffix.lower() not in (".json", ".yaml", ".yml"):
         raise BadInputError(f"--snapshot-out {snapshot_out}: the name must end in .json, .yaml or .yml")
-    if baseline is not None and not baseline.exists():
+    if baseline is not None and not _exists(baseline):
         raise BadInputError(f"--baseline {baseline}: no such file; take one with 'forensics snapshot --bench "
                             "[--bench-cmd STEP] -o before.json' when the step is fast")
     settings = Settings(baseline, cmd, target, metric, metric_regex, higher_is_better, repo, config, budget_s,
@@ -242,8 +254,10 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
     check_settings(settings)
     from forensics import snapshot as snap
 
-    if baseline is not None:
-        settings.baseline_doc = snap.load(baseline)  # a bad file is one line before any work or progress output
+    if baseline is not None:  # a bad file is one line before any work or progress output
+        from forensics.importers import load as load_any
+
+        settings.baseline_doc = load_any(baseline)  # a snapshot, or a text pasted from a ticket, as diff reads it
     with _Progress(not quiet and console(stderr=True).is_terminal, budget_s) as progress:
         inv = run(settings, progress.event, interrupts=(KeyboardInterrupt, Terminated))
     if snapshot_out is not None:

@@ -58,7 +58,9 @@ class OutputFile(click.ParamType):
     given), is a file name and not a folder, and its folder exists and takes a
     new file (:func:`forensics.docfile.check_writable` creates and removes a
     temp file there). An existing output that is not a regular file (``/dev/null``,
-    a FIFO, ``/dev/stdout``) is accepted whatever its name and written in place.
+    a FIFO, ``/dev/stdout``) is accepted whatever its name and written in place; a
+    symbolic link is written through (:mod:`forensics.outpath`). A path the system
+    refuses (a folder the user cannot search, a name over NAME_MAX) is one line, exit 2.
     ``-`` (stdout) is passed through as the string ``"-"`` when ``allow_dash``.
 
     Args:
@@ -99,9 +101,7 @@ class OutputFile(click.ParamType):
         if self.suffixes is not None and (path.suffix.lower() not in self.suffixes or path.stem in ("", *self.suffixes)):
             names = ", ".join(self.suffixes[:-1]) + f" or {self.suffixes[-1]}" if len(self.suffixes) > 1 else self.suffixes[0]
             self.fail(f"{path}: give a {self.kind} name ending in {names}", param, ctx)
-        if path.is_dir():
-            self.fail(f"{path}: is a folder; give a file name", param, ctx)
-        try:  # the folder exists and takes a new file: checked now, not after a 20 s benchmark
+        try:  # not a folder, the folder exists and takes a new file: checked now, not after a 20 s benchmark
             check_writable(path, option=option)
         except BadInputError as exc:
             self.fail(str(exc), param, ctx)

@@ -32,13 +32,13 @@ import glob
 import gzip
 import json
 import os
-import tempfile
+import stat
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from forensics import __version__
-from forensics.docfile import MAX_FILE_BYTES, check_schema, finite_json, no_folder, read_document, utc_now
+from forensics.docfile import MAX_FILE_BYTES, atomic_writer, check_schema, finite_json, path_error, read_document, utc_now
 from forensics.errors import BadInputError
 from forensics.snapshot import validate as validate_snapshot
 
@@ -62,7 +62,8 @@ def header(*, world_size: int, launcher: str, run_id: str, gather: dict[str, Any
 
 
 def write(path: Path, head: dict[str, Any], records: Iterable[dict[str, Any]]) -> Path:
-    """Write a fleet file atomically (temp file + rename), one record per line.
+    """Write a fleet file with :func:`forensics.outpath.atomic_writer` (temp file + rename, a new file
+    ``0o666 & ~umask`` like every other output, links written through), one record per line.
 
     A list of records is sorted by rank; any other iterable is written as it comes (a generator of
     1,000 node records never has to be held at once).
@@ -71,32 +72,17 @@ def write(path: Path, head: dict[str, Any], records: Iterable[dict[str, Any]]) -
         BadInputError: the folder does not exist or is not writable.
     """
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise BadInputError(no_folder(path))
     head = {k: v for k, v in head.items() if k != "records"}
     first = json.dumps(finite_json(head), ensure_ascii=False, allow_nan=False)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot write in {folder} ({exc.strerror}); choose another -o") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(first[:-1] + ', "records": [\n')
-            recs = sorted(records, key=lambda r: r.get("rank", 0)) if isinstance(records, list) else records
-            sep = ""
-            for rec in recs:
-                fh.write(sep)
-                fh.write(json.dumps(finite_json(rec), ensure_ascii=False, allow_nan=False))
-                sep = ",\n"
-            fh.write("\n]}\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_writer(path) as fh:
+        fh.write(first[:-1] + ', "records": [\n')
+        recs = sorted(records, key=lambda r: r.get("rank", 0)) if isinstance(records, list) else records
+        sep = ""
+        for rec in recs:
+            fh.write(sep)
+            fh.write(json.dumps(finite_json(rec), ensure_ascii=False, allow_nan=False))
+            sep = ",\n"
+        fh.write("\n]}\n")
     return path
 
 
@@ -164,8 +150,11 @@ class Fleet:
 def is_fleet_file(path: Path) -> bool:
     """True if ``path`` is a folder of rank records or a file whose first bytes name the fleet schema."""
     path = Path(path)
-    if path.is_dir():
-        return any(path.glob(f"rank-*.json"))
+    try:
+        if path.is_dir():
+            return any(path.glob(f"rank-*.json"))
+    except OSError:  # a folder above it the user cannot search, a name too long: the loader says which
+        return False
     try:
         with _open_binary(path) as fh:
             start = fh.read(4096)
@@ -198,12 +187,15 @@ def load(path: Path | str) -> Fleet:
         BadInputError: missing, empty, damaged, foreign or newer-schema input (one line, exit 2).
     """
     path = Path(path)
-    if path.is_dir():
-        return _load_dir(path)
     try:
-        size = path.stat().st_size
-    except OSError:
+        st = path.stat()
+    except FileNotFoundError:
         raise BadInputError(f"{path}: no such file or folder; give a fleet file or an --out-dir folder") from None
+    except OSError as exc:  # a folder the user cannot search, a name too long
+        raise path_error(path, exc, doing="read") from None
+    if stat.S_ISDIR(st.st_mode):
+        return _load_dir(path)
+    size = st.st_size
     if size > FLEET_MAX_BYTES:
         raise BadInputError(f"{path}: {size / 2**20:.0f} MiB is larger than any fleet file "
                             f"({FLEET_MAX_BYTES // 2**20} MiB limit)")
@@ -316,6 +308,10 @@ def _ranks_text(ranks: list[int]) -> str:
 
 
 def _load_dir(folder: Path) -> Fleet:
+    try:  # glob() passes over a folder it cannot list: say why instead of "no records"
+        os.scandir(folder).close()
+    except OSError as exc:
+        raise path_error(folder, exc, doing="read") from None
     files = sorted(folder.glob("rank-*.json"))
     if not files:
         fleets = [p.name for p in sorted(folder.glob("*.json"))[:50] if p.is_file() and is_fleet_file(p)]

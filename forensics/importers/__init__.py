@@ -27,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from forensics.docfile import path_error
 from forensics.errors import BadInputError
 from forensics.importers import collect_env, nvidia_smi, nvidia_smi_q, nvidia_smi_xml, pip, sglang
 from forensics.importers.assemble import SOURCE, build
@@ -92,7 +93,7 @@ def _read(path: Path) -> str:
     except FileNotFoundError:
         raise BadInputError(f"{path}: no such file; give the text pasted from the ticket (saved to a file)") from None
     except OSError as exc:
-        raise BadInputError(f"{path}: cannot read ({exc.strerror})") from None
+        raise path_error(path, exc, doing="read") from None
     if path.is_dir():
         raise BadInputError(f"{path}: is a folder; give the text file pasted from the ticket")
     if st.st_size > MAX_TEXT_BYTES:
@@ -101,7 +102,7 @@ def _read(path: Path) -> str:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise BadInputError(f"{path}: cannot read ({exc.strerror})") from None
+        raise path_error(path, exc, doing="read") from None
     if not raw.strip():
         raise BadInputError(f"{path}: file is empty; paste the environment text into it")
     return decode(raw)

@@ -8,6 +8,7 @@ import pytest
 
 from forensics import snapshot as snap
 from forensics import docfile
+from forensics import outpath
 from forensics.errors import BadInputError
 from tests.conftest import run_cli
 
@@ -90,7 +91,7 @@ def test_write_is_atomic_and_keeps_old_file_on_failure(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(docfile.os, "replace", boom)
+    monkeypatch.setattr(outpath.os, "replace", boom)
     with pytest.raises(RuntimeError):
         snap.save(dict(_valid_doc(), label="new"), path)
     assert path.read_text() == before
