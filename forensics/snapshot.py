@@ -156,6 +156,9 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
             raise BadInputError(f"{path}: redactions[{i}] must be a mapping, found {json_type(red)}")
         if docfile.is_yaml(path) and i == len(doc["redactions"]) - 1 and not {"where", "why"} <= set(red):
             raise BadInputError(f"{path}: redactions[{i}] ends without 'where' and 'why'; the file looks truncated")
+        _texts(red, ("where", "why"), f"redactions[{i}]", path)
+    _texts(doc, ("source", "redaction"), "", path)
+    _check_import(doc, path)
     for name, section in probes.items():
         if not isinstance(section, dict):
             raise BadInputError(f"{path}: probe section {name!r} must be a mapping, found {json_type(section)}")
@@ -168,6 +171,12 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         errors = section.get("errors", [])
         if errors is not None and not isinstance(errors, list):
             raise BadInputError(f"{path}: probe {name!r} 'errors' must be a list, found {json_type(errors)}")
+        for i, err in enumerate(errors or []):
+            if not isinstance(err, dict):
+                raise BadInputError(f"{path}: probes.{name}.errors[{i}] must be a mapping "
+                                    f"{{\"field\", \"error\"}}, found {json_type(err)}")
+            _texts(err, ("field", "error"), f"probes.{name}.errors[{i}]", path)
+        _texts(section, ("source",), f"probes.{name}", path)
         dur = section.get("duration_s", 0)
         if not isinstance(dur, (int, float)) or isinstance(dur, bool):
             raise BadInputError(f"{path}: probe {name!r} 'duration_s' must be a number, found {json_type(dur)}")
@@ -187,6 +196,63 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
             raise BadInputError(f"{path}: {key!r} must be a string, found {json_type(doc[key])}")
     check_field_types(doc, path)
     return doc
+
+
+def _texts(node: dict[str, Any], keys: tuple[str, ...], where: str, path: Path) -> None:
+    """Refuse a key of ``node`` that is present and not a string (the renderers join and sort them).
+
+    Raises:
+        BadInputError: naming the file and the field (``redactions[0].where must be a string, found a list``).
+    """
+    for key in keys:
+        if key in node and not isinstance(node[key], str):
+            raise BadInputError(f"{path}: {where + '.' if where else ''}{key} must be a string, found "
+                                f"{json_type(node[key])}; the file was edited or damaged")
+
+
+def _check_import(doc: dict[str, Any], path: Path) -> None:
+    """Check the ``import`` section of a snapshot made from a pasted text (docs/snapshot-format.md):
+    ``files``, ``notes`` and ``conflicts`` lists of strings, ``parts`` a list of mappings whose
+    ``format``, ``tool``, ``tool_version`` and ``file`` are strings, ``notes`` strings and ``lines``
+    two whole numbers.
+
+    Raises:
+        BadInputError: naming the file and the first field of the wrong type.
+    """
+    imp = doc.get("import")
+    if imp is None:
+        return
+    if not isinstance(imp, dict):
+        raise BadInputError(f"{path}: 'import' must be a mapping, found {json_type(imp)}")
+
+    def strings(value: Any, where: str) -> None:
+        if value is None:
+            return
+        if not isinstance(value, list):
+            raise BadInputError(f"{path}: {where} must be a list, found {json_type(value)}")
+        for i, v in enumerate(value):
+            if not isinstance(v, str):
+                raise BadInputError(f"{path}: {where}[{i}] must be a string, found {json_type(v)}; the file was "
+                                    "edited or damaged")
+
+    for key in ("files", "notes", "conflicts"):
+        strings(imp.get(key), f"import.{key}")
+    parts = imp.get("parts")
+    if parts is None:
+        return
+    if not isinstance(parts, list):
+        raise BadInputError(f"{path}: import.parts must be a list, found {json_type(parts)}")
+    for i, part in enumerate(parts):
+        where = f"import.parts[{i}]"
+        if not isinstance(part, dict):
+            raise BadInputError(f"{path}: {where} must be a mapping, found {json_type(part)}")
+        _texts(part, ("format", "tool", "tool_version", "file"), where, path)
+        strings(part.get("notes"), f"{where}.notes")
+        lines = part.get("lines")
+        if lines is not None and not (isinstance(lines, list) and len(lines) == 2 and all(
+                isinstance(n, int) and not isinstance(n, bool) for n in lines)):
+            raise BadInputError(f"{path}: {where}.lines must be [first, last] line numbers, found "
+                                f"{json_type(lines)}; the file was edited or damaged")
 
 
 def check_field_types(doc: dict[str, Any], path: Path) -> None:

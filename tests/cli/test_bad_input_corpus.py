@@ -27,6 +27,16 @@ def _real() -> dict:
     return json.loads(REAL.read_text())
 
 
+def _with(field: tuple[str, ...], value, **top) -> dict:
+    """The real snapshot with ``field`` (a key path) set to ``value`` and ``top`` keys set at the top."""
+    doc = dict(_real(), **top)
+    node = doc
+    for k in field[:-1]:
+        node = node[k]
+    node[field[-1]] = value
+    return doc
+
+
 def _yaml_head() -> str:
     return "schema: forensics.snapshot/1\ncreated: '2026-12-01T00:00:00Z'\n"
 
@@ -66,6 +76,23 @@ CORPUS: dict[str, tuple[str, object, tuple[str, ...]]] = {
                         ("unsupported YAML tag", "!vault", "at line 3")),
     "yaml billion laughs": ("lol.yaml", _bomb, ("alias",)),
     "yaml top-level scalar": ("s.yaml", lambda: "just a sentence\n", ("expected a mapping",)),
+    # fields the renderers read, of the wrong type (issue 29): refused on load, not an internal error when shown
+    "probe error not a mapping": ("perr.json", lambda: json.dumps(_with(("probes", "gpu", "errors"), ["oops"])),
+                                  ("probes.gpu.errors[0] must be a mapping",)),
+    "probe error field a list": ("pfield.json", lambda: json.dumps(_with(("probes", "gpu", "errors"),
+                                                                         [{"field": ["a"], "error": "x"}])),
+                                 ("probes.gpu.errors[0].field must be a string",)),
+    "redaction where a list": ("rlist.json", lambda: json.dumps(_with(("redactions",), [{"where": ["a"], "why": "x"}])),
+                               ("redactions[0].where must be a string, found a list",)),
+    "redaction where a number": ("rnum.json", lambda: json.dumps(_with(("redactions",), [{"where": 5, "why": "x"}])),
+                                 ("redactions[0].where must be a string, found a number",)),
+    "import files of mappings": ("ifiles.json", lambda: json.dumps(_with(("import",), {"files": [{"a": 1}]},
+                                                                         source="imported")),
+                                 ("import.files[0] must be a string",)),
+    "import parts of numbers": ("iparts.json", lambda: json.dumps(_with(("import",), {"parts": [1]}, source="imported")),
+                                ("import.parts[0] must be a mapping",)),
+    "import part lines a string": ("ilines.json", lambda: json.dumps(_with(("import",), {"parts": [
+        {"format": "pip", "lines": "1-9"}]}, source="imported")), ("import.parts[0].lines must be",)),
 }
 
 

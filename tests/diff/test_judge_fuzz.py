@@ -22,7 +22,7 @@ import pytest
 from forensics.model import missing
 from forensics.probe import JudgeContext, ProbeResult
 from forensics.registry import find_probe_class
-from tests.conftest import ROOT
+from tests.conftest import H200, ROOT
 
 EXAMPLES = ROOT / "examples"
 CASES = ("busy-gpu", "nccl-lost", "silent-pull")
@@ -197,3 +197,142 @@ def test_fuzzed_snapshots_through_diff_give_a_documented_exit_and_no_traceback(t
         if r.returncode != 2:
             report = json.loads((tmp_path / f"r{i}.json").read_text())
             assert report["verdict"] and report["hypotheses"], where
+
+
+# -- the snapshot's envelope: every field the renderers read, mangled ---------------------------------------------
+
+
+def _envelope_docs() -> dict[str, dict]:
+    """Real documents whose envelope holds every optional field: a snapshot with a redaction and a probe
+    error, and one imported from the real H200 collect_env text (``import`` section)."""
+    from forensics.importers import import_files
+
+    before, _ = _pair("nccl-lost")
+    doc = copy.deepcopy(before)
+    doc["redactions"] = [{"where": "probes.nccl_env.data.env.HF_TOKEN", "why": "secret by name"}]
+    doc["probes"]["gpu"]["errors"] = [{"field": "gpus.*.power_limit_mw", "error": "not supported"}]
+    doc["probes"]["gpu"]["source"] = "nvml"
+    imported = import_files([H200 / "collect_env.txt"])
+    return {"snapshot": doc, "imported": imported}
+
+
+def _envelope_paths(doc: dict) -> list[tuple]:
+    """Key paths of the envelope (everything but probe data): top-level keys, each probe section's keys,
+    the first item of each list and its keys."""
+    paths = []
+
+    def walk(node, path, depth):
+        if depth > 3:
+            return
+        items = node.items() if isinstance(node, dict) else enumerate(node[:1]) if isinstance(node, list) else ()
+        for k, v in items:
+            if path[:1] == ("probes",) and k == "data":
+                continue  # probe data: the judge fuzz above and each probe's types
+            paths.append(path + (k,))
+            walk(v, path + (k,), depth + 1)
+
+    walk(doc, (), 0)
+    return paths
+
+
+def _set_path(doc: dict, path: tuple, value) -> dict:
+    out = copy.deepcopy(doc)
+    node = out
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return out
+
+
+def _load_and_show(doc: dict) -> dict | None:
+    """What ``show`` does after reading the file (validate, then the detailed summary); returns the loaded
+    document, or None when the loader refuses it with a BadInputError (one line, exit 2 at the CLI)."""
+    import io
+
+    from rich.console import Console
+
+    from forensics import snapshot as snap
+    from forensics.errors import BadInputError
+    from forensics.render.terminal import print_snapshot_summary
+
+    try:
+        doc = snap.validate(json.loads(json.dumps(doc)), Path("mutated.json"))
+    except BadInputError:
+        return None
+    print_snapshot_summary(Console(file=io.StringIO(), width=100), doc, detail=True)
+    return doc
+
+
+def _diff_and_render(doc: dict, other: dict) -> None:
+    """What ``diff`` does with a loaded document on each side: redact, analyse, summary, three formats."""
+    import io
+
+    from rich.console import Console
+
+    from forensics import snapshot as snap
+    from forensics.diff.ledger import analyse
+    from forensics.render.report import render
+    from forensics.render.summary import print_diff_summary
+
+    doc = snap.redact_loaded(doc)[0]
+    for b, a in ((doc, other), (other, doc)):
+        analysis = analyse(b, a)
+        print_diff_summary(Console(file=io.StringIO(), width=100), analysis, "r.html")
+        for fmt in ("html", "md", "json"):
+            render(analysis, fmt)
+
+
+ENVELOPE_DIFFS = 16
+"""Mutated documents the loader accepts that are also diffed and rendered (seeded; ~1 s each)."""
+
+
+def test_mangled_envelope_fields_are_refused_on_load_or_rendered():
+    """Every envelope field x every mutation: the loader refuses it (one BadInputError) or show renders
+    it, and a seeded sample of the accepted ones is diffed and rendered in the three formats; never
+    another exception (which the CLI reports as an internal error, exit 4). Found by the hostile pass:
+    a probe error "oops", redactions[].where a list or a number, import.files of mappings."""
+    _, other = _pair("nccl-lost")
+    other = dict(other, bench=None)  # the benchmark comparison is not the envelope (and costs seconds)
+    broken, accepted = [], []
+    for kind, doc in _envelope_docs().items():
+        doc = dict(doc, bench=None)
+        for path in _envelope_paths(doc):
+            if path == ("schema",):
+                continue  # the schema line has its own corpus (test_bad_input_corpus)
+            for what, make in _MUTATIONS:
+                where = f"{kind}: {'.'.join(map(str, path))} {what}"
+                try:
+                    loaded = _load_and_show(_set_path(doc, path, make(None)))
+                except Exception as exc:  # noqa: BLE001 - collected, the assertion lists them all
+                    broken.append(f"{where}: show: {type(exc).__name__}: {exc}")
+                    continue
+                if loaded is not None:
+                    accepted.append((where, loaded))
+    for where, loaded in random.Random(29).sample(accepted, min(ENVELOPE_DIFFS, len(accepted))):
+        try:
+            _diff_and_render(loaded, other)
+        except Exception as exc:  # noqa: BLE001
+            broken.append(f"{where}: diff: {type(exc).__name__}: {exc}")
+    assert not broken, "\n".join(broken[:40]) + f"\n({len(broken)} in all)"
+
+
+@pytest.mark.parametrize("path, value", [
+    (("probes", "gpu", "errors"), ["oops"]),
+    (("redactions",), [{"where": ["a", "b"], "why": "secret by name"}]),
+    (("redactions",), [{"where": 7, "why": "secret by name"}]),
+    (("import", "files"), [{"a": 1}]),
+])
+def test_mangled_envelope_through_show_and_diff_is_exit_2(tmp_path, path, value):
+    from tests.conftest import run_cli
+
+    docs = _envelope_docs()
+    doc = docs["imported" if path[0] == "import" else "snapshot"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_set_path(doc, path, value)))
+    for args in (["show", str(bad)], ["diff", str(EXAMPLES / "nccl-lost" / "before.json"), str(bad), "-o",
+                                      str(tmp_path / "r.html"), "-q"]):
+        r = run_cli(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and ".".join(map(str, path[:1])) in r.stderr, r.stderr
+    assert not (tmp_path / "r.html").exists()

@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests._unprivileged import remove, run_cli_unprivileged, shared_dir
-from tests.conftest import H200, run_cli
+from tests.conftest import H200, ROOT, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 AA_B, AA_A = ROOT / "examples" / "aa" / "before.json", ROOT / "examples" / "aa" / "after.json"
 FLEET = ROOT / "examples" / "fleet" / "h200" / "fleet.json"
 TICKET = H200 / "collect_env.txt"

@@ -6,14 +6,12 @@ too long`` in one line, exit 2, as ``show`` already did (diff, fleet report and 
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
 from tests._unprivileged import remove, run_cli_unprivileged, shared_dir
-from tests.conftest import H200, run_cli
+from tests.conftest import H200, ROOT, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 AA_A = ROOT / "examples" / "aa" / "after.json"
 TICKET = H200 / "collect_env.txt"
 LONG = "n" * 300
