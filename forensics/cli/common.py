@@ -190,9 +190,9 @@ def stdout_failed(exc: BaseException) -> bool:
 
     That is an ``OSError`` other than a closed pipe, naming no file (a file forensics opens is named
     in its errors), raised where standard output was being written: the innermost frame of its
-    traceback holds ``sys.stdout`` (or its buffer, or a rich Console writing to it: click.echo, rich's
-    console) or its line writes ``sys.stdout``. A full disk, ``> /dev/full``, a quota, EIO on a
-    terminal that went away.
+    traceback holds ``sys.stdout`` or its buffer, itself or as an attribute of a local (click.echo's
+    ``file``, a rich Console, a writer object's ``stream``), or its line writes ``sys.stdout``. A full
+    disk, ``> /dev/full``, a quota, EIO on a terminal that went away.
     """
     if not isinstance(exc, OSError) or isinstance(exc, BrokenPipeError) or exc.filename is not None:
         return False
@@ -204,8 +204,11 @@ def stdout_failed(exc: BaseException) -> bool:
     outs = [o for s in (sys.stdout, sys.__stdout__) if s is not None for o in (s, getattr(s, "buffer", None))
             if o is not None]
     for value in list(tb.tb_frame.f_locals.values()):
+        if isinstance(value, (type, type(sys))):  # a lazily imported module (sys itself) or a class
+            continue
         try:
-            if any(value is o or getattr(value, "file", None) is o for o in outs):
+            held = [value, getattr(value, "file", None), *getattr(value, "__dict__", {}).values()]
+            if any(h is o for h in held for o in outs):
                 return True
         except Exception:  # noqa: BLE001 - a local whose attribute lookup fails is not standard output
             continue

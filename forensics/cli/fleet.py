@@ -3,6 +3,7 @@ a thin click layer over :mod:`forensics.fleet` (rendering in :mod:`forensics.ren
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -262,19 +263,19 @@ def _not_an_input(path, option: str, inputs) -> None:
 
     for given in inputs:  # a report written among node snapshots would be read as a damaged one next time
         g = Path(given)
-        if g.is_dir() and Path(path).resolve().parent == g.resolve() and stem(Path(path)) != Path(path).name \
+        if os.path.isdir(g) and Path(path).resolve().parent == g.resolve() and stem(Path(path)) != Path(path).name \
                 and is_node_folder(g):
             raise BadInputError(f"{option} {path} is inside the folder of node snapshots {given}; the next report "
                                 "would read it as a node's snapshot: write it elsewhere")
-    if not Path(path).exists():
+    if not os.path.exists(path):  # os.path never raises: an input refused by the system is the loader's to name
         return
     target = Path(path).resolve()
     for given in inputs:
         g = Path(given)
-        if not g.exists():
+        if not os.path.exists(g):
             continue
         g = g.resolve()
-        if target == g or (g.is_dir() and target.parent == g and target.match("rank-*.json")):
+        if target == g or (os.path.isdir(g) and target.parent == g and target.match("rank-*.json")):
             raise BadInputError(f"{option} {path} is one of the inputs ({given}); writing there would destroy it, "
                                 "choose another name")
 

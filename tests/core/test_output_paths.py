@@ -28,7 +28,7 @@ LONG = "n" * 300  # one name over NAME_MAX (255 bytes)
 
 
 def _one_line(proc, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-400:], proc.stderr[-800:])
+    assert proc.returncode == code, (proc.returncode, (proc.stdout or "")[-400:], proc.stderr[-800:])
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("forensics: error:"), proc.stderr
