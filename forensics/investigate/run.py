@@ -347,6 +347,10 @@ def _remember(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None,
         notes.append(f"--plan: the baseline would be {point.sentence()}, measured in a private worktree "
                      f"({s.processes} processes or more, about {s.processes * step.process_s:.0f} s); nothing was run")
         return None
+    if point is not None and step.cmd and point.repo.rstrip("/") + "/" in step.cmd:
+        notes.append(f"your step's command names the checkout itself ({point.repo}): run in the baseline's worktree "
+                     "it still runs today's files there, so the baseline would measure today's code; give the "
+                     "command with paths relative to the repository (it runs in the repository's folder)")
     if point is not None:
         ctx = Context({}, now, None, step, True, processes=s.processes, threshold=s.threshold, deadline=deadline,
                       max_processes=max(s.max_processes, s.processes),
