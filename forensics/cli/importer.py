@@ -55,10 +55,13 @@ def import_cmd(files, output, fmt, label, quiet):
 
 
 def _default(first: Path, folder: Path = Path(".")) -> Path:
-    """forensics-imported-<stem>.json in the current folder, never overwriting an existing file."""
+    """forensics-imported-<stem>.json in the current folder, never overwriting an existing file; a secret
+    in the file's name (env-hf_....txt) is not carried into the new one's (``redacted`` instead)."""
     import re
 
     from forensics.docfile import unused_path
+    from forensics.redact import redact_text
 
-    stem = re.sub(r"[^\w.-]+", "-", Path(first).stem).strip("-.")[:60] or "text"
+    name = redact_text(Path(first).stem)[0].replace("<redacted>", "redacted")
+    stem = re.sub(r"[^\w.-]+", "-", name).strip("-.")[:60] or "text"
     return unused_path(folder, f"forensics-imported-{stem}")

@@ -20,11 +20,15 @@ SAMPLE_MARGIN_S = 2.0
 def default_output(label: str | None, folder: Path = Path(".")) -> Path:
     """``forensics-<label or timestamp>.json`` in ``folder``, never overwriting an existing file.
 
-    The label keeps letters (any script), digits, ``._-``; other runs become ``-``;
-    it is cut to 80 characters. If the name exists, ``-2``, ``-3``... is appended.
+    The label keeps letters (any script), digits, ``._-``; other runs become ``-``; a secret in it becomes
+    ``redacted``, as in the snapshot; it is cut to 80 characters. If the name exists, ``-2``,
+    ``-3``... is appended.
     """
     if label:
-        stem = re.sub(r"[^\w.-]+", "-", label).strip("-.")[:80].strip("-.") or "snapshot"
+        from forensics.redact import redact_text
+
+        shown = redact_text(label)[0].replace("<redacted>", "redacted")
+        stem = re.sub(r"[^\w.-]+", "-", shown).strip("-.")[:80].strip("-.") or "snapshot"
     else:
         stem = time.strftime("%Y%m%d-%H%M%S")
     return unused_path(folder, f"forensics-{stem}")

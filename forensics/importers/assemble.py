@@ -182,7 +182,7 @@ def build(parts: list[Part], names: list[str], label: str | None = None) -> dict
         "bench": None,
     }
     red = Redactor()
-    for key in ("probes", "import"):
+    for key in ("label", "probes", "import"):  # the label too: --label, or the file names it is made of
         doc[key] = red.sweep(doc[key], key)
     doc["redaction"] = "on"
     doc["redactions"] = [r.to_json() for r in red.records]
