@@ -4,7 +4,8 @@ The modules directly in this folder are the core, which every package may import
 ``probe`` (the probe contract), ``options`` (the options a probe may read), ``registry``
 (probes from entry points), ``runner`` (probes run concurrently, each bounded), ``collect``
 (one snapshot from the probes), ``snapshot`` (build, validate, load; imported snapshots told
-apart), ``docfile`` (document I/O), ``fieldtypes`` (the probes' type tables checked), ``model``
+apart), ``docfile`` (document I/O), ``outpath`` (output files: links written through, devices in
+place, the one atomic writer), ``fieldtypes`` (the probes' type tables checked), ``model``
 (findings, statuses, missing values), ``errors`` (domain errors and exit codes), ``hypotheses``
 (the ids and their links), ``stats`` (every statistical test), ``redact`` (secrets), ``procgroup``
 (child processes in their own groups), ``gitio`` (the only door to git), ``readers`` (safe reads
