@@ -1,11 +1,15 @@
-"""Terminal rendering of ``nccl_env`` data: one column per worker, one row per variable."""
+"""Terminal rendering of ``nccl_env`` data: one column per worker, one row per variable.
+
+A worker's value that differs from the launching process is red; one its launcher sets by design
+(:data:`forensics.env.judge.LAUNCHER_DEFAULTS`: torchrun's ``OMP_NUM_THREADS=1``) is a fact, shown in
+cyan with "set by torchrun", as the verdict calls it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from forensics.env.entries import worker_entries
-from forensics.env.judge import fmt
+from forensics.env.judge import fmt, launcher_default, launcher_of
 from forensics.model import is_missing
 
 MAX_CELL = 36
@@ -25,57 +29,94 @@ def env_columns(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return cols
 
 
-def _matrix_width(cols: list[tuple[str, dict[str, Any]]], names: list[str]) -> int:
+def launcher_set(data: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """(worker label, variable) -> the launcher (``torchrun``) that set the worker's value by design
+    (:func:`forensics.env.judge.launcher_default`: the launching process has it unset and the value is
+    the launcher's own default), for every such difference recorded in ``data``'s workers."""
+    out: dict[tuple[str, str], str] = {}
+    for label, entry in worker_entries(data):
+        for d in entry.get("differs") or []:
+            name = d.get("name", "")
+            if launcher_default(data, label, entry, name, d.get("parent"), d.get("worker")):
+                out[(label, name)] = launcher_of(data, label, entry)
+    return out
+
+
+def _set_by(launcher: str) -> str:
+    return f" (set by {launcher})"
+
+
+def _matrix_width(cols: list[tuple[str, dict[str, Any]]], names: list[str],
+                  facts: dict[tuple[str, str], str] | None = None) -> int:
     """Columns needed by the one-column-per-process table, no cell folded (rich's box: 3 per column + 1)."""
+    facts = facts or {}
     widths = [max([len("variable")] + [len(n) for n in names])]
-    widths += [max([len(label)] + [len(_cell(env.get(n))) for n in names]) for label, env in cols]
+    widths += [max([len(label)] + [len(_cell(env.get(n))) + (len(_set_by(facts[label, n])) if (label, n) in facts
+                                                                else 0) for n in names])
+               for label, env in cols]
     return sum(widths) + 3 * len(widths) + 1
 
 
-def _matrix(cols: list[tuple[str, dict[str, Any]]], names: list[str]):
-    """One row per variable, one column per process (red: differs from the launching process)."""
+def _matrix(cols: list[tuple[str, dict[str, Any]]], names: list[str], facts: dict[tuple[str, str], str] | None = None):
+    """One row per variable, one column per process (red: differs from the launching process; cyan: the
+    launcher's own default, with "set by torchrun")."""
     from rich.markup import escape
     from rich.table import Table
 
+    facts = facts or {}
     parent = cols[0][1]
     table = Table(show_header=True, header_style="bold", title="variables as each process sees them "
-                  "(red: differs from the launching process)")
+                  "(red: differs from the launching process" + ("; cyan: the launcher's own default)" if facts else ")"))
     table.add_column("variable", no_wrap=True)
     for label, _ in cols:
         table.add_column(escape(label), overflow="fold")
     for name in names:
         row = [escape(name)]
-        for i, (_, env) in enumerate(cols):
+        for i, (label, env) in enumerate(cols):
             text = escape(_cell(env.get(name)))
-            row.append(f"[red]{text}[/red]" if i and env.get(name) != parent.get(name) else text)
+            if (label, name) in facts:
+                row.append(f"[cyan]{text}{escape(_set_by(facts[label, name]))}[/cyan]")
+            else:
+                row.append(f"[red]{text}[/red]" if i and env.get(name) != parent.get(name) else text)
         table.add_row(*row)
     return table
 
 
-def _differences(cols: list[tuple[str, dict[str, Any]]], names: list[str]):
+def _differences(cols: list[tuple[str, dict[str, Any]]], names: list[str],
+                 facts: dict[tuple[str, str], str] | None = None):
     """The narrow form: one row per variable, the launching process's value, and the workers that see
-    another value, grouped by value (``launcher rank 0, launcher rank 1: -``); "same" when none does."""
+    another value, grouped by value (``launcher rank 0, launcher rank 1: -``); "same" when none does.
+    A value the launcher set by design is a group of its own, cyan, "(set by torchrun)"."""
     from rich.markup import escape
     from rich.table import Table
 
+    facts = facts or {}
     parent = cols[0][1]
     workers = cols[1:]
     table = Table(show_header=True, header_style="bold", title="variables as each process sees them; workers: "
-                  + ", ".join(escape(label) for label, _ in workers) + " (red: those that differ)")
+                  + ", ".join(escape(label) for label, _ in workers) + " (red: those that differ"
+                  + ("; cyan: the launcher's own default)" if facts else ")"))
     table.add_column("variable", no_wrap=True)
     table.add_column("launching process", overflow="fold", ratio=1)
     table.add_column("workers", overflow="fold", ratio=1)
     for name in names:
-        groups: dict[str, list[str]] = {}
+        groups: dict[tuple[str, str], list[str]] = {}  # (value shown, launcher that set it or "") -> workers
         for label, env in workers:
             if env.get(name) != parent.get(name):
-                groups.setdefault(_cell(env.get(name)) if env.get(name) is not None else "unset", []).append(label)
+                value = _cell(env.get(name)) if env.get(name) is not None else "unset"
+                groups.setdefault((value, facts.get((label, name), "")), []).append(label)
         if not groups:
             cell = "same" if workers else "-"
+        elif not any(launcher for _, launcher in groups):
+            cell = "[red]" + escape("; ".join(f"{', '.join(labels)}: {value}" for (value, _), labels in groups.items())) + "[/red]"
         else:
-            cell = "[red]" + escape("; ".join(f"{', '.join(labels)}: {value}" for value, labels in groups.items())) + "[/red]"
-            if sum(len(v) for v in groups.values()) < len(workers):
-                cell += escape("; the others the same")
+            parts = []
+            for (value, launcher), labels in groups.items():
+                text = escape(f"{', '.join(labels)}: {value}" + (_set_by(launcher) if launcher else ""))
+                parts.append(f"[cyan]{text}[/cyan]" if launcher else f"[red]{text}[/red]")
+            cell = "; ".join(parts)
+        if groups and sum(len(v) for v in groups.values()) < len(workers):
+            cell += escape("; the others the same")
         table.add_row(escape(name), escape(_cell(parent.get(name)) if parent.get(name) is not None else "unset"), cell)
     return table
 
@@ -96,10 +137,11 @@ def print_env(console, data: dict[str, Any], findings=()) -> None:
 
     cols = env_columns(data)
     names = sorted({n for _, env in cols for n in env})
-    if _matrix_width(cols, names) <= console.width:
-        console.print(_matrix(cols, names))
+    facts = launcher_set(data)
+    if _matrix_width(cols, names, facts) <= console.width:
+        console.print(_matrix(cols, names, facts))
     else:  # one column per worker does not fit: name only the workers that differ
-        console.print(_differences(cols, names))
+        console.print(_differences(cols, names, facts))
     for label, entry in worker_entries(data):
         nccl = entry.get("nccl")
         if isinstance(nccl, dict):

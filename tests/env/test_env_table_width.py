@@ -70,3 +70,39 @@ def test_env_launcher_at_80_columns_as_a_user_runs_it(tmp_path):
     assert rows["NCCL_DEBUG"] == ["unset", "launcher rank 0: WARN; the others the same"]
     assert rows["NCCL_ALGO"] == ["Ring", "same"]
     assert rows["RANK"][1].startswith("launcher rank 0: 0; launcher rank 1: 1")
+
+
+def _torchrun(width: int, exported: str | None = None, color: bool = False) -> str:
+    """The torchrun A/A incident's workers (OMP_NUM_THREADS=1, TORCH_NCCL_ASYNC_ERROR_HANDLING=1 set by
+    torchrun, the launching process has neither); ``exported``: OMP_NUM_THREADS the user exported instead."""
+    data = snap.load(EXAMPLES / "incidents" / "torchrun-defaults-aa" / "after.json")["probes"]["nccl_env"]["data"]
+    if exported is not None:
+        for entry in [data["parent"], *data["start_methods"].values()]:  # the start methods inherit it
+            if isinstance(entry.get("env"), dict):
+                entry["env"]["OMP_NUM_THREADS"] = exported
+        for r in data["launcher"]["ranks"]:
+            for d in r["differs"]:
+                if d["name"] == "OMP_NUM_THREADS":
+                    d["parent"] = exported
+    out = io.StringIO()
+    print_env(Console(file=out, width=width, color_system="standard" if color else None, force_terminal=color), data)
+    return out.getvalue()
+
+
+def test_torchrun_defaults_are_shown_as_set_by_torchrun_not_as_differences():
+    rows = _rows(_torchrun(80))
+    assert rows["OMP_NUM_THREADS"] == ["unset", "launcher rank 0, launcher rank 1: 1 (set by torchrun); the others the same"]
+    assert rows["TORCH_NCCL_ASYNC_ERROR_HANDLING"][1].startswith("launcher rank 0, launcher rank 1: 1 (set by torchrun)")
+    wide = _rows(_torchrun(400))
+    assert wide["OMP_NUM_THREADS"] == ["-", "-", "-", "-", "1 (set by torchrun)", "1 (set by torchrun)"]
+    colored = _torchrun(80, color=True)
+    line = next(ln for ln in colored.splitlines() if "OMP_NUM_THREADS" in ln)
+    assert "\x1b[36m" in line and "\x1b[31m" not in line  # cyan (a fact), not red (a difference)
+
+
+def test_a_value_the_user_exported_that_the_workers_lose_is_still_a_difference():
+    rows = _rows(_torchrun(80, exported="8"))
+    assert rows["OMP_NUM_THREADS"] == ["8", "launcher rank 0, launcher rank 1: 1; the others the same"]
+    colored = _torchrun(80, exported="8", color=True)
+    line = next(ln for ln in colored.splitlines() if "OMP_NUM_THREADS" in ln)
+    assert "\x1b[31m" in line
