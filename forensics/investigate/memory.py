@@ -255,3 +255,26 @@ def synthetic_baseline(now: Mapping[str, Any], result: dict[str, Any], *, point:
             rec["reflog"] = [e for e in rec.get("reflog") or []][point.reflog_index + 1:] \
                 if point.reflog_index >= 0 else []
     return doc
+
+
+def wheel_versions(wheelhouse: Path, name: str) -> list[str]:
+    """Versions of distribution ``name`` held as wheels in ``wheelhouse``, oldest first (from the file names,
+    ``{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl``, PEP 427; names compared normalised; ordered
+    by ``packaging.version``)."""
+    want = re.sub(r"[-_.]+", "_", name).lower()
+    out = []
+    for f in sorted(Path(wheelhouse).glob("*.whl")):
+        parts = f.name[:-4].split("-")
+        if len(parts) >= 5 and re.sub(r"[-_.]+", "_", parts[0]).lower() == want and parts[1] not in out:
+            out.append(parts[1])
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:  # pragma: no cover - packaging comes with pip and setuptools
+        return out
+
+    def key(v: str) -> tuple:
+        try:
+            return (0, Version(v), v)
+        except InvalidVersion:  # an unparsable version last, by its text
+            return (1, Version("0"), v)
+    return sorted(out, key=key)

@@ -47,6 +47,42 @@ def costly_env(ctx: Context, plan: list[Experiment], next_id) -> list[Experiment
     return out
 
 
+def recent_packages(ctx: Context, next_id) -> list[Experiment]:
+    """Without a baseline snapshot, with ``--wheelhouse``: for each distribution installed or upgraded recently
+    (:func:`forensics.investigate.memory.recent_distributions`) whose wheelhouse holds another version, that
+    version in a temporary overlay (the package experiment), newest wheel first, one per distribution."""
+    from forensics.investigate.experiments import PackageExperiment
+    from forensics.investigate.memory import recent_distributions, wheel_versions
+
+    if not ctx.cache.get("memory") or ctx.wheelhouse is None or ctx.subject is None:
+        return []
+    out = []
+    for dist in recent_distributions():
+        others = [v for v in wheel_versions(ctx.wheelhouse, dist["name"]) if v != dist["version"]]
+        if not others:
+            continue
+        older = [v for v in others if _older(v, dist["version"])]
+        old = (older or others)[-1]  # the newest version before today's, else the newest other
+        exp = Experiment(next_id("package"), Kind.PACKAGE, "python.packages",
+                         f"{dist['name']} {old} (in --wheelhouse) instead of {dist['version']} (installed "
+                         f"{dist['installed']}), in a temporary overlay", b_label=f"today with {dist['name']}=={old}")
+        exp.params.update({"name": dist["name"], "old": old})
+        exp.details.update({"package": dist["name"], "baseline_version": old, "today_version": dist["version"],
+                            "installed": dist["installed"]})
+        exp.estimate_s = PackageExperiment.estimate(ctx, exp)
+        out.append(exp)
+    return out
+
+
+def _older(a: str, b: str) -> bool:
+    try:
+        from packaging.version import Version
+
+        return Version(a) < Version(b)
+    except Exception:  # noqa: BLE001 - packaging missing or a version it cannot parse: not known to be older
+        return False
+
+
 def build_plan(ctx: Context) -> list[Experiment]:
     """Experiments for ``ctx.analysis``'s implicated hypotheses, with estimates; nothing runs.
 
@@ -72,6 +108,7 @@ def build_plan(ctx: Context) -> list[Experiment]:
             continue
         plan.extend(cls.propose(ctx, hyp, taken.setdefault(cls, set()), next_id))
     plan.extend(costly_env(ctx, plan, next_id))
+    plan.extend(recent_packages(ctx, next_id))
     plan.sort(key=lambda e: e.kind is not Kind.ENV)  # the cheapest experiments first (stable: ledger order kept)
     for exp in plan:
         if exp.kind in KINDS:

@@ -127,3 +127,10 @@ def test_the_spread_is_explained_from_the_telemetry_sampled_during_the_step():
     assert "busy in only" in note  # 83 of 218 samples: start-up dominates a short process
     assert spread_note(bench | {"results": [{"name": "user.step_ms", "noise_iqr_over_median": 0.02}]},
                        "user.step_ms") == ""
+
+
+def test_wheel_versions_are_read_from_the_wheel_file_names(tmp_path):
+    for name in ("flash_attn-2.10.0-cp312-cp312-linux_x86_64.whl", "flash_attn-2.7.0-1-cp312-cp312-linux_x86_64.whl",
+                 "Flash.Attn-2.5.0-py3-none-any.whl", "flash_attn_extra-1.0-py3-none-any.whl", "notes.txt"):
+        (tmp_path / name).write_text("")
+    assert memory.wheel_versions(tmp_path, "flash-attn") == ["2.5.0", "2.7.0", "2.10.0"]
