@@ -124,12 +124,7 @@ def code_point(now: Mapping[str, Any], *, since: str | None = None, repo: Path |
     head = _head(rec)
     clean = not rec.get("dirty") and not rec.get("operation")
     if since:
-        from forensics.gitio import GitError, git
-
-        try:
-            sha = git(root, "rev-parse", "--verify", "-q", "--end-of-options", f"{since}^{{commit}}")
-        except GitError:
-            raise BadInputError(f"--since {since}: no such commit in {root}; give a sha, a tag, a branch or HEAD~3")
+        sha = resolve_since(since, root)
         if sha == head:
             return None, f"--since {since} is HEAD itself ({sha[:7]}): no code changed since"
         return CodePoint(root, sha, head, f"--since {since}", clean=clean), ""
@@ -149,6 +144,23 @@ def code_point(now: Mapping[str, Any], *, since: str | None = None, repo: Path |
         return None, f"the last move in the reflog ({e['action']}) left HEAD where it was"
     return CodePoint(root, e["old"], head, f"HEAD@{{{i + 1}}}", str(e.get("action", "")), str(e.get("time", "")),
                      clean, i), ""
+
+
+def resolve_since(since: str, repo: str | Path) -> str:
+    """The full sha ``--since`` names in the repository at ``repo`` (``git rev-parse --verify``).
+
+    Raises:
+        BadInputError: ``repo`` is no git repository, or ``since`` names no commit there.
+    """
+    from forensics.gitio import GitError, git
+
+    try:
+        return git(repo, "rev-parse", "--verify", "-q", "--end-of-options", f"{since}^{{commit}}")
+    except GitError as exc:
+        if exc.not_a_repository:
+            raise BadInputError(f"--since {since}: {repo} is not in a git repository; give --repo") from None
+        raise BadInputError(f"--since {since}: no such commit in {repo}; give a sha, a tag, a branch or "
+                            "HEAD~3") from None
 
 
 _EXPECT = re.compile(r"^\s*(?P<v>\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|ns|(?:[a-z]+)?/s)?\s*$", re.I)

@@ -207,6 +207,10 @@ def investigate(s: Settings, on_event: EventFn | None = None,
         notes.append("--plan: the canary was not run now; its experiments are estimated from the baseline's "
                      "canary processes")
     refuse_early(s, baseline, step, measure_canary)
+    if s.since:  # a revision that names nothing is bad input before the snapshot, not after it
+        from forensics.investigate.memory import resolve_since
+
+        resolve_since(s.since, s.repo if s.repo is not None else Path.cwd())
     canary_s = [0.0 if measure_canary else _baseline_canary_s(baseline)]
 
     def bench():

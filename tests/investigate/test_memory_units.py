@@ -134,3 +134,19 @@ def test_wheel_versions_are_read_from_the_wheel_file_names(tmp_path):
                  "Flash.Attn-2.5.0-py3-none-any.whl", "flash_attn_extra-1.0-py3-none-any.whl", "notes.txt"):
         (tmp_path / name).write_text("")
     assert memory.wheel_versions(tmp_path, "flash-attn") == ["2.5.0", "2.7.0", "2.10.0"]
+
+
+def test_since_names_a_commit_or_is_one_line(tmp_path):
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": __import__("os").environ["PATH"]}
+    subprocess.run(["git", "init", "-q", str(tmp_path / "r")], check=True, env=env)
+    (tmp_path / "r" / "a.txt").write_text("a\n")
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "commit", "-qm", "a"], check=True, env=env)
+    assert len(memory.resolve_since("HEAD", tmp_path / "r")) == 40
+    with pytest.raises(BadInputError, match=r"^--since v9: no such commit in .*; give a sha"):
+        memory.resolve_since("v9", tmp_path / "r")
+    with pytest.raises(BadInputError, match="is not in a git repository; give --repo"):
+        memory.resolve_since("HEAD", tmp_path)
