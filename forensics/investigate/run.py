@@ -647,6 +647,8 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
         if sha:
             ctx.reverts.append(sha)
         head = exp.params.get("head") or exp.params.get("bad") or ""
+        if head and exp.params.get("folder"):
+            ctx.cache["code"] = (exp.params["folder"], head)  # where later residuals are measured
         if sha == head and len(ctx.reverts) == 1:
             applied = list(exp.b)  # HEAD's parent, the overlay applied: today without the commit
         elif head and exp.params.get("folder"):
@@ -654,6 +656,10 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
             applied = measure_revision(ctx, exp.params["folder"], head, reverts=tuple(ctx.reverts), role="applied")
     elif exp.kind is Kind.PACKAGE:
         applied = list(exp.b) if not ctx.reverts and not ctx.overlay else None
+    if applied is None and ctx.reverts and "code" in ctx.cache and exp.kind is Kind.ENV:
+        folder, head = ctx.cache["code"]  # a variable confirmed after a commit: HEAD without it, the overlay on
+        emit("phase", text="measuring today with every confirmed intervention applied")
+        applied = measure_revision(ctx, folder, head, reverts=tuple(ctx.reverts), role="applied")
     if applied is None:
         return
     inv.residual = residual(base, today, applied, threshold=ctx.threshold, higher_is_better=s.higher_is_better)
