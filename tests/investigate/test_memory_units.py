@@ -105,16 +105,19 @@ def test_a_remembered_figure_is_a_baseline_of_one():
 
 
 def test_a_large_change_with_a_wide_spread_is_decided_with_enough_processes():
-    # 1.6x with 16% spread on the slow side: 8+8 processes decide it; a CI clear of the threshold by more
-    # than the spread cannot come from noise
-    fast = [3.80, 3.90, 3.94, 3.97, 4.00, 4.02, 4.05, 4.10]
-    slow = [5.40, 5.90, 6.10, 6.25, 6.30, 6.40, 6.60, 7.30]
+    # 1.6x with 17% spread on the slow side and one slow "fast" process (the sides overlap by the separation
+    # rule): the CI of the ratio (1.41-1.80) clears (1 + 5%)(1 + 17%) = 1.23, so 8+8 processes decide it
+    fast = [3.80, 3.90, 3.94, 3.97, 4.00, 4.02, 4.05, 5.00]
+    slow = [5.20, 5.60, 6.00, 6.30, 6.50, 6.90, 7.20, 7.60]
     _, c = compare_values(fast, slow)
-    assert c.b.iqr_over_median > 0.05
+    assert c.b.iqr_over_median > 0.15 and c.ci_low > 1.05 * (1 + c.b.iqr_over_median)
     assert c.verdict is Verdict.SLOWER, c.reasons
     _, back = compare_values(slow, fast)
-    assert back.verdict is Verdict.FASTER
-    # the same at 6+6 with one lucky draw stays gated (tests/bench: test_noise_gate_blocks_a_lucky_separation)
+    assert back.verdict is Verdict.FASTER  # going back to the parent: the same rule, the other way
+    # with 7+7 the spread itself is too uncertain: the gate holds (and a lucky 6+6 separation stays gated,
+    # tests/bench/test_compare_statistics.py)
+    _, few = compare_values(fast[:6] + fast[7:], slow[:7])
+    assert few.verdict is Verdict.INCONCLUSIVE and any("noisy" in r for r in few.reasons)
 
 
 def test_the_spread_is_explained_from_the_telemetry_sampled_during_the_step():
