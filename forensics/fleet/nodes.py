@@ -26,6 +26,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -52,8 +53,22 @@ def stem(path: Path) -> str:
 
 
 def candidates(folder: Path) -> list[Path]:
-    """The files of ``folder`` (not its subfolders) that may be node snapshots, by name, sorted."""
-    return sorted(p for p in folder.iterdir() if _suffix(p) and not p.name.startswith(".") and p.is_file())
+    """The entries of ``folder`` (not its subfolders) that may be node snapshots, by name, sorted.
+
+    An entry is kept by its name (a snapshot suffix, not hidden) unless it is a folder: a symbolic
+    link whose target is gone or that loops (``os.scandir``'s ``is_dir`` is then False) is kept, so
+    that reading it names the problem among the missing nodes instead of the node vanishing unseen.
+    """
+    with os.scandir(folder) as entries:
+        return sorted(Path(e.path) for e in entries if _suffix(Path(e.name)) and not e.name.startswith(".")
+                      and not _is_dir(e))
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def is_node_folder(path: Path) -> bool:

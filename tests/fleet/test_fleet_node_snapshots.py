@@ -100,6 +100,24 @@ def test_a_damaged_file_is_named_and_skipped(planted, tmp_path):
     assert f"{N - 1} of {N + 1} node snapshots read" in (tmp_path / "r.md").read_text()
 
 
+def test_a_broken_link_among_the_snapshots_is_a_missing_node_not_dropped(planted, tmp_path):
+    # a node's file linked from a scratch folder that was cleaned, or two links pointing at each other:
+    # the node is named among the missing with the reason, not left out of the count unseen
+    folder = tmp_path / "snaps"
+    shutil.copytree(planted, folder)
+    (folder / "node0100.json").symlink_to(tmp_path / "scratch" / "node0100.json")
+    (folder / "node0101.json").symlink_to(folder / "node0101.json")
+    r, doc = _report(tmp_path, str(folder))
+    assert r.returncode == 0, r.stderr
+    assert doc["counts"]["nodes"] == N and doc["counts"]["world_size"] == N + 2
+    missing = {m["node"]: m["reason"] for m in doc["missing"]}
+    assert missing["node0100"] == f"its snapshot was not read: {folder / 'node0100.json'}: no such file; give the " \
+                                  "path of a snapshot written by forensics"
+    assert missing["node0101"] == (f"its snapshot was not read: {folder / 'node0101.json'}: cannot read "
+                                   "(Too many levels of symbolic links)")
+    assert "2 nodes missing (node0100, node0101)" in r.stdout.replace("\n", " ")
+
+
 def test_no_readable_file_is_one_line_exit_2(tmp_path):
     folder = tmp_path / "snaps"
     folder.mkdir()
