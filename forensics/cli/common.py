@@ -145,6 +145,15 @@ def safe(message: str) -> str:
     return redact_text(message)[0]
 
 
+def warn_skipped_patterns(analysis) -> None:
+    """One stderr warning per hot-path pattern of a config file that the diff skipped (RE2 cannot run it;
+    :func:`forensics.diff.hotpaths.bounded_pattern`); the report's notes say it too."""
+    from forensics.render.terminal import clean
+
+    for line in dict.fromkeys(x for rc in getattr(analysis, "repos", None) or [] for x in rc.skipped_patterns):
+        click.echo(clean(f"forensics: warning: {line}"), err=True)
+
+
 def fail(message: str, code: int) -> None:
     """Print ``forensics: error: <message>`` (secrets redacted) on stderr and exit with ``code``."""
     click.echo(f"forensics: error: {safe(message)}", err=True)

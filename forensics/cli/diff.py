@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import check_repo, console, error_boundary
+from forensics.cli.common import check_repo, console, error_boundary, warn_skipped_patterns
 from forensics.cli.types import DIFF_REPORT_FILE
 
 _DEFAULT_NAME = "forensics-report"
@@ -75,10 +75,7 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
             if path.exists() and Path(given).exists() and path.resolve() == Path(given).resolve():
                 raise BadInputError(f"-o {path} is one of the input snapshots; choose another report name")
     analysis = analyse(doc_b, doc_a, repo=repo, config=config, names=(str(before), str(after)), redact=not no_redact)
-    from forensics.render.terminal import clean
-
-    for line in dict.fromkeys(x for rc in analysis.repos for x in rc.skipped_patterns):
-        click.echo(clean(f"forensics: warning: {line}"), err=True)  # also in the report's notes
+    warn_skipped_patterns(analysis)
     if unredacted and not no_redact:
         analysis.notes.insert(0, f"{' and '.join(unredacted)} {'was' if len(unredacted) == 1 else 'were'} taken "
                               f"with --no-redact; {nb + na} value(s) were redacted for this report so that both "

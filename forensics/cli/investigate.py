@@ -19,7 +19,8 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import Terminated, check_repo, console, error_boundary, parse_threshold, safe
+from forensics.cli.common import (Terminated, check_repo, console, error_boundary, parse_threshold, safe,
+                                   warn_skipped_patterns)
 from forensics.cli.types import POSITIVE
 
 _DURATION = re.compile(r"^\s*(?:(?P<h>\d+(?:\.\d+)?)h)?\s*(?:(?P<m>\d+(?:\.\d+)?)m)?\s*(?:(?P<s>\d+(?:\.\d+)?)s?)?\s*$")
@@ -260,6 +261,7 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
         settings.baseline_doc = load_any(baseline)  # a snapshot, or a text pasted from a ticket, as diff reads it
     with _Progress(not quiet and console(stderr=True).is_terminal, budget_s) as progress:
         inv = run(settings, progress.event, interrupts=(KeyboardInterrupt, Terminated))
+    warn_skipped_patterns(inv.analysis)
     if snapshot_out is not None:
         snap.save(inv.now, snapshot_out)
     for out in outs:

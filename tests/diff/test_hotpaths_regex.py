@@ -73,3 +73,34 @@ def test_config_patterns_match_case_insensitively_like_the_built_in_ones(tmp_pat
     assert hot.categories("a" * 5000 + "b") == []
     assert hot.categories("aaaa") == ["evil"]
     assert hot.categories("src/tokenizer_\udcff.py") == ["tokenizer"]  # a name git gave in another encoding
+
+
+BASELINE = r'''
+import sys
+from forensics import snapshot as snap
+from forensics.collect import take_snapshot
+from forensics.investigate.measure import Subject, measure_now
+step = Subject("cmd", sys.argv[2])
+doc = take_snapshot(label="baseline", options={"repo": "."},
+                    bench=lambda: measure_now(step, canary=False, canary_options={}, processes=5, budget_s=60)[0])
+snap.save(doc, sys.argv[1])
+'''
+
+
+def test_investigate_names_a_skipped_pattern_on_stderr_too(tmp_path):
+    import subprocess
+    import sys
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit_file(repo, "step.py", "import json\nfor _ in range(3): print(json.dumps({'metric': 'step_ms', 'value': 5.0}))\n",
+                "step")
+    commit_file(repo, ".forensics.yaml", "hot_paths:\n  lookaround: ['(?<=src/)nccl']\n", "hot paths")
+    step = f"{sys.executable} step.py"
+    subprocess.run([sys.executable, "-c", BASELINE, "before.json", step], cwd=repo, check=True, capture_output=True,
+                   timeout=240)
+    r = run_cli("investigate", "--baseline", "before.json", "--cmd", step, "--no-canary", "--plan", "-q",
+                "-o", str(tmp_path / "p.json"), cwd=repo, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "forensics: warning: " in r.stderr and "pattern '(?<=src/)nccl' skipped" in r.stderr, r.stderr
