@@ -92,7 +92,8 @@ def bounded_pattern(pattern: str) -> tuple[Any | None, str]:
 
     Returns:
         (the compiled pattern, "") or (None, why it cannot run in bounded time: RE2
-        rejects its syntax, or ``google-re2`` is not installed).
+        rejects its syntax, it is not valid Unicode text (a lone surrogate: RE2 reads UTF-8), or
+        ``google-re2`` is not installed).
     """
     try:
         import re2
@@ -102,6 +103,10 @@ def bounded_pattern(pattern: str) -> tuple[Any | None, str]:
     options = re2.Options()
     options.case_sensitive = False
     options.log_errors = False  # RE2 would print its own parse errors on stderr
+    try:
+        pattern.encode("utf-8")
+    except UnicodeEncodeError:  # RE2 reads UTF-8; YAML's "\uD800" escape gives a lone surrogate
+        return None, "it is not valid Unicode text (a lone surrogate from a \\uD800-style escape), which RE2 cannot read"
     try:
         return re2.compile(pattern, options), ""
     except re2.error as exc:
@@ -123,7 +128,8 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
 
     Raises:
         BadInputError: ``config`` is missing, either file is not valid YAML of that shape,
-            or a pattern is not a regular expression (Python's ``re`` syntax).
+            a pattern is not a regular expression (Python's ``re`` syntax), or a category name is
+            not valid Unicode text (a lone surrogate, which the report's UTF-8 cannot hold).
     """
     import yaml
 
@@ -147,6 +153,9 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
                                                   for v in extra.values()):
             raise BadInputError(f"{path}: 'hot_paths' must map a category name to a list of regular expressions")
         for cat, pats in extra.items():
+            if not _is_text(str(cat)):  # it is written into the report, a UTF-8 file
+                raise BadInputError(f"{path}: hot_paths category {str(cat)!r} is not valid Unicode text (a lone "
+                                    "surrogate from a \\uD800-style escape); write the character itself")
             for p in pats:
                 try:
                     re.compile(p)
@@ -158,3 +167,12 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
                 else:
                     hot.patterns.setdefault(str(cat), []).append(compiled)
     return hot
+
+
+def _is_text(value: str) -> bool:
+    """True when ``value`` can be written as UTF-8 (no lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -104,3 +104,25 @@ def test_investigate_names_a_skipped_pattern_on_stderr_too(tmp_path):
                 "-o", str(tmp_path / "p.json"), cwd=repo, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "forensics: warning: " in r.stderr and "pattern '(?<=src/)nccl' skipped" in r.stderr, r.stderr
+
+
+def test_a_lone_surrogate_in_the_config_is_named_not_a_lost_commit_list_or_an_internal_error(tmp_path):
+    # YAML's "\uD800" escape gives a string UTF-8 cannot hold: RE2 and the report's file both read UTF-8
+    config = 'hot_paths:\n  bad: ["\\uD800"]\n  mine: ["a+b[.]py$"]\n'
+    repo, b, a = _dirty_repo(tmp_path, config)
+    r = run_cli("diff", str(b), str(a), "-o", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (warning,) = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert "hot_paths['bad'] pattern '\\ud800' skipped: it is not valid Unicode text" in warning
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["commits"][0]["dirty_hot"][0]["hot"] == ["mine"]  # the commit list is kept, the other pattern counts
+    assert not any("could not be read" in n for n in rep["notes"])
+
+    (repo / ".forensics.yaml").write_text('hot_paths:\n  "bad\\uD800": ["a+b[.]py$"]\n')
+    r = run_cli("diff", str(b), str(a), "-o", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"forensics: error: {repo / '.forensics.yaml'}: hot_paths category 'bad\\ud800' is not valid Unicode text "
+        "(a lone surrogate from a \\uD800-style escape); write the character itself"]
+    assert not (tmp_path / "r.html").exists()
+
