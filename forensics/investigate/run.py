@@ -269,7 +269,8 @@ def investigate(s: Settings, on_event: EventFn | None = None,
         return inv
     from forensics.diff.ledger import analyse
 
-    name = str(s.baseline) if s.baseline is not None and not source else (source.split(",")[0] or "baseline")
+    name = str(s.baseline) if s.baseline is not None else (
+        source.split(",")[0].split(";")[0].removeprefix("baseline: ") + " (remembered)")
     analysis = analyse(baseline, now, repo=s.repo, config=s.config, names=(name, "now"))
     subject, regression, sentence = _regression(analysis, baseline, step, canary, canary_s[0], s, notes)
     if s.expect and step is not None:
