@@ -138,6 +138,7 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     Raises:
         BadInputError: naming the file and the first problem found.
     """
+    _other_kind(doc, path)
     docfile.check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
     probes = doc.get("probes")
     if "probes" not in doc:
@@ -196,6 +197,40 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
             raise BadInputError(f"{path}: {key!r} must be a string, found {json_type(doc[key])}")
     check_field_types(doc, path)
     return doc
+
+
+_OTHER_KINDS = {
+    "forensics.fleet": "a fleet file; read it with 'forensics fleet report {path}' (or compare two with "
+                       "'forensics diff A B')",
+    "forensics.fleet-record": "one rank's record of a fleet; read the whole folder with 'forensics fleet report "
+                              "{folder}'",
+    "forensics.bench": "a bench file; compare two with 'forensics bench compare A B' (a snapshot taken with "
+                       "--bench holds one)",
+    "forensics.env": "written by 'forensics env -o'; take a snapshot with 'forensics snapshot' to diff it",
+    "forensics.diff": "a diff report; open the report's .html or .md, or read its JSON as it is",
+    "forensics.fleet-report": "a fleet report; open the report's .html or .md, or read its JSON as it is",
+    "forensics.fleet-diff": "a fleet comparison report; open its .html or .md, or read its JSON as it is",
+    "forensics.bisect": "a bisect report; open its .html or .md, or read its JSON as it is",
+    "forensics.investigate": "an investigate report; open its .html or .md, or read its JSON as it is",
+}
+"""The other documents forensics writes, and the command that reads each (for "wrong kind of file")."""
+
+
+def _other_kind(doc: dict[str, Any], path: Path) -> None:
+    """Refuse another forensics document, naming the command that reads it.
+
+    Raises:
+        BadInputError: ``schema`` names another forensics document (``forensics.fleet/1``...).
+    """
+    schema = doc.get("schema")
+    if not isinstance(schema, str):
+        return
+    name = schema.rpartition("/")[0]
+    what = _OTHER_KINDS.get(name)
+    if what is not None:
+        folder = path.parent if str(path.parent) else Path(".")
+        raise BadInputError(f"{path}: schema is {schema!r}: wrong kind of file, not a snapshot: "
+                            + what.format(path=path, folder=folder))
 
 
 def _texts(node: dict[str, Any], keys: tuple[str, ...], where: str, path: Path) -> None:

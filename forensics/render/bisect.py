@@ -20,12 +20,21 @@ from forensics.render.report import format_from_name
 _LABEL_W, _PLOT_W, _ROW_H, _PAD = 190, 520, 22, 12
 
 
+SCHEMA = "forensics.bisect/1"
+"""The bisect report's ``schema`` line, as every other document forensics writes has one."""
+
+
 def report_data(result) -> dict:
-    """The redacted JSON tree of ``result`` plus ``redactions`` (where and why, never the value)."""
+    """The redacted JSON tree of ``result`` under a ``schema`` (:data:`SCHEMA`), ``tool`` (name, version) and
+    ``created`` (UTC) head, as snapshots and diff reports have, plus ``redactions`` (where and why, never
+    the value)."""
+    from forensics import __version__
+    from forensics.docfile import utc_now
     from forensics.redact import Redactor
 
     red = Redactor()
-    data = red.sweep(result.to_json())
+    data = {"schema": SCHEMA, "created": utc_now(), "tool": {"name": "forensics", "version": __version__},
+            **red.sweep(result.to_json())}
     data["redactions"] = [r.to_json() for r in red.records]
     return data
 
