@@ -24,6 +24,9 @@ file reads, never changing anything:
   that two snapshots dirty in the same files tell whether those files changed in between.
 - ``dirty``, ``modified`` (unstaged), ``staged``, ``conflicted`` (unmerged index entries: a merge or
   rebase stopped on them), ``untracked`` (first 200 names), ``untracked_count``.
+- ``tool_outputs``: untracked files forensics itself wrote (``forensics-report.html``,
+  ``forensics-before.json``...: its default names, naming forensics in their first 4 KiB); they are
+  not in ``untracked`` and do not make the tree ``dirty`` (read.own_outputs).
 - ``stash_count``: entries of ``refs/stash``'s reflog.
 - ``submodules``: ``[{"path", "head", "state"}]`` from ``git submodule status --recursive``
   (``state``: ``ok``, ``moved``, ``not_initialized``, ``conflict``); a submodule whose
@@ -183,7 +186,7 @@ class GitProbe(Probe):
     types = {"repos": "list", "repos.*": "mapping", "repos.*.path": "string", "repos.*.branch": "string?",
              "repos.*.detached": "boolean", "repos.*.dirty": "boolean", "repos.*.head": "mapping?",
              "repos.*.head.sha": "string", "repos.*.reflog": "list", "repos.*.reflog.*": "mapping",
-             "repos.*.modified": "list", "repos.*.staged": "list", "repos.*.untracked": "list",
+             "repos.*.modified": "list", "repos.*.staged": "list", "repos.*.untracked": "list", "repos.*.tool_outputs": "list",
              "repos.*.remotes": "mapping", "repos.*.stash_count": "integer>=0",
              "repos.*.dirty_stat": "mapping"}
 
@@ -292,7 +295,7 @@ class GitProbe(Probe):
                            detached=not ref.startswith("ref: "))
             else:
                 rec.update(branch=st["branch"], detached=st["branch"] is None and st["oid"] is not None)
-                rec.update(worktree_fields(st, UNTRACKED_LIST))
+                rec.update(worktree_fields(st, UNTRACKED_LIST, root))
                 rec["dirty_stat"] = dirty_stat(root, rec["modified"] + rec["staged"], UNTRACKED_LIST)
                 rec["upstream"] = st["upstream"]
             rec["head"] = head

@@ -96,13 +96,54 @@ def parse_status_v2(text: str) -> dict[str, Any]:
     return out
 
 
-def worktree_fields(status: dict[str, Any], untracked_list: int = 200) -> dict[str, Any]:
+def worktree_fields(status: dict[str, Any], untracked_list: int = 200, root: Path | None = None) -> dict[str, Any]:
     """The snapshot's worktree fields from :func:`parse_status_v2`'s result (lists sorted, at most
-    ``untracked_list`` untracked names kept, their count recorded)."""
+    ``untracked_list`` untracked names kept, their count recorded).
+
+    With ``root`` (the working tree), untracked files that are forensics' own outputs
+    (:func:`own_outputs`) are listed under ``tool_outputs`` instead of ``untracked`` and do not make
+    the tree ``dirty``: a report written by the last ``forensics diff`` or ``investigate`` is not a
+    change to the user's code.
+    """
     modified, staged = sorted(set(status["modified"])), sorted(set(status["staged"]))
     conflicted, untracked = sorted(set(status["conflicted"])), status["untracked"]
-    return {"dirty": bool(modified or staged or untracked or conflicted), "modified": modified, "staged": staged,
-            "conflicted": conflicted, "untracked": untracked[:untracked_list], "untracked_count": len(untracked)}
+    own = own_outputs(root, untracked) if root is not None else []
+    if own:
+        mine = set(own)
+        untracked = [u for u in untracked if u not in mine]
+    out = {"dirty": bool(modified or staged or untracked or conflicted), "modified": modified, "staged": staged,
+           "conflicted": conflicted, "untracked": untracked[:untracked_list], "untracked_count": len(untracked)}
+    if root is not None:
+        out["tool_outputs"] = own[:untracked_list]
+    return out
+
+
+OWN_OUTPUT_NAME = re.compile(r"(?:^|/)forensics-[^/]*\.(?:json|ya?ml|html|md|prom|png)(?:\.gz)?$")
+"""The names forensics gives its outputs by default (``forensics-report.html``, ``forensics-before.json``,
+``forensics-investigate.html``, ``forensics-fleet.json``...)."""
+OWN_OUTPUT_MARK = b"forensics"
+OWN_OUTPUT_HEAD = 4096
+
+
+def own_outputs(root: Path, untracked: list[str], limit: int = 200) -> list[str]:
+    """The untracked files under ``root`` that forensics wrote: named like its default outputs
+    (:data:`OWN_OUTPUT_NAME`) and naming forensics in their first 4 KiB (a document's ``schema`` line, a
+    report's title, a Prometheus file's metric names; ``open`` + ``read``). A file of the user's that only
+    shares the name pattern stays untracked. At most ``limit`` files are opened."""
+    out: list[str] = []
+    for rel in untracked:
+        if len(out) >= limit:
+            break
+        if not OWN_OUTPUT_NAME.search(rel):
+            continue
+        try:
+            with open(root / rel, "rb") as fh:
+                head = fh.read(OWN_OUTPUT_HEAD)
+        except OSError:
+            continue
+        if OWN_OUTPUT_MARK in head or head[:8] == b"\x89PNG\r\n\x1a\n":
+            out.append(rel)
+    return out
 
 
 def shown(obj: Any) -> Any:
