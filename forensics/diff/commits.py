@@ -23,9 +23,13 @@ sides (matched by path) this module
   times :data:`NOT_LOADED_FACTOR` for a commit that touches only files the user's
   step never loaded (when the benchmark recorded them: ``loaded_files`` of a
   ``user`` result, :mod:`forensics.step.loaded_files`);
+- judges each commit by what it changed (:mod:`forensics.diff.suspects`: both versions of
+  every file it touched, read with ``git cat-file blob``): behaviour-free or not, its
+  signals, its weight; commits are ranked suspects first (:func:`order`), and a pull
+  weighs what its commits changed (:meth:`RepoChanges.weight`);
 - flags hot files in a dirty working tree.
 
-Only read-only git commands are run (``rev-parse``, ``log``, ``diff-tree``),
+Only read-only git commands are run (``rev-parse``, ``log``, ``diff-tree``, ``cat-file``),
 with the gateway's safety settings (``GIT_OPTIONAL_LOCKS=0``, so git does not
 even refresh the index; no hook; a timeout). A commit the repository no longer has (garbage
 collected, shallow clone) degrades to "commit not available".
@@ -35,18 +39,27 @@ from __future__ import annotations
 
 import enum
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from forensics.errors import BadInputError
-from forensics.gitio import Commit, GitError, git, read_commits, succeeds
+from forensics.gitio import Calls, Commit, GitError, git, read_commits, succeeds
 from forensics.words import plural
 from forensics.model import Finding, HypothesisStatus, Severity
 from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, category_weight, load_hot_paths  # noqa: F401
+from forensics.diff import suspects as suspects_mod
+from forensics.diff.suspects import CommitAssessment, FileAssessment
 
 MAX_COMMITS = 200
 """At most this many commits are listed per side (newest first)."""
+
+MAX_READ_BYTES = 1 << 20
+"""A file version larger than this is not read for the behaviour check (judged by its path and lines only)."""
+
+MAX_READ_FILES = 60
+"""At most this many files of one commit are read for the behaviour check; the rest are judged by their paths."""
 
 NOT_LOADED_FACTOR = 0.25
 """Weight of a commit whose files the user's step never loaded (recorded by the benchmark), against 1."""
@@ -211,6 +224,7 @@ class CommitChanges(Commit):
 
     files: list[FileChange] = field(default_factory=list)
     side: str = "new"
+    assessment: CommitAssessment | None = None
 
     @property
     def added(self) -> int:
@@ -253,7 +267,8 @@ class CommitChanges(Commit):
                 "side": self.side, "added": self.added, "deleted": self.deleted, "hot_lines": self.hot_lines,
                 "hot_categories": self.hot_categories, "weight": round(self.weight, 2),
                 "loaded_by_step": None if not any(f.loaded is not None for f in self.files) else not self.unloaded,
-                "files": [f.to_json() for f in self.files]}
+                "files": [f.to_json() for f in self.files],
+                "assessment": self.assessment.to_json() if self.assessment is not None else None}
 
 
 @dataclass
@@ -284,6 +299,7 @@ class RepoChanges:
     dirty_hot: list[FileChange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped_patterns: list[str] = field(default_factory=list)
+    to_tell: str = ""
 
     @property
     def changed(self) -> bool:
@@ -294,13 +310,51 @@ class RepoChanges:
                 "head_move": self.move.to_json(), "read_from": self.read_from, "availability": self.availability,
                 "commits": [c.to_json() for c in self.commits], "dropped": [c.to_json() for c in self.dropped],
                 "dirty_hot": [f.to_json() for f in self.dirty_hot], "notes": list(self.notes),
-                "skipped_patterns": list(self.skipped_patterns)}
+                "skipped_patterns": list(self.skipped_patterns),
+                "to_tell": self.to_tell, "weight": self.weight().status if self.move.moved else None}
+
+    def weight(self) -> suspects_mod.PullWeight:
+        """What the pull weighs for ``code.change`` (:func:`forensics.diff.suspects.pull_weight`): ``none`` when no
+        commit can have changed the step, ``unknown`` when the commits could not be read, else ``scaled``."""
+        if self.availability != "ok":
+            return suspects_mod.pull_weight([], readable=False, unknown_why=self.availability, command=self.to_tell)
+        return suspects_mod.pull_weight([classify(c) for c in self.commits + self.dropped])
 
 
 def _rank(commits: list[CommitChanges]) -> list[CommitChanges]:
-    """Hot commits first (highest :attr:`CommitChanges.weight` first), the rest in their original (newest first) order."""
-    order = {id(c): i for i, c in enumerate(commits)}
-    return sorted(commits, key=lambda c: (-c.weight, -c.hot_lines, -len(c.hot_files), order[id(c)]))
+    """Suspects first, strongest first (:func:`forensics.diff.suspects.order`), behaviour-free commits last."""
+    return suspects_mod.order(commits)
+
+
+def classify(commit: CommitChanges) -> CommitAssessment:
+    """What ``commit`` changed, judged: behaviour-free or not, its signals, its weight (issue 25).
+
+    The assessment made when the commit was listed (:func:`list_commits` reads both versions of
+    each file); a commit built without one is judged by its paths alone (documentation, tests
+    and CI weigh nothing; any other file is a signal-free suspect).
+
+    Returns:
+        a :class:`forensics.diff.suspects.CommitAssessment`.
+    """
+    if commit.assessment is None:
+        files = suspects_mod.paths_only([(f.path, f.renamed_from) for f in commit.files], None)
+        commit.assessment = suspects_mod.assess(files, commit.weight)
+    return commit.assessment
+
+
+def order(commits: list[CommitChanges]) -> list[CommitChanges]:
+    """``commits`` in the order to test them: suspects with the strongest signals in files the step loaded
+    first, then signal-free suspects by weighted hot lines, then commits touching only files the step never
+    loaded, behaviour-free commits last (:func:`forensics.diff.suspects.order`)."""
+    for c in commits:
+        classify(c)
+    return suspects_mod.order(commits)
+
+
+def suspects(rc: "RepoChanges") -> list[CommitChanges]:
+    """The new commits of ``rc`` that are suspects, in the order to test them (empty: none can have changed the
+    step: behaviour-free, documentation, tests, CI, or files the step never loaded)."""
+    return [c for c in order(list(rc.commits)) if classify(c).suspect]
 
 
 def _numstat(path: Path, commit: Commit) -> list[tuple[str, int | None, int | None, str]]:
@@ -340,6 +394,74 @@ def _numstat(path: Path, commit: Commit) -> list[tuple[str, int | None, int | No
     return rows
 
 
+def _texts(path: Path, commit: Commit, files: list[FileChange]) -> list[tuple[str | None, str | None, bool] | None]:
+    """(old text, new text, binary) of each file, read with ``git cat-file blob REV:PATH`` through
+    :class:`forensics.gitio.Calls` (:data:`READ_AT_ONCE` files at a time); ``None`` for a file not read (beyond
+    :data:`MAX_READ_FILES`, documentation/tests/CI, or git could not say). A side the commit (or its first
+    parent) does not have is ``None``; a version over :data:`MAX_READ_BYTES`, with a NUL byte or not UTF-8
+    is binary."""
+    parent = commit.parents[0] if commit.parents else None
+    wanted = [i for i, fc in enumerate(files)
+              if i < MAX_READ_FILES and suspects_mod.file_kind(fc.path) not in suspects_mod.INERT]
+    out: list[tuple[str | None, str | None, bool] | None] = [None] * len(files)
+    if not wanted:
+        return out
+    for chunk in range(0, len(wanted), READ_AT_ONCE):
+        _read_chunk(path, commit.sha, parent, files, wanted[chunk:chunk + READ_AT_ONCE], out)
+    return out
+
+
+READ_AT_ONCE = 8
+"""Files whose two versions are read at once (two git processes each)."""
+
+
+def _read_chunk(path: Path, sha: str, parent: str | None, files: list[FileChange], wanted: list[int],
+                out: list[tuple[str | None, str | None, bool] | None]) -> None:
+    with Calls(path, ceiling=True) as calls:
+        handles = {}
+        for i in wanted:
+            fc = files[i]
+            old = calls.start("cat-file", "blob", f"{parent}:{fc.renamed_from or fc.path}") if parent else None
+            handles[i] = (old, calls.start("cat-file", "blob", f"{sha}:{fc.path}"))
+        for i, (h_old, h_new) in handles.items():
+            try:
+                sides = [calls.result_bytes(h, check=False) if h is not None else (1, b"") for h in (h_old, h_new)]
+            except GitError:  # timed out: this file is judged by its path
+                continue
+            texts, binary = [], False
+            for rc, data in sides:
+                if rc != 0:
+                    texts.append(None)
+                elif len(data) > MAX_READ_BYTES or b"\0" in data[:8192]:
+                    texts.append(None)
+                    binary = True
+                else:
+                    try:
+                        texts.append(data.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        texts.append(None)
+                        binary = True
+            out[i] = (texts[0], texts[1], binary)
+
+
+def _assess(path: Path, commit: Commit, files: list[FileChange], loaded: set[str] | None,
+            weight: float) -> CommitAssessment:
+    """Judge a commit from both versions of its files (:func:`_texts`; a file not read is judged by its path)."""
+    try:
+        texts = _texts(path, commit, files)
+    except GitError:  # git could not be started: every file by its path
+        texts = [None] * len(files)
+    out: list[FileAssessment] = []
+    for fc, read in zip(files, texts):
+        if read is None:
+            out.extend(suspects_mod.paths_only([(fc.path, fc.renamed_from)], loaded))
+            continue
+        old, new, binary = read
+        out.append(suspects_mod.assess_file(fc.path, old, new, loaded=loaded, renamed_from=fc.renamed_from,
+                                            binary=binary or fc.added is None))
+    return suspects_mod.assess(out, weight)
+
+
 def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
                     loaded: set[str] | None = None) -> CommitChanges:
     files = []
@@ -348,7 +470,9 @@ def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
         if loaded is not None:
             fc.loaded = fc.path in loaded or bool(src and src in loaded)
         files.append(fc)
-    return CommitChanges(**vars(commit), files=files, side=side)
+    info = CommitChanges(**vars(commit), files=files, side=side)
+    info.assessment = _assess(path, commit, files, loaded, info.weight)
+    return info
 
 
 def list_commits(path: Path, old: str, new: str, hot: HotPaths,
@@ -481,6 +605,7 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
         rc.skipped_patterns = list(hot.skipped)
         rc.notes, rc.dirty_hot = _dirty_notes(b, a, hot)
         if rc.move.moved:
+            rc.to_tell = _to_tell(a, where)
             if not where.is_dir():
                 rc.availability = f"commit list not available: {where} is not on this machine (use --repo)"
             else:
@@ -494,10 +619,20 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
                     rc.notes.extend(notes)
                 except LookupError as exc:
                     rc.availability = str(exc)
+                    rc.to_tell = (f"git -C {shlex.quote(str(where))} fetch --all, then forensics diff again "
+                                  f"(or --repo with a clone that has {str(rc.after_sha)[:10]})")
                 except OSError as exc:
                     rc.availability = f"commit list not available: {exc}"
         out.append(rc)
     return out
+
+
+def _to_tell(after: Mapping[str, Any], where: Path) -> str:
+    """The command that would list the commits of a repository this machine cannot read."""
+    remotes = after.get("remotes") if isinstance(after.get("remotes"), dict) else {}
+    url = next((str(u) for u in remotes.values() if isinstance(u, str) and u and "REDACTED" not in u), "")
+    clone = f"git clone {shlex.quote(url)} CLONE, then " if url else "a clone of it as CLONE: "
+    return f"{clone}forensics diff BEFORE AFTER --repo CLONE (the snapshots name {where})"
 
 
 def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[Finding]:
@@ -526,9 +661,13 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
         lead = next((f for f in mine if "head.sha" in f.fields), mine[0])
         evidence = [f"repository {rc.path}{'' if rc.role == 'main' else f' ({rc.role} install)'}: {rc.move.sentence}"]
         hot = [c for c in rc.commits if c.hot_lines]
+        sus = suspects(rc)
         if rc.commits or rc.dropped:
             evidence.append(f"{plural(len(rc.commits), 'new commit')}, {len(rc.dropped)} dropped; {len(hot)} touch "
-                            "performance-sensitive paths")
+                            f"performance-sensitive paths; {plural(len(sus), 'suspect')} by what they changed")
+        for c in order(rc.commits + rc.dropped)[:5]:
+            dropped = " (dropped)" if c.side == "dropped" else ""
+            evidence.append(f"{c.sha[:10]}{dropped} \"{c.subject}\": {classify(c).why}")
         for c in hot[:3]:
             moved = [f for f in c.hot_files if f.renamed_from]
             extra = ""
@@ -542,7 +681,12 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
             evidence.append(rc.availability)
         evidence.extend(rc.notes)
         evidence.extend(f"uncommitted change to hot file {f.path} ({', '.join(f.hot)})" for f in rc.dirty_hot)
-        if hot or rc.dirty_hot:
+        pull = rc.weight() if rc.move.moved else None
+        if rc.dirty_hot:
+            sev, rel = Severity.HIGH, 0.9
+        elif pull is not None and pull.status == "scaled":
+            sev, rel = pull.severity, pull.relevance
+        elif hot:
             sev, rel = Severity.HIGH, 0.9
         elif rc.move.moved or rc.notes:
             sev, rel = Severity.MEDIUM, 0.6
@@ -550,10 +694,24 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
             sev, rel = Severity.LOW, 0.3
         if "head.sha" in lead.fields:  # the HEAD move: this module says how, with the commits
             what = rc.move.short if (rc.move.moved or rc.move.entries) else (rc.notes or ["code changed"])[0]
-            if hot:
+            top = sus[0] if sus else None
+            if hot and pull is not None and pull.status == "scaled":
                 what += (f"; {plural(len(hot), 'commit')} {'touches' if len(hot) == 1 else 'touch'} hot paths, first "
                          f"{hot[0].sha[:10]} \"{hot[0].subject}\"")
+            if top is not None and not (hot and top is hot[0]):
+                what += f"; first suspect {top.sha[:10]} \"{top.subject}\" ({classify(top).why})"
+            elif top is not None:
+                what += f" ({classify(top).why})"
+            if pull is not None and pull.status != "scaled":
+                what += f"; {pull.sentence}"
             lead.summary = f"{Path(rc.path).name or rc.path}: {what}"
+            if pull is not None and pull.status != "scaled" and not rc.dirty_hot:
+                # what the pull brought decides its weight, not the rule "a pull is high"
+                lead.status = HypothesisStatus.RULED_OUT if pull.status == "none" else HypothesisStatus.INCONCLUSIVE
+                lead.severity, lead.relevance = Severity.INFO, 0.0
+                sev, rel = Severity.INFO, 0.0
+            elif pull is not None:
+                lead.severity, lead.relevance = sev, rel
         if sev.weight > lead.severity.weight:
             lead.severity = sev
         lead.relevance = max(lead.relevance, rel)

@@ -430,6 +430,12 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
                     for f in findings)
     if bench is not None and bench.pointer is Pointer.CODE and not env_dirty:
         code = [f for f in by_hyp[CODE] if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+        unread = [f for f in by_hyp[CODE] if f.status is HypothesisStatus.INCONCLUSIVE and "head.sha" in f.fields]
+        if not code and unread and not bench.small:
+            # a pull whose commits this machine cannot read is the code change the measurement points at
+            unread[0].status, unread[0].severity = HypothesisStatus.IMPLICATED, Severity.HIGH
+            unread[0].relevance = 0.8
+            code = [unread[0]]
         if code:  # the code change is named already: the measurement supports it
             code[0].evidence.insert(0, f"measured: {bench.sentence}")
             code[0].relevance = max(code[0].relevance, 0.9)
