@@ -321,12 +321,14 @@ class CommitExperiment:
                 out.append(Experiment(next_id("commit"), Kind.COMMIT, hyp.id, f"{name}: test the suspect commit",
                                       outcome=Outcome.NOT_RUN, reason=why))
                 continue
-            top = rc.commits[0]
+            from forensics.diff.commits import classify, suspects
+            top = (suspects(rc) or rc.commits)[0]  # the strongest suspect by what it changed (issue 25)
             exp = Experiment(next_id("commit"), Kind.COMMIT, hyp.id,
                              f"{name}: {top.sha[:10]} \"{top.subject}\" against its parent",
                              a_label=f"{top.sha[:10]}", b_label=f"its parent")
             exp.details.update({"repository": rc.path, "commit": top.sha, "subject": top.subject,
                                 "hot_lines": top.hot_lines, "commits_in_range": len(rc.commits),
+                                "why": classify(top).why,
                                 "good": rc.before_sha, "bad": rc.after_sha})
             folder = cls._folder(ctx, rc)
             hint = ctx.bench_hint()

@@ -76,7 +76,10 @@ def print_diff_summary(console, analysis, report_path: str | None = None, max_ro
             console.print(f"  [yellow]{escape(rc.availability)}[/yellow]")
         for c in rc.commits[:max_rows]:
             hot = f" [red]hot: {escape(', '.join(c.hot_categories))}[/red]" if c.hot_lines else ""
-            console.print(f"  {c.sha[:10]} {escape(c.subject)} (+{c.added}/-{c.deleted}){hot}")
+            a = c.assessment
+            why = "" if a is None else (f"\n      [red]{escape(a.why)}[/red]" if a.signals and a.suspect else
+                                        f"\n      {escape(a.why)}" if a.suspect else f"\n      [dim]{escape(a.why)}[/dim]")
+            console.print(f"  {c.sha[:10]} {escape(c.subject)} (+{c.added}/-{c.deleted}){hot}{why}")
         if len(rc.commits) > max_rows:
             console.print(f"  ... {len(rc.commits) - max_rows} more in the report")
     counts = {s: sum(h.status.value == s for h in analysis.hypotheses) for s in _STATUS_STYLE}
