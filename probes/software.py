@@ -33,12 +33,52 @@ from forensics.model import (Finding, MissingReason, Severity, implicated, incon
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics.readers import name_and_version, normalise
 
-# Distributions whose change matters most to GPU step time (matched on the normalised name).
-GPU_STACK = re.compile(
-    r"^(triton|nvidia-.*|flash[-_]attn.*|xformers|vllm|sglang|transformers|deepspeed|megatron.*|apex|"
-    r"cupy.*|jax.*|tensorrt.*|torchvision|torchaudio|accelerate|bitsandbytes|numpy|flashinfer.*|"
-    r"sgl[-_]kernel|cutlass.*|nccl.*|pynvml|nvidia-ml-py)$"
-)
+GPU_STACK_TABLE: list[tuple[str, float, str]] = [
+    (r"flash[-_]attn.*", 0.9, "FlashAttention: the attention kernels of every layer (Dao-AILab/flash-attention)"),
+    (r"flashinfer.*", 0.9, "FlashInfer: attention, sampling and MoE kernels of vLLM and SGLang (flashinfer-ai/flashinfer)"),
+    (r"transformer[-_]engine.*", 0.9, "Transformer Engine: FP8 GEMMs and fused attention (NVIDIA/TransformerEngine)"),
+    (r"vllm", 0.9, "vLLM: the serving engine (scheduler, kernels, CUDA graphs, defaults) (vllm-project/vllm)"),
+    (r"sglang", 0.9, "SGLang: the serving engine (scheduler, kernels, CUDA graphs, defaults) (sgl-project/sglang)"),
+    (r"sgl[-_]kernel", 0.8, "sgl-kernel: SGLang's compiled kernels (sgl-project/sglang, sgl-kernel/)"),
+    (r"xformers", 0.8, "xFormers: memory-efficient attention kernels (facebookresearch/xformers)"),
+    (r"triton", 0.8, "Triton: compiles the kernels torch.compile/Inductor and vLLM generate (triton-lang/triton)"),
+    (r"deepspeed", 0.8, "DeepSpeed: ZeRO partitioning, fused optimizers, its communication path (deepspeedai/DeepSpeed)"),
+    (r"megatron.*", 0.8, "Megatron-Core: tensor/pipeline parallel layers and their collectives (NVIDIA/Megatron-LM)"),
+    (r"nvidia-nccl.*|nccl.*", 0.8, "NCCL as a wheel: every collective (NVIDIA/nccl)"),
+    (r"tensorrt.*|torch[-_]tensorrt", 0.8, "TensorRT engines and kernels (NVIDIA/TensorRT)"),
+    (r"apex", 0.7, "Apex: fused layer norms, optimizers, mixed precision (NVIDIA/apex)"),
+    (r"bitsandbytes", 0.7, "bitsandbytes: 8-bit/4-bit quantized matmuls (bitsandbytes-foundation/bitsandbytes)"),
+    (r"(nvidia-)?cutlass.*", 0.7, "CUTLASS: GEMM and attention templates (NVIDIA/cutlass)"),
+    (r"nvidia-.*", 0.6, "a CUDA library shipped as a wheel (cuBLAS, cuDNN...: the kernels torch calls)"),
+    (r"cupy.*|jax.*", 0.6, "another GPU array library with its own kernels (CuPy, JAX)"),
+    (r"transformers", 0.5, "Transformers: model code, the attention implementation chosen, the generation loop"),
+    (r"accelerate", 0.4, "Accelerate: device placement and mixed-precision wrappers"),
+    (r"torchvision|torchaudio", 0.3, "torchvision/torchaudio: data-side ops; a few kernels"),
+    (r"numpy", 0.2, "NumPy: host-side arrays; reaches step time through data preparation only"),
+    (r"pynvml|nvidia-ml-py", 0.1, "NVML bindings: monitoring only"),
+]
+"""The GPU stack: normalised distribution name pattern -> (weight, what it is on a step's path, and its project).
+
+The weight is the finding's relevance (0..1): how directly a version change of the package reaches the step's
+kernels. A change at 0.7 or above is ``high`` severity and ranks like a torch upgrade (its own evidence rule,
+``gpu-stack``); the rest of the table is ``medium``; packages the table does not name are "other packages"
+(``low``). Engineering estimates from the projects' own descriptions of what they ship."""
+
+_STACK = [(re.compile(rf"^({pat})$"), w, why) for pat, w, why in GPU_STACK_TABLE]
+TORCH_PINNED = re.compile(r"^(triton|pytorch-triton.*|nvidia-.*)$")
+"""Distributions a torch wheel pins (its ``Requires-Dist``): changed together with torch they are torch's change,
+kept ``medium`` here (torch.version carries it; forensics.diff.layers says which layer brought NCCL and CUDA)."""
+
+GPU_STACK_STRONG = 0.7
+"""A GPU-stack change at this weight or above is ``high`` and carries the field ``packages.gpu_stack``."""
+
+
+def gpu_stack(name: str) -> tuple[float, str] | None:
+    """(weight, what it is) for a normalised distribution name of :data:`GPU_STACK_TABLE`; ``None`` when not listed."""
+    for pattern, weight, why in _STACK:
+        if pattern.match(name):
+            return weight, why
+    return None
 
 
 def editable_location(direct_url_text: str | None) -> dict[str, str] | None:
@@ -158,20 +198,34 @@ class SoftwareProbe(Probe):
                                   fields=["packages.torch"]))
         else:
             out.append(ruled_out("torch.version", f"torch {bt or 'absent'} on both"))
-        changes, stack = [], []
+        changes, stack, roles, weights = [], [], [], []
         for name in sorted(names):
             if name == "torch" or bp.get(name) == ap.get(name):
                 continue
             line = f"{name}: {bp.get(name, 'absent')} -> {ap.get(name, 'absent')}"
-            (stack if GPU_STACK.match(name) else changes).append(line)
+            known = gpu_stack(name)
+            if known is None:
+                changes.append(line)
+                continue
+            if bt != at and TORCH_PINNED.match(name):  # torch's pinned dependency moved with it: torch.version's
+                known = (min(known[0], GPU_STACK_STRONG - 0.1), known[1] + "; pinned by torch, changed with it")
+            stack.append((known[0], line))
+            roles.append(f"{name}: {known[1]}")
+            weights.append(known[0])
+        stack.sort(key=lambda x: -x[0])  # the package nearest the kernels first
+        lines = [line for _w, line in stack]
         bpy, apy = (_py(d) for d in (before.data, after.data))
         if bpy != apy and not (is_unrecorded(bpy) or is_unrecorded(apy)):
-            stack.insert(0, f"Python {bpy} -> {apy}")
-        if stack:
-            out.append(implicated("python.packages", Severity.MEDIUM,
-                                  f"{len(stack)} GPU-stack package(s) changed: {'; '.join(stack[:3])}"
-                                  + (" ..." if len(stack) > 3 else ""), stack + changes + scope, relevance=0.6,
-                                  fields=["packages"]))
+            lines.insert(0, f"Python {bpy} -> {apy}")
+            weights.append(0.6)
+        if lines:
+            top = max(weights)
+            strong = top >= GPU_STACK_STRONG
+            out.append(implicated("python.packages", Severity.HIGH if strong else Severity.MEDIUM,
+                                  f"{len(lines)} GPU-stack package(s) changed: {'; '.join(lines[:3])}"
+                                  + (" ..." if len(lines) > 3 else ""), lines + roles + changes + scope,
+                                  relevance=max(0.6, top),
+                                  fields=["packages", "packages.gpu_stack"] if strong else ["packages"]))
         elif changes:
             out.append(implicated("python.packages", Severity.LOW,
                                   f"{len(changes)} other package(s) changed: {'; '.join(changes[:3])}"

@@ -6,8 +6,12 @@ only, ranks hypotheses, builds the report document), ``commits`` (commits
 between two git HEADs, attached as evidence to ``code.change``),
 ``hotpaths`` (which changed files are on a step's hot path), ``evidence``
 (the scoring table that ranks causes), ``causes`` (which finding explains
-which), ``known`` (matching the known-issues catalog) and ``layers`` (versions
-that change together; CUDA libraries shipped as wheels).
+which), ``known`` (matching the known-issues catalog), ``layers`` (versions
+that change together; CUDA libraries shipped as wheels), ``suspects`` (which
+commits can have changed the step, their order, what a pull weighs),
+``signals`` (suspicious constructs a commit added, with their lines) and
+``pysource`` (whether a Python file's change has behaviour: syntax trees
+compared once comments, docstrings, annotations and local renames are set aside).
 
 May import the core (``gitio`` for the commit list, ``words``, ``snapshot``...) and
 ``forensics.bench.effect``; never a probe by name, never ``render`` or ``cli``.

@@ -53,7 +53,8 @@ PRIORS: dict[str, tuple[float, str]] = {
     "cuda.version": (0.25, "CUDA runtime/cuBLAS changes are mostly neutral; a few regress kernels or host APIs"),
     "driver.version": (0.2, "most driver updates are performance-neutral; the catalog lists the ones that are not"),
     "host.cpu": (0.2, "governor, load and cgroup limits matter to host-bound steps only"),
-    "python.packages": (0.15, "GPU-stack packages (vLLM, triton, numpy): most updates do not touch the step's hot loop"),
+    "python.packages": (0.15, "most package updates do not touch the step's hot loop; a GPU-stack package (flash-attn, "
+                              "vLLM, triton...) is raised to torch's level by the rule gpu-stack"),
 }
 DEFAULT_PRIOR = 0.3
 """Prior of a hypothesis id no row names (a third-party probe's)."""
@@ -186,6 +187,16 @@ def _transport_nccl(f: Facts) -> str:
     return f"the NCCL transport changed together with {_names(by)}: the mechanism of that change" if by else ""
 
 
+GPU_STACK_FIELD = "packages.gpu_stack"
+"""A ``python.packages`` finding whose ``fields`` name this changed a package of the GPU stack's table
+(probes/software.py ``GPU_STACK_TABLE``: flash-attn, FlashInfer, Transformer Engine, vLLM, triton...)."""
+
+
+def _gpu_stack(f: Facts) -> str:
+    return ("a GPU-stack package changed (attention/GEMM kernels, the serving engine, the compiler the step's kernels "
+            "come from): not 'other packages'" if f.field_fact(GPU_STACK_FIELD) else "")
+
+
 def _contention_throttle(f: Facts) -> str:
     return ("another process on the GPU and throttling together: a foreign process drawing power pushes the board to "
             "its power cap, so the contention comes first" if f.has("gpu.contention") and f.has("gpu.throttling")
@@ -213,6 +224,8 @@ RULES: list[Rule] = [
           **{h: 0.3 for h in ENV_HYPOTHESES}}, _user_only),
     Rule("canary-moved", "the canary slowed: forensics' own code did not change, so the environment did",
          {"code.change": 0.2, "python.packages": 0.5}, _canary_moved),
+    Rule("gpu-stack", "a package of the GPU stack's table changed (its kernels run in the step, as torch's do)",
+         {"python.packages": 2.3}, _gpu_stack),
     Rule("contention-then-throttle", "gpu.contention and gpu.throttling both implicated (the throttle is its effect)",
          {"gpu.contention": 2.0, "gpu.throttling": 0.6}, _contention_throttle),
     Rule("memory-full-driver", "GPU memory near full (gpu.memory implicated) and a driver change",

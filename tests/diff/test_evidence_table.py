@@ -83,6 +83,8 @@ CASES = {
     "p2p-moved": (lambda: _facts("p2p-copy"), lambda: _facts("p2p")),
     "transport-with-nccl": (lambda: _facts("", ["nccl.transport", "nccl.version"]),
                             lambda: _facts("", ["nccl.transport"])),
+    "gpu-stack": (lambda: _facts("", ["python.packages"], ["packages", ev.GPU_STACK_FIELD]),
+                  lambda: _facts("", ["python.packages"], ["packages"])),
 }
 
 
