@@ -61,6 +61,10 @@ MAX_READ_BYTES = 1 << 20
 MAX_READ_FILES = 60
 """At most this many files of one commit are read for the behaviour check; the rest are judged by their paths."""
 
+MAX_READ_TOTAL = 400
+"""At most this many files are read for the behaviour check per repository and side (newest commits first);
+past it, files are judged by their paths and the notes say so."""
+
 NOT_LOADED_FACTOR = 0.25
 """Weight of a commit whose files the user's step never loaded (recorded by the benchmark), against 1."""
 
@@ -311,7 +315,7 @@ class RepoChanges:
                 "commits": [c.to_json() for c in self.commits], "dropped": [c.to_json() for c in self.dropped],
                 "dirty_hot": [f.to_json() for f in self.dirty_hot], "notes": list(self.notes),
                 "skipped_patterns": list(self.skipped_patterns),
-                "to_tell": self.to_tell, "weight": self.weight().status if self.move.moved else None}
+                "to_tell": self.to_tell, "pull_weight": self.weight().to_json() if self.move.moved else None}
 
     def weight(self) -> suspects_mod.PullWeight:
         """What the pull weighs for ``code.change`` (:func:`forensics.diff.suspects.pull_weight`): ``none`` when no
@@ -394,7 +398,8 @@ def _numstat(path: Path, commit: Commit) -> list[tuple[str, int | None, int | No
     return rows
 
 
-def _texts(path: Path, commit: Commit, files: list[FileChange]) -> list[tuple[str | None, str | None, bool] | None]:
+def _texts(path: Path, commit: Commit, files: list[FileChange],
+           budget: list[int] | None = None) -> list[tuple[str | None, str | None, bool] | None]:
     """(old text, new text, binary) of each file, read with ``git cat-file blob REV:PATH`` through
     :class:`forensics.gitio.Calls` (:data:`READ_AT_ONCE` files at a time); ``None`` for a file not read (beyond
     :data:`MAX_READ_FILES`, documentation/tests/CI, or git could not say). A side the commit (or its first
@@ -403,6 +408,9 @@ def _texts(path: Path, commit: Commit, files: list[FileChange]) -> list[tuple[st
     parent = commit.parents[0] if commit.parents else None
     wanted = [i for i, fc in enumerate(files)
               if i < MAX_READ_FILES and suspects_mod.file_kind(fc.path) not in suspects_mod.INERT]
+    if budget is not None:  # budget[0]: files still to read in this listing
+        wanted = wanted[:max(0, budget[0])]
+        budget[0] -= len(wanted)
     out: list[tuple[str | None, str | None, bool] | None] = [None] * len(files)
     if not wanted:
         return out
@@ -445,10 +453,10 @@ def _read_chunk(path: Path, sha: str, parent: str | None, files: list[FileChange
 
 
 def _assess(path: Path, commit: Commit, files: list[FileChange], loaded: set[str] | None,
-            weight: float) -> CommitAssessment:
+            weight: float, budget: list[int] | None = None) -> CommitAssessment:
     """Judge a commit from both versions of its files (:func:`_texts`; a file not read is judged by its path)."""
     try:
-        texts = _texts(path, commit, files)
+        texts = _texts(path, commit, files, budget)
     except GitError:  # git could not be started: every file by its path
         texts = [None] * len(files)
     out: list[FileAssessment] = []
@@ -463,7 +471,7 @@ def _assess(path: Path, commit: Commit, files: list[FileChange], loaded: set[str
 
 
 def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
-                    loaded: set[str] | None = None) -> CommitChanges:
+                    loaded: set[str] | None = None, budget: list[int] | None = None) -> CommitChanges:
     files = []
     for name, added, deleted, src in _numstat(path, commit):
         fc = FileChange(name, added, deleted, hot.categories(name), src)
@@ -471,7 +479,7 @@ def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
             fc.loaded = fc.path in loaded or bool(src and src in loaded)
         files.append(fc)
     info = CommitChanges(**vars(commit), files=files, side=side)
-    info.assessment = _assess(path, commit, files, loaded, info.weight)
+    info.assessment = _assess(path, commit, files, loaded, info.weight, budget)
     return info
 
 
@@ -505,12 +513,18 @@ def list_commits(path: Path, old: str, new: str, hot: HotPaths,
         shallow = Path(path) / git(path, "rev-parse", "--git-path", "shallow", ceiling=True)
         if shallow.exists():
             notes.append(f"{path} is a shallow clone: older commits may be missing from the list")
-        fresh = [_commit_changes(path, c, hot, "new", loaded)
+        budgets = [[MAX_READ_TOTAL], [MAX_READ_TOTAL]]
+        fresh = [_commit_changes(path, c, hot, "new", loaded, budgets[0])
                  for c in read_commits(path, f"{old}..{new}", max_count=MAX_COMMITS, ceiling=True)]
-        gone = [_commit_changes(path, c, hot, "dropped", loaded)
+        gone = [_commit_changes(path, c, hot, "dropped", loaded, budgets[1])
                 for c in read_commits(path, f"{new}..{old}", max_count=MAX_COMMITS, ceiling=True)]
     except GitError as exc:
         raise OSError(str(exc)) from None
+    if any(b[0] <= 0 for b in budgets) and any(
+            f.read is False for c in fresh + gone for f in (c.assessment.files if c.assessment else [])
+            if suspects_mod.file_kind(f.path) not in suspects_mod.INERT):
+        notes.append(f"the behaviour check read the first {MAX_READ_TOTAL} files a side; later commits' files are "
+                     "judged by their paths")
     if len(fresh) >= MAX_COMMITS:
         notes.append(f"only the newest {MAX_COMMITS} commits are listed")
     return _rank(fresh), _rank(gone), notes

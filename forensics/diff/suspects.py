@@ -333,6 +333,10 @@ class PullWeight:
     relevance: float = 0.0
     sentence: str = ""
 
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "severity": self.severity.value, "relevance": self.relevance,
+                "sentence": self.sentence}
+
 
 def pull_weight(assessments: Sequence[CommitAssessment | None], readable: bool = True, unknown_why: str = "",
                 command: str = "") -> PullWeight:

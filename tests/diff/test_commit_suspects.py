@@ -263,7 +263,8 @@ def test_real_torch_step_the_precision_commit_ranks_first_the_style_commit_is_no
     doc = json.loads(render_json(an))
     row = doc["commits"][0]["commits"][0]["assessment"]
     assert row["suspect"] and row["signals"][0]["kind"] == "precision" and row["signals"][0]["file"] == "model.py"
-    assert doc["commits"][0]["weight"] == "scaled"
+    assert doc["commits"][0]["pull_weight"]["status"] == "scaled"
+    assert doc["commits"][0]["pull_weight"]["severity"] == "high"
 
 
 def test_the_terminal_summary_says_why(tmp_path):
@@ -349,3 +350,23 @@ def test_order_puts_suspects_first_and_behaviour_free_last(tmp_path):
     (rc,) = commits_analyse(_docs(rb), _docs(ra))
     assert [c.subject for c in order(list(reversed(rc.commits)))] == ["precision", "engine: first version", "style"]
     assert commits_mod.classify(rc.commits[1]).why.startswith("behaviour change in serve/engine.py")
+
+
+def test_a_secret_in_a_changed_line_is_redacted_in_the_reasons(tmp_path):
+    token = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqR"
+    base = {"serve.py": 'TOKEN = "hf_oldoldoldoldoldoldoldoldold"\n\ndef f(x):\n    return x\n'}
+    work, rb, ra = _pull(tmp_path, [({"serve.py": f'TOKEN = "{token}"\n\ndef f(x):\n    return x\n'}, "rotate")],
+                         base=base)
+    an = analyse(_docs(rb), _docs(ra))
+    assert classify(an.repos[0].commits[0]).signals  # a changed module constant
+    for text in (render_json(an), render_markdown(an), render_html(an)):
+        assert token not in text
+
+
+def test_the_read_budget_judges_later_files_by_their_paths(tmp_path, monkeypatch):
+    monkeypatch.setattr(commits_mod, "MAX_READ_TOTAL", 1)
+    work, rb, ra = _pull(tmp_path, [({"model.py": STYLE}, "style"), ({"model.py": PRECISION}, "precision")])
+    (rc,) = commits_analyse(_docs(rb), _docs(ra))
+    assert any("judged by their paths" in n for n in rc.notes)
+    newest = next(c for c in rc.commits if c.subject == "precision")  # read first (git log order)
+    assert classify(newest).signals and not classify(next(c for c in rc.commits if c.subject == "style")).files[0].read
