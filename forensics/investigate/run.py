@@ -585,7 +585,7 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
         done[exp.id] = exp
         emit("done", experiment=exp)
         if exp.outcome is Outcome.CONFIRMED and not inv.interrupted:
-            if any(e.params.get("depends_on") == exp.id for e in todo):
+            if exp.kind is Kind.ENV and any(e.params.get("depends_on") == exp.id for e in todo):
                 continue  # a group of variables: the one-by-one experiments that follow say which one to keep
             t = time.monotonic()
             try:
