@@ -180,11 +180,15 @@ def build(fleet: Any, baseline: Any = None) -> FleetReport:
     facts = facts_of(fleet)
     head = fleet.head
     rep = judge(facts, source=str(fleet.path), created=str(head.get("created", "")), baseline=baseline)
+    notes = [str(n) for n in head.get("notes") or []]
     skipped = head.get("skipped") or []
     if skipped:  # files of an --out-dir folder that are not records (forensics.fleet.document)
-        rep.notes.insert(0, f"not read from the folder: {'; '.join(skipped[:3])}"
-                            f"{f' ... ({len(skipped)} in all)' if len(skipped) > 3 else ''}")
-    rep.notes[:0] = [str(n) for n in head.get("notes") or []]
+        notes.append(f"not read from the folder: {'; '.join(skipped[:3])}"
+                     f"{f' ... ({len(skipped)} in all)' if len(skipped) > 3 else ''}")
+    # the loader's notes name files and hosts (a file named s1-AKIA....json): swept as judge() swept the rest
+    from forensics.redact import Redactor
+
+    rep.notes[:0] = Redactor().sweep(notes)
     return rep
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import gzip
+import html
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,25 @@ def test_two_files_of_one_hostname_are_both_kept_and_named(planted, tmp_path):
     assert ("1 snapshot(s) name a host already read (two machines answer to one hostname, or one file was copied "
             "twice): node0001-again.json and node0001.json both name host node0001; the second is kept as "
             "'node0001 (node0001.json)'") in doc["notes"]
+
+
+def test_the_notes_naming_files_and_hosts_are_redacted_in_every_output(planted, tmp_path):
+    # a file name carrying a key (a copy named after the credentials it was taken with): the duplicate-host
+    # note names both files, and reached the terminal, the JSON and the HTML unredacted
+    key = "AKIA" + "QWERTYUIOPASDFGH"
+    folder = tmp_path / "snaps"
+    shutil.copytree(planted, folder)
+    shutil.copy(folder / "node0001.json", folder / f"node0001-{key}.json")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("".join(f"{synth.node_name(i)}\n" for i in range(2, N)))  # node0000, node0001 and its copy read too
+    for name in ("r.json", "r.html", "r.md"):
+        r = run_cli("fleet", "report", str(folder), "--hostfile", str(hosts), "-o", str(tmp_path / name))
+        assert r.returncode == 0, r.stderr
+        text = html.unescape((tmp_path / name).read_text())
+        assert key not in text and key not in r.stdout and key not in r.stderr
+        assert "node0001-<redacted>.json and node0001.json both name host node0001" in text
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["notes"][0] == "3 node(s) not in the hostfile were read too: node0000, node0001, node0001 (node0001.json)"
 
 
 def test_a_snapshot_without_hostname_is_named_by_its_file(tmp_path):
