@@ -33,6 +33,7 @@ from forensics.errors import BadInputError, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REG
 from forensics.stats import REACHABLE_PROCESSES, Comparison, Verdict, compare
 
 from forensics.gpu.readings import THROTTLE_REASONS as THROTTLE_KEYS  # noqa: E402  (one list of throttling reasons)
+from forensics.gpu.readings import CLOCK_SM_MHZ, POWER_MW, UTIL_GPU_PCT  # noqa: E402
 
 THROTTLE_FRACTION = 0.05
 THROTTLE_CHANGE = 0.10
@@ -199,8 +200,7 @@ def _gpu_line(tel: Any) -> dict[str, str]:
             if not isinstance(g, dict):
                 continue
             bits = []
-            for key, unit, scale in (("clock_sm_mhz", "MHz SM", 1), ("power_mw", "W", 1e-3),
-                                     ("util_gpu_pct", "% busy", 1)):
+            for key, unit, scale in ((CLOCK_SM_MHZ, "MHz SM", 1), (POWER_MW, "W", 1e-3), (UTIL_GPU_PCT, "% busy", 1)):
                 v = g.get(key)
                 if isinstance(v, dict) and isinstance(v.get("median"), (int, float)):
                     bits.append(f"{v['median'] * scale:.0f} {unit}")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from forensics.model import is_missing
+from forensics.gpu.readings import LOAD_METRICS, PCIE_GEN_LOAD, PCIE_WIDTH_LOAD, SM_CLOCK_LOAD_MHZ
 
 MIN_BUSY_SAMPLES = 3
 UNSET = "unset"
@@ -70,15 +71,15 @@ _REASON_FRACTIONS = (
 )
 
 METRICS: tuple[Metric, ...] = (
-    Metric("pcie_gen_load", "PCIe generation under load", "", "low", "gpu.pcie-link",
+    Metric(PCIE_GEN_LOAD, "PCIe generation under load", "", "low", "gpu.pcie-link",
            "busy samples: nvmlDeviceGetCurrPcieLinkGeneration (median)", discrete=True),
-    Metric("pcie_width_load", "PCIe width under load", "x", "low", "gpu.pcie-link",
+    Metric(PCIE_WIDTH_LOAD, "PCIe width under load", "x", "low", "gpu.pcie-link",
            "busy samples: nvmlDeviceGetCurrPcieLinkWidth (median)", discrete=True),
     Metric("pcie_gen_max", "PCIe generation the link can reach", "", "low", "gpu.pcie-link",
            "nvmlDeviceGetMaxPcieLinkGeneration", discrete=True),
     Metric("pcie_width_max", "PCIe width the link can reach", "x", "low", "gpu.pcie-link",
            "nvmlDeviceGetMaxPcieLinkWidth", discrete=True),
-    Metric("sm_clock_load_mhz", "SM clock under load", "MHz", "low", "gpu.throttling",
+    Metric(SM_CLOCK_LOAD_MHZ, "SM clock under load", "MHz", "low", "gpu.throttling",
            "busy samples: nvmlDeviceGetClockInfo(SM) (median)", rel_tol=0.10, effect=True),
     *(Metric(metric, label, "of busy samples", "high", "gpu.throttling",
              f"busy samples: clocks-event reason bit {bit:#x}", abs_tol=tol)
@@ -348,9 +349,8 @@ class FleetFacts:
             s = samples.get(uuid) if isinstance(samples, dict) else None
             if isinstance(s, dict) and isinstance(s.get("busy_samples"), int) and s["busy_samples"] >= MIN_BUSY_SAMPLES:
                 gf.under_load = s["busy_samples"]
-                self._put(v, "sm_clock_load_mhz", _dig(s, "clock_sm_mhz", "median"))
-                self._put(v, "pcie_gen_load", _dig(s, "pcie_gen", "median"))
-                self._put(v, "pcie_width_load", _dig(s, "pcie_width", "median"))
+                for key, metric in LOAD_METRICS.items():  # the busy-sample medians, under the fleet's names
+                    self._put(v, metric, _dig(s, key, "median"))
                 fr = s.get("reason_fraction") if isinstance(s.get("reason_fraction"), dict) else {}
                 for reason, metric in _REASON_METRIC.items():
                     self._put(v, metric, fr.get(reason, 0.0))

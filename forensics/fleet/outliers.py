@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from forensics.gpu.readings import PCIE_GEN_LOAD
 from forensics.fleet.features import (GPU_CATEGORICAL, METRICS, NODE_FIELDS, CategoricalField, FleetFacts,
                                       GpuFacts, Metric)
 
@@ -283,7 +284,7 @@ def numeric(facts: FleetFacts) -> tuple[list[Outlier], list[PeerStats]]:
                 shown = (lambda z: f"x{_fmt(z)}") if m.unit == "x" else (lambda z: f"{_fmt(z)}{unit}")
                 if m.unit == "of busy samples":
                     shown = lambda z: f"{z:.0%} of busy samples"  # noqa: E731
-                elif m.name.startswith("pcie_gen"):
+                elif m.name in (PCIE_GEN_LOAD, "pcie_gen_max"):
                     shown = lambda z: f"Gen{z:.0f}"  # noqa: E731
                 ref_word = "median" if rule == "median/MAD" else "best"
                 line = (f"{m.label}: {shown(v)} vs peers' {ref_word} {shown(ref)} ({_count(n - 1, model + ' peer')}, "

@@ -37,6 +37,7 @@ from typing import Any, Iterator
 
 from forensics.fleet.document import RECORD_SCHEMA, header, write
 from forensics.env.workers.record import DEFAULT_SELECT, RANK_VARS, filter_env
+from forensics.gpu.readings import CLOCK_SM_MHZ, PCIE_GEN
 
 BASE_SNAPSHOT = "examples/h200x2/snapshot-all-probes.json"
 UNDER_LOAD = "examples/h200x2/gpu-under-load.json"
@@ -65,7 +66,7 @@ class Sources:
             if not isinstance(bench, dict):
                 continue
             for g in (bench.get("telemetry") or {}).get("gpus", {}).values():
-                if g.get("busy_samples", 0) >= 3 and isinstance(g.get("clock_sm_mhz"), dict):
+                if g.get("busy_samples", 0) >= 3 and isinstance(g.get(CLOCK_SM_MHZ), dict):
                     self.telemetry.append({k: v for k, v in g.items() if k != "processes"})
             for r in bench.get("results") or []:
                 key = r.get("name", "").replace("component.", "")
@@ -124,7 +125,7 @@ def records(src: Sources, n_nodes: int, gpus_per_node: int = 8, *, plant: bool =
             if "sw_power_cap" in frac:
                 frac["sw_power_cap"] = round(frac["sw_power_cap"] * peer_power_cap_scale, 3)
             if spots.get("pcie") == (n, i):
-                s["pcie_gen"] = {"min": 3, "median": 3, "max": 3}
+                s[PCIE_GEN] = {"min": 3, "median": 3, "max": 3}
                 g = {**g, "pcie": {**g["pcie"], "gen_current": 3}}
             if spots.get("power_cap") == (n, i):
                 s = {**copy.deepcopy(src.capped), "index": i}
@@ -217,7 +218,7 @@ def node_snapshots(root: Path, n_nodes: int, gpus_per_node: int = 8, *, plant: b
             s = copy.deepcopy(rng.choice(src.telemetry))
             s["index"] = i
             if spots.get("pcie") == (n, i):
-                s["pcie_gen"] = {"min": 3, "median": 3, "max": 3}
+                s[PCIE_GEN] = {"min": 3, "median": 3, "max": 3}
                 g["pcie"]["gen_current"] = 3
             if spots.get("power_cap") == (n, i):
                 s = {**copy.deepcopy(src.capped), "index": i}

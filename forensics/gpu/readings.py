@@ -1,5 +1,9 @@
 """GPU readings shared by the ``gpu`` probe and the window sampler.
 
+The keys of the readings (``CLOCK_SM_MHZ``, ``CURRENT_MHZ`` ...) are declared here once, with what each
+one is; every reader (the probe and its judges, the sampler, the benchmark's comparison, the fleet,
+investigate, the importers) uses the constant, never the string (tests/gpu/test_reading_keys.py).
+
 Decoding tables (clocks-event reason bits by numeric value, DESIGN section 6,
 research/nvml.md section 2) and the two reads both need: the cumulative
 counters (read at the start and end of a window) and one instant sample.
@@ -12,6 +16,68 @@ from typing import Any
 
 from forensics.model import is_missing
 from forensics.gpu.nvml import Nvml
+
+# --- the keys of the readings: one name per quantity ----------------------------------------------
+# An instant reading is what NVML said once, at snapshot time, whatever the GPU was doing then; an
+# under-load reading is a sampler summary ``{"min", "median", "max"}`` over the *busy* samples of a
+# window (:mod:`forensics.gpu.sampler`), the median being the figure judged. The names are recorded in
+# snapshot and benchmark files: they are a file format and do not change.
+
+CURRENT_MHZ = "current_mhz"
+"""Instant clock, MHz: ``gpu.devices[<uuid>].clocks.<kind>.current_mhz`` (kind ``graphics``, ``sm``,
+``mem``, ``video``), ``nvmlDeviceGetClockInfo(NVML_CLOCK_<KIND>)`` read once by the ``gpu`` probe (and
+``Clocks`` of ``nvidia-smi -q`` in an imported snapshot). Not judged alone: an idle GPU reads low."""
+
+CLOCK_SM_MHZ = "clock_sm_mhz"
+"""SM clock, MHz, ``nvmlDeviceGetClockInfo(NVML_CLOCK_SM)``: one value in an instant sample
+(:func:`read_instant`), ``{"min", "median", "max"}`` over busy samples in a sampler summary (under load;
+the median is what the fleet reports as :data:`SM_CLOCK_LOAD_MHZ`)."""
+
+CLOCK_MEM_MHZ = "clock_mem_mhz"
+"""Memory clock, MHz, ``nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)``; instant sample / busy-sample summary."""
+
+POWER_MW = "power_mw"
+"""Board power draw, milliwatts, ``nvmlDeviceGetPowerUsage`` (a 1 s average on Ampere and later);
+instant sample / busy-sample summary."""
+
+UTIL_GPU_PCT = "util_gpu_pct"
+"""SM utilization, percent: the share of the last sample period in which a kernel ran,
+``nvmlDeviceGetUtilizationRates().gpu``; instant sample / busy-sample summary."""
+
+UTIL_MEM_PCT = "util_mem_pct"
+"""Memory utilization, percent: the share of the last sample period in which device memory was read or
+written, ``nvmlDeviceGetUtilizationRates().memory``; instant sample / busy-sample summary."""
+
+TEMP_C = "temp_c"
+"""GPU temperature, degrees C, ``nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)``; instant sample /
+busy-sample summary."""
+
+PCIE_GEN = "pcie_gen"
+"""PCIe link generation in use (1-6), ``nvmlDeviceGetCurrPcieLinkGeneration``; instant sample /
+busy-sample summary (the median is the fleet's :data:`PCIE_GEN_LOAD`). An idle link trains down, so only
+the under-load figure is judged."""
+
+PCIE_WIDTH = "pcie_width"
+"""PCIe link width in use (lanes), ``nvmlDeviceGetCurrPcieLinkWidth``; instant sample / busy-sample
+summary (the median is the fleet's :data:`PCIE_WIDTH_LOAD`)."""
+
+SM_CLOCK_LOAD_MHZ = "sm_clock_load_mhz"
+"""The fleet's name (``forensics fleet``: its JSON, HTML and Prometheus metric) for the median of
+:data:`CLOCK_SM_MHZ` over busy samples: the same quantity under another name, kept because the fleet's
+output is an interface. Derived here, next to the reading it names."""
+
+PCIE_GEN_LOAD = "pcie_gen_load"
+"""The fleet's name for the median of :data:`PCIE_GEN` over busy samples (output interface, as above)."""
+
+PCIE_WIDTH_LOAD = "pcie_width_load"
+"""The fleet's name for the median of :data:`PCIE_WIDTH` over busy samples (output interface, as above)."""
+
+LOAD_METRICS: dict[str, str] = {CLOCK_SM_MHZ: SM_CLOCK_LOAD_MHZ, PCIE_GEN: PCIE_GEN_LOAD, PCIE_WIDTH: PCIE_WIDTH_LOAD}
+"""Sampler key -> the fleet metric that reports its busy-sample median."""
+
+READING_KEYS = (CURRENT_MHZ, CLOCK_SM_MHZ, CLOCK_MEM_MHZ, POWER_MW, UTIL_GPU_PCT, UTIL_MEM_PCT, TEMP_C, PCIE_GEN,
+                PCIE_WIDTH, SM_CLOCK_LOAD_MHZ, PCIE_GEN_LOAD, PCIE_WIDTH_LOAD)
+"""Every name declared above: no other module of forensics/ or probes/ spells one as a string."""
 
 # nvmlClocksEventReason* bit values (same as nvmlClocksThrottleReason*).
 REASON_BITS: dict[int, str] = {
@@ -165,16 +231,16 @@ def read_instant(nvml: Nvml, handle: Any) -> dict[str, Any]:
     reasons, _ = nvml.first(("nvmlDeviceGetCurrentClocksEventReasons", handle),
                             ("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
     return {
-        "clock_sm_mhz": nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_SM", 1)),
-        "clock_mem_mhz": nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_MEM", 2)),
-        "power_mw": nvml.call("nvmlDeviceGetPowerUsage", handle),
-        "util_gpu_pct": util if is_missing(util) else int(util.gpu),
-        "util_mem_pct": util if is_missing(util) else int(util.memory),
+        CLOCK_SM_MHZ: nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_SM", 1)),
+        CLOCK_MEM_MHZ: nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_MEM", 2)),
+        POWER_MW: nvml.call("nvmlDeviceGetPowerUsage", handle),
+        UTIL_GPU_PCT: util if is_missing(util) else int(util.gpu),
+        UTIL_MEM_PCT: util if is_missing(util) else int(util.memory),
         "mem_used_bytes": mem if is_missing(mem) else int(mem.used),
         "mem_total_bytes": mem if is_missing(mem) else int(mem.total),
-        "temp_c": nvml.call("nvmlDeviceGetTemperature", handle, nvml.constant("NVML_TEMPERATURE_GPU", 0)),
-        "pcie_gen": nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", handle),
-        "pcie_width": nvml.call("nvmlDeviceGetCurrPcieLinkWidth", handle),
+        TEMP_C: nvml.call("nvmlDeviceGetTemperature", handle, nvml.constant("NVML_TEMPERATURE_GPU", 0)),
+        PCIE_GEN: nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+        PCIE_WIDTH: nvml.call("nvmlDeviceGetCurrPcieLinkWidth", handle),
         "pstate": nvml.call("nvmlDeviceGetPerformanceState", handle),
         "reasons": reasons,
     }
@@ -190,7 +256,7 @@ bf16 matmul on an H200 reads 100% / 21-23% and a device copy 100% / 100% (measur
 
 def is_spin(sample: dict[str, Any]) -> bool:
     """True for a spin sample (see :data:`SPIN_GPU_UTIL_PCT`); needs ``util_gpu_pct`` and ``util_mem_pct``."""
-    g, m = sample.get("util_gpu_pct"), sample.get("util_mem_pct")
+    g, m = sample.get(UTIL_GPU_PCT), sample.get(UTIL_MEM_PCT)
     return (isinstance(g, (int, float)) and isinstance(m, (int, float)) and g >= SPIN_GPU_UTIL_PCT
             and m < SPIN_MEM_UTIL_MAX_PCT)
 

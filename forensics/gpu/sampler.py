@@ -35,12 +35,13 @@ import threading
 import time
 from typing import Any
 
-from forensics.gpu.readings import decode_reasons, is_busy, is_spin, read_counters, read_instant, read_processes
+from forensics.gpu.readings import (CLOCK_MEM_MHZ, CLOCK_SM_MHZ, PCIE_GEN, PCIE_WIDTH, POWER_MW, TEMP_C, UTIL_GPU_PCT,
+                                    UTIL_MEM_PCT, decode_reasons, is_busy, is_spin, read_counters, read_instant,
+                                    read_processes)
 from forensics.model import MissingReason, is_missing, missing
 from forensics.gpu.nvml import Nvml
 
-_STAT_KEYS = ("clock_sm_mhz", "clock_mem_mhz", "power_mw", "util_gpu_pct", "util_mem_pct", "temp_c", "pcie_gen",
-              "pcie_width", "pstate")
+_STAT_KEYS = (CLOCK_SM_MHZ, CLOCK_MEM_MHZ, POWER_MW, UTIL_GPU_PCT, UTIL_MEM_PCT, TEMP_C, PCIE_GEN, PCIE_WIDTH, "pstate")
 _PROCESS_EVERY = 10  # read the process list every Nth tick (it is the slowest call)
 
 
@@ -167,7 +168,7 @@ def _delta(a: Any, b: Any) -> Any:
 def summarise(index: int, name: Any, samples: list[dict[str, Any]], start: dict[str, Any],
               end: dict[str, Any], processes: list[dict[str, Any]]) -> dict[str, Any]:
     """Summarise one GPU's samples (pure; see the module docstring for the shape)."""
-    busy = [s for s in samples if is_busy(s.get("pstate"), s.get("util_gpu_pct"), s.get("reasons"))]
+    busy = [s for s in samples if is_busy(s.get("pstate"), s.get(UTIL_GPU_PCT), s.get("reasons"))]
     out: dict[str, Any] = {"index": index, "name": name, "samples": len(samples), "busy_samples": len(busy)}
     for key in _STAT_KEYS:
         out[key] = _stats([s.get(key) for s in busy])

@@ -17,8 +17,8 @@ Public entry points:
 Shared by the parsers: :mod:`.common` (the parsed part, value parsers) and :mod:`.gpu_record`
 (one GPU of ``nvidia-smi -q``, text or XML, in the ``gpu`` probe's shape).
 
-May import the core (``forensics.snapshot`` holds how an imported snapshot is told and named);
-never a probe, ``diff``, ``render`` or ``cli``. The data it writes follows the probes' documented
+May import the core (``forensics.snapshot`` holds how an imported snapshot is told and named) and
+``forensics.gpu.readings`` (the names of the GPU readings); never a probe, ``diff``, ``render`` or ``cli``. The data it writes follows the probes' documented
 shapes (docs/snapshot-format.md, docs/gpu-probe.md) without importing them.
 """
 

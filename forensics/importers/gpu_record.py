@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from forensics.model import is_missing, is_unrecorded
+from forensics.gpu.readings import CURRENT_MHZ
 
 from forensics.importers.common import (COMPUTE_MODES, as_int, bytes_of, enabled_of, is_na, mhz_of, mw_of, na_value,
                                         not_recorded, number, pstate_of)
@@ -96,7 +97,7 @@ def to_probe(raw: dict[str, Any], index: int, label: str) -> tuple[str, dict[str
                         "memory_pct": _val(raw, "util_mem", label, _pct, "Utilization Memory")}
     clocks = {}
     for k in ("graphics", "sm", "mem", "video"):
-        clocks[k] = {"current_mhz": _val(raw, f"clk_{k}", label, mhz_of, f"Clocks {k}"),
+        clocks[k] = {CURRENT_MHZ: _val(raw, f"clk_{k}", label, mhz_of, f"Clocks {k}"),
                      "max_mhz": _val(raw, f"max_{k}", label, mhz_of, f"Max Clocks {k}"),
                      "app_mhz": _val(raw, f"app_{k}", label, mhz_of, f"Applications Clocks {k}"),
                      "default_app_mhz": _val(raw, f"default_app_{k}", label, mhz_of, f"Default Applications Clocks {k}")}

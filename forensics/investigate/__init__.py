@@ -12,6 +12,7 @@ baseline: this machine against the figures in ``ceilings.yaml``), ``memory``
 ``forensics.render.investigate``.
 
 May import the core, ``forensics.diff`` (the ledger, read through its public
-attributes), ``forensics.bench``, ``forensics.step`` and ``forensics.bisect``;
-never ``cli``, ``render`` or a probe.
+attributes), ``forensics.bench``, ``forensics.step``, ``forensics.bisect`` and
+``forensics.gpu.readings`` (the names of the GPU readings); never ``cli``,
+``render`` or a probe.
 """

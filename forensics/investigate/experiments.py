@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from forensics.errors import BadInputError
+from forensics.gpu.readings import PCIE_GEN, PCIE_WIDTH
 from forensics.investigate.decide import decide, fmt_value, share_recovered
 from forensics.investigate.measure import (MAX_PROCESSES, ROUND, STARTUP_S, Subject, ab, canary_once,
                                            results_of)
@@ -632,7 +633,7 @@ class RemeasureExperiment:
             cond += [f"{k} in {v:.0%} of busy samples" for k, v in throttled(tel).items() if v > 0.05]
         elif exp.hypothesis == "gpu.pcie-link" and isinstance(tel, dict) and isinstance(tel.get("gpus"), dict):
             for g in tel["gpus"].values():
-                gen, width = (g.get("pcie_gen") or {}).get("median"), (g.get("pcie_width") or {}).get("median")
+                gen, width = (g.get(PCIE_GEN) or {}).get("median"), (g.get(PCIE_WIDTH) or {}).get("median")
                 if gen is not None:
                     cond.append(f"GPU {g.get('index')} PCIe Gen{gen} x{width} under load")
         if not isinstance(tel, dict) or "gpus" not in tel:

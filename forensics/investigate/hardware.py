@@ -25,6 +25,7 @@ import functools
 from typing import Any
 
 from forensics.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from forensics.gpu.readings import CLOCK_SM_MHZ, PCIE_GEN, PCIE_WIDTH
 
 CLOCK_SHARE = 0.85
 
@@ -69,7 +70,7 @@ def judge_alone(now: dict[str, Any]) -> tuple[list[dict[str, Any]], str, int]:
         models.add(name)
         idx = g.get("index", uuid)
         pcie, t = g.get("pcie") or {}, tel.get(uuid) or {}
-        gen, width = (t.get("pcie_gen") or {}).get("median"), (t.get("pcie_width") or {}).get("median")
+        gen, width = (t.get(PCIE_GEN) or {}).get("median"), (t.get(PCIE_WIDTH) or {}).get("median")
         gmax, wmax = pcie.get("gen_max"), pcie.get("width_max")
         if isinstance(gen, (int, float)) and isinstance(gmax, int) and isinstance(width, (int, float)) \
                 and isinstance(wmax, int):
@@ -78,7 +79,7 @@ def judge_alone(now: dict[str, Any]) -> tuple[list[dict[str, Any]], str, int]:
         else:
             checks.append(_check(f"GPU {idx} PCIe link under load", "not measured under load",
                                  f"Gen{gmax} x{wmax}", None, "needs the canary's GPU telemetry"))
-        clk, cmax = (t.get("clock_sm_mhz") or {}).get("median"), ((g.get("clocks") or {}).get("sm") or {}).get("max_mhz")
+        clk, cmax = (t.get(CLOCK_SM_MHZ) or {}).get("median"), ((g.get("clocks") or {}).get("sm") or {}).get("max_mhz")
         if isinstance(clk, (int, float)) and isinstance(cmax, (int, float)) and cmax > 0:
             checks.append(_check(f"GPU {idx} SM clock under load (median)", clk, f">= {CLOCK_SHARE:.0%} of {cmax:g} MHz",
                                  clk >= CLOCK_SHARE * cmax, "NVML during the canary", "MHz"))

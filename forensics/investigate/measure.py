@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from forensics.errors import BadInputError
+from forensics.gpu.readings import CLOCK_SM_MHZ
 
 CANARY_RESULT = "canary.verify_step_ms"
 STARTUP_S = 1.0  # added to an estimate per experiment: worktrees, temp folders, telemetry
@@ -248,7 +249,7 @@ def spread_note(doc: dict[str, Any] | None, name: str) -> str:
         if not isinstance(g, dict):
             continue
         gpu = f"GPU {g.get('index', '?')}"
-        clk = g.get("clock_sm_mhz") if isinstance(g.get("clock_sm_mhz"), dict) else {}
+        clk = g.get(CLOCK_SM_MHZ) if isinstance(g.get(CLOCK_SM_MHZ), dict) else {}
         lo, hi = clk.get("min"), clk.get("max")
         if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and hi > 0 and lo < 0.85 * hi:
             why.append(f"{gpu}'s SM clock ranged {lo:.0f}-{hi:.0f} MHz while busy (clocks still ramping in short "

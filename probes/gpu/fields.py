@@ -7,6 +7,7 @@ dotted, ``*`` matches one element (the GPU UUID, a link number).
 from __future__ import annotations
 
 from forensics.probe import FieldSpec
+from forensics.gpu.readings import CURRENT_MHZ
 
 _G = "gpus.*."
 
@@ -24,7 +25,7 @@ FIELDS: dict[str, FieldSpec] = {
     _G + "memory.used_bytes": FieldSpec("B", "memory used", "nvmlDeviceGetMemoryInfo", volatile=True),
     _G + "utilization.gpu_pct": FieldSpec("%", "GPU utilization", "nvmlDeviceGetUtilizationRates", volatile=True),
     _G + "utilization.memory_pct": FieldSpec("%", "memory utilization", "nvmlDeviceGetUtilizationRates", volatile=True),
-    _G + "clocks.*.current_mhz": FieldSpec("MHz", "current clock", "nvmlDeviceGetClockInfo", volatile=True),
+    f"{_G}clocks.*.{CURRENT_MHZ}": FieldSpec("MHz", "current clock", "nvmlDeviceGetClockInfo", volatile=True),
     _G + "clocks.*.max_mhz": FieldSpec("MHz", "max clock", "nvmlDeviceGetMaxClockInfo"),
     _G + "clocks.*.app_mhz": FieldSpec("MHz", "application clock", "nvmlDeviceGetApplicationsClock"),
     _G + "clocks.*.default_app_mhz": FieldSpec("MHz", "default application clock",

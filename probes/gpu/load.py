@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from forensics.gpu.readings import UTIL_MEM_PCT
 from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
 from forensics_probes.gpu.views import get, label, num, worst
 
@@ -120,7 +121,7 @@ def spin_check(entry: dict[str, Any], source: str) -> tuple[bool, str]:
     """(signature seen?, one evidence line) for one GPU's window entry."""
     busy = int(num(entry.get("busy_samples")) or 0)
     spin = int(num(entry.get("spin_samples")) or 0)
-    mem = get(entry, "util_mem_pct", "median")
+    mem = get(entry, UTIL_MEM_PCT, "median")
     line = (f"{spin} of {busy} busy samples at >= 95% SM with < 5% memory utilization (median memory utilization "
             f"{mem if num(mem) is not None else '?'}%, {source})")
     return busy >= SPIN_MIN_BUSY and spin >= SPIN_FRACTION * busy, line

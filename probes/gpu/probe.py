@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from forensics.gpu.readings import CLOCK_SM_MHZ, CURRENT_MHZ
 from forensics.gpu.readings import (CLOCKS_EVENT_FIELDS, PCIE_COUNTER_FIELDS, decode_reasons,
                                    read_processes, read_reason_masks, read_violations)
 from forensics.model import MissingReason, is_missing, missing
@@ -238,7 +239,7 @@ class GpuProbe(Probe):
         out = {}
         for key, const, default in _CLOCKS:
             c = nv.constant(const, default)
-            out[key] = {"current_mhz": nv.call("nvmlDeviceGetClockInfo", h, c),
+            out[key] = {CURRENT_MHZ: nv.call("nvmlDeviceGetClockInfo", h, c),
                         "max_mhz": nv.call("nvmlDeviceGetMaxClockInfo", h, c),
                         "app_mhz": nv.call("nvmlDeviceGetApplicationsClock", h, c),
                         "default_app_mhz": nv.call("nvmlDeviceGetDefaultApplicationsClock", h, c)}
@@ -383,7 +384,7 @@ class GpuProbe(Probe):
         text = f"{len(gpus)} x {', '.join(names)}, driver {data.get('driver_version')}"
         window = data.get("sample")
         for entry in (window.get("gpus") or {}).values() if isinstance(window, dict) else ():
-            sm = entry.get("clock_sm_mhz") if isinstance(entry, dict) else None
+            sm = entry.get(CLOCK_SM_MHZ) if isinstance(entry, dict) else None
             if sm is not None and entry.get("busy_samples") and isinstance(sm, dict) and "median" in sm:
                 reasons = ", ".join(f"{r.replace('_', ' ')} {100 * f:.0f}%"
                                     for r, f in (entry.get("reason_fraction") or {}).items())

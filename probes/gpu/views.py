@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from forensics.gpu.readings import CLOCKS_EVENT_FIELDS, IDLE_BIT, THROTTLE_REASONS, is_busy
+from forensics.gpu.readings import (CLOCK_SM_MHZ, CLOCKS_EVENT_FIELDS, CURRENT_MHZ, IDLE_BIT, PCIE_GEN, PCIE_WIDTH,
+                                    THROTTLE_REASONS, is_busy)
 from forensics.model import Severity, is_missing, is_unrecorded
 
 THROTTLE_MIN_FRACTION = 0.05  # a reason active in >= 5% of busy time counts as throttling
@@ -156,8 +157,8 @@ def _from_window(entry: dict[str, Any], duration_s: Any, source: str) -> View:
             if d is not None and d > 0:
                 throttle[reason] = max(throttle.get(reason, 0.0), min(1.0, d / (dur * 1e9)))
     return View(source, int(entry["busy_samples"]), dur,
-                num(get(entry, "clock_sm_mhz", "median")), num(get(entry, "clock_sm_mhz", "min")),
-                num(get(entry, "pcie_gen", "median")), num(get(entry, "pcie_width", "median")),
+                num(get(entry, CLOCK_SM_MHZ, "median")), num(get(entry, CLOCK_SM_MHZ, "min")),
+                num(get(entry, PCIE_GEN, "median")), num(get(entry, PCIE_WIDTH, "median")),
                 {r: round(f, 3) for r, f in throttle.items()}, dict(deltas))
 
 
@@ -182,7 +183,7 @@ def view(doc: dict[str, Any] | None, data: dict[str, Any] | None, uuid: str,
         return _from_window(entry, get(sample, "duration_s"), "--sample window")
     if instant_busy(gpu):
         active = get(gpu, "clocks_event_reasons", "active") or []
-        return View("snapshot reading", 1, None, num(get(gpu, "clocks", "sm", "current_mhz")), None,
+        return View("snapshot reading", 1, None, num(get(gpu, "clocks", "sm", CURRENT_MHZ)), None,
                     num(get(gpu, "pcie", "gen_current")), num(get(gpu, "pcie", "width_current")),
                     {r: 1.0 for r in active if r in THROTTLE_REASONS})
     return None
