@@ -262,14 +262,25 @@ def broken_pipe() -> None:
 
 
 def console(stderr: bool = False):
-    """A rich Console (imported lazily so ``--help`` stays fast); a closed pipe exits 141, not rich's 1."""
+    """A rich Console (imported lazily so ``--help`` stays fast); a closed pipe exits 141, not rich's 1.
+
+    ``COLUMNS=0`` (a shell or container that reports a terminal of no size) is not taken as the width:
+    rich would draw everything zero columns wide, that is print nothing at all. The width is then the
+    terminal's or 80 columns, as :func:`forensics.render.text.terminal_width` gives for the snapshot's table.
+    """
     from rich.console import Console
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             broken_pipe()
 
-    return _Console(stderr=stderr, highlight=False, soft_wrap=False)
+    width = None
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) == 0:
+        from forensics.render.text import terminal_width
+
+        width = terminal_width(sys.stderr if stderr else sys.stdout)
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
 
 
 _QUICK_EXIT = {"allowed": False}
