@@ -3,7 +3,7 @@
 The command line is imported inside :func:`main`, not when this module is: multiprocessing's
 ``spawn`` and ``forkserver`` start methods import the parent's main module again in every worker
 they start (as ``__mp_main__``), and the workers of the nccl_env probe need neither click nor the
-commands (~15 ms of each worker's start-up on an H200 host).
+commands (what importing them cost each worker: docs/benchmarks.md, 'measured phase by phase').
 """
 
 
@@ -11,8 +11,9 @@ def main() -> None:
     """Run the ``forensics`` command line (:func:`forensics.cli.run`); exits with its code.
 
     When the command is done the objects left are frozen (``gc.freeze``): the process is ending,
-    and interpreter shutdown would otherwise walk them all with the cyclic collector (20-40 ms
-    with the probes' modules loaded). The command has written and closed its files before that;
+    and interpreter shutdown would otherwise walk them all with the cyclic collector (the exit's
+    time before and after: docs/benchmarks.md, 'measured phase by phase').
+    The command has written and closed its files before that;
     ``atexit`` handlers (temporary folders, logging, multiprocessing's helpers) still run after
     it. What it gives up: an object kept alive only by a reference cycle is not finalized at
     shutdown (nothing of forensics' relies on that: its files and folders are closed and removed

@@ -24,8 +24,8 @@ def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the block, then back as it was (``gc.disable``).
 
     Loading and running the probes and building the document allocate many objects and
-    almost no reference cycles; the collections they trigger (~50 on a default snapshot)
-    cost ~10 ms of the interpreter's time that every probe thread waits for. Not held
+    almost no reference cycles; the collections they trigger cost interpreter time that every
+    probe thread waits for (docs/benchmarks.md, 'measured phase by phase'). Not held
     over ``--bench``, which runs for minutes.
     """
     was = gc.isenabled()

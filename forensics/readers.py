@@ -30,8 +30,9 @@ def name_and_version(dist, normalised: bool = True) -> tuple[str | None, str]:
 
     Read from the ``<name>-<version>.dist-info`` folder name (the wheel spec's escaped form: the
     version as in METADATA, the name with runs of ``-_.`` as ``_``), which costs no file read;
-    other layouts (``.egg-info``) fall back to parsing the METADATA file once (~1 ms of
-    interpreter time each, ~200 of them in a torch environment). The name is PEP 503 normalised
+    other layouts (``.egg-info``) fall back to parsing the METADATA file once (interpreter time
+    the other probe threads wait for; docs/benchmarks.md, 'Snapshot critical path').
+    The name is PEP 503 normalised
     unless ``normalised=False``: then it is METADATA's ``Name`` as the project spells it
     (``markdown-it-py``, not the folder's ``markdown_it_py``), taken from the file's header lines
     without parsing the rest (the README). A broken distribution gives ``(None, "")``.

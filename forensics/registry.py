@@ -107,7 +107,8 @@ def find_probe_class(name: str, group: str = GROUP) -> Probe | None:
     and report time), or ``None``.
 
     The group's entry points are read once per process: ``fleet report`` checks the field types of
-    each of 1,000 node snapshots, and reading them again for each probe of each snapshot took ~6 s.
+    each of 1,000 node snapshots, and reading them again for each probe of each snapshot dominated it
+    (docs/benchmarks.md, 'Plain node snapshots').
     """
     for ep in _group_entry_points(group):
         if ep.name == name:

@@ -11,8 +11,8 @@ per-process medians of side A (before/good) and side B (after/candidate):
 - significance: two-sided Mann-Whitney U on the process medians
   (``scipy.stats.mannwhitneyu``), alpha 0.01: exact for small samples, and exact over
   every split (a permutation test) when values tie, where scipy would fall back to the normal
-  approximation (5+5 fully separated processes with one tie gave p=0.012 instead of 0.0079 on the
-  H200, so a 4.5x change could not be called); see :func:`mwu_p`;
+  approximation (5+5 fully separated processes with one tie: p=0.012 instead of the exact 0.0079,
+  above alpha, so even a large change could not be called); see :func:`mwu_p`;
 - practical threshold (default 5%): a change smaller than that is ``same``;
 - noise: IQR/median of each side's process medians, and the number of
   processes the observed spread needs to resolve half the threshold

@@ -31,8 +31,8 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
     canary setting (``tp``, ``layers``, ``device``...; see
     :func:`forensics.bench.session.canary_config`), ``processes`` (default
     5) and ``budget_s`` (default 45 s of wall time). Blocks per metric drop
-    to 15 and the minimum warm-up to 0.1 s. On 2 x H200 a fresh TP=2
-    process takes ~7-10 s (the first of a run up to ~15 s): about 40-50 s.
+    to 15 and the minimum warm-up to 0.1 s (what a fresh TP=2 process
+    takes: docs/bench.md, 'From Python').
 
     Further options:
         launcher: a command prefix (string) every canary rank is started

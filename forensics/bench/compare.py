@@ -83,8 +83,8 @@ def aa_noise(values: list[float]) -> float | None:
     Pairs, not odd against even: the sides run A B B A A B ... (:func:`forensics.bench.harness.balanced_order`),
     so a side's odd processes all ran in one place of their round and its even ones in the other; an
     odd/even split measured that place effect, which the A B B A order has already cancelled between the
-    sides (on the H200 a power-capped step's floor read 1.2% odd/even against 0.3% by pairs, and hid a
-    real 1% change). Each half of a pair split holds as many first places as second ones.
+    sides, and can hide a real 1% change (docs/bench.md, 'Comparison and verdict').
+    Each half of a pair split holds as many first places as second ones.
     """
     if len(values) < 4:
         return None
@@ -155,8 +155,8 @@ def throttle_changes(tel_a: Any, tel_b: Any) -> list[str]:
 
     A reason counts when it is above 5% of busy samples on one side only, or
     above 5% somewhere and the two shares differ by more than 10 points (the
-    canary's own matmul probe briefly reaches the SW power cap: ~19% of busy
-    samples on an idle 2 x H200, on both sides alike, which is no change).
+    canary's own matmul probe briefly reaches the SW power cap on both sides
+    alike, which is no change: docs/bench.md, 'Limitations').
     """
     if not (_usable_telemetry(tel_a) and _usable_telemetry(tel_b)):
         return []  # a side without readable telemetry shows no change: unknown is not "0% throttled"
@@ -244,13 +244,12 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
     noise = max(cmp.a.iqr_over_median, cmp.b.iqr_over_median)
     # The gate guards calls that noise could have made. When every process of the slower side is slower
     # than every process of the faster side by more than the threshold and the spread together, noise
-    # cannot have made the call (seen on the H200: a step 9x slower, p=0.0079, its slowest "before"
-    # process 7.9x faster than its fastest "after" one, was "inconclusive" for 12% IQR/median).
+    # cannot have made the call (a separated 9x slowdown was called "inconclusive" for its spread:
+    # docs/bench.md, 'When the spread does not gate the call').
     # Likewise when the CI of the ratio (which the bootstrap already widens by the spread) excludes the
     # threshold by more than the spread: lower end above (1 + threshold)(1 + spread) for a slowdown, upper
-    # end below 1 / ((1 + threshold)(1 + spread)) for a speed-up. Seen on the H200: going back to a
-    # culprit's parent took a step from 6.25 to 3.94 ms (ratio 0.63, CI 0.61-0.81) with 16% spread; the
-    # spread was small against the effect, and the call was refused.
+    # end below 1 / ((1 + threshold)(1 + spread)) for a speed-up (a culprit's parent whose spread was
+    # small against the effect was refused before: docs/bench.md, 'When the spread does not gate the call').
     # The spread of a handful of processes is itself uncertain (6+6 fully separated by one lucky draw can
     # show a 1.5x "effect" of a 1.1x change with 16% spread), so this needs CI_CLEAR_PROCESSES a side:
     # investigate's adaptive rounds get there while the call is undecided.

@@ -8,7 +8,7 @@ forward pass over ``draft_tokens + 1`` positions for ``batch`` sequences, as
 
 The GPU defaults are half the layers of a Llama-3-8B-shaped target (16 layers,
 hidden 4096, 32 heads, MLP 14336), batch 4, 4 draft tokens, 2048 cached positions: one
-step takes a few ms on one H200. The CPU defaults are tiny, so a CPU run
+step takes a few ms on a data-centre GPU (docs/bench.md, 'Results'). The CPU defaults are tiny, so a CPU run
 (gloo) finishes in seconds.
 """
 
@@ -33,7 +33,7 @@ class Variant(str, enum.Enum):
       graph (``--cuda-graph``; guarded by a timeout because capturing
       torch.distributed collectives hung on torch 2.11 / NCCL 2.28.9).
     - ``eager``: the whole step launched eagerly (includes launch overhead
-      and host jitter; measured 8-44% IQR/median on 2 x H200).
+      and host jitter: docs/bench.md, 'Variants').
     """
 
     SPLIT = "split"

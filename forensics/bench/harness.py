@@ -188,9 +188,8 @@ def balanced_order(items: list, round_index: int) -> list:
     (A B, B A, A B, B A ...: each side runs first in half the rounds).
 
     Plain A B A B puts B right after A every time: under a steady drift (a GPU warming towards its power
-    cap, a page cache filling) B is always measured later, and that bias adds to every comparison. On the
-    H200 a power-capped matmul step compared with itself that way read B 0.3% slower, and a 1% heavier step
-    only +0.5% (examples/verdicts/h200). Reversing every other round cancels a linear drift within each
+    cap, a page cache filling) B is always measured later, and that bias adds to every comparison
+    (docs/bench.md, 'Method'). Reversing every other round cancels a linear drift within each
     pair of rounds.
     """
     return list(items) if round_index % 2 == 0 else list(reversed(items))

@@ -99,8 +99,9 @@ class Facts:
     known: dict[str, list[str]] = field(default_factory=dict)
 
     def _negligible(self, name: str) -> bool:
-        """Measured slower, but by less than :data:`MATERIAL_SHARE` of the step's own slowdown: a +0.2%
-        compute inside a +15% verify step (NCCL_P2P_DISABLE=1 on the 2 x H200) does not explain it."""
+        """Measured slower, but by less than :data:`MATERIAL_SHARE` of the step's own slowdown: a small
+        compute change inside a much larger verify-step slowdown does not explain it (docs/diagnosis.md,
+        'Small real changes')."""
         if self.bench is None or not self.bench.moved(name):
             return False
         gap = self.bench.ratio - 1

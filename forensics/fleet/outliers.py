@@ -18,8 +18,8 @@ clocks, PCIe and clocks-event reasons, only with peers sampled under load):
   for normal noise ~6e-7 of values cross it, about 0.005 false flags per
   metric in 8,000 GPUs). The tolerance is the metric's practical minimum
   (:data:`forensics.fleet.features.METRICS`): 10% for SM clock and matmul,
-  25% for copies (healthy H200 processes measured 44.6 to 55.1 GB/s H2D, -18%
-  from the median), 0.25 of busy samples for SW power cap, 0.05 for HW
+  25% for copies (the spread of healthy processes: docs/fleet.md, 'The rules'),
+  0.25 of busy samples for SW power cap, 0.05 for HW
   slowdowns, one step for PCIe generation/width, 100 PCIe replays, any
   uncorrected ECC error or bad remapped row;
 - with 2 to :data:`MIN_PEERS_MAD` - 1 peers, **ratio to best**: worse than the

@@ -24,7 +24,7 @@ Planted (``plant=True``), each on its own node:
   ``examples/h200x2/gpu-under-load.json`` (SW power cap in 100% of busy samples, 1470 MHz).
 
 ``peer_power_cap_scale`` scales the peers' SW power cap fractions (0.25 puts
-them at ~5%, the figure of issue 17; real canary runs show ~20%).
+them at ~5%, the figure of issue 17; real canary runs show more: docs/bench.md, 'Limitations').
 """
 
 from __future__ import annotations

@@ -249,9 +249,9 @@ def read_instant(nvml: Nvml, handle: Any) -> dict[str, Any]:
 SPIN_GPU_UTIL_PCT = 95
 SPIN_MEM_UTIL_MAX_PCT = 5
 """A *spin sample*: busy, SM utilization >= 95% and memory utilization < 5%. NCCL kernels poll for their
-peers, so a collective waiting on a peer that never answers reads ~100% / ~0% (NVIDIA/nccl#2079); a
-bf16 matmul on an H200 reads 100% / 21-23% and a device copy 100% / 100% (measured 2026-12-01), so
-5% leaves a 4x margin below an ordinary compute-bound load."""
+peers, so a collective waiting on a peer that never answers reads ~100% / ~0% (NVIDIA/nccl#2079); an
+ordinary compute-bound load (a bf16 matmul, a device copy) reads several times 5% of memory utilization
+(docs/gpu-probe.md, 'Judging'), so 5% leaves a margin below it."""
 
 
 def is_spin(sample: dict[str, Any]) -> bool:

@@ -10,8 +10,8 @@ canary embedded in it:
   which is normal, so idle readings are not judged;
 - **SM clock** under load (median of the busy samples) against the GPU's
   maximum (``nvmlDeviceGetMaxClockInfo``); below 85% is a deviation (the
-  canary's matmul meets the SW power cap in ~20% of busy samples on a healthy
-  H200, at full clock median);
+  canary's matmul briefly meets the SW power cap on a healthy GPU, at full
+  clock median: docs/bench.md, 'Limitations');
 - **NVLink**: active links against the model's count (only with 2 or more GPUs);
 - the canary's **matmul, all-reduce and copy** results against the model's
   figures recorded from real runs (``ceilings.yaml`` next to this module).

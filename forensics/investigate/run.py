@@ -464,7 +464,7 @@ def _regression(analysis, baseline, step: Subject | None, canary: bool, canary_s
 
 CANARY_PROCESS_MIN_S = 2.0
 """Wall seconds below which no fresh canary process ends: it imports torch and starts a process group
-(the H200 runs in examples/ took 3.7 s and more). The floor of :func:`refuse_early` without a baseline figure."""
+(docs/investigate.md, 'Cost'). The floor of :func:`refuse_early` without a baseline figure."""
 
 
 def _baseline_canary_walls(baseline: dict[str, Any] | None) -> list[float]:

@@ -26,7 +26,8 @@ at least :data:`SPIN_MIN_BUSY` busy samples, at least :data:`SPIN_FRACTION`
 (:func:`forensics.gpu.readings.is_spin`). NCCL kernels busy-wait for their
 peers, so a collective that makes no progress reads exactly so (NVIDIA/nccl#2079,
 nccl-tests#117, nccl#257). An ordinary compute-bound step does not: a bf16
-matmul on the H200 reads 100% SM / 21-23% memory, a device copy 100% / 100%.
+matmul or a device copy reads far more memory utilization (the readings:
+docs/gpu-probe.md, 'Judging').
 Progress decides: a window recorded by the benchmark, which completed its
 timed blocks, made progress and is never a spin; in a ``--sample`` window
 progress is unknown: medium, relevance 0.6, "check that the step advances";

@@ -165,7 +165,7 @@ class GpuProbe(Probe):
 
         One thread per GPU (at most ``max_workers``), each calling NVML in its own
         :meth:`forensics.gpu.nvml.Nvml.lane`: an 8-GPU node takes about as long as one
-        GPU (~0.27 s per H200 when read one after another). ``max_workers=1`` reads
+        GPU (docs/gpu-probe.md, 'NVML access', gives one GPU's time). ``max_workers=1`` reads
         them one after another; the result is the same either way.
         """
         def one(dev: tuple[int, Any, str]) -> dict[str, Any]:

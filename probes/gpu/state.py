@@ -208,7 +208,7 @@ def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
                 rate = (a0 - b0) / elapsed if elapsed else None
                 if err.startswith("crc") and (rate < CRC_ALERT_PER_S if rate is not None else a0 - b0 < 1000):
                     # CRC errors are corrected by link-level retry and trickle up under traffic on healthy
-                    # links (the 2 x H200 machine: ~1-3/s per link while the canary ran); DCGM's NVLink
+                    # links (docs/gpu-probe.md, 'Measured on the 2 x H200 machine'); DCGM's NVLink
                     # health watch alerts at 100/s. Replay/recovery (link retraining) and floods matter.
                     crc_quiet.append(f"NVLink {link} {err} +{a0 - b0:g}")
                     continue

@@ -58,7 +58,8 @@ DEEP_TIMEOUT_S = 60.0
 
 # Runs in a child: python -I -S -c _CHILD '[["nccl", "/path/libnccl.so.2"], ...]'; prints {kind: int|"error: ..."}.
 # -S: without ``site`` (the child imports only ctypes and json, and opens each library by its absolute
-# path), so no .pth hook runs: those took ~45 ms of the child's start-up on the H200 machine.
+# path), so no .pth hook runs (what they cost the child's start-up: docs/benchmarks.md, 'measured phase
+# by phase').
 _CHILD = r"""
 import ctypes, json, sys
 out = {}
@@ -169,9 +170,9 @@ def nvidia_distributions() -> list[tuple[str, str]]:
 
     Names and versions come from the ``<name>-<version>.dist-info`` folder names
     (:func:`forensics.readers.name_and_version`): no METADATA is parsed except for other
-    layouts (``.egg-info``). An environment with torch holds ~200 distributions, 17 of
-    them ``nvidia-*`` on the H200 machine, and parsing a METADATA costs ~2 ms of the
-    interpreter's time that the other probes wait for.
+    layouts (``.egg-info``). An environment with torch holds hundreds of distributions, and
+    parsing a METADATA costs interpreter time that the other probes wait for
+    (docs/benchmarks.md, 'Snapshot critical path').
     """
     out = []
     for dist in metadata.distributions():

@@ -41,7 +41,7 @@ def dump_and_exit(path: str, select=DEFAULT_SELECT, method: str = "") -> None:
     record (closed and renamed into place), then end the process with ``os._exit(0)``.
 
     A ``spawn`` worker otherwise returns into ``multiprocessing.spawn`` and tears its interpreter
-    down (13-25 ms on the H200 host) while the probe waits for it to exit; ``fork`` and
+    down while the probe waits for it to exit (docs/benchmarks.md, 'measured phase by phase'); ``fork`` and
     ``forkserver`` children already end with ``os._exit``. The worker holds nothing else to flush
     but its standard streams, which may be absent (``None``) or closed when forensics was started
     without them: then they are passed over, as multiprocessing does, and the exit status is 0.
