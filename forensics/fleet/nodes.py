@@ -27,6 +27,7 @@ import gzip
 import io
 import json
 import os
+import re
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -182,6 +183,11 @@ def hostname(snap: dict[str, Any], path: Path) -> str:
     return name.strip() if isinstance(name, str) and name.strip() else stem(path)
 
 
+_HOSTNAME = re.compile(r"[A-Za-z0-9_\[][A-Za-z0-9_.:%@\[\]-]{0,254}")
+"""A host's name as hostfiles write it: letters, digits, ``-_.``; an address (``10.0.0.7``, ``[fe80::1%eth0]``),
+``user@host``."""
+
+
 def _short(name: str) -> str:
     return name.split(".", 1)[0].lower()
 
@@ -190,16 +196,25 @@ def read_hostfile(path: Path) -> list[str]:
     """Hostnames of a hostfile: one per line (``scontrol show hostnames``, pdsh ``-w`` lists, an MPI
     hostfile's first column: ``gpu-a17 slots=8``); ``#`` comments and blank lines skipped, order kept.
 
+    A first word that cannot be a host's name (a binary file, a snapshot or a fleet report given by
+    mistake: ``{``, ``"schema":``) is refused rather than counted as a node that sent nothing.
+
     Raises:
-        BadInputError: the file is missing, unreadable or names no host.
+        BadInputError: the file is missing, unreadable, binary, names no host, or a line's first word
+            is not a hostname.
     """
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read the hostfile ({exc.strerror or exc})") from None
+    if "\x00" in text:
+        raise BadInputError(f"{path}: a binary file, not a hostfile (one hostname per line: scontrol show hostnames)")
     hosts: list[str] = []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         word = line.split("#", 1)[0].split()
+        if word and not _HOSTNAME.fullmatch(word[0]):
+            raise BadInputError(f"{path}: line {number}: {word[0][:60]!r} is not a hostname; a hostfile has one "
+                                "hostname per line (scontrol show hostnames, an MPI hostfile's first column)")
         if word and word[0] not in hosts:
             hosts.append(word[0])
     if not hosts:

@@ -148,6 +148,28 @@ def test_missing_nodes_by_count_and_by_hostfile(planted, tmp_path):
     assert "2 nodes missing (gpu-x17, gpu-x18)" in doc["verdict"]
 
 
+def test_a_hostfile_that_is_not_one_is_refused_not_counted_as_missing_nodes(planted, tmp_path):
+    # a node snapshot or a binary given to --hostfile by mistake: each line's first word became a node
+    # that "sent no snapshot" ('{', '"schema":', ELF bytes), 1,337 of them for /bin/ls
+    hosts = tmp_path / "hosts"
+    shutil.copy(planted / "node0002.json", hosts)
+    r, doc = _report(tmp_path, str(planted), "--hostfile", str(hosts))
+    assert r.returncode == 2 and doc is None
+    assert r.stderr.strip().splitlines() == [
+        f"forensics: error: {hosts}: line 1: '{{' is not a hostname; a hostfile has one hostname per line "
+        "(scontrol show hostnames, an MPI hostfile's first column)"]
+    hosts.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+    r, doc = _report(tmp_path, str(planted), "--hostfile", str(hosts))
+    assert r.returncode == 2 and doc is None
+    assert r.stderr.strip() == (f"forensics: error: {hosts}: a binary file, not a hostfile (one hostname per line: "
+                                "scontrol show hostnames)")
+    hosts.write_text("10.0.0.7 slots=8\n[fe80::1%eth0]\nops@gpu-x17\n" + "".join(f"{synth.node_name(i)}\n"
+                                                                              for i in range(N)))
+    r, doc = _report(tmp_path, str(planted), "--hostfile", str(hosts))
+    assert r.returncode == 0, r.stderr
+    assert [m["node"] for m in doc["missing"]] == ["10.0.0.7", "[fe80::1%eth0]", "ops@gpu-x17"]
+
+
 def test_two_files_of_one_hostname_are_both_kept_and_named(planted, tmp_path):
     folder = tmp_path / "snaps"
     shutil.copytree(planted, folder)
