@@ -214,6 +214,8 @@ def load_baseline(path) -> FleetFacts:
 
     from forensics.errors import BadInputError
 
+    if path.is_dir():  # no rank record and no node snapshot in it: say so, not "is a folder"
+        nodes.expand([path])
     try:
         loaded = snap.load(path)
     except BadInputError as exc:

@@ -234,6 +234,17 @@ def test_diff_of_two_folders_fleet_wide_and_a_few_nodes(tmp_path):
     assert same.returncode == 0 and same.stdout.startswith(f"Nothing changed across the {N} matched nodes.")
 
 
+def test_diff_with_an_empty_folder_says_it_holds_no_node_snapshot(planted, tmp_path):
+    # it said "empty: is a folder, not a snapshot file (this side ... must be a fleet file or folder ...)"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args in (("diff", str(planted), str(empty)), ("fleet", "report", str(planted), "--baseline", str(empty))):
+        r = run_cli(*args, "-o", str(tmp_path / "d.html"))
+        assert r.returncode == 2 and not (tmp_path / "d.html").exists()
+        assert r.stderr.strip() == (f"forensics: error: {empty}: no node snapshot in it (*.json, *.yaml, *.json.gz); "
+                                    "is this the folder 'forensics snapshot -o DIR/%N.json' wrote to?")
+
+
 def test_a_report_is_not_written_among_the_node_snapshots(planted, tmp_path):
     """'-o snaps/report.json' would be read as a damaged node snapshot by the next report."""
     for opt in ("-o", "--prom"):
