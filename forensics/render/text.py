@@ -5,7 +5,7 @@ table out with it took twenty times the CPU of drawing it here with ``str`` meth
 where no ``.pyc`` files are kept (docs/benchmarks.md has the figures). The
 table looks as rich draws it by default: a heavy-head box, one space of padding, the columns as
 wide as their widest cell, the folding columns wrapped at word boundaries when the table would
-be wider than the terminal.
+be wider than the terminal (and, on a terminal too narrow for that, the other columns wrapped too).
 
 The rules rich follows are kept: colour only on a terminal (``isatty``), never with ``NO_COLOR``
 set or ``TERM=dumb``, always with ``FORCE_COLOR`` set; the width from ``COLUMNS``, else the
@@ -135,7 +135,9 @@ def table(printer: Printer, columns: Sequence[Column], rows: Sequence[Sequence[t
 
     Returns:
         the lines, without line breaks: a heavy top and header rule, one line per wrapped cell line,
-        a light bottom rule. A table that cannot fit (folding columns already one word wide) is wider.
+        a light bottom rule. Where the folding columns cannot give enough (down to 8 columns or their
+        header), the other columns give way too, wrapped, down to their header's width; a table that
+        still cannot fit is wider.
     """
     rows = [[(text.expandtabs(8), style) for text, style in row] for row in rows]  # rich's tab size
     widths = [max([cell_len(c.header)] + [cell_len(line) for row in rows for line in row[i][0].split("\n")])
@@ -149,9 +151,19 @@ def table(printer: Printer, columns: Sequence[Column], rows: Sequence[Sequence[t
             if cut > 0:
                 widths[i] -= cut
                 over -= cut
+    fold = [c.fold for c in columns]
+    floor = [cell_len(c.header) for c in columns]
+    while over > 0:  # a 40-column terminal: the other columns give way, the one with most to spare first, then all
+        i = max(range(len(columns)), key=lambda k: (widths[k] > floor[k] and not columns[k].fold,
+                                                     widths[k] - floor[k], k))
+        if widths[i] <= floor[i]:
+            break
+        widths[i] -= 1
+        over -= 1
+        fold[i] = True  # cut below its widest cell: wrapped like a folding column
 
     def cells(texts: Sequence[tuple[str, str]]) -> list[str]:
-        parts = [wrap(text, widths[i]) if columns[i].fold else text.split("\n") for i, (text, _) in enumerate(texts)]
+        parts = [wrap(text, widths[i]) if fold[i] else text.split("\n") for i, (text, _) in enumerate(texts)]
         lines = []
         for n in range(max(len(p) for p in parts)):
             out = []

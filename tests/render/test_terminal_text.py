@@ -79,6 +79,22 @@ def test_narrow_terminal_folds_the_facts_and_keeps_every_word(doc, monkeypatch):
     assert table[3].startswith("│ git      │ ok     │ 0.07s │")
 
 
+@pytest.mark.parametrize("columns", [40, 36])
+def test_a_terminal_too_narrow_for_the_facts_alone_wraps_the_other_columns_too(doc, monkeypatch, columns):
+    # at 40 columns the table was 45 wide (probe, status and time kept whole): each line ran onto the next
+    doc["probes"]["gpu"]["status"] = "unavailable"
+    shown = _printed(doc, monkeypatch, columns)
+    table = [ln for ln in shown.splitlines() if ln[:1] in "┏┃┡│└"]
+    assert table and all(text.cell_len(ln) <= columns for ln in table), "\n".join(table)
+    cells = [[c.strip() for c in ln.split("│")[1:5]] for ln in table if ln.startswith("│")]
+    assert "".join(c[0] for c in cells) == "".join(doc["probes"])  # every name whole once unwrapped
+    assert "".join(c[1] for c in cells) == "".join(sec["status"] for sec in doc["probes"].values())
+    facts = " ".join(c[3] for c in cells)
+    wide = " ".join(ln.split("│")[4].strip() for ln in _printed(doc, monkeypatch, 200).splitlines()
+                    if ln.startswith("│"))
+    assert facts.replace(" ", "") == wide.replace(" ", "")
+
+
 def test_colours_only_on_a_terminal_and_never_with_no_color(doc, monkeypatch):
     assert "\x1b[" not in _printed(doc, monkeypatch, 120)
     on_tty = _printed(doc, monkeypatch, 120, stream=_Tty())
