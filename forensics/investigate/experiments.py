@@ -438,10 +438,10 @@ def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head:
 
 def measure_revision(ctx: Context, folder: str, sha: str, *, reverts: tuple[str, ...] = (),
                      against: list[float] | None = None, higher_is_better: bool = False,
-                     role: str = "baseline") -> list[float]:
+                     role: str = "baseline", decided: Callable[[list[float]], bool] | None = None) -> list[float]:
     """Measure the step at ``sha`` (with ``reverts`` reverted, uncommitted) in a private worktree, the confirmed
     overlay applied: ``ctx.processes`` fresh processes, then rounds of :data:`ROUND` while its comparison with
-    ``against`` (today's step) is undecided, up to ``ctx.max_processes``.
+    ``against`` (today's step) is undecided, or while ``decided(values)`` is false, up to ``ctx.max_processes``.
 
     Raises:
         BadInputError: the checkout, the revert or the step failed.
@@ -483,11 +483,16 @@ def measure_revision(ctx: Context, folder: str, sha: str, *, reverts: tuple[str,
             except StepFailed as exc:
                 raise BadInputError(f"the step failed at {sha[:10]} in a worktree: {exc}") from None
             step = min(ROUND, ctx.max_processes - n)
-            if not against or step <= 0 or not ctx.can_add(2, step):
+            if (not against and decided is None) or step <= 0 or not ctx.can_add(1, step):
                 break
-            _, c = compare_values(against, m.samples[key], threshold=ctx.threshold, higher_is_better=higher_is_better)
-            if c.verdict is not Verdict.INCONCLUSIVE or c.processes_needed > ctx.max_processes:
-                break
+            if decided is not None:
+                if decided(list(m.samples[key])):
+                    break
+            else:
+                _, c = compare_values(against, m.samples[key], threshold=ctx.threshold,
+                                      higher_is_better=higher_is_better)
+                if c.verdict is not Verdict.INCONCLUSIVE or c.processes_needed > ctx.max_processes:
+                    break
             n += step
     ctx.remember(key, m.samples[key])
     return list(m.samples[key])

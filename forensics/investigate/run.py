@@ -626,7 +626,7 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
     baseline (:func:`forensics.investigate.decide.residual`); the applied side is the experiment's own B side
     when that is exactly it (a variable restored in today's checkout; HEAD's parent), else HEAD in a private
     worktree with the confirmed commits reverted and the variables restored."""
-    from forensics.investigate.decide import residual
+    from forensics.investigate.decide import residual, versus_baseline
     from forensics.investigate.experiments import measure_revision
 
     s = ctx.subject
@@ -637,6 +637,10 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
     if not base or not today:
         return
     applied: list[float] | None = None
+
+    def settled(xs: list[float]) -> bool:  # more processes of the applied side only while the residual is undecided
+        return versus_baseline(base, xs, threshold=ctx.threshold, higher_is_better=s.higher_is_better)[0] != "undecided"
+
     if exp.kind is Kind.ENV:
         ctx.overlay.update(exp.params["restore"])
         if not ctx.reverts:
@@ -654,13 +658,15 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
             applied = list(exp.b)  # HEAD's parent, the overlay applied: today without the commit
         elif head and exp.params.get("folder"):
             emit("phase", text="measuring today with every confirmed intervention applied")
-            applied = measure_revision(ctx, exp.params["folder"], head, reverts=tuple(ctx.reverts), role="applied")
+            applied = measure_revision(ctx, exp.params["folder"], head, reverts=tuple(ctx.reverts), role="applied",
+                                       decided=settled)
     elif exp.kind is Kind.PACKAGE:
         applied = list(exp.b) if not ctx.reverts and not ctx.overlay else None
     if applied is None and ctx.reverts and "code" in ctx.cache and exp.kind is Kind.ENV:
         folder, head = ctx.cache["code"]  # a variable confirmed after a commit: HEAD without it, the overlay on
         emit("phase", text="measuring today with every confirmed intervention applied")
-        applied = measure_revision(ctx, folder, head, reverts=tuple(ctx.reverts), role="applied")
+        applied = measure_revision(ctx, folder, head, reverts=tuple(ctx.reverts), role="applied",
+                                       decided=settled)
     if applied is None:
         return
     inv.residual = residual(base, today, applied, threshold=ctx.threshold, higher_is_better=s.higher_is_better)

@@ -104,7 +104,7 @@ def investigate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProces
 
 
 @pytest.mark.slow
-def test_no_baseline_a_silent_pull_is_bisected_and_confirmed_from_the_reflog(pulled, tmp_path):
+def test_no_baseline_a_silent_pull_is_confirmed_against_the_reflogs_head(pulled, tmp_path):
     user, slow, old = pulled
     before = _tree_hash(user)
     r = investigate(user, "-o", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.md"))
@@ -115,13 +115,17 @@ def test_no_baseline_a_silent_pull_is_bisected_and_confirmed_from_the_reflog(pul
     assert "measured now in a private worktree" in lines[0]
     verdict = next(ln for ln in lines if ln.startswith("Confirmed by experiment"))
     assert f"{slow[:7]}" in verdict and "logits in float32" in verdict
-    assert "unexplained:" in verdict and "stopped: the residual is within noise" in verdict
+    assert "unexplained:" in verdict and "; stopped: " in verdict
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["baseline_source"] == lines[0]
-    assert doc["residual"]["status"] == "within"
+    # the commit taken out of HEAD leaves no slowdown beyond noise (a loaded machine may leave it undecided)
+    assert doc["residual"]["status"] in ("within", "undecided") and doc["residual"]["status"] != "beyond"
+    assert abs(doc["residual"]["unexplained"]["point"]) < 0.2
     confirmed = [e for e in doc["experiments"] if e["outcome"] == "confirmed"]
     assert len(confirmed) == 1 and confirmed[0]["comparison"]["verdict"] == "faster"
     assert confirmed[0]["share"]["low"] >= 0.5
+    # the decoys change no behaviour (comments): the commit that changed cost.txt is the first suspect
+    assert confirmed[0]["kind"] == "commit" and confirmed[0]["details"]["commit"] == slow
     bis = [e for e in doc["experiments"] if e["kind"] == "bisect"]
     if bis and bis[0]["outcome"] == "confirmed":  # the top suspect was a decoy: the bisect reused both endpoints
         assert bis[0]["details"]["reused_endpoints"] == {old[:10]: 5, _git(user, "rev-parse", "HEAD")[:10]: 5}
