@@ -23,7 +23,7 @@ def check(cond, text):
 
 snap = json.loads((out / "snapshot-facts.json").read_text())
 gpu = snap["probes"].get("gpu", {}).get("data", {})
-for uuid, g in (gpu.get("gpus") or {}).items():
+for g in (gpu.get("gpus") or {}).values():
     print(f"GPU {g.get('index')} {g.get('pci_bus_id')}: pci_topology = {json.dumps(g.get('pci_topology'))}")
 print("iommu:", json.dumps(gpu.get("iommu")))
 print("kernel_cmdline.params:", json.dumps((gpu.get("kernel_cmdline") or {}).get("params")))

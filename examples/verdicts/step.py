@@ -28,8 +28,13 @@ for _ in range(20):
 for _ in range(30):
     if cuda:
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); block(); e.record(); e.synchronize()
+        s.record()
+        block()
+        e.record()
+        e.synchronize()
         ms = s.elapsed_time(e)
     else:
-        t = time.perf_counter(); block(); ms = (time.perf_counter() - t) * 1e3
+        t = time.perf_counter()
+        block()
+        ms = (time.perf_counter() - t) * 1e3
     print(json.dumps({"metric": "step_ms", "value": ms}), flush=True)

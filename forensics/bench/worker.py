@@ -210,7 +210,7 @@ def run(cfg: CanaryConfig) -> dict:
         a = torch.randn(cfg.matmul_n, cfg.matmul_n, device=r.device).to(model.dtype)
         bm = torch.randn(cfg.matmul_n, cfg.matmul_n, device=r.device).to(model.dtype)
         m["matmul"] = r.measure(lambda: a @ bm)
-        del a, bm
+        a = bm = None  # free both before the next component
         _p2p(r, cfg, info)
         if r.cuda and cfg.copy_bytes > 0:
             host = torch.empty(cfg.copy_bytes, dtype=torch.uint8, pin_memory=True)
@@ -251,7 +251,7 @@ def _p2p(r: Rank, cfg: CanaryConfig, info: dict) -> None:
     src = torch.empty(cfg.p2p_bytes, dtype=torch.uint8, device=r.device)
     dst = torch.empty(cfg.p2p_bytes, dtype=torch.uint8, device=peer)
     info["metrics"]["p2p"] = r.measure(lambda: dst.copy_(src, non_blocking=True), queue_ahead=True)
-    del src, dst
+    src = dst = None  # free both before the latency buffers
     s1 = torch.empty(P2P_LATENCY_BYTES, dtype=torch.uint8, device=r.device)
     d1 = torch.empty(P2P_LATENCY_BYTES, dtype=torch.uint8, device=peer)
     info["metrics"]["p2p_latency"] = r.measure(lambda: d1.copy_(s1, non_blocking=True), queue_ahead=True)

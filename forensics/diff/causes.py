@@ -86,7 +86,7 @@ def link(hyps: list, links: Sequence[Link]) -> dict[str, tuple[str, Link]]:
             cur = parent[cur][0]
     for h in hyps:
         h.explained_by, h.explains = "", []
-    for eff, (cause, row) in parent.items():
+    for eff, (cause, _row) in parent.items():
         by_id[eff].explained_by = cause
         by_id[cause].explains.append(eff)
     # the root inherits the score of its chain (deepest effects first)

@@ -140,7 +140,7 @@ def _numeric(before: FleetFacts, after: FleetFacts, wide: list, few: list) -> No
                 continue
             medb, meda = float(np.median(list(xb.values()))), float(np.median(list(xa.values())))
 
-            def moved(a: float, b: float) -> bool:
+            def moved(a: float, b: float, m=m) -> bool:
                 if m.bad == "low" or m.rel_tol:
                     tol = 0.5 if m.discrete else m.rel_tol * abs(a)
                 else:

@@ -152,7 +152,7 @@ def is_fleet_file(path: Path) -> bool:
     path = Path(path)
     try:
         if path.is_dir():
-            return any(path.glob(f"rank-*.json"))
+            return any(path.glob("rank-*.json"))
     except OSError:  # a folder above it the user cannot search, a name too long: the loader says which
         return False
     try:
@@ -207,7 +207,7 @@ def load(path: Path | str) -> Fleet:
         raise BadInputError(f"{path}: not UTF-8 text; is this really a fleet file?") from None
     except EOFError:
         raise BadInputError(f"{path}: the gzip data ends early; the file is truncated") from None
-    except (OSError, EOFError, zlib.error) as exc:
+    except (OSError, zlib.error) as exc:
         raise BadInputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     if first.rstrip().endswith('"records": ['):
         try:

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from forensics.gpu.readings import PCIE_GEN_LOAD
-from forensics.fleet.features import (GPU_CATEGORICAL, METRICS, NODE_FIELDS, CategoricalField, FleetFacts,
+from forensics.fleet.features import (GPU_CATEGORICAL, METRICS, NODE_FIELDS, FleetFacts,
                                       GpuFacts, Metric)
 
 K_MAD = 5.0
@@ -281,7 +281,7 @@ def numeric(facts: FleetFacts) -> tuple[list[Outlier], list[PeerStats]]:
                 g = have[int(i)]
                 v = float(x[i])
                 unit = f" {m.unit}" if m.unit and m.unit != "x" else ""
-                shown = (lambda z: f"x{_fmt(z)}") if m.unit == "x" else (lambda z: f"{_fmt(z)}{unit}")
+                shown = (lambda z: f"x{_fmt(z)}") if m.unit == "x" else (lambda z, unit=unit: f"{_fmt(z)}{unit}")
                 if m.unit == "of busy samples":
                     shown = lambda z: f"{z:.0%} of busy samples"  # noqa: E731
                 elif m.name in (PCIE_GEN_LOAD, "pcie_gen_max"):

@@ -85,7 +85,7 @@ def run(local_rank: int, local_world: int = 1, device: str | None = None) -> dic
             figs["matmul_tflops"] = {**_summary(m["per_call_ms"], 2 * n**3 / 1e9), "unit": "TFLOP/s"}
         else:
             figs["matmul_gflops"] = {**_summary(m["per_call_ms"], 2 * n**3 / 1e6), "unit": "GFLOP/s"}
-        del a, b
+        a = b = None  # free both before the next figure
         if r.cuda and cfg.copy_bytes > 0:
             host = torch.empty(cfg.copy_bytes, dtype=torch.uint8, pin_memory=True)
             dev = torch.empty(cfg.copy_bytes, dtype=torch.uint8, device=r.device)

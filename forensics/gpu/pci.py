@@ -180,7 +180,7 @@ def device_topology(bus_id: str, root: str = SYS) -> dict[str, Any]:
     parts = real.split(os.sep)
     above = [p for p in parts[:-1] if _BDF.match(p)]
     bridges = []
-    for i, name in enumerate(reversed(above)):
+    for name in reversed(above):
         folder = os.sep.join(parts[:parts.index(name) + 1]) if name in parts else ""
         cfg = _read_bytes(os.path.join(folder, "config"))
         bridges.append({"bdf": name, "acs": cfg if isinstance(cfg, dict) else acs_from_config(cfg)})

@@ -30,7 +30,7 @@ from typing import Any
 from forensics.docfile import path_error
 from forensics.errors import BadInputError
 from forensics.importers import collect_env, nvidia_smi, nvidia_smi_q, nvidia_smi_xml, pip, sglang
-from forensics.importers.assemble import SOURCE, build
+from forensics.importers.assemble import build
 from forensics.importers.common import Part
 from forensics.importers.detect import FORMATS, Span, decode, family, parts_of
 from forensics.snapshot import describe_import as describe, is_imported  # noqa: F401  (in the core: every reader of snapshots)

@@ -114,7 +114,7 @@ def _raw(entries: list[tuple[str, str, str]]) -> dict[str, Any]:
         raw["reason_counters"] = counters
     procs: list[dict[str, str]] = []
     in_procs = False
-    for sec, key, val in entries:
+    for _sec, key, val in entries:
         if key == "Process ID":
             procs.append({"pid": val})
             in_procs = True

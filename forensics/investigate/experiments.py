@@ -326,7 +326,7 @@ class CommitExperiment:
             top = (suspects(rc) or rc.commits)[0]  # the strongest suspect by what it changed (issue 25)
             exp = Experiment(next_id("commit"), Kind.COMMIT, hyp.id,
                              f"{name}: {top.sha[:10]} \"{top.subject}\" against its parent",
-                             a_label=f"{top.sha[:10]}", b_label=f"its parent")
+                             a_label=f"{top.sha[:10]}", b_label="its parent")
             exp.details.update({"repository": rc.path, "commit": top.sha, "subject": top.subject,
                                 "hot_lines": top.hot_lines, "commits_in_range": len(rc.commits),
                                 "why": classify(top).why,

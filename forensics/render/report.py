@@ -19,7 +19,7 @@ from typing import Any
 
 from forensics import __version__
 from forensics.errors import BadInputError
-from forensics.model import HypothesisStatus, as_missing
+from forensics.model import HypothesisStatus
 from forensics.docfile import utc_now, write_atomic
 from forensics.render import templating
 from forensics.render.templating import show_value

@@ -120,7 +120,7 @@ class GpuProbe(Probe):
 
             sampler = Sampler(nvml=nv).start()
         gpus = self._read_gpus(nv, devices)
-        for index, handle, uuid in devices:
+        for _index, handle, uuid in devices:
             if handle is None:
                 ctx.error(f"gpus.{uuid}", "nvmlDeviceGetHandleByIndex failed")
         data["gpus"] = gpus

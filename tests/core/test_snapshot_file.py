@@ -7,7 +7,6 @@ import json
 import pytest
 
 from forensics import snapshot as snap
-from forensics import docfile
 from forensics import outpath
 from forensics.errors import BadInputError
 from tests.conftest import run_cli

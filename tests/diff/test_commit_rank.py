@@ -3,7 +3,6 @@ differently, and files the benchmarked step never loaded rank lower."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -8,7 +8,6 @@ import pytest
 
 import copy
 import json
-from pathlib import Path
 
 from forensics import snapshot as snap
 from forensics.diff.ledger import analyse, machine_note

@@ -11,7 +11,6 @@ scaling A's median with normal jitter) until ratio, CI and p match the quoted fi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -19,7 +18,6 @@ from forensics.bench.compare import compare_docs, compare_values
 from forensics.cli import main
 from forensics.stats import Verdict, compare
 
-from pathlib import Path
 from tests.conftest import ROOT
 
 

@@ -1,6 +1,5 @@
 """The NCCL INFO log parser, on the real 2 x H200 capture."""
 
-from pathlib import Path
 
 from forensics.env import nccllog
 from forensics.env.data import _Redact, nccl_entry

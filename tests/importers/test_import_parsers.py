@@ -13,7 +13,6 @@ Two kinds of checks:
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 

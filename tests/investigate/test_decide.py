@@ -7,7 +7,6 @@ NCCL_P2P_DISABLE=1 (4.48 ms): "restoring" the variable is p2p -> a2, against the
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

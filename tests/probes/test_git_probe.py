@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from forensics.model import HypothesisStatus, ProbeStatus
-from forensics.probe import ProbeContext, ProbeResult
+from forensics.probe import ProbeResult
 from forensics.runner import run_probes
 from forensics_probes.git.probe import GitProbe, find_repo_root, parse_reflog
 from tests.conftest import git
@@ -86,7 +86,7 @@ def test_mid_rebase(repo):
     git(repo, "checkout", "-q", "main")
     _commit(repo, "step.py", "print('main')\n", "main change")
     git(repo, "checkout", "-q", "feature")
-    with pytest.raises(Exception):
+    with pytest.raises(subprocess.CalledProcessError):
         git(repo, "rebase", "main")  # conflicts: left mid-rebase
     rec = _collect(repo)
     assert rec["operation"] == "rebase"

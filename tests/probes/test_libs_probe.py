@@ -1,7 +1,6 @@
 """The libs probe: finding libraries, decoding versions, and judging cuda.version / nccl.version."""
 
 import json
-from pathlib import Path
 
 import pytest
 

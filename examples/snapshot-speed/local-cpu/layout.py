@@ -1,5 +1,7 @@
 """Fallback when pip cannot build a wheel here: lay a source tree out as `pip install --target T` would."""
-import configparser, shutil, sys
+import configparser
+import shutil
+import sys
 from pathlib import Path
 
 src, target = Path(sys.argv[1]), Path(sys.argv[2])

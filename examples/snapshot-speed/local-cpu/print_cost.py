@@ -1,10 +1,13 @@
 """CPU time of printing the snapshot summary after a snapshot, old build (rich) vs new (plain), fresh processes."""
-import json, os, statistics, sys, time
+import json
+import os
+import statistics
+import sys
+import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks"))
 
 def child(doc_path, out):
     doc = json.load(open(doc_path))
-    import forensics.cli, forensics.cli.snapshot, forensics.collect  # what a snapshot has loaded by then
     from forensics.registry import find_probe_class
     for n in doc["probes"]:
         find_probe_class(n)
@@ -21,7 +24,8 @@ def child(doc_path, out):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3]); sys.exit(0)
+        child(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     from ptyrun import run_in_pty
     doc, runs, label = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     res = {"old": [], "new": []}

@@ -1,6 +1,10 @@
 """Whole default snapshot, old vs new build, fresh processes on a pty: wall, the tail after the command
 returned (exit), and the CPU time of the process tree (RUSAGE_CHILDREN: the snapshot and the children it waited for)."""
-import json, os, resource, statistics, sys, time
+import os
+import resource
+import statistics
+import sys
+import time
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")  # the checkout: git reads it
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
@@ -19,7 +23,8 @@ def child(mark):
 
 if __name__ == "__main__":
     if sys.argv[1] == "--child":
-        child(sys.argv[2]); sys.exit(0)
+        child(sys.argv[2])
+        sys.exit(0)
     from ptyrun import run_in_pty
     runs, label = int(sys.argv[1]), sys.argv[2]
     res = {"old": [], "new": []}
@@ -36,5 +41,7 @@ if __name__ == "__main__":
             cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
             res[b].append((wall, tail, cpu))
     for b, v in res.items():
-        m = lambda k: 1000 * statistics.median(x[k] for x in v)
+        def m(k, v=v):
+            return 1000 * statistics.median(x[k] for x in v)
+
         print(f"[{label}] {b}: wall {m(0):.0f} ms, exit after the command returned {m(1):.1f} ms, CPU of the tree {m(2):.0f} ms (medians, n={len(v)})")

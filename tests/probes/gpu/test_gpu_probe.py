@@ -1,12 +1,10 @@
 """The gpu probe's collection, replayed from the real H200 capture through a fake pynvml."""
 
 import json
-import re
 
 import pytest
 
 from _fakenvml import FakePynvml
-from forensics.model import is_missing
 from forensics.gpu.nvml import Nvml
 from forensics.probe import ProbeContext, key_problems
 from forensics.readers import CommandResult

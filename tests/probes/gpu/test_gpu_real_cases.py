@@ -6,7 +6,6 @@ engine's own case test checks the whole ranking.
 """
 
 import json
-from pathlib import Path
 
 import pytest
 
