@@ -40,6 +40,7 @@ from __future__ import annotations
 import enum
 import re
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -64,6 +65,10 @@ MAX_READ_FILES = 60
 MAX_READ_TOTAL = 400
 """At most this many files are read for the behaviour check per repository and side (newest commits first);
 past it, files are judged by their paths and the notes say so."""
+
+MAX_READ_S = 5.0
+"""Seconds the behaviour check may spend per repository and side (parsing dominates: a 2,000-line Python file
+costs tens of milliseconds a version); past it, files are judged by their paths and the notes say so."""
 
 NOT_LOADED_FACTOR = 0.25
 """Weight of a commit whose files the user's step never loaded (recorded by the benchmark), against 1."""
@@ -399,7 +404,7 @@ def _numstat(path: Path, commit: Commit) -> list[tuple[str, int | None, int | No
 
 
 def _texts(path: Path, commit: Commit, files: list[FileChange],
-           budget: list[int] | None = None) -> list[tuple[str | None, str | None, bool] | None]:
+           budget: list[float] | None = None) -> list[tuple[str | None, str | None, bool] | None]:
     """(old text, new text, binary) of each file, read with ``git cat-file blob REV:PATH`` through
     :class:`forensics.gitio.Calls` (:data:`READ_AT_ONCE` files at a time); ``None`` for a file not read (beyond
     :data:`MAX_READ_FILES`, documentation/tests/CI, or git could not say). A side the commit (or its first
@@ -408,8 +413,10 @@ def _texts(path: Path, commit: Commit, files: list[FileChange],
     parent = commit.parents[0] if commit.parents else None
     wanted = [i for i, fc in enumerate(files)
               if i < MAX_READ_FILES and suspects_mod.file_kind(fc.path) not in suspects_mod.INERT]
-    if budget is not None:  # budget[0]: files still to read in this listing
-        wanted = wanted[:max(0, budget[0])]
+    if budget is not None:  # [files still to read in this listing, the monotonic deadline]
+        if time.monotonic() > budget[1]:
+            budget[0] = 0
+        wanted = wanted[:max(0, int(budget[0]))]
         budget[0] -= len(wanted)
     out: list[tuple[str | None, str | None, bool] | None] = [None] * len(files)
     if not wanted:
@@ -453,7 +460,7 @@ def _read_chunk(path: Path, sha: str, parent: str | None, files: list[FileChange
 
 
 def _assess(path: Path, commit: Commit, files: list[FileChange], loaded: set[str] | None,
-            weight: float, budget: list[int] | None = None) -> CommitAssessment:
+            weight: float, budget: list[float] | None = None) -> CommitAssessment:
     """Judge a commit from both versions of its files (:func:`_texts`; a file not read is judged by its path)."""
     try:
         texts = _texts(path, commit, files, budget)
@@ -471,7 +478,7 @@ def _assess(path: Path, commit: Commit, files: list[FileChange], loaded: set[str
 
 
 def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
-                    loaded: set[str] | None = None, budget: list[int] | None = None) -> CommitChanges:
+                    loaded: set[str] | None = None, budget: list[float] | None = None) -> CommitChanges:
     files = []
     for name, added, deleted, src in _numstat(path, commit):
         fc = FileChange(name, added, deleted, hot.categories(name), src)
@@ -513,7 +520,7 @@ def list_commits(path: Path, old: str, new: str, hot: HotPaths,
         shallow = Path(path) / git(path, "rev-parse", "--git-path", "shallow", ceiling=True)
         if shallow.exists():
             notes.append(f"{path} is a shallow clone: older commits may be missing from the list")
-        budgets = [[MAX_READ_TOTAL], [MAX_READ_TOTAL]]
+        budgets = [[MAX_READ_TOTAL, time.monotonic() + MAX_READ_S] for _ in range(2)]
         fresh = [_commit_changes(path, c, hot, "new", loaded, budgets[0])
                  for c in read_commits(path, f"{old}..{new}", max_count=MAX_COMMITS, ceiling=True)]
         gone = [_commit_changes(path, c, hot, "dropped", loaded, budgets[1])
@@ -523,8 +530,8 @@ def list_commits(path: Path, old: str, new: str, hot: HotPaths,
     if any(b[0] <= 0 for b in budgets) and any(
             f.read is False for c in fresh + gone for f in (c.assessment.files if c.assessment else [])
             if suspects_mod.file_kind(f.path) not in suspects_mod.INERT):
-        notes.append(f"the behaviour check read the first {MAX_READ_TOTAL} files a side; later commits' files are "
-                     "judged by their paths")
+        notes.append(f"the behaviour check stopped at {MAX_READ_TOTAL} files or {MAX_READ_S:g} s a side; later "
+                     "commits' files are judged by their paths")
     if len(fresh) >= MAX_COMMITS:
         notes.append(f"only the newest {MAX_COMMITS} commits are listed")
     return _rank(fresh), _rank(gone), notes

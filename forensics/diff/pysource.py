@@ -404,14 +404,29 @@ class PyComparison:
     new_tree: ast.Module | None = None
 
 
+_PARSED: dict[str, ast.Module | None] = {}
+_PARSED_MAX = 32
+
+
 def parse(text: str | None) -> ast.Module | None:
-    """``text`` parsed, or ``None`` when it is absent or not valid Python for this interpreter."""
+    """``text`` parsed, or ``None`` when it is absent or not valid Python for this interpreter.
+
+    The last :data:`_PARSED_MAX` texts are kept: a file changed by consecutive commits is parsed once per
+    version, not twice (the new side of one commit is the old side of the next). Callers never change the
+    tree they get (:func:`normalise` works on copies).
+    """
     if text is None:
         return None
+    if text in _PARSED:
+        return _PARSED[text]
     try:
-        return ast.parse(text)
+        tree: ast.Module | None = ast.parse(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
+        tree = None
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[text] = tree
+    return tree
 
 
 def compare(old: str | None, new: str | None) -> PyComparison:
@@ -424,22 +439,48 @@ def compare(old: str | None, new: str | None) -> PyComparison:
     t_old, t_new = parse(old), parse(new)
     if t_old is None or t_new is None:
         return PyComparison(False, False, [], t_old, t_new)
+    texts = [_statement_texts(t, x or "") for t, x in ((t_old, old), (t_new, new))]
+    shared = set(texts[0]) & set(texts[1])
     try:
-        full = [dump(normalise(t)) for t in (t_old, t_new)]
+        if _tokens(t_old, texts[0], shared) != _tokens(t_new, texts[1], shared):
+            return PyComparison(True, False, [], t_old, t_new)
+        aside = []
+        if _comments(old or "") != _comments(new or ""):
+            aside.append("comments")
+        for kind, kwargs in (("docstrings", {"docstrings": False}), ("annotations", {"annotations": False}),
+                             ("debug logging", {"debug": False}), ("renames", {"renames": False})):
+            if _tokens(t_old, texts[0], shared, **kwargs) != _tokens(t_new, texts[1], shared, **kwargs):
+                aside.append(kind)
     except RecursionError:
         return PyComparison(False, False, [], t_old, t_new)
-    if full[0] != full[1]:
-        return PyComparison(True, False, [], t_old, t_new)
-    aside = []
-    if _comments(old or "") != _comments(new or ""):
-        aside.append("comments")
-    for kind, kwargs in (("docstrings", {"docstrings": False}), ("annotations", {"annotations": False}),
-                         ("debug logging", {"debug": False}), ("renames", {"renames": False})):
-        if dump(normalise(t_old, **kwargs)) != dump(normalise(t_new, **kwargs)):
-            aside.append(kind)
     if _layout_changed(old or "", new or "") or not aside:
         aside.append("formatting")
     return PyComparison(True, True, aside, t_old, t_new)
+
+
+def _statement_texts(tree: ast.Module, text: str) -> list[str]:
+    """The source text of each top-level statement of ``tree`` (decorators included)."""
+    lines = text.splitlines()
+    out = []
+    for st in tree.body:
+        start = min([st.lineno] + [d.lineno for d in getattr(st, "decorator_list", [])])
+        out.append("\n".join(lines[start - 1:st.end_lineno or st.lineno]))
+    return out
+
+
+def _tokens(tree: ast.Module, texts: list[str], shared: set[str], **kwargs: bool) -> list[str]:
+    """The module as a list of tokens: a top-level statement whose text both versions hold stands for itself
+    (equal texts give equal trees), any other is normalised (:func:`normalise`, each kind as ``kwargs`` says)
+    and dumped. Only the statements a change touched are normalised, so a 1-line change in a large file
+    costs the function it is in, not the file."""
+    out: list[str] = []
+    for st, text in zip(tree.body, texts):
+        if text in shared:
+            out.append("T" + text)
+            continue
+        body = normalise(ast.Module(body=[st], type_ignores=[]), **kwargs).body  # type: ignore[attr-defined]
+        out.extend("D" + dump(x) for x in body if not isinstance(x, ast.Pass))
+    return out
 
 
 def _code_chars(line: str) -> str:
@@ -451,7 +492,7 @@ def _layout_changed(old: str, new: str) -> bool:
     import difflib
 
     a, b = old.splitlines(), new.splitlines()
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes():
         if tag != "replace":
             continue
         x, y = "".join(map(_code_chars, a[i1:i2])), "".join(map(_code_chars, b[j1:j2]))

@@ -214,13 +214,15 @@ def scopes(tree: ast.Module) -> dict[str, ast.AST]:
     out: dict[str, ast.AST] = {"<module>": tree}
 
     def walk(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, _SCOPES):
-                q = f"{prefix}{child.name}"
-                out.setdefault(q, child)
-                walk(child, q + ".")
-            else:
-                walk(child, prefix)
+        # functions and classes are statements: only statement lists are walked, never expressions
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, name, None) or []:
+                if isinstance(child, _SCOPES):
+                    q = f"{prefix}{child.name}"
+                    out.setdefault(q, child)
+                    walk(child, q + ".")
+                elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                    walk(child, prefix)
 
     walk(tree, "")
     return out
@@ -307,7 +309,7 @@ def added_lines(old: str | None, new: str) -> set[int]:
     """1-based numbers of the lines of ``new`` that ``old`` does not have (difflib, line by line)."""
     a, b = (old or "").splitlines(), new.splitlines()
     out: set[int] = set()
-    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes():
         if tag in ("replace", "insert"):
             out.update(range(j1 + 1, j2 + 1))
     return out
@@ -326,6 +328,8 @@ def python_signals(path: str, old_tree: ast.Module | None, new_tree: ast.Module,
     after = scopes(new_tree)
     found: list[Signal] = []
     for qual, node in after.items():
+        if qual in before and qual != "<module>" and _text(lines, node) == _text(old_lines, before[qual]):
+            continue  # the same function or class, character for character: nothing it holds is new
         new_occ = _occurrences(node)
         old_occ = _occurrences(before[qual]) if qual in before else {}
         for (kind, detail), where in new_occ.items():
@@ -352,6 +356,15 @@ def python_signals(path: str, old_tree: ast.Module | None, new_tree: ast.Module,
                     found.append(Signal(refine(name), path, line, _line_text(lines, line),
                                         f"{owner}{name} = {oc[name][0]} -> {value}"))
     return _dedupe(found)
+
+
+def _text(lines: list[str], node: ast.AST) -> str | None:
+    """The source lines of ``node`` (decorators included); ``None`` when it carries no position."""
+    end = getattr(node, "end_lineno", None)
+    if end is None:
+        return None
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])  # type: ignore[attr-defined]
+    return "\n".join(lines[start - 1:end])
 
 
 def _dedupe(signals: list[Signal]) -> list[Signal]:
