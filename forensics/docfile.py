@@ -81,7 +81,7 @@ def dumps(doc: dict[str, Any], path: Path) -> str:
         import yaml
 
         return yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
-                         allow_unicode=True)  # libyaml's emitter when PyYAML was built with it (same output, ~3x faster)
+                         allow_unicode=True)  # libyaml's emitter when PyYAML was built with it (the same data)
     return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -187,8 +187,8 @@ def _strict_loader():
     """PyYAML's safe loader that refuses aliases (``*name``): forensics never writes them, and a
     1 KB file of nested aliases ("billion laughs") expands to gigabytes.
 
-    With libyaml (``yaml.CSafeLoader`` present) the text is scanned and parsed in C (``yaml.cyaml.CParser``,
-    about 4x faster than the pure-Python loader on a large snapshot); nodes are composed by PyYAML's
+    With libyaml (``yaml.CSafeLoader`` present) the text is scanned and parsed in C (``yaml.cyaml.CParser``;
+    figures in docs/benchmarks.md, "Reading YAML snapshots"); nodes are composed by PyYAML's
     Python composer, as without libyaml: libyaml's own composer recurses in C and crashes the
     interpreter (a segmentation fault) on a file nested some ten thousand levels deep, where the
     Python one raises RecursionError, reported as "nested too deeply". Without libyaml, the
