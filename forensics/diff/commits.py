@@ -45,13 +45,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from forensics.diff import suspects as suspects_mod
+from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, category_weight, load_hot_paths  # noqa: F401
+from forensics.diff.suspects import CommitAssessment, FileAssessment
 from forensics.errors import BadInputError
 from forensics.gitio import Calls, Commit, GitError, git, read_commits, succeeds
-from forensics.words import plural
 from forensics.model import Finding, HypothesisStatus, Severity
-from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, category_weight, load_hot_paths  # noqa: F401
-from forensics.diff import suspects as suspects_mod
-from forensics.diff.suspects import CommitAssessment, FileAssessment
+from forensics.words import plural
 
 MAX_COMMITS = 200
 """At most this many commits are listed per side (newest first)."""

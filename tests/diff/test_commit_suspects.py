@@ -8,17 +8,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from _diffkit import commit_file, git, repo_data, section, snapshot
 
 from forensics.diff import commits as commits_mod
-from forensics.diff.commits import analyse as commits_analyse, classify, order, suspects
+from forensics.diff.commits import analyse as commits_analyse
+from forensics.diff.commits import classify, order, suspects
 from forensics.diff.ledger import analyse
 from forensics.diff.pysource import compare
 from forensics.diff.signals import SignalKind, config_signals, python_file, text_signals
 from forensics.diff.suspects import FileKind, file_kind
 from forensics.model import HypothesisStatus, Severity
 from forensics.render.report import render_html, render_json, render_markdown
-
-from _diffkit import commit_file, git, repo_data, section, snapshot
 
 # --------------------------------------------------------------------------------------------------
 # The model file of the real torch step below, and the two commits of issue 25's founding story
