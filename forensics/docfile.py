@@ -90,8 +90,37 @@ def _file_word(what: str) -> str:
     return what if what.endswith("file") else f"{what} file"
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+"""The first two bytes of gzip data (RFC 1952)."""
+
+
+def gunzip(raw: bytes, path: Path, what: str = "snapshot") -> bytes:
+    """``raw`` (gzip data read from ``path``) uncompressed, at most :data:`MAX_FILE_BYTES`.
+
+    Raises:
+        BadInputError: the data ends early, is not gzip after its first bytes, or is larger than any
+            ``what`` once uncompressed (one line naming ``path``).
+    """
+    import gzip
+    import io
+    import zlib
+
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except EOFError:
+        raise BadInputError(f"{path}: the gzip data ends early; the file is truncated") from None
+    except (OSError, zlib.error) as exc:
+        raise BadInputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise BadInputError(f"{path}: larger than any {what} once uncompressed ({MAX_FILE_BYTES // 2**20} MiB limit)")
+    return data
+
+
 def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
     """Read a JSON or YAML file (YAML when the name ends in .yaml/.yml) into a mapping, with one-line errors.
+
+    Gzip-compressed JSON (``.json.gz``, told by its first bytes, :data:`GZIP_MAGIC`) is uncompressed first.
 
     ``what`` names the kind of file in the messages ("snapshot", "bench file"...).
     Files over :data:`MAX_FILE_BYTES` are refused before reading.
@@ -118,6 +147,9 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
         raise BadInputError(f"{path}: is a folder, not a {_file_word(what)}") from None
     except OSError as exc:  # a folder the user cannot search, a name too long: "cannot read (Permission denied)"
         raise path_error(path, exc, doing="read") from None
+    packed = raw[:2] == GZIP_MAGIC
+    if packed:  # snaps/gpu-a17.json.gz: node snapshots are often kept compressed
+        raw = gunzip(raw, path, what)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -141,7 +173,8 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             hint = "truncated" if exc.pos >= len(text.rstrip()) - 1 else "damaged"
             raise BadInputError(
-                f"{path}: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); the file looks {hint}"
+                f"{path}: invalid JSON{' once uncompressed' if packed else ''} at line {exc.lineno} column "
+                f"{exc.colno} ({exc.msg}); the file looks {hint}"
             ) from None
     if not isinstance(doc, dict):
         raise BadInputError(f"{path}: expected a mapping at the top, found {json_type(doc)}; not a {what}")

@@ -23,16 +23,13 @@ document) is skipped and listed among the missing nodes with its reason; with
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import os
 import re
-import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from forensics.docfile import MAX_FILE_BYTES, is_yaml, read_document
+from forensics.docfile import MAX_FILE_BYTES, gunzip, is_yaml, read_document
 from forensics.errors import BadInputError
 from forensics.fleet.document import GZIP_MAGIC, MAX_WORLD_SIZE, RECORD_SCHEMA, Fleet, header, is_fleet_file
 
@@ -116,15 +113,7 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def _gunzip(raw: bytes, path: Path) -> dict[str, Any]:
-    try:
-        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except EOFError:
-        raise BadInputError(f"{path}: the gzip data ends early; the file is truncated") from None
-    except (OSError, zlib.error) as exc:
-        raise BadInputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise BadInputError(f"{path}: larger than any snapshot once uncompressed ({MAX_FILE_BYTES // 2**20} MiB limit)")
+    data = gunzip(raw, path)
     try:
         doc = json.loads(data)
     except UnicodeDecodeError:

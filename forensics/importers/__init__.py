@@ -134,16 +134,18 @@ def import_files(paths: list[Path | str], fmt: str = "auto", label: str | None =
 
 
 def looks_like_snapshot(path: Path) -> bool:
-    """True when ``path`` is (or claims to be) a snapshot document: a .json/.yaml/.yml name, or a
-    text whose first non-blank character opens a JSON object (the file is then read as a snapshot
-    and its own errors apply)."""
-    if path.suffix.lower() in (".json", ".yaml", ".yml"):
+    """True when ``path`` is (or claims to be) a snapshot document: a .json/.yaml/.yml/.json.gz name,
+    gzip data, or a text whose first non-blank character opens a JSON object (the file is then read as
+    a snapshot and its own errors apply)."""
+    if path.suffix.lower() in (".json", ".yaml", ".yml") or path.name.lower().endswith(".json.gz"):
         return True
     try:
         with open(path, "rb") as fh:
             head = fh.read(4096)
     except OSError:
         return True  # let the snapshot loader name the problem
+    if head[:2] == b"\x1f\x8b":  # gzip: a compressed snapshot (a pasted text is never compressed)
+        return True
     text = head.decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
     return text.startswith("{") or text.startswith("schema:")
 
