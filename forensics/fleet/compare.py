@@ -195,6 +195,7 @@ def load_baseline(path) -> FleetFacts:
         forensics.errors.BadInputError: neither a fleet nor a snapshot, or damaged.
         forensics.errors.InconclusiveError: a fleet without any rank record (exit 3).
     """
+    import os
     from pathlib import Path
 
     from forensics.fleet import document
@@ -214,7 +215,7 @@ def load_baseline(path) -> FleetFacts:
 
     from forensics.errors import BadInputError
 
-    if path.is_dir():  # no rank record and no node snapshot in it: say so, not "is a folder"
+    if os.path.isdir(path):  # no rank record and no node snapshot in it: say so, not "is a folder" (never raises)
         nodes.expand([path])
     try:
         loaded = snap.load(path)
