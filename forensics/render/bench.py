@@ -8,12 +8,18 @@ from __future__ import annotations
 
 
 def print_results(c, doc: dict) -> None:
-    """Print one bench document's results as a table (median, unit, processes, noise) and its summary line."""
+    """Print one bench document's results as a table (median, unit, processes, noise) and its summary line.
+
+    The table fits an 80-column terminal (and a file or pipe, which rich draws 80 wide) with every
+    value whole: the figures never wrap or get cut ("0.091…" was a TFLOP/s median cut short); the
+    result names wrap (never below 8 columns), and the long headers take more than one line.
+    """
     from rich.table import Table
 
     t = Table(show_header=True, header_style="bold", title=doc.get("label") or None)
-    for col in ("result", "median", "unit", "processes", "noise (IQR/median)", "within process"):
-        t.add_column(col, justify="left" if col == "result" else "right", no_wrap=col == "result")
+    t.add_column("result", justify="left", overflow="fold", min_width=8)
+    for col in ("median", "unit", "processes", "noise\nIQR/\nmedian", "within\nprocess"):
+        t.add_column(col, justify="right", overflow="fold")
     for r in doc["results"]:
         within = r.get("within_process_iqr_over_median")
         t.add_row(r["name"], f"{r['median']:.4g}", r["unit"], str(len(r["process_medians"])),
