@@ -105,6 +105,9 @@ def _read(path: Path) -> str:
         raise path_error(path, exc, doing="read") from None
     if not raw.strip():
         raise BadInputError(f"{path}: file is empty; paste the environment text into it")
+    if raw[:2] == b"\x1f\x8b":
+        raise BadInputError(f"{path}: gzip-compressed, not a pasted text; 'forensics show' and 'forensics diff' read a "
+                            "compressed snapshot as it is, a compressed text needs gunzip first")
     return decode(raw)
 
 
