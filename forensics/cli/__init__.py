@@ -74,8 +74,8 @@ def run(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> None:
     import sys
 
-    from forensics.cli.common import (Terminated, broken_pipe, cannot_write_stdout, internal_error, safe, signals_raise,
-                                      stdout_failed)
+    from forensics.cli.common import (Terminated, broken_pipe, cannot_write_stdout, internal_error, path_refused, safe,
+                                      signals_raise, stdout_failed)
 
     try:
         with signals_raise():
@@ -101,6 +101,9 @@ def _run(argv: list[str] | None) -> None:
     except Exception as exc:  # outside any command (--help, a click type): never a traceback, never exit 1
         if stdout_failed(exc):
             cannot_write_stdout(exc)
+        if path_refused(exc):
+            click.echo(f"forensics: error: {safe(path_refused(exc))}", err=True)
+            sys.exit(2)
         internal_error(exc)
     try:
         sys.stdout.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import signal
@@ -181,9 +182,30 @@ def error_boundary(func: F) -> F:
         except Exception as exc:  # a bug: say so in one line, keep the traceback behind a switch
             if stdout_failed(exc):
                 cannot_write_stdout(exc)
+            if path_refused(exc):
+                fail(path_refused(exc), 2)
             internal_error(exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+_REFUSED = (errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ELOOP)
+
+
+def path_refused(exc: BaseException) -> str:
+    """The one-line error for an ``OSError`` naming a path the system refused to look at (no permission on a
+    folder, a name over the limit, a loop of links), or "" for anything else.
+
+    The loaders and the output checks name these themselves (``cannot read (Permission denied)``); this is
+    the net under every command for a check that asked ``Path.is_dir()`` or ``Path.exists()`` (which raise
+    on them) about a path the user gave: the user's path, exit 2, not an internal error.
+    """
+    if not isinstance(exc, OSError) or exc.errno not in _REFUSED or not exc.filename:
+        return ""
+    from forensics.outpath import path_error
+
+    line = str(path_error(Path(os.fsdecode(exc.filename)), exc, doing="use"))
+    return line if exc.errno == errno.ENAMETOOLONG else f"{line}; check the path and its folders' permissions"
 
 
 def internal_error(exc: BaseException) -> None:

@@ -20,6 +20,8 @@ the other fleet.
 
 from __future__ import annotations
 
+import os
+
 from collections import Counter, defaultdict
 from typing import Any
 

@@ -249,8 +249,6 @@ def _load_and_show(doc: dict) -> dict | None:
     document, or None when the loader refuses it with a BadInputError (one line, exit 2 at the CLI)."""
     import io
 
-    from rich.console import Console
-
     from forensics import snapshot as snap
     from forensics.errors import BadInputError
     from forensics.render.terminal import print_snapshot_summary
@@ -259,7 +257,7 @@ def _load_and_show(doc: dict) -> dict | None:
         doc = snap.validate(json.loads(json.dumps(doc)), Path("mutated.json"))
     except BadInputError:
         return None
-    print_snapshot_summary(Console(file=io.StringIO(), width=100), doc, detail=True)
+    print_snapshot_summary(doc, detail=True, stream=io.StringIO())
     return doc
 
 
