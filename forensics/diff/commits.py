@@ -403,6 +403,12 @@ def _numstat(path: Path, commit: Commit) -> list[tuple[str, int | None, int | No
     return rows
 
 
+def _hot(hot: HotPaths, path: str) -> list[str]:
+    """The hot categories of ``path``; none for documentation, tests and CI files (``docs/verify.md`` is not
+    speculative-decoding code, ``tests/kernels/test_attn.py`` not a kernel the step runs)."""
+    return [] if suspects_mod.file_kind(path) in suspects_mod.INERT else hot.categories(path)
+
+
 def _texts(path: Path, commit: Commit, files: list[FileChange],
            budget: list[float] | None = None) -> list[tuple[str | None, str | None, bool] | None]:
     """(old text, new text, binary) of each file, read with ``git cat-file blob REV:PATH`` through
@@ -481,7 +487,7 @@ def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
                     loaded: set[str] | None = None, budget: list[float] | None = None) -> CommitChanges:
     files = []
     for name, added, deleted, src in _numstat(path, commit):
-        fc = FileChange(name, added, deleted, hot.categories(name), src)
+        fc = FileChange(name, added, deleted, _hot(hot, name), src)
         if loaded is not None:
             fc.loaded = fc.path in loaded or bool(src and src in loaded)
         files.append(fc)
@@ -540,7 +546,7 @@ def list_commits(path: Path, old: str, new: str, hot: HotPaths,
 def _dirty_notes(before: Mapping[str, Any], after: Mapping[str, Any], hot: HotPaths) -> tuple[list[str], list[FileChange]]:
     notes: list[str] = []
     files = [str(f) for f in (after.get("modified") or []) + (after.get("staged") or [])]
-    hot_files = [FileChange(f, None, None, hot.categories(f)) for f in dict.fromkeys(files) if hot.categories(f)]
+    hot_files = [FileChange(f, None, None, _hot(hot, f)) for f in dict.fromkeys(files) if _hot(hot, f)]
     was, now = bool(before.get("dirty")), bool(after.get("dirty"))
     before_files = set(map(str, (before.get("modified") or []) + (before.get("staged") or [])))
     new_files = [f for f in dict.fromkeys(files) if f not in before_files]

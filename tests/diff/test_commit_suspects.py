@@ -297,6 +297,16 @@ def test_a_docs_tests_and_ci_pull_is_ruled_out_not_high(tmp_path):
     assert an.top is None and "code.change" not in an.verdict
     assert an.regression("regression") is False
     assert [classify(c).suspect for c in an.repos[0].commits] == [False] * 4
+    assert all(c.hot_lines == 0 for c in an.repos[0].commits)  # docs/usage.md is no hot path
+
+
+def test_a_document_about_a_hot_topic_is_not_hot_code(tmp_path):
+    work, rb, ra = _pull(tmp_path, [({"docs/verify.md": "the verify step\n"}, "docs: verify step"),
+                                    ({"tests/kernels/test_attn.py": "def test():\n    pass\n"}, "tests: attention"),
+                                    ({"model.py": PRECISION}, "model: logits in float32")])
+    an = analyse(_docs(rb), _docs(ra))
+    assert all(c.hot_lines == 0 for c in an.repos[0].commits)
+    assert "touches hot paths" not in an.top.summary and "first suspect" in an.top.summary
 
 
 def test_a_pull_whose_repository_is_absent_is_inconclusive_with_the_command(tmp_path):
