@@ -165,6 +165,9 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
             raise BadInputError(f"{path}: nested too deeply; the file is damaged") from None
         except yaml.YAMLError as exc:
             raise BadInputError(f"{path}: {_yaml_problem(exc)}") from None
+        except ValueError:  # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
+            raise BadInputError(f"{path}: holds a number thousands of digits long, which no {what} has; the file "
+                                "is damaged") from None
     else:
         try:
             doc = json.loads(text)
@@ -176,6 +179,9 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
                 f"{path}: invalid JSON{' once uncompressed' if packed else ''} at line {exc.lineno} column "
                 f"{exc.colno} ({exc.msg}); the file looks {hint}"
             ) from None
+        except ValueError:  # Python refuses an integer of more than 4,300 digits (sys.get_int_max_str_digits)
+            raise BadInputError(f"{path}: holds a number thousands of digits long, which no {what} has; the file "
+                                "is damaged") from None
     if not isinstance(doc, dict):
         raise BadInputError(f"{path}: expected a mapping at the top, found {json_type(doc)}; not a {what}")
     cut = cap_strings(doc)
