@@ -146,7 +146,8 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
     for path in files:
         try:
             doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
+            # ValueError: not UTF-8, or an integer over 4,300 digits; RecursionError: nested too deeply
             raise BadInputError(f"{path}: cannot read as YAML ({type(exc).__name__}); fix or remove it") from None
         extra = doc.get("hot_paths", {}) if isinstance(doc, dict) else None
         if not isinstance(extra, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)

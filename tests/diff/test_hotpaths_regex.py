@@ -126,3 +126,17 @@ def test_a_lone_surrogate_in_the_config_is_named_not_a_lost_commit_list_or_an_in
         "(a lone surrogate from a \\uD800-style escape); write the character itself"]
     assert not (tmp_path / "r.html").exists()
 
+
+
+def test_a_config_with_a_huge_number_or_nested_too_deeply_is_one_line_exit_2(tmp_path):
+    # PyYAML passes on Python's ValueError (an integer over 4,300 digits) and RecursionError: the commit
+    # list was dropped under a note blaming the git probe's data
+    repo, b, a = _dirty_repo(tmp_path, "hot_paths:\n  mine: ['a+b[.]py$']\n")
+    for name, text in (("huge.yaml", "hot_paths:\n  x: [a]\nn: " + "1" * 5000 + "\n"),
+                       ("deep.yaml", "hot_paths: " + "[" * 20000 + "\n")):
+        cfg = tmp_path / name
+        cfg.write_text(text)
+        r = run_cli("diff", str(b), str(a), "--config", str(cfg), "-o", str(tmp_path / "r.json"), cwd=tmp_path)
+        assert r.returncode == 2 and not (tmp_path / "r.json").exists(), r.stderr
+        why = "ValueError" if name == "huge.yaml" else "RecursionError"
+        assert r.stderr == f"forensics: error: {cfg}: cannot read as YAML ({why}); fix or remove it\n"
