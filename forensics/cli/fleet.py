@@ -275,8 +275,11 @@ def _not_an_input(path, option: str, inputs) -> None:
         if not os.path.exists(g):
             continue
         g = g.resolve()
-        if target == g or (os.path.isdir(g) and target.parent == g and target.match("rank-*.json")):
-            raise BadInputError(f"{option} {path} is one of the inputs ({given}); writing there would destroy it, "
+        # -o a link (report.html -> snaps/gpu-a17.json): its target, a record or node snapshot of a folder given
+        if target == g or (os.path.isdir(g) and target.parent == g and (
+                target.match("rank-*.json") or (stem(target) != target.name and is_node_folder(g)))):
+            what = given if target == g else f"{target.name} in {given}, where it leads"
+            raise BadInputError(f"{option} {path} is one of the inputs ({what}); writing there would destroy it, "
                                 "choose another name")
 
 

@@ -253,3 +253,18 @@ def test_a_report_is_not_written_among_the_node_snapshots(planted, tmp_path):
         r = run_cli("fleet", "report", str(planted), *args)
         assert r.returncode == 2 and not out.exists(), r.stderr
         assert f"{opt} {out} is inside the folder of node snapshots {planted}" in r.stderr
+
+
+def test_a_report_through_a_link_to_a_node_snapshot_does_not_overwrite_it(planted, tmp_path):
+    # '-o report.html' where report.html is a link into the folder given (to snaps/node0002.json): the HTML
+    # replaced the node's snapshot
+    folder = tmp_path / "snaps"
+    shutil.copytree(planted, folder)
+    before = (folder / "node0002.json").read_bytes()
+    link = tmp_path / "report.html"
+    link.symlink_to(folder / "node0002.json")
+    r = run_cli("fleet", "report", str(folder), "-o", str(link))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (f"forensics: error: -o {link} is one of the inputs (node0002.json in {folder}, where it leads); "
+                        "writing there would destroy it, choose another name\n")
+    assert (folder / "node0002.json").read_bytes() == before
