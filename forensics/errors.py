@@ -34,10 +34,36 @@ class ForensicsError(Exception):
 class BadInputError(ForensicsError):
     """A file or an argument the user gave cannot be used (exit code 2).
 
-    The message names the thing (file path, option) and, where possible, the fix.
+    The message names the thing (file path, option) and, where possible, the fix. A core
+    function does not spell command-line flags: it names the parameter instead, with
+    ``option`` (the message then follows the flag: ``BadInputError("must be at least 1, got 0",
+    option="processes")``) or with ``{name}`` fields in the message listed in ``names``
+    (``BadInputError("give {cmd} too", names=("cmd",))``). The
+    CLI's error boundary puts the command's own flag there (:meth:`render`); ``str()`` uses
+    ``--name``, the flag most commands give the parameter.
+
+    Attributes:
+        option: the parameter the message is about (its value follows the flag), or None.
     """
 
     exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, exit_code: int | None = None, *, option: str | None = None,
+                 names: tuple[str, ...] = ()):
+        self.template, self.option, self.names = message, option, names
+        super().__init__(self.render(_default_flag), exit_code)
+
+    def render(self, flag_of) -> str:
+        """The message with ``option`` and each ``{name}`` of ``names`` spelt as ``flag_of(name)`` (a
+        command's flag for that parameter)."""
+        text = self.template
+        for name in self.names:
+            text = text.replace("{" + name + "}", flag_of(name))
+        return f"{flag_of(self.option)} {text}" if self.option else text
+
+
+def _default_flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 class InconclusiveError(ForensicsError):

@@ -172,7 +172,7 @@ def error_boundary(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ForensicsError as exc:
-            fail(str(exc), exc.exit_code)
+            fail(message_of(exc), exc.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
         except BrokenPipeError:
@@ -262,6 +262,23 @@ def cannot_write_stdout(exc: OSError) -> None:
         pass
     fail(f"cannot write to standard output ({exc.strerror or exc}); check the disk or the file it is "
          "redirected to", 2)
+def message_of(exc: ForensicsError) -> str:
+    """The error's line as the user reads it: a :class:`BadInputError` names the running command's flags
+    (:meth:`BadInputError.render` with :func:`flag_of`)."""
+    return exc.render(flag_of) if isinstance(exc, BadInputError) else str(exc)
+
+
+def flag_of(name: str) -> str:
+    """The flag the running command declares for parameter ``name`` (``timeout_s`` -> ``--timeout``).
+
+    Read from click's parameter declarations of the current command (its longest option
+    string); ``--name`` when there is no command running or it has no such parameter.
+    """
+    ctx = click.get_current_context(silent=True)
+    for param in (ctx.command.params if ctx is not None else []):
+        if param.name == name and isinstance(param, click.Option):
+            return max(param.opts, key=len)
+    return "--" + name.replace("_", "-")
 
 
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
