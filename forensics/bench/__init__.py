@@ -7,7 +7,8 @@ the canary's child processes), ``harness`` (fresh processes, slowest rank),
 ``user`` (the user's step as bench results, run through ``forensics.step``),
 ``document`` (the ``forensics.bench/1`` file), ``compare`` (two files ->
 verdict), ``effect`` (bench results inside two snapshots -> findings for
-the diff), ``power`` (detection-power estimates from recorded runs).
+the diff), ``power`` (detection-power estimates from recorded runs), ``request`` (one
+``forensics bench`` run: the request checked, the canary or the user's step run).
 Nothing here imports torch at module level.
 
 May import the core, ``forensics.gpu`` and ``forensics.step``; never

@@ -13,6 +13,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from forensics.bisect.measure import StepSpec
+from forensics.errors import BadInputError
+from forensics.step.spec import StepOptions
 from forensics.stats import DEFAULT_THRESHOLD, Comparison, Verdict
 from forensics.gitio import Commit
 
@@ -103,6 +105,42 @@ class BisectConfig:
     seeds: dict[str, list[float]] = field(default_factory=dict)
     """Per-process samples already measured for some commits (full shas): the caller's measurement of the
     endpoints is reused instead of measured again (``forensics investigate``)."""
+
+    @classmethod
+    def from_options(cls, step: StepOptions, *, repo, good: str, bad: str, setup: str | None = None,
+                     callable_timer: str = "wall", threshold: float = DEFAULT_THRESHOLD,
+                     max_processes: int | None = None, good_was: float | None = None) -> "BisectConfig":
+        """The config of a bisect from the command's options, checked before any git command runs.
+
+        ``step`` is the user's step (exactly one of a command and a callable), its processes per
+        commit to start with and its timeout (of one process, and of ``setup``);
+        ``max_processes`` caps the doubling on an unknown result (default 4 x ``step.processes``).
+
+        Raises:
+            BadInputError: no step or two; a callable not ``module:function``; a metric regex that
+                does not compile; ``max_processes`` below ``step.processes``.
+        """
+        if bool(step.cmd) == bool(step.target):
+            raise BadInputError('give exactly one of {cmd} "..." or {target} module:function', names=("cmd", "target"))
+        target = step.target
+        if target and (":" not in target or target.startswith(":") or target.endswith(":")):
+            raise BadInputError(f"{target!r}: use module:function, e.g. mypkg.step:verify", option="target")
+        if step.metric_regex is not None:
+            import re
+
+            try:
+                re.compile(step.metric_regex)
+            except re.error as exc:
+                raise BadInputError(f"{step.metric_regex!r}: not a valid regular expression ({exc})",
+                                    option="metric_regex") from None
+        cap = max_processes or step.processes * 4
+        if cap < step.processes:
+            raise BadInputError(f"{cap} is below {{processes}} {step.processes}", option="max_processes",
+                                names=("processes",))
+        spec = StepSpec(cmd=step.cmd, target=target, setup=setup, metric=step.metric, metric_regex=step.metric_regex,
+                        higher_is_better=step.higher_is_better, timeout_s=step.timeout_s, callable_timer=callable_timer)
+        return cls(str(repo), good, bad, spec, processes=step.processes, cap_factor=max(1, cap // step.processes),
+                   threshold=threshold, good_was=good_was)
 
 
 @dataclass

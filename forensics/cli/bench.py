@@ -14,6 +14,7 @@ import click
 
 from forensics.cli.common import console, error_boundary, parse_threshold
 from forensics.cli.types import NON_NEGATIVE, OUTPUT_FILE, POSITIVE
+from forensics.cli.options import step_options
 from forensics.render.bench import print_comparison, print_results
 
 
@@ -53,17 +54,11 @@ def _progress(total: int, what: str, quiet: bool, last: Callable[..., str]):
 
 
 @click.group(invoke_without_command=True, epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
-@click.option("--cmd", metavar="COMMAND", help="Benchmark your step: a command printing JSON lines "
-              "{\"metric\": \"verify_ms\", \"value\": 19.3} (or use --metric-regex).")
-@click.option("--callable", "target", metavar="PKG.MODULE:FUNC", help="Benchmark a Python function, timed in-process.")
-@click.option("--metric", help="With --cmd: the metric name to read (default: the first seen).")
-@click.option("--metric-regex", help="With --cmd: a regex whose group 1 (or group 'value') is the number.")
-@click.option("--unit", default=None, help="Unit of your metric (default ms, or 'per s' with --higher-is-better).")
-@click.option("--higher-is-better", is_flag=True, help="Your metric is a throughput (tok/s), not a time.")
-@click.option("--processes", type=int, default=6, show_default=True, help="Fresh processes per side.")
+@step_options(cmd_help="Benchmark your step: a command printing JSON lines {\"metric\": \"verify_ms\", \"value\": 19.3} "
+              "(or use --metric-regex).", callable_help="Benchmark a Python function, timed in-process.", unit=True,
+              timeout_help="Per-process timeout, s.", threshold_help="With --b-env: practical threshold.")
 @click.option("--budget", "budget_s", type=POSITIVE, default=75.0, show_default=True,
               help="Wall seconds per side; no new process starts past it (at least 5 always run).")
-@click.option("--timeout", "timeout_s", type=POSITIVE, default=300.0, show_default=True, help="Per-process timeout, s.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), help="Canary device (default: cuda if a GPU is seen).")
 @click.option("--tp", type=int, help="Tensor-parallel ranks, one per GPU (default: all visible GPUs; 2 on CPU).")
 @click.option("--layers", type=int, help="Decoder layers (GPU default 16).")
@@ -90,16 +85,14 @@ def _progress(total: int, what: str, quiet: bool, last: Callable[..., str]):
 @click.option("--b-cmd", metavar="COMMAND", help="With --cmd: side B runs this command instead (e.g. the same step in "
               "another checkout), interleaved A B B A, and compares.")
 @click.option("--b-output", type=OUTPUT_FILE, help="Where side B is written.")
-@click.option("--threshold", default="5%", show_default=True, help="With --b-env: practical threshold.")
 @click.option("-o", "--output", type=OUTPUT_FILE, help="Write the bench file here.")
 @click.option("--label", default="", help="Free text stored in the bench file.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets (tokens in --cmd or --env values) in the bench file.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar or table; only the summary line.")
 @click.pass_context
 @error_boundary
-def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s, timeout_s, device,
-          tp, layers, hidden, heads, ffn, draft_tokens, batch, kv_len, blocks, block_ms, warmup_s, cuda_graph, graph_timeout_s, eager,
-          env_pairs, b_env_pairs, b_unset, b_cmd, b_output, threshold, output, label, no_redact, quiet):
+def bench(ctx, step, threshold, budget_s, eager, env_pairs, b_env_pairs, b_unset, b_cmd, b_output, output, label,
+          no_redact, quiet, **canary):
     """Measure the verify step: the built-in canary (default), or your own step.
 
     Runs several fresh processes (median of per-process medians, IQR/median
@@ -117,67 +110,24 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
     if ctx.invoked_subcommand is not None:
         return
     from forensics.bench import document
-    from forensics.errors import BadInputError
+    from forensics.bench.compare import compare_docs
+    from forensics.bench.request import BenchRequest, run_bench
 
-    if cmd and target:
-        raise BadInputError("give either --cmd or --callable, not both")
-    if cmd is not None and not cmd.strip():
-        raise BadInputError("--cmd is empty; give the command that runs your step")
-    if (metric or metric_regex) and not cmd:
-        raise BadInputError("--metric and --metric-regex read the output of --cmd; give --cmd too")
-    if processes < 1:
-        raise BadInputError(f"--processes must be at least 1, got {processes} (5 or more to reach a verdict)")
-    if not 0 < timeout_s <= 86400 or not 0 < budget_s <= 86400:
-        raise BadInputError("--timeout and --budget must be positive numbers of seconds")
-    env, b_env = _parse_env(env_pairs, "--env"), _parse_env(b_env_pairs, "--b-env")
-    for name in b_unset:
-        if not name or "=" in name:
-            raise BadInputError(f"--b-unset {name!r}: give a variable name, e.g. --b-unset CUDA_LAUNCH_BLOCKING")
-        b_env[name] = None
-    if b_cmd is not None and not cmd:
-        raise BadInputError("--b-cmd is side B's version of --cmd; give --cmd too")
-    if b_cmd is not None and not b_cmd.strip():
-        raise BadInputError("--b-cmd is empty; give side B's command")
-    two_sided = bool(b_env) or b_cmd is not None
-    if two_sided and not b_output:
-        raise BadInputError("--b-env, --b-unset and --b-cmd need --b-output PATH for side B's bench file")
-    if cuda_graph and eager:
-        raise BadInputError("--cuda-graph and --eager exclude each other")
+    req = BenchRequest(step, budget_s, canary, eager, _parse_env(env_pairs, "--env"),
+                       _side_b_env(b_env_pairs, b_unset), b_cmd, b_output, label, not no_redact)
+    req.check()
     thr = parse_threshold(threshold)
-    c = console(stderr=False)
-    if (cmd or target) and two_sided:
-        docs = _run_user_ab(cmd, target, b_cmd, env, b_env, metric, metric_regex, unit, higher_is_better, processes,
-                            budget_s, timeout_s, label, quiet)
-    elif cmd or target:
-        docs = [_run_user(cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s,
-                          timeout_s, blocks, block_ms, label, quiet)]
-    else:
-        from forensics.bench.session import canary_config, run_canary
-
-        cfg = canary_config({"device": device, "tp": tp, "layers": layers, "hidden": hidden, "heads": heads,
-                             "ffn": ffn, "draft_tokens": draft_tokens, "batch": batch, "kv_len": kv_len,
-                             "blocks": blocks, "block_ms": block_ms, "warmup_s": warmup_s, "cuda_graph": cuda_graph, "graph_timeout_s": graph_timeout_s,
-                             "variant": "eager" if eager else None})
-        sides = 2 if b_env else 1
-        with _progress(processes * sides, f"canary {cfg.device} tp={cfg.tp}", quiet,
-                       lambda side, i, result: f"{side.name} #{i + 1}: {result['wall_s']:.1f} s") as on_process:
-            docs = run_canary(cfg, processes=processes, budget_s=budget_s, env=env, b_env=b_env or None,
-                              label=label, on_process=on_process)
-    docs = [document.redact(d, enabled=not no_redact) for d in docs]
+    docs = run_bench(req, lambda total, what, last: _progress(total, what, quiet, last))
     if no_redact:
         click.echo("forensics: redaction is off: the bench file may hold secrets (tokens in --cmd or --env)", err=True)
+    c = console()
     for doc, path in zip(docs, (output, b_output)):
-        if not quiet:
-            print_results(c, doc)
-        else:
-            click.echo(doc["summary"])
+        print_results(c, doc) if not quiet else click.echo(doc["summary"])
         if path is not None:
             document.save(doc, path)
             if not quiet:
                 c.print(f"wrote [bold]{path}[/bold]")
     if len(docs) == 2:
-        from forensics.bench.compare import compare_docs
-
         result = compare_docs(docs[0], docs[1], threshold=thr)
         if quiet:  # the summary line only, as --quiet promises
             click.echo(f"{result.headline}: {result.verdict.value} - {result.results[result.headline].sentence()}")
@@ -186,25 +136,16 @@ def bench(ctx, cmd, target, metric, metric_regex, unit, higher_is_better, proces
         ctx.exit(result.exit_code)
 
 
-def _run_user(cmd, target, metric, metric_regex, unit, higher_is_better, processes, budget_s, timeout_s,
-              blocks, block_ms, label, quiet):
-    from forensics.bench.user import measure_user
+def _side_b_env(pairs: tuple[str, ...], unset: tuple[str, ...]) -> dict[str, str | None]:
+    """``--b-env NAME=VALUE`` and ``--b-unset NAME`` as side B's variables (None: unset)."""
+    from forensics.errors import BadInputError
 
-    with _progress(processes, "your step", quiet, lambda i, rec: f"#{i + 1}: {rec['value']:.4g}") as on_process:
-        return measure_user(cmd, target, metric=metric, metric_regex=metric_regex, unit=unit,
-                            higher_is_better=higher_is_better, processes=processes, budget_s=budget_s,
-                            timeout_s=timeout_s, blocks=blocks, block_ms=block_ms, label=label, on_process=on_process)
-
-
-def _run_user_ab(cmd, target, b_cmd, env, b_env, metric, metric_regex, unit, higher_is_better, processes, budget_s,
-                 timeout_s, label, quiet):
-    from forensics.bench.user import measure_user_ab
-
-    with _progress(processes * 2, "your step, A and B interleaved", quiet,
-                   lambda side, i, rec: f"{side} #{i + 1}: {rec['value']:.4g}") as on_process:
-        return measure_user_ab(cmd, target, b_cmd=b_cmd, env=env, b_env=b_env, metric=metric, metric_regex=metric_regex,
-                               unit=unit, higher_is_better=higher_is_better, processes=processes, budget_s=budget_s,
-                               timeout_s=timeout_s, label=label, on_process=on_process)
+    b_env: dict[str, str | None] = dict(_parse_env(pairs, "--b-env"))
+    for name in unset:
+        if not name or "=" in name:
+            raise BadInputError(f"--b-unset {name!r}: give a variable name, e.g. --b-unset CUDA_LAUNCH_BLOCKING")
+        b_env[name] = None
+    return b_env
 
 
 @bench.command("compare", epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")

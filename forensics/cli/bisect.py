@@ -17,8 +17,12 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.types import POSITIVE, POSITIVE_VALUE, REPORT_FILE
-from forensics.cli.common import Terminated, console, error_boundary, fail, parse_threshold, safe, signals_raise
+from rich.markup import escape
+
+from forensics.cli.types import POSITIVE_VALUE, REPORT_FILE
+from forensics.cli.common import (Terminated, console, error_boundary, fail, message_of, parse_threshold, safe,
+                                  signals_raise)
+from forensics.cli.options import step_options
 
 
 def _step_options(f):
@@ -27,52 +31,29 @@ def _step_options(f):
         click.option("--bad", required=True, metavar="REV", help="A later commit where it is slow."),
         click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
                      show_default=True, help="The git repository of the code under test (never modified)."),
-        click.option("--cmd", "cmd", metavar="CMD", help='Step command printing {"metric": ..., "value": ...} lines.'),
-        click.option("--callable", "target", metavar="MOD:FN", help="Python callable timed in a fresh process."),
-        click.option("--callable-timer", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
-                     help="Clock for --callable: cpu (process time) only for CPU-bound code on a shared machine."),
-        click.option("--setup", metavar="CMD", help="Run in the worktree once per commit before measuring "
-                     "(e.g. a build, or pip install -e . --no-deps into a private venv)."),
-        click.option("--metric", help="Use only JSON lines with this metric name."),
-        click.option("--metric-regex", help="Read values with this regex (group 1 or 'value') instead of JSON."),
-        click.option("--higher-is-better", is_flag=True, help="The metric is a throughput (tok/s)."),
-        click.option("--threshold", default="5%", show_default=True, help="Smallest change that counts."),
-        click.option("--processes", type=click.IntRange(3, 200), default=5, show_default=True,
-                     help="Fresh processes per commit to start with (doubled on an unknown result)."),
+        step_options(
+            cmd_help='Step command printing {"metric": ..., "value": ...} lines.',
+            callable_help="Python callable timed in a fresh process.", between=(
+                click.option("--callable-timer", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
+                             help="Clock for --callable: cpu (process time) only for CPU-bound code on a shared "
+                                  "machine."),
+                click.option("--setup", metavar="CMD", help="Run in the worktree once per commit before measuring "
+                             "(e.g. a build, or pip install -e . --no-deps into a private venv)."),
+            ), threshold_help="Smallest change that counts.", processes_type=click.IntRange(3, 200),
+            processes_default=5, processes_help="Fresh processes per commit to start with (doubled on an unknown "
+            "result).", timeout_default=600.0, timeout_help="Seconds one process (or the setup) may run."),
         click.option("--max-processes", type=click.IntRange(3, 1000), default=None,
                      help="Cap for the doubling [default: 4 x --processes]."),
-        click.option("--timeout", "timeout_s", type=POSITIVE, default=600.0, show_default=True,
-                     help="Seconds one process (or the setup) may run."),
     ]
     for opt in reversed(options):
         f = opt(f)
     return f
 
 
-def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
-            max_processes, timeout_s, good_was=None):
-    from forensics.bisect.run import BisectConfig
-    from forensics.bisect.measure import StepSpec
-    from forensics.errors import BadInputError
+def _config(step, threshold, **options):
+    from forensics.bisect.model import BisectConfig
 
-    if bool(cmd) == bool(target):
-        raise BadInputError("give exactly one of --cmd \"...\" or --callable module:function")
-    if target and (":" not in target or target.startswith(":") or target.endswith(":")):
-        raise BadInputError(f"--callable {target!r}: use module:function, e.g. mypkg.step:verify")
-    if metric_regex is not None:
-        import re
-
-        try:
-            re.compile(metric_regex)
-        except re.error as exc:
-            raise BadInputError(f"--metric-regex {metric_regex!r}: not a valid regular expression ({exc})") from None
-    cap = max_processes or processes * 4
-    if cap < processes:
-        raise BadInputError(f"--max-processes {cap} is below --processes {processes}")
-    spec = StepSpec(cmd=cmd, target=target, setup=setup, metric=metric, metric_regex=metric_regex,
-                    higher_is_better=higher_is_better, timeout_s=timeout_s, callable_timer=callable_timer)
-    return BisectConfig(str(repo), good, bad, spec, processes=processes, cap_factor=max(1, cap // processes),
-                        threshold=parse_threshold(threshold), good_was=good_was)
+    return BisectConfig.from_options(step, threshold=parse_threshold(threshold), **options)
 
 
 @click.command(epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
@@ -82,8 +63,7 @@ def _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_
 @click.option("-o", "--output", "outputs", multiple=True, type=REPORT_FILE,
               help="Report file: .html, .md or .json (repeatable).")
 @error_boundary
-def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
-           max_processes, timeout_s, good_was, outputs):
+def bisect(step, threshold, outputs, **options):
     """Find the commit that made the step slower, in private git worktrees.
 
     Re-measures both endpoints first (if the good commit is now slow too, the
@@ -98,48 +78,51 @@ def bisect(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_r
     after 120 s), 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP.
     """
     from forensics.bisect.run import Outcome, run_bisect
+    from forensics.bisect.worktree import remove_stale
+    from forensics.redact import Redactor
     from forensics.render.bisect import write_report
 
-    cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
-                  processes, max_processes, timeout_s, good_was)
-    err = console(stderr=True)
-    err.soft_wrap = True
-    from rich.markup import escape
-
-    status = err.status("bisect: starting", spinner="dots")
-    counts: dict[str, int] = {}
-
-    def on_log(entry):
-        err.print(f"[bold]{escape(entry.phase)}[/bold] {escape(safe(entry.message))}")
-
-    def on_process(sha, value):
-        counts[sha] = counts.get(sha, 0) + 1
-        shown = "failed" if value is None else f"{value:.4g}"
-        status.update(f"measuring {sha[:10]}: process {counts[sha]} -> {shown}")
-
-    from forensics.bisect.worktree import remove_stale
-
-    stale = remove_stale(cfg.repo)
-    if stale:
-        err.print(f"removed {len(stale)} stale worktree{'s' if len(stale) > 1 else ''} of an interrupted bisect: "
-                  + escape("; ".join(stale)))
+    cfg = _config(step, threshold, **options)
+    progress = _Progress()
+    progress.stale(remove_stale(cfg.repo))
     try:
-        with signals_raise(), status:
-            result = run_bisect(cfg, on_log, on_process)
+        with signals_raise(), progress.status:
+            result = run_bisect(cfg, progress.on_log, progress.on_process)
     except Terminated as exc:
         fail(f"terminated by signal {exc.signum}; worktrees removed, your checkout is untouched", 128 + exc.signum)
-    from forensics.redact import Redactor
-
     result = Redactor().sweep(result)  # commit subjects and notes, once, for every output below
     for out in outputs:
         write_report(result, out)
-        err.print(f"wrote {escape(str(out))}")
+        progress.err.print(f"wrote {escape(str(out))}")
     click.echo(safe(f"{result.outcome.value}: {result.sentence}"))
     if result.hypotheses:
         click.echo(f"look at: {', '.join(result.hypotheses)}")
     for note in result.notes:
         click.echo(safe(f"note: {note}"))
     sys.exit(0 if result.outcome is Outcome.CULPRIT and result.confirmed else 3)
+
+
+class _Progress:
+    """The bisect's progress on stderr: one line per log entry, a spinner with the process being measured."""
+
+    def __init__(self):
+        self.err = console(stderr=True)
+        self.err.soft_wrap = True
+        self.status = self.err.status("bisect: starting", spinner="dots")
+        self.counts: dict[str, int] = {}
+
+    def stale(self, removed: list[str]) -> None:
+        if removed:
+            self.err.print(f"removed {len(removed)} stale worktree{'s' if len(removed) > 1 else ''} of an interrupted "
+                           "bisect: " + escape("; ".join(removed)))
+
+    def on_log(self, entry) -> None:
+        self.err.print(f"[bold]{escape(entry.phase)}[/bold] {escape(safe(entry.message))}")
+
+    def on_process(self, sha: str, value: float | None) -> None:
+        self.counts[sha] = self.counts.get(sha, 0) + 1
+        shown = "failed" if value is None else f"{value:.4g}"
+        self.status.update(f"measuring {sha[:10]}: process {self.counts[sha]} -> {shown}")
 
 
 class _StepCommand(click.Command):
@@ -155,8 +138,7 @@ class _StepCommand(click.Command):
 
 @click.command("bisect-step", cls=_StepCommand)
 @_step_options
-def bisect_step(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold, processes,
-                max_processes, timeout_s):
+def bisect_step(step, threshold, **options):
     """Classify HEAD for `git bisect run`: exit 0 fast, 1 slow, 125 skip, 128 abort.
 
     HEAD, --good and --bad are measured in private worktrees, interleaved, and
@@ -168,15 +150,12 @@ def bisect_step(good, bad, repo, cmd, target, callable_timer, setup, metric, met
     from forensics.errors import ForensicsError
 
     err = console(stderr=True)
-    from rich.markup import escape
-
     try:
         with signals_raise():
-            cfg = _config(good, bad, repo, cmd, target, callable_timer, setup, metric, metric_regex, higher_is_better, threshold,
-                          processes, max_processes, timeout_s)
+            cfg = _config(step, threshold, **options)
             code, reason = run_step(cfg, lambda e: err.print(f"[bold]{escape(e.phase)}[/bold] {escape(safe(e.message))}"))
     except ForensicsError as exc:
-        fail(f"{exc} (aborting the bisect)", StepExit.ABORT.value)
+        fail(f"{message_of(exc)} (aborting the bisect)", StepExit.ABORT.value)
     except click.BadParameter as exc:
         fail(f"{exc.message} (aborting the bisect)", StepExit.ABORT.value)
     except KeyboardInterrupt:
