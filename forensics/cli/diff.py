@@ -48,54 +48,46 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
     Exit codes: 0 done (no regression with --fail-on), 1 regression found (--fail-on),
     2 bad input, 3 inconclusive (--fail-on and a benchmark comparison could not decide).
     """
-    from forensics import snapshot as snap
-    from forensics.errors import BadInputError
-    from forensics.diff.ledger import analyse
-    from forensics.render import report
-
     from forensics.cli.fleet import diff_fleets, is_fleet
+    from forensics.diff.files import analyse_files
+    from forensics.render import report
 
     if is_fleet(before) or is_fleet(after):  # fleet files: what changed fleet-wide vs on a few nodes
         sys.exit(diff_fleets(before, after, output, fmt, fail_on, quiet))
     check_repo(repo)
-    from forensics.importers import load as load_any
-
-    doc_b, doc_a = load_any(before), load_any(after)  # a snapshot, or a text pasted from a ticket (imported)
-    unredacted = [side for side, d in (("BEFORE", doc_b), ("AFTER", doc_a)) if d.get("redaction", "on") != "on"]
-    if not no_redact:
-        (doc_b, nb), (doc_a, na) = snap.redact_loaded(doc_b), snap.redact_loaded(doc_a)
-    to_stdout = output == "-"
-    if to_stdout:
-        fmt = fmt or "json"
-        path = None
-    else:
-        path = output or Path(f"{_DEFAULT_NAME}.{fmt or 'html'}")
-        fmt = report.format_for(path, fmt)
-        for given in (before, after):
-            if path.exists() and Path(given).exists() and path.resolve() == Path(given).resolve():
-                raise BadInputError(f"-o {path} is one of the input snapshots; choose another report name")
-    analysis = analyse(doc_b, doc_a, repo=repo, config=config, names=(str(before), str(after)), redact=not no_redact)
-    warn_skipped_patterns(analysis)
-    if unredacted and not no_redact:
-        analysis.notes.insert(0, f"{' and '.join(unredacted)} {'was' if len(unredacted) == 1 else 'were'} taken "
-                              f"with --no-redact; {nb + na} value(s) were redacted for this report so that both "
-                              "sides compare like with like (diff --no-redact keeps them)")
-    if to_stdout:
+    path, fmt = _report_path(output, fmt, (before, after))
+    analysis = analyse_files(before, after, repo=repo, config=config, redact=not no_redact)
+    warn_skipped_patterns(analysis)  # also in the report's notes
+    if path is None:
         sys.stdout.write(report.render(analysis, fmt))
     else:
         report.write(analysis, path, fmt)
         if quiet:
-            if analysis.machine_note:
-                click.echo(analysis.machine_note)
-            click.echo(analysis.verdict)
-            click.echo(str(path))
+            for line in ([analysis.machine_note] if analysis.machine_note else []) + [analysis.verdict, str(path)]:
+                click.echo(line)
         else:
             from forensics.render.summary import print_diff_summary
 
             print_diff_summary(console(), analysis, str(path))
-    if fail_on:
-        failed = analysis.regression(fail_on)
-        if failed is None:
-            sys.exit(3)
-        if failed:
-            sys.exit(1)
+    failed = analysis.regression(fail_on) if fail_on else False
+    if failed is None or failed:
+        sys.exit(3 if failed is None else 1)
+
+
+def _report_path(output, fmt: str | None, inputs) -> tuple[Path | None, str]:
+    """Where the report goes (None: stdout, ``-o -``) and its format; refuses a report name that is an input.
+
+    Raises:
+        BadInputError: ``-o`` names one of the inputs, or a suffix of no report format.
+    """
+    from forensics.errors import BadInputError
+    from forensics.render import report
+
+    if output == "-":
+        return None, fmt or "json"
+    path = output or Path(f"{_DEFAULT_NAME}.{fmt or 'html'}")
+    fmt = report.format_for(path, fmt)
+    for given in inputs:
+        if path.exists() and Path(given).exists() and path.resolve() == Path(given).resolve():
+            raise BadInputError(f"-o {path} is one of the input snapshots; choose another report name")
+    return path, fmt

@@ -21,7 +21,7 @@ import click
 
 from forensics.cli.common import (Terminated, check_repo, console, error_boundary, parse_threshold, safe,
                                    warn_skipped_patterns)
-from forensics.cli.types import POSITIVE
+from forensics.cli.options import step_options
 
 _DURATION = re.compile(r"^\s*(?:(?P<h>\d+(?:\.\d+)?)h)?\s*(?:(?P<m>\d+(?:\.\d+)?)m)?\s*(?:(?P<s>\d+(?:\.\d+)?)s?)?\s*$")
 DEFAULT_REPORT = "forensics-investigate.html"
@@ -109,64 +109,16 @@ class _Progress:
             self.prog.update(self.task, last=escape(f"{kw['side']} #{kw['index'] + 1}: {shown}"), left=self._left())
 
 
-def _print(inv, outputs: list[Path]) -> None:
-    from rich.markup import escape
-
-    c = console()
-    c.soft_wrap = True
-    if inv.baseline_source:
-        c.print(escape(safe(inv.baseline_source)))
-    if inv.notes:
-        for note in inv.notes:
-            c.print(f"note: {escape(safe(note))}")
-    c.print(f"[bold]{escape(safe(inv.verdict))}[/bold]")
-    if inv.experiments:
-        c.print("[bold]experiments[/bold] (A = today, B = the intervention; ratio B/A with its 95% CI; share of the "
-                "slowdown recovered with its 95% CI):")
-        for e in inv.experiments:
-            cmp, sh = e.comparison, e.share
-            bits = [f"{e.id:<11}", f"{e.outcome.value:<13}", e.hypothesis]
-            if cmp:
-                bits.append(f"{cmp.a.median:.4g} -> {cmp.b.median:.4g}, ratio {cmp.time_ratio:.3f} "
-                            f"({cmp.ci_low:.3f}-{cmp.ci_high:.3f})")
-            if sh and sh.point is not None:
-                bits.append(f"share {sh.point:.0%}" + (f" ({sh.low:.0%}..{sh.high:.0%})" if sh.low is not None else ""))
-            bits.append(f"est. {e.estimate_s:.0f} s" + (f", took {e.elapsed_s:.0f} s" if e.elapsed_s else ""))
-            c.print(escape(safe("  ".join(bits))), soft_wrap=True)
-        for e in inv.experiments:
-            if e.outcome.value in ("not-run", "inconclusive", "partial", "planned"):
-                text = e.reason if e.outcome.value != "planned" else e.title
-                c.print(f"  {escape(e.id)}: {escape(safe(text))}")
-                if e.outcome.value in ("not-run", "inconclusive", "planned") and e.command:
-                    c.print(f"    to run it: {escape(safe(e.command))}", soft_wrap=True)
-    if inv.residual is not None:
-        from forensics.investigate.run import accounting
-
-        c.print(escape(safe(f"shares of the slowdown: {accounting(inv)}")))
-        c.print(escape(safe(f"  residual: {inv.residual.sentence()}")))
-    for check in inv.hardware:
-        mark = {"ok": "ok", "below": "BELOW", "unknown": "?"}[check["status"]]
-        c.print(f"  [{mark}] {escape(check['check'])}: {escape(str(check['measured']))} {escape(check['unit'])} "
-                f"(expected {escape(check['expected'])})")
-    t = inv.timings
-    if t:
-        c.print(f"took {t.get('total_s', 0):.0f} s: snapshot {t.get('snapshot_s', 0):.0f} s, experiments "
-                f"{t.get('experiments_s', 0):.0f} s")
-    for out in outputs:
-        c.print(f"wrote [bold]{escape(str(out))}[/bold]")
-
-
 @click.command()
 @click.option("--baseline", type=click.Path(path_type=Path), metavar="BEFORE.json",
               help="A snapshot from when it was fast (forensics snapshot --bench [--bench-cmd STEP]). Without it, "
                    "with --cmd: the baseline this machine remembers (the HEAD before the last pull, --since, "
                    "--expect); without --cmd: this machine against what its hardware should give.")
-@click.option("--cmd", metavar="STEP", help='Your step: a command printing {"metric": "step_ms", "value": 19.3} lines '
-              "(the same one the baseline measured with --bench-cmd).")
-@click.option("--callable", "target", metavar="MOD:FN", help="Your step as a Python callable, timed in fresh processes.")
-@click.option("--metric", help="With --cmd: the metric name to read (default: the first seen).")
-@click.option("--metric-regex", help="With --cmd: a regex whose group 1 (or group 'value') is the number.")
-@click.option("--higher-is-better", is_flag=True, help="Your metric is a throughput (tok/s), not a time.")
+@step_options(cmd_help='Your step: a command printing {"metric": "step_ms", "value": 19.3} lines (the same one the '
+              "baseline measured with --bench-cmd).", callable_help="Your step as a Python callable, timed in fresh "
+              "processes.", processes_type=click.IntRange(5, 200), processes_default=5,
+              processes_help="Fresh processes per side in an A/B's first round; rounds of 3 more follow while it is "
+              "undecided.")
 @click.option("--repo", type=click.Path(path_type=Path), help="The git repository of your code (never modified; "
               "commits are tested in private worktrees). Default: the one the snapshots name.")
 @click.option("--config", type=click.Path(path_type=Path), help="Extra hot-path patterns (as for forensics diff).")
@@ -178,13 +130,10 @@ def _print(inv, outputs: list[Path]) -> None:
               "baseline did not measure the step).")
 @click.option("--expect", metavar="VALUE", help="The value you remember for your step (19ms, 0.019s, 94tok/s): the "
               "baseline's value of the step.")
-@click.option("--processes", type=click.IntRange(5, 200), default=5, show_default=True,
-              help="Fresh processes per side in an A/B's first round; rounds of 3 more follow while it is undecided.")
 @click.option("--max-processes", type=click.IntRange(5, 500), default=20, show_default=True,
               help="The most fresh processes a side of one A/B may grow to.")
 @click.option("--snapshot-processes", type=click.IntRange(3, 100), default=5, show_default=True,
               help="Fresh processes for the canary and your step in the snapshot taken now.")
-@click.option("--threshold", default="5%", show_default=True, help="Practical threshold: smaller changes are 'same'.")
 @click.option("--explains", "min_share", default="50%", show_default=True,
               help="Share of the slowdown an intervention must recover (lower end of its 95% CI) to be confirmed.")
 @click.option("--wheelhouse", type=click.Path(path_type=Path), help="A folder of wheels (pip download -d DIR): "
@@ -193,8 +142,6 @@ def _print(inv, outputs: list[Path]) -> None:
               "told apart by measurement).")
 @click.option("--tp", type=int, help="Canary tensor-parallel ranks (default: all visible GPUs; 2 on CPU).")
 @click.option("--keep-going", is_flag=True, help="Run every planned experiment, also after a cause is confirmed.")
-@click.option("--timeout", "timeout_s", type=POSITIVE, default=300.0, show_default=True,
-              help="Seconds one process of your step may run.")
 @click.option("--snapshot-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the snapshot taken now (.json/.yaml).")
 @click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -202,9 +149,9 @@ def _print(inv, outputs: list[Path]) -> None:
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the snapshot taken now and the report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress; only the verdict, the table and the paths.")
 @error_boundary
-def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, repo, config, budget, plan_only,
-                since, expect, processes, max_processes, snapshot_processes, threshold, min_share, wheelhouse, no_canary, tp, keep_going, timeout_s,
-                snapshot_out, outputs, no_redact, quiet):
+def investigate(baseline, step, threshold, repo, config, budget, plan_only, since, expect, max_processes,
+                snapshot_processes, min_share, wheelhouse, no_canary, tp, keep_going, snapshot_out, outputs, no_redact,
+                quiet):
     """Find the cause of a slowdown and confirm it by experiment.
 
     Takes a snapshot now (with the canary, and your step when given), diffs
@@ -229,14 +176,57 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
     Exit codes: 0 no regression, 1 regression explained (a cause confirmed),
     3 regression not explained, 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
     """
-    from forensics.errors import BadInputError
-    from forensics.render.investigate import format_from_name, write_report
     from forensics.investigate.run import Settings, check_settings, investigate as run
+    from forensics.render.investigate import print_investigation
 
     budget_s = parse_duration(budget)
     check_repo(repo)
-    outs = list(outputs) or [Path(DEFAULT_REPORT)]
+    outs = _check_outputs(list(outputs) or [Path(DEFAULT_REPORT)], snapshot_out, baseline)
+    settings = Settings.from_options(step, baseline=baseline, repo=repo, config=config, budget_s=budget_s,
+                                     snapshot_processes=snapshot_processes, threshold=parse_threshold(threshold),
+                                     min_share=parse_threshold(min_share, "--explains"), wheelhouse=wheelhouse,
+                                     canary=not no_canary, tp=tp, plan_only=plan_only, keep_going=keep_going,
+                                     redact=not no_redact, since=since, expect=expect, max_processes=max_processes)
+    check_settings(settings)
+    if baseline is not None:  # a bad file is one line before any work or progress output
+        from forensics.importers import load as load_any
+
+        settings.baseline_doc = load_any(baseline)  # a snapshot, or a text pasted from a ticket, as diff reads it
+    with _Progress(not quiet and console(stderr=True).is_terminal, budget_s) as progress:
+        inv = run(settings, progress.event, interrupts=(KeyboardInterrupt, Terminated))
+    warn_skipped_patterns(inv.analysis)
+    _write_outputs(inv, outs, snapshot_out)
+    print_investigation(console(), inv, outs + ([snapshot_out] if snapshot_out else []), safe)
+    if inv.interrupted:
+        click.echo(f"forensics: error: interrupted ({inv.interrupted}); the report holds what was learned", err=True)
+    sys.exit(inv.exit_status)
+
+
+def _write_outputs(inv, outs: list[Path], snapshot_out: Path | None) -> None:
+    """The reports (``-o``) and the snapshot taken now (``--snapshot-out``)."""
+    from forensics import snapshot as snap
+    from forensics.render.investigate import write_report
+
+    if snapshot_out is not None:
+        snap.save(inv.now, snapshot_out)
+    for out in outs:
+        write_report(inv, out)
+
+
+def _check_outputs(outs: list[Path], snapshot_out: Path | None, baseline: Path | None) -> list[Path]:
+    """Refuse report and snapshot names that cannot be written, and a missing baseline, before any work.
+
+    Returns:
+        ``outs``.
+
+    Raises:
+        BadInputError: a missing or unsearchable folder or a name too long
+            (:func:`forensics.docfile.check_writable`), a report name of no known format, a
+            ``--snapshot-out`` that is not .json/.yaml/.yml, a ``--baseline`` that does not exist.
+    """
     from forensics.docfile import check_writable
+    from forensics.errors import BadInputError
+    from forensics.render.investigate import format_from_name
 
     for out, option in [(o, "-o") for o in outs] + ([(snapshot_out, "--snapshot-out")] if snapshot_out else []):
         check_writable(out, option)  # a missing or unsearchable folder, a name too long: one line, before any work
@@ -247,30 +237,4 @@ def investigate(baseline, cmd, target, metric, metric_regex, higher_is_better, r
     if baseline is not None and not _exists(baseline):
         raise BadInputError(f"--baseline {baseline}: no such file; take one with 'forensics snapshot --bench "
                             "[--bench-cmd STEP] -o before.json' when the step is fast")
-    settings = Settings(baseline, cmd, target, metric, metric_regex, higher_is_better, repo, config, budget_s,
-                        processes, snapshot_processes, parse_threshold(threshold),
-                        parse_threshold(min_share, "--explains"), wheelhouse, not no_canary,
-                        {"tp": tp} if tp else {}, plan_only, keep_going, timeout_s, not no_redact,
-                        since=since, expect=expect, max_processes=max_processes)
-    check_settings(settings)
-    from forensics import snapshot as snap
-
-    if baseline is not None:  # a bad file is one line before any work or progress output
-        from forensics.importers import load as load_any
-
-        settings.baseline_doc = load_any(baseline)  # a snapshot, or a text pasted from a ticket, as diff reads it
-    with _Progress(not quiet and console(stderr=True).is_terminal, budget_s) as progress:
-        inv = run(settings, progress.event, interrupts=(KeyboardInterrupt, Terminated))
-    warn_skipped_patterns(inv.analysis)
-    if snapshot_out is not None:
-        snap.save(inv.now, snapshot_out)
-    for out in outs:
-        write_report(inv, out)
-    _print(inv, outs + ([snapshot_out] if snapshot_out else []))
-    if inv.interrupted:
-        code = 130
-        if inv.interrupted.startswith("signal "):
-            code = 128 + int(inv.interrupted.split()[1])
-        click.echo(f"forensics: error: interrupted ({inv.interrupted}); the report holds what was learned", err=True)
-        sys.exit(code)
-    sys.exit(inv.exit_code)
+    return outs

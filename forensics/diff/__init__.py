@@ -11,8 +11,12 @@ that change together; CUDA libraries shipped as wheels), ``suspects`` (which
 commits can have changed the step, their order, what a pull weighs),
 ``signals`` (suspicious constructs a commit added, with their lines) and
 ``pysource`` (whether a Python file's change has behaviour: syntax trees
-compared once comments, docstrings, annotations and local renames are set aside).
+compared once comments, docstrings, annotations and local renames are set aside)
+and ``files`` (two documents in -- snapshot files, pasted texts or loaded
+snapshots -- swept for secrets again, one analysis out: what ``diff`` and
+``investigate`` call).
 
 May import the core (``gitio`` for the commit list, ``words``, ``snapshot``...) and
-``forensics.bench.effect``; never a probe by name, never ``render`` or ``cli``.
+``forensics.bench.effect``, and ``forensics.importers`` (``files``: a pasted text is imported on
+the fly); never a probe by name, never ``render`` or ``cli``.
 """

@@ -47,6 +47,7 @@ from forensics.investigate.memory import main_repo
 from forensics.investigate.plan import build_plan
 from forensics.words import plural
 from forensics.stats import Verdict
+from forensics.step.spec import StepOptions
 
 EventFn = Callable[..., None]
 SNAPSHOT_PROCESSES = 5
@@ -80,6 +81,25 @@ class Settings:
     since: str | None = None        # --since REV: the code baseline instead of the reflog's
     expect: str | None = None       # --expect 19ms: the step's remembered value, the baseline's value
     max_processes: int = MAX_PROCESSES
+
+    @classmethod
+    def from_options(cls, step: StepOptions, *, tp: int | None = None, **options: Any) -> "Settings":
+        """Settings from the command's options: the user's step (``--cmd``/``--callable``, metric,
+        processes per side, timeout) from ``step``, the canary's tensor-parallel ranks from ``tp``
+        (None: all visible GPUs), every other field by its name in ``options``.
+
+        Raises:
+            TypeError: an option that is no field of :class:`Settings`.
+        """
+        return cls(cmd=step.cmd, target=step.target, metric=step.metric, metric_regex=step.metric_regex,
+                   higher_is_better=step.higher_is_better, processes=step.processes, timeout_s=step.timeout_s,
+                   canary_options={"tp": tp} if tp else {}, **options)
+
+    @property
+    def step(self) -> StepOptions:
+        """The user's step as :class:`forensics.step.spec.StepOptions`."""
+        return StepOptions(cmd=self.cmd, target=self.target, metric=self.metric, metric_regex=self.metric_regex,
+                           higher_is_better=self.higher_is_better, processes=self.processes, timeout_s=self.timeout_s)
 
 
 @dataclass
@@ -122,14 +142,24 @@ class Investigation:
     stopped: str = ""
 
     @property
+    def exit_status(self) -> int:
+        """The process exit code: 128 + the signal's number after a signal, 130 after Ctrl-C, else
+        :attr:`exit_code`."""
+        if not self.interrupted:
+            return self.exit_code
+        if self.interrupted.startswith("signal "):
+            return 128 + int(self.interrupted.split()[1])
+        return 130
+
+    @property
     def confirmed(self) -> list[Experiment]:
         return [e for e in self.experiments if e.outcome is Outcome.CONFIRMED]
 
 
 def _load_baseline(path: Path, doc: dict[str, Any] | None = None) -> dict[str, Any]:
-    from forensics import snapshot as snap
+    from forensics.diff.files import load_side
 
-    return snap.redact_loaded(doc if doc is not None else snap.load(path))[0]
+    return load_side(doc if doc is not None else path).doc  # a snapshot or a pasted text, swept again
 
 
 def _step_subject(s: Settings) -> Subject | None:
@@ -151,29 +181,27 @@ def check_settings(s: Settings) -> None:
         BadInputError: both --cmd and --callable, an empty --cmd, a missing wheelhouse,
             too few processes, a non-positive budget.
     """
-    if s.cmd and s.target:
-        raise BadInputError("give either --cmd or --callable, not both")
-    if s.cmd is not None and not s.cmd.strip():
-        raise BadInputError("--cmd is empty; give the command that runs your step")
-    if (s.metric or s.metric_regex) and not s.cmd:
-        raise BadInputError("--metric and --metric-regex read the output of --cmd; give --cmd too")
+    s.step.check()
     if s.wheelhouse is not None and not s.wheelhouse.is_dir():
-        raise BadInputError(f"--wheelhouse {s.wheelhouse}: no such folder; give a folder of wheels (pip download -d DIR)")
+        raise BadInputError(f"{s.wheelhouse}: no such folder; give a folder of wheels (pip download -d DIR)",
+                            option="wheelhouse")
     if s.expect is not None:
         from forensics.investigate.memory import parse_expect
 
         if not (s.cmd or s.target):
-            raise BadInputError("--expect is the old value of your step; give the step with --cmd or --callable")
+            raise BadInputError("is the old value of your step; give the step with {cmd} or {target}",
+                                option="expect", names=("cmd", "target"))
         parse_expect(s.expect, higher_is_better=s.higher_is_better)
     if s.since is not None and not (s.cmd or s.target):
-        raise BadInputError("--since names the code to measure as the baseline; give the step with --cmd or --callable")
+        raise BadInputError("names the code to measure as the baseline; give the step with {cmd} or {target}",
+                            option="since", names=("cmd", "target"))
     if s.processes < 5:
-        raise BadInputError(f"--processes {s.processes}: at least 5 a side (with fewer Mann-Whitney U cannot reach "
-                            "p <= 0.01, so nothing could be confirmed)")
+        raise BadInputError(f"{s.processes}: at least 5 a side (with fewer Mann-Whitney U cannot reach "
+                            "p <= 0.01, so nothing could be confirmed)", option="processes")
     if not 0 < s.budget_s < math.inf:
-        raise BadInputError("--budget must be a positive duration, e.g. 120, 15m or 1h")
+        raise BadInputError("must be a positive duration, e.g. 120, 15m or 1h", option="budget")
     if not 0 < s.min_share <= 1:
-        raise BadInputError("--explains must be between 0% and 100%")
+        raise BadInputError("{min_share} must be between 0% and 100%", names=("min_share",))
 
 
 def investigate(s: Settings, on_event: EventFn | None = None,
@@ -267,11 +295,11 @@ def investigate(s: Settings, on_event: EventFn | None = None,
             inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
         inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": time.monotonic() - t0}
         return inv
-    from forensics.diff.ledger import analyse
+    from forensics.diff.files import Side, analyse_files
 
     name = str(s.baseline) if s.baseline is not None else (
         source.split(",")[0].split(";")[0].removeprefix("baseline: ") + " (remembered)")
-    analysis = analyse(baseline, now, repo=s.repo, config=s.config, names=(name, "now"))
+    analysis = analyse_files(Side(baseline, name), Side(now, "now"), repo=s.repo, config=s.config)
     subject, regression, sentence = _regression(analysis, baseline, step, canary, canary_s[0], s, notes)
     if s.expect and step is not None:
         regression, sentence = _versus_expect(baseline, now, step, s)

@@ -130,3 +130,57 @@ def write_report(inv, path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(path, 0o666 & ~umask)
+
+
+def print_investigation(c, inv, outputs: list[Path], safe) -> None:
+    """The terminal summary of an investigation on the rich console ``c``: where the baseline came from,
+    notes, the verdict, the experiments table (ratio B/A and share of the slowdown recovered, each with
+    its 95% CI), what was not run and how to run it, the shares and the residual, the hardware checks,
+    the timings, the files written.
+
+    ``safe`` replaces secrets in a line (the CLI's ``forensics.cli.common.safe``: step commands
+    may carry a token).
+    """
+    from rich.markup import escape
+
+    c.soft_wrap = True
+    if inv.baseline_source:
+        c.print(escape(safe(inv.baseline_source)))
+    if inv.notes:
+        for note in inv.notes:
+            c.print(f"note: {escape(safe(note))}")
+    c.print(f"[bold]{escape(safe(inv.verdict))}[/bold]")
+    if inv.experiments:
+        c.print("[bold]experiments[/bold] (A = today, B = the intervention; ratio B/A with its 95% CI; share of the "
+                "slowdown recovered with its 95% CI):")
+        for e in inv.experiments:
+            cmp, sh = e.comparison, e.share
+            bits = [f"{e.id:<11}", f"{e.outcome.value:<13}", e.hypothesis]
+            if cmp:
+                bits.append(f"{cmp.a.median:.4g} -> {cmp.b.median:.4g}, ratio {cmp.time_ratio:.3f} "
+                            f"({cmp.ci_low:.3f}-{cmp.ci_high:.3f})")
+            if sh and sh.point is not None:
+                bits.append(f"share {sh.point:.0%}" + (f" ({sh.low:.0%}..{sh.high:.0%})" if sh.low is not None else ""))
+            bits.append(f"est. {e.estimate_s:.0f} s" + (f", took {e.elapsed_s:.0f} s" if e.elapsed_s else ""))
+            c.print(escape(safe("  ".join(bits))), soft_wrap=True)
+        for e in inv.experiments:
+            if e.outcome.value in ("not-run", "inconclusive", "partial", "planned"):
+                text = e.reason if e.outcome.value != "planned" else e.title
+                c.print(f"  {escape(e.id)}: {escape(safe(text))}")
+                if e.outcome.value in ("not-run", "inconclusive", "planned") and e.command:
+                    c.print(f"    to run it: {escape(safe(e.command))}", soft_wrap=True)
+    if inv.residual is not None:
+        from forensics.investigate.run import accounting
+
+        c.print(escape(safe(f"shares of the slowdown: {accounting(inv)}")))
+        c.print(escape(safe(f"  residual: {inv.residual.sentence()}")))
+    for check in inv.hardware:
+        mark = {"ok": "ok", "below": "BELOW", "unknown": "?"}[check["status"]]
+        c.print(f"  [{mark}] {escape(check['check'])}: {escape(str(check['measured']))} {escape(check['unit'])} "
+                f"(expected {escape(check['expected'])})")
+    t = inv.timings
+    if t:
+        c.print(f"took {t.get('total_s', 0):.0f} s: snapshot {t.get('snapshot_s', 0):.0f} s, experiments "
+                f"{t.get('experiments_s', 0):.0f} s")
+    for out in outputs:
+        c.print(f"wrote [bold]{escape(str(out))}[/bold]")

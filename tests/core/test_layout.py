@@ -101,7 +101,7 @@ ALLOWED: dict[str, set[str]] = {
                       "forensics.hypotheses", "forensics.gpu.pci"},
     "forensics.importers": {CORE, "forensics.gpu.readings"},
     "forensics.bench": {CORE, "forensics.gpu", "forensics.step"},
-    "forensics.diff": {CORE, "forensics.bench.effect"},
+    "forensics.diff": {CORE, "forensics.bench.effect", "forensics.importers"},  # files: a pasted text, imported
     "forensics.bisect": {CORE, "forensics.step"},
     "forensics.investigate": {CORE, "forensics.diff", "forensics.bench", "forensics.step", "forensics.bisect",
                               "forensics.gpu.readings"},
