@@ -61,44 +61,23 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
     GPU. Rank 0 waits up to --gather-timeout and names the ranks that never
     reported. Exit code 3 when some are missing (the file is still written).
     """
-    import importlib.util
-
     from forensics.errors import BadInputError
-    from forensics.fleet.gather import DirChannel, StoreChannel
     from forensics.fleet.launcher import detect
-    from forensics.fleet.snapshot import LocalChannel, Options, run_rank, write_fleet
+    from forensics.fleet.snapshot import Options, open_channel, run_rank, write_fleet
 
     pl = detect()
-    if sample_s is not None and not 0 < sample_s <= 600:
-        raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
-    _check_probe_names(only, skip)
-    check_repo(repo)
-    if with_bench and importlib.util.find_spec("torch") is None:
-        raise BadInputError("--bench needs PyTorch in this Python: pip install 'forensics[bench]'")
+    _check_snapshot_options(sample_s, only, skip, repo, with_bench, output, out_dir)
     gather = output is not None or out_dir is None
-    if output is not None and out_dir is not None and out_dir.is_dir() \
-            and output.resolve().parent == out_dir.resolve() and output.match("rank-*.json"):
-        raise BadInputError(f"-o {output} is a rank record's name in --out-dir {out_dir}; the fleet file would "
-                            "replace that rank's record: choose another name")
     out = output or _default_output()
     if gather and pl.rank == 0 and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise BadInputError(no_folder(out))
-    if out_dir is not None:
-        channel, kind = DirChannel(out_dir, pl.run_id), "dir"
-    elif pl.world_size == 1 and not pl.master_addr:
-        channel, kind = LocalChannel(), "local"
-    else:
-        channel, kind = StoreChannel.connect(pl, gather_timeout_s), "store"
+    channel, kind = open_channel(pl, out_dir, gather_timeout_s)
     opts = Options(label=label, only=tuple(only), skip=tuple(skip), timeout_s=timeout_s,
                    probe_options=probe_options(repo=str(repo) if repo else None, sample_s=sample_s, deep=deep),
                    bench=with_bench, redact=not no_redact, gather_timeout_s=gather_timeout_s)
     talk = (verbose or pl.rank == 0) and not quiet
-
-    def progress(msg: str) -> None:
-        if talk:
-            click.echo(f"forensics fleet: {msg}", err=True)
-
-    rec, got = run_rank(pl, opts, channel, gather=gather, progress=progress)
+    rec, got = run_rank(pl, opts, channel, gather=gather,
+                        progress=lambda msg: click.echo(f"forensics fleet: {msg}", err=True) if talk else None)
     for err in rec["errors"]:
         click.echo(f"forensics fleet: rank {pl.rank}: {err['where']}: {err['error']}", err=True)
     if got is None:
@@ -106,38 +85,49 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
             click.echo(f"forensics fleet: records in {out_dir}; read them with 'forensics fleet report {out_dir}'",
                        err=True)
         return
-    path = write_fleet(out, pl, got, channel=kind, opts=opts)
-    nodes = len({r["node"] for r in got.records})
-    if quiet:
-        click.echo(str(path))
-    else:
-        click.echo(f"gathered {len(got.records)} of {pl.world_size} ranks from {nodes} node(s) in "
-                   f"{got.waited_s:.1f} s; wrote {path}")
-        for m in got.missing[:10]:
-            click.echo(clean(f"  missing rank {m['rank']}{' (node ' + m['node'] + ')' if m.get('node') else ''}: "
-                             f"{m['reason']}"))
-        if len(got.missing) > 10:
-            click.echo(f"  ... and {len(got.missing) - 10} more missing")
-    for warning in _name_clashes(got.records)[:5]:
-        click.echo(clean(f"forensics fleet: warning: {warning}"), err=True)
+    _print_gathered(got, pl.world_size, write_fleet(out, pl, got, channel=kind, opts=opts), quiet)
     if got.interrupted is not None:
         raise got.interrupted
     if got.missing:
         sys.exit(EXIT_MISSING)
 
 
-def _name_clashes(records) -> list[str]:
-    """One line per local rank two ranks of one node name claim: two machines answer to one hostname."""
-    first: dict[tuple[str, int], int] = {}
-    out = []
-    for r in records:
-        key = (r.get("node"), r.get("local_rank"))
-        if key in first:
-            out.append(f"node {key[0]}: ranks {first[key]} and {r.get('rank')} are both local rank {key[1]}: two "
-                       "machines share the name; set FORENSICS_FLEET_NODE=NAME on each (the report counts them as one)")
-        else:
-            first[key] = r.get("rank")
-    return out
+def _check_snapshot_options(sample_s, only, skip, repo, with_bench, output, out_dir) -> None:
+    """Refuse what ``fleet snapshot`` cannot do before any rank starts work (one line each, exit 2)."""
+    import importlib.util
+
+    from forensics.errors import BadInputError
+
+    if sample_s is not None and not 0 < sample_s <= 600:
+        raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
+    _check_probe_names(only, skip)
+    check_repo(repo)
+    if with_bench and importlib.util.find_spec("torch") is None:
+        raise BadInputError("--bench needs PyTorch in this Python: pip install 'forensics[bench]'")
+    if output is not None and out_dir is not None and out_dir.is_dir() \
+            and output.resolve().parent == out_dir.resolve() and output.match("rank-*.json"):
+        raise BadInputError(f"-o {output} is a rank record's name in --out-dir {out_dir}; the fleet file would "
+                            "replace that rank's record: choose another name")
+
+
+def _print_gathered(got, world_size: int, path: Path, quiet: bool) -> None:
+    """What rank 0 gathered: the counts and the file (only the path with ``quiet``), the missing ranks,
+    then up to 5 warnings of two machines sharing a node name (stderr)."""
+    from forensics.fleet.snapshot import name_clashes
+
+    nodes = len({r["node"] for r in got.records})
+    if quiet:
+        click.echo(str(path))
+    else:
+        click.echo(f"gathered {len(got.records)} of {world_size} ranks from {nodes} node(s) in "
+                   f"{got.waited_s:.1f} s; wrote {path}")
+        for m in got.missing[:10]:
+            click.echo(clean(f"  missing rank {m['rank']}{' (node ' + m['node'] + ')' if m.get('node') else ''}: "
+                             f"{m['reason']}"))
+        if len(got.missing) > 10:
+            click.echo(f"  ... and {len(got.missing) - 10} more missing")
+    for warning in name_clashes(got.records)[:5]:
+        click.echo(clean(f"forensics fleet: warning: {warning}"), err=True)
 
 
 def _default_output() -> Path:
@@ -196,38 +186,16 @@ def report(sources, output, fmt, prom, baseline, fail_on, expect_nodes, hostfile
     outliers with --fail-on outlier, 2 bad input (no file readable), 3 no
     record at all.
     """
-    from forensics.errors import BadInputError, InconclusiveError
-    from forensics.fleet import document
-    from forensics.render.fleet import render
-    from forensics.fleet.report import build
-    from forensics.render.report import format_for
     from forensics.docfile import write_atomic
+    from forensics.fleet.report import report_of
+    from forensics.render.fleet import render
+    from forensics.render.report import format_for
 
     out = output or Path("forensics-fleet-report.html")
     kind = (fmt or "json") if out == "-" else format_for(out, fmt)
-    for opt, given in (("-o", out), ("--prom", prom)):
-        _not_an_input(given, opt, list(sources) + ([baseline] if baseline is not None else []))
-    if prom is not None and prom.suffix.lower() in (".html", ".json", ".md"):
-        raise click.BadParameter(f"{prom} looks like a report name; give the Prometheus file another name "
-                                 "(e.g. fleet.prom)", param_hint="--prom")
-    base = None
-    if baseline is not None:
-        from forensics.fleet.compare import load_baseline
-
-        base = load_baseline(baseline)
+    _check_report_outputs(out, prom, list(sources) + ([baseline] if baseline is not None else []))
     t0 = time.perf_counter()
-    from forensics.fleet import nodes
-
-    if len(sources) == 1 and not nodes.is_node_folder(sources[0]):  # a fleet file or --out-dir folder
-        if expect_nodes is not None or hostfile is not None:
-            raise BadInputError(f"{sources[0]}: --expect-nodes and --hostfile are for node snapshots (a fleet knows "
-                                "its world size)")
-        loaded = document.load(sources[0])
-    else:
-        loaded = nodes.load(sources, expect_nodes=expect_nodes, hostfile=hostfile)
-    rep = build(loaded, baseline=base)
-    if rep.counts["ranks"] == 0:
-        raise InconclusiveError(f"{loaded.path}: no rank record to judge")
+    rep = report_of(sources, baseline=baseline, expect_nodes=expect_nodes, hostfile=hostfile)
     if out == "-":  # the report is the output: the summary goes to stderr, or nowhere with -q
         sys.stdout.write(render(rep, kind))
         sys.stdout.flush()
@@ -246,6 +214,15 @@ def report(sources, output, fmt, prom, baseline, fail_on, expect_nodes, hostfile
         _print_summary(rep, out, prom, time.perf_counter() - t0)
     if fail_on == "outlier" and rep.real_outliers:
         sys.exit(1)
+
+
+def _check_report_outputs(out, prom, inputs) -> None:
+    """Refuse a report or Prometheus file that would overwrite an input, or a report name given to ``--prom``."""
+    for opt, given in (("-o", out), ("--prom", prom)):
+        _not_an_input(given, opt, inputs)
+    if prom is not None and prom.suffix.lower() in (".html", ".json", ".md"):
+        raise click.BadParameter(f"{prom} looks like a report name; give the Prometheus file another name "
+                                 "(e.g. fleet.prom)", param_hint="--prom")
 
 
 def _not_an_input(path, option: str, inputs) -> None:

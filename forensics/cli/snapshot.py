@@ -72,42 +72,15 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
     such and never loses the others' data.
     """
     from forensics.collect import take_snapshot
-    from forensics.errors import BadInputError, InconclusiveError
     from forensics import snapshot as snap
 
-    if sample_s is not None and not 0 < sample_s <= 600:
-        raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
-    if not 0 < timeout_s <= 3600:
-        raise BadInputError(f"--timeout must be between 0 and 3600 seconds, got {timeout_s:g}")
-    from click.core import ParameterSource
-
-    timeout_given = click.get_current_context().get_parameter_source("timeout_s") is not ParameterSource.DEFAULT
-    if timeout_given and sample_s is not None and sample_s + SAMPLE_MARGIN_S > timeout_s:
-        raise BadInputError(f"--sample {sample_s:g} does not fit in --timeout {timeout_s:g}, which bounds each probe "
-                            f"when given: give --timeout {sample_s + SAMPLE_MARGIN_S:g} or more, or leave it out")
+    timeout_given = _check_options(timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes)
     out = output or default_output(label)
-    if launcher is not None:
-        from forensics.step.command import check_launcher
-
-        check_launcher(launcher)
-    check_repo(repo)
     options = probe_options(repo=str(repo) if repo else None, sample_s=sample_s, deep=deep,
                             nccl_init=nccl_init, launcher=launcher)
-    if (bench_cmd or bench_processes) and not with_bench:
-        raise BadInputError("--bench-cmd and --bench-processes go with --bench")
-    if bench_cmd:
-        from forensics.step.command import check_step_command
-
-        check_step_command(bench_cmd, "--bench-cmd")  # before a minute of canary, not after
     bench = None
     if with_bench:
-        import importlib.util
-
-        if importlib.util.find_spec("torch") is None:  # say so before the probes run, not after
-            raise BadInputError("--bench runs the canary, which needs PyTorch: pip install 'forensics[bench]' "
-                                "(or torch) in this Python")
-
-        def run_bench():
+        def bench():
             from forensics.bench import run_for_snapshot
 
             if not quiet:
@@ -115,18 +88,73 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
                            + " in fresh processes (about a minute)...", err=True)
             return run_for_snapshot({"launcher": launcher, "cmd": bench_cmd, "processes": bench_processes,
                                      "higher_is_better": higher_is_better or None})
-
-        bench = run_bench
     doc = take_snapshot(label=label, only=only, skip=skip, options=options, timeout_s=timeout_s,
                         redact=not no_redact, bench=bench, extra_time=not timeout_given)
     snap.save(doc, out)
-    all_failed = all(sec.get("status") == "failed" for sec in doc["probes"].values())
     if quiet:
         click.echo(str(out))
     else:
         from forensics.render.terminal import print_snapshot_summary
 
         print_snapshot_summary(doc, wrote=str(out))
+    _check_outcome(doc, out, timeout_s)
+    if not with_bench:
+        from forensics.cli.common import allow_quick_exit
+
+        allow_quick_exit()  # the file is written and closed, the summary printed
+
+
+def _check_options(timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes) -> bool:
+    """Refuse options that cannot work before any probe runs; returns whether ``--timeout`` was given.
+
+    Raises:
+        BadInputError: ``--sample`` or ``--timeout`` out of range, a sample that does not fit in a given
+            timeout, a launcher or ``--bench-cmd`` that cannot start, a bad ``--repo``, bench options
+            without ``--bench``, ``--bench`` without PyTorch.
+    """
+    from click.core import ParameterSource
+
+    from forensics.errors import BadInputError
+
+    if sample_s is not None and not 0 < sample_s <= 600:
+        raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
+    if not 0 < timeout_s <= 3600:
+        raise BadInputError(f"--timeout must be between 0 and 3600 seconds, got {timeout_s:g}")
+    timeout_given = click.get_current_context().get_parameter_source("timeout_s") is not ParameterSource.DEFAULT
+    if timeout_given and sample_s is not None and sample_s + SAMPLE_MARGIN_S > timeout_s:
+        raise BadInputError(f"--sample {sample_s:g} does not fit in --timeout {timeout_s:g}, which bounds each probe "
+                            f"when given: give --timeout {sample_s + SAMPLE_MARGIN_S:g} or more, or leave it out")
+    if launcher is not None:
+        from forensics.step.command import check_launcher
+
+        check_launcher(launcher)
+    check_repo(repo)
+    if (bench_cmd or bench_processes) and not with_bench:
+        raise BadInputError("--bench-cmd and --bench-processes go with --bench")
+    if bench_cmd:
+        from forensics.step.command import check_step_command
+
+        check_step_command(bench_cmd, "--bench-cmd")  # before a minute of canary, not after
+    if with_bench:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:  # say so before the probes run, not after
+            raise BadInputError("--bench runs the canary, which needs PyTorch: pip install 'forensics[bench]' "
+                                "(or torch) in this Python")
+    return timeout_given
+
+
+def _check_outcome(doc, out: Path, timeout_s: float) -> None:
+    """After the file is written: warn of probes that timed out; exit 2 when the step of --bench-cmd
+    failed, 3 when every probe failed.
+
+    Raises:
+        BadInputError: the user's step failed (the snapshot holds the canary's results only).
+        InconclusiveError: every probe failed.
+    """
+    from forensics.errors import BadInputError, InconclusiveError
+
+    all_failed = all(sec.get("status") == "failed" for sec in doc["probes"].values())
     timed_out = sorted(n for n, sec in doc["probes"].items()
                        if sec.get("status") == "failed" and str(sec.get("reason", "")).startswith("timed out"))
     if timed_out and not all_failed:
@@ -139,7 +167,3 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
                             "only (bench.config.user_step.failed)")
     if all_failed:
         raise InconclusiveError(f"{out}: every probe failed; the snapshot holds no data (see the reasons above)")
-    if not with_bench:
-        from forensics.cli.common import allow_quick_exit
-
-        allow_quick_exit()  # the file is written and closed, the summary printed

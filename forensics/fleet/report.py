@@ -245,3 +245,39 @@ def judge(facts: FleetFacts, *, source: str = "", created: str = "", baseline: F
     from forensics.redact import Redactor
 
     return Redactor().sweep(rep)
+
+
+def report_of(sources, *, baseline=None, expect_nodes: int | None = None, hostfile=None) -> FleetReport:
+    """Load a fleet and judge it: what ``forensics fleet report`` does between its options and its output.
+
+    Args:
+        sources: one fleet file or ``--out-dir`` folder, or node snapshots (files or their folder).
+        baseline: a fleet file/folder or a snapshot to compare with
+            (:func:`forensics.fleet.compare.load_baseline`), or None.
+        expect_nodes, hostfile: node snapshots only: how many nodes, or which hosts, the job had
+            (:func:`forensics.fleet.nodes.load`).
+
+    Raises:
+        forensics.errors.BadInputError: an input that cannot be read; ``expect_nodes`` or ``hostfile``
+            given with a fleet file.
+        forensics.errors.InconclusiveError: no rank record at all.
+    """
+    from forensics.errors import BadInputError, InconclusiveError
+    from forensics.fleet import document, nodes
+
+    base = None
+    if baseline is not None:
+        from forensics.fleet.compare import load_baseline
+
+        base = load_baseline(baseline)
+    if len(sources) == 1 and not nodes.is_node_folder(sources[0]):  # a fleet file or --out-dir folder
+        if expect_nodes is not None or hostfile is not None:
+            raise BadInputError(f"{sources[0]}: {{expect_nodes}} and {{hostfile}} are for node snapshots (a fleet "
+                                "knows its world size)", names=("expect_nodes", "hostfile"))
+        loaded = document.load(sources[0])
+    else:
+        loaded = nodes.load(sources, expect_nodes=expect_nodes, hostfile=hostfile)
+    rep = build(loaded, baseline=base)
+    if rep.counts["ranks"] == 0:
+        raise InconclusiveError(f"{loaded.path}: no rank record to judge")
+    return rep

@@ -239,3 +239,36 @@ def write_fleet(path: Path, pl: Placement, got: Gathered, *, channel: str, opts:
                           "interrupted": None if got.interrupted is None else type(got.interrupted).__name__},
                   missing=got.missing)
     return write(path, head, got.records)
+
+
+def name_clashes(records) -> list[str]:
+    """One line per local rank two ranks of one node name claim: two machines answer to one hostname.
+
+    ``records``: the rank records gathered (``node``, ``local_rank``, ``rank`` of each).
+    """
+    first: dict[tuple[str, int], int] = {}
+    out = []
+    for r in records:
+        key = (r.get("node"), r.get("local_rank"))
+        if key in first:
+            out.append(f"node {key[0]}: ranks {first[key]} and {r.get('rank')} are both local rank {key[1]}: two "
+                       "machines share the name; set FORENSICS_FLEET_NODE=NAME on each (the report counts them as one)")
+        else:
+            first[key] = r.get("rank")
+    return out
+
+
+def open_channel(pl: Placement, out_dir: Path | None, gather_timeout_s: float) -> tuple[Channel, str]:
+    """How this rank's record reaches rank 0, and the channel's name for the fleet file.
+
+    A shared ``out_dir``: one file per rank there (``dir``); a job of one process with no
+    ``MASTER_ADDR``: in this process (``local``); else torch.distributed's c10d store (``store``,
+    :meth:`forensics.fleet.gather.StoreChannel.connect`, which waits up to ``gather_timeout_s``).
+    """
+    from forensics.fleet.gather import DirChannel, StoreChannel
+
+    if out_dir is not None:
+        return DirChannel(out_dir, pl.run_id), "dir"
+    if pl.world_size == 1 and not pl.master_addr:
+        return LocalChannel(), "local"
+    return StoreChannel.connect(pl, gather_timeout_s), "store"
