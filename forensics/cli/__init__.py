@@ -8,8 +8,10 @@ Exit codes (DESIGN section 12): 0 ok / no regression, 1 regression found,
 141 when the reader of the output went away (``| head``), quietly.
 
 Owns the commands (``snapshot``, ``show``, ``probes``, ``env``, ``diff``, ``bench``,
-``bisect``/``bisect-step``, ``fleet``, ``investigate``, ``importer``: ``forensics import``), the error boundary and console (``common``) and the
-shared click types (``types``: finite numbers, ``OUTPUT_FILE``). May import
+``bisect``/``bisect-step``, ``fleet``, ``investigate``, ``importer``: ``forensics import``), the error boundary and console (``common``),
+the shared click types (``types``: finite numbers, ``OUTPUT_FILE``) and the option groups several
+commands share (``options``: the user's step). A command body is its options, one call into
+the core, one render and the exit code (docs/architecture.md, "Commands"). May import
 every other package; nothing imports ``cli`` except ``__main__`` and ``demo``.
 """
 
