@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from forensics.bisect.measure import StepSpec
 from forensics.errors import BadInputError
-from forensics.step.spec import StepOptions
-from forensics.stats import DEFAULT_THRESHOLD, Comparison, Verdict
 from forensics.gitio import Commit
+from forensics.stats import DEFAULT_THRESHOLD, Comparison, Verdict
+from forensics.step.spec import StepOptions
+
 
 class CommitClass(str, enum.Enum):
     """How a measured commit compares with the two endpoints."""

@@ -13,8 +13,8 @@ from typing import Callable
 import click
 
 from forensics.cli.common import console, error_boundary, parse_threshold
-from forensics.cli.types import NON_NEGATIVE, OUTPUT_FILE, POSITIVE
 from forensics.cli.options import step_options
+from forensics.cli.types import NON_NEGATIVE, OUTPUT_FILE, POSITIVE
 from forensics.render.bench import print_comparison, print_results
 
 

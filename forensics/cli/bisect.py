@@ -16,13 +16,20 @@ import sys
 from pathlib import Path
 
 import click
-
 from rich.markup import escape
 
-from forensics.cli.types import POSITIVE_VALUE, REPORT_FILE
-from forensics.cli.common import (Terminated, console, error_boundary, fail, message_of, parse_threshold, safe,
-                                  signals_raise)
+from forensics.cli.common import (
+    Terminated,
+    console,
+    error_boundary,
+    fail,
+    message_of,
+    parse_threshold,
+    safe,
+    signals_raise,
+)
 from forensics.cli.options import step_options
+from forensics.cli.types import POSITIVE_VALUE, REPORT_FILE
 
 
 def _step_options(f):

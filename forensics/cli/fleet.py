@@ -10,11 +10,13 @@ from pathlib import Path
 
 import click
 
-from forensics.options import probe_options
 from forensics.cli.common import check_repo, console, error_boundary
 from forensics.cli.types import POSITIVE, OutputFile
 from forensics.docfile import no_folder
-from forensics.render.terminal import clean  # records come from other machines: their text must not drive the terminal
+from forensics.options import probe_options
+from forensics.render.terminal import (
+    clean,  # records come from other machines: their text must not drive the terminal
+)
 
 EXIT_MISSING = 3  # the fleet file is written, some ranks are missing from it
 

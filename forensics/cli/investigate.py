@@ -19,8 +19,15 @@ from pathlib import Path
 
 import click
 
-from forensics.cli.common import (Terminated, check_repo, console, error_boundary, parse_threshold, safe,
-                                   warn_skipped_patterns)
+from forensics.cli.common import (
+    Terminated,
+    check_repo,
+    console,
+    error_boundary,
+    parse_threshold,
+    safe,
+    warn_skipped_patterns,
+)
 from forensics.cli.options import step_options
 
 _DURATION = re.compile(r"^\s*(?:(?P<h>\d+(?:\.\d+)?)h)?\s*(?:(?P<m>\d+(?:\.\d+)?)m)?\s*(?:(?P<s>\d+(?:\.\d+)?)s?)?\s*$")
@@ -176,7 +183,8 @@ def investigate(baseline, step, threshold, repo, config, budget, plan_only, sinc
     Exit codes: 0 no regression, 1 regression explained (a cause confirmed),
     3 regression not explained, 2 bad input, 130/143/129 Ctrl-C/SIGTERM/SIGHUP.
     """
-    from forensics.investigate.run import Settings, check_settings, investigate as run
+    from forensics.investigate.run import Settings, check_settings
+    from forensics.investigate.run import investigate as run
     from forensics.render.investigate import print_investigation
 
     budget_s = parse_duration(budget)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from forensics.options import probe_options
 from forensics.cli.common import check_repo, error_boundary
 from forensics.cli.types import OUTPUT_FILE, POSITIVE
 from forensics.docfile import unused_path
+from forensics.options import probe_options
 
 SAMPLE_MARGIN_S = 2.0
 """Seconds the GPU probe needs beyond a ``--sample`` window (its own reads), as its ``extra_timeout_s`` asks."""
@@ -71,8 +71,8 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
     concurrently, each under --timeout; one that fails or hangs is recorded as
     such and never loses the others' data.
     """
-    from forensics.collect import take_snapshot
     from forensics import snapshot as snap
+    from forensics.collect import take_snapshot
 
     timeout_given = _check_options(timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes)
     out = output or default_output(label)

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from forensics.docfile import utc_now
 from forensics.fleet.document import RECORD_SCHEMA
 from forensics.fleet.gather import Channel, Gathered
 from forensics.fleet.launcher import Placement
 from forensics.redact import Redactor
-from forensics.docfile import utc_now
 
 READY_WAIT_S = 120.0  # longest a rank waits for its node's snapshot before benchmarking anyway
 
@@ -131,8 +131,8 @@ def _node_snapshot(opts: Options) -> dict[str, Any]:
 def _start_sampler():
     """A started GPU sampler of every GPU of the node, or None where NVML is not usable."""
     try:
-        from forensics.gpu.sampler import Sampler
         from forensics.gpu.nvml import Nvml
+        from forensics.gpu.sampler import Sampler
 
         probe = Nvml()
         try:

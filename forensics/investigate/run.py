@@ -37,17 +37,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from forensics.options import probe_options
 from forensics.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, BadInputError
 from forensics.investigate.experiments import KINDS, Context
-from forensics.investigate.measure import (CANARY_RESULT, MAX_PROCESSES, Subject, callable_command, measure_now,
-                                           results_of)
-from forensics.investigate.model import Experiment, Kind, Outcome, Regression
+from forensics.investigate.measure import (
+    CANARY_RESULT,
+    MAX_PROCESSES,
+    Subject,
+    callable_command,
+    measure_now,
+    results_of,
+)
 from forensics.investigate.memory import main_repo
+from forensics.investigate.model import Experiment, Kind, Outcome, Regression
 from forensics.investigate.plan import build_plan
-from forensics.words import plural
+from forensics.options import probe_options
 from forensics.stats import Verdict
 from forensics.step.spec import StepOptions
+from forensics.words import plural
 
 EventFn = Callable[..., None]
 SNAPSHOT_PROCESSES = 5

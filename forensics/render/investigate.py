@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from forensics import __version__
+from forensics.investigate.decide import DEFAULT_MIN_SHARE
 from forensics.render import templating
 from forensics.render.report import format_from_name
-from forensics.investigate.decide import DEFAULT_MIN_SHARE
+
 
 def rule(inv) -> dict[str, Any]:
     """The decision rule with this run's settings, as the report states it."""
