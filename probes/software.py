@@ -33,38 +33,39 @@ from forensics.model import (Finding, MissingReason, Severity, implicated, incon
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics.readers import name_and_version, normalise
 
-GPU_STACK_TABLE: list[tuple[str, float, str]] = [
-    (r"flash[-_]attn.*", 0.9, "FlashAttention: the attention kernels of every layer (Dao-AILab/flash-attention)"),
-    (r"flashinfer.*", 0.9, "FlashInfer: attention, sampling and MoE kernels of vLLM and SGLang (flashinfer-ai/flashinfer)"),
-    (r"transformer[-_]engine.*", 0.9, "Transformer Engine: FP8 GEMMs and fused attention (NVIDIA/TransformerEngine)"),
-    (r"vllm", 0.9, "vLLM: the serving engine (scheduler, kernels, CUDA graphs, defaults) (vllm-project/vllm)"),
-    (r"sglang", 0.9, "SGLang: the serving engine (scheduler, kernels, CUDA graphs, defaults) (sgl-project/sglang)"),
-    (r"sgl[-_]kernel", 0.8, "sgl-kernel: SGLang's compiled kernels (sgl-project/sglang, sgl-kernel/)"),
-    (r"xformers", 0.8, "xFormers: memory-efficient attention kernels (facebookresearch/xformers)"),
-    (r"triton", 0.8, "Triton: compiles the kernels torch.compile/Inductor and vLLM generate (triton-lang/triton)"),
-    (r"deepspeed", 0.8, "DeepSpeed: ZeRO partitioning, fused optimizers, its communication path (deepspeedai/DeepSpeed)"),
-    (r"megatron.*", 0.8, "Megatron-Core: tensor/pipeline parallel layers and their collectives (NVIDIA/Megatron-LM)"),
-    (r"nvidia-nccl.*|nccl.*", 0.8, "NCCL as a wheel: every collective (NVIDIA/nccl)"),
-    (r"tensorrt.*|torch[-_]tensorrt", 0.8, "TensorRT engines and kernels (NVIDIA/TensorRT)"),
-    (r"apex", 0.7, "Apex: fused layer norms, optimizers, mixed precision (NVIDIA/apex)"),
-    (r"bitsandbytes", 0.7, "bitsandbytes: 8-bit/4-bit quantized matmuls (bitsandbytes-foundation/bitsandbytes)"),
-    (r"(nvidia-)?cutlass.*", 0.7, "CUTLASS: GEMM and attention templates (NVIDIA/cutlass)"),
-    (r"nvidia-.*", 0.6, "a CUDA library shipped as a wheel (cuBLAS, cuDNN...: the kernels torch calls)"),
-    (r"cupy.*|jax.*", 0.6, "another GPU array library with its own kernels (CuPy, JAX)"),
-    (r"transformers", 0.5, "Transformers: model code, the attention implementation chosen, the generation loop"),
-    (r"accelerate", 0.4, "Accelerate: device placement and mixed-precision wrappers"),
-    (r"torchvision|torchaudio", 0.3, "torchvision/torchaudio: data-side ops; a few kernels"),
-    (r"numpy", 0.2, "NumPy: host-side arrays; reaches step time through data preparation only"),
-    (r"pynvml|nvidia-ml-py", 0.1, "NVML bindings: monitoring only"),
+GPU_STACK_TABLE: list[tuple[str, str, float, str]] = [
+    (r"flash[-_]attn.*", "flash_attn", 0.9, "FlashAttention: the attention kernels of every layer (Dao-AILab/flash-attention)"),
+    (r"flashinfer.*", "flashinfer", 0.9, "FlashInfer: attention, sampling and MoE kernels of vLLM and SGLang (flashinfer-ai/flashinfer)"),
+    (r"transformer[-_]engine.*", "transformer_engine", 0.9, "Transformer Engine: FP8 GEMMs and fused attention (NVIDIA/TransformerEngine)"),
+    (r"vllm", "vllm", 0.9, "vLLM: the serving engine (scheduler, kernels, CUDA graphs, defaults) (vllm-project/vllm)"),
+    (r"sglang", "sglang", 0.9, "SGLang: the serving engine (scheduler, kernels, CUDA graphs, defaults) (sgl-project/sglang)"),
+    (r"sgl[-_]kernel", "sgl_kernel", 0.8, "sgl-kernel: SGLang's compiled kernels (sgl-project/sglang, sgl-kernel/)"),
+    (r"xformers", "xformers", 0.8, "xFormers: memory-efficient attention kernels (facebookresearch/xformers)"),
+    (r"triton", "triton", 0.8, "Triton: compiles the kernels torch.compile/Inductor and vLLM generate (triton-lang/triton)"),
+    (r"deepspeed", "deepspeed", 0.8, "DeepSpeed: ZeRO partitioning, fused optimizers, its communication path (deepspeedai/DeepSpeed)"),
+    (r"megatron.*", "megatron", 0.8, "Megatron-Core: tensor/pipeline parallel layers and their collectives (NVIDIA/Megatron-LM)"),
+    (r"nvidia-nccl.*|nccl.*", "", 0.8, "NCCL as a wheel: every collective (NVIDIA/nccl)"),
+    (r"tensorrt.*|torch[-_]tensorrt", "tensorrt", 0.8, "TensorRT engines and kernels (NVIDIA/TensorRT)"),
+    (r"apex", "apex", 0.7, "Apex: fused layer norms, optimizers, mixed precision (NVIDIA/apex)"),
+    (r"bitsandbytes", "bitsandbytes", 0.7, "bitsandbytes: 8-bit/4-bit quantized matmuls (bitsandbytes-foundation/bitsandbytes)"),
+    (r"(nvidia-)?cutlass.*", "cutlass", 0.7, "CUTLASS: GEMM and attention templates (NVIDIA/cutlass)"),
+    (r"nvidia-.*", "", 0.6, "a CUDA library shipped as a wheel (cuBLAS, cuDNN...: the kernels torch calls)"),
+    (r"cupy.*|jax.*", "", 0.6, "another GPU array library with its own kernels (CuPy, JAX)"),
+    (r"transformers", "transformers", 0.5, "Transformers: model code, the attention implementation chosen, the generation loop"),
+    (r"accelerate", "accelerate", 0.4, "Accelerate: device placement and mixed-precision wrappers"),
+    (r"torchvision|torchaudio", "", 0.3, "torchvision/torchaudio: data-side ops; a few kernels"),
+    (r"numpy", "numpy", 0.2, "NumPy: host-side arrays; reaches step time through data preparation only"),
+    (r"pynvml|nvidia-ml-py", "pynvml", 0.1, "NVML bindings: monitoring only"),
 ]
-"""The GPU stack: normalised distribution name pattern -> (weight, what it is on a step's path, and its project).
+"""The GPU stack: normalised distribution name pattern -> (the top-level module it is imported as, "" when it
+is several or none; weight; what it is on a step's path, and its project).
 
 The weight is the finding's relevance (0..1): how directly a version change of the package reaches the step's
 kernels. A change at 0.7 or above is ``high`` severity and ranks like a torch upgrade (its own evidence rule,
 ``gpu-stack``); the rest of the table is ``medium``; packages the table does not name are "other packages"
 (``low``). Engineering estimates from the projects' own descriptions of what they ship."""
 
-_STACK = [(re.compile(rf"^({pat})$"), w, why) for pat, w, why in GPU_STACK_TABLE]
+_STACK = [(re.compile(rf"^({pat})$"), imp, w, why) for pat, imp, w, why in GPU_STACK_TABLE]
 TORCH_PINNED = re.compile(r"^(triton|pytorch-triton.*|nvidia-.*)$")
 """Distributions a torch wheel pins (its ``Requires-Dist``): changed together with torch they are torch's change,
 kept ``medium`` here (torch.version carries it; forensics.diff.layers says which layer brought NCCL and CUDA)."""
@@ -73,12 +74,27 @@ GPU_STACK_STRONG = 0.7
 """A GPU-stack change at this weight or above is ``high`` and carries the field ``packages.gpu_stack``."""
 
 
-def gpu_stack(name: str) -> tuple[float, str] | None:
-    """(weight, what it is) for a normalised distribution name of :data:`GPU_STACK_TABLE`; ``None`` when not listed."""
-    for pattern, weight, why in _STACK:
+def gpu_stack(name: str) -> tuple[float, str, str] | None:
+    """(weight, what it is, import name) for a normalised distribution name of :data:`GPU_STACK_TABLE`;
+    ``None`` when not listed."""
+    for pattern, imp, weight, why in _STACK:
         if pattern.match(name):
-            return weight, why
+            return weight, why, imp
     return None
+
+
+def step_packages(doc: dict[str, Any] | None) -> set[str] | None:
+    """Top-level names of the installed packages the benchmarked step imported (``loaded_packages`` of the
+    ``user`` bench results, recorded in every Python process of the step); ``None`` when not recorded."""
+    bench = (doc or {}).get("bench")
+    out: set[str] = set()
+    seen = False
+    for r in (bench.get("results") or []) if isinstance(bench, dict) else []:
+        pk = r.get("loaded_packages") if isinstance(r, dict) and r.get("kind") == "user" else None
+        if isinstance(pk, list):
+            seen = True
+            out.update(str(x) for x in pk if isinstance(x, str))
+    return out if seen else None
 
 
 def editable_location(direct_url_text: str | None) -> dict[str, str] | None:
@@ -199,6 +215,7 @@ class SoftwareProbe(Probe):
         else:
             out.append(ruled_out("torch.version", f"torch {bt or 'absent'} on both"))
         changes, stack, roles, weights = [], [], [], []
+        imported = step_packages(jctx.after) if jctx is not None else None
         for name in sorted(names):
             if name == "torch" or bp.get(name) == ap.get(name):
                 continue
@@ -208,7 +225,14 @@ class SoftwareProbe(Probe):
                 changes.append(line)
                 continue
             if bt != at and TORCH_PINNED.match(name):  # torch's pinned dependency moved with it: torch.version's
-                known = (min(known[0], GPU_STACK_STRONG - 0.1), known[1] + "; pinned by torch, changed with it")
+                known = (min(known[0], GPU_STACK_STRONG - 0.1), known[1] + "; pinned by torch, changed with it",
+                         known[2])
+            elif imported is not None and known[2] and known[2] not in imported:
+                known = (min(known[0], GPU_STACK_STRONG - 0.1), known[1] + f"; the benchmarked step never imported "
+                         f"{known[2]}", known[2])
+            elif imported is not None and known[2]:
+                weight = max(known[0], 0.95) if known[0] >= GPU_STACK_STRONG else known[0]
+                known = (weight, known[1] + f"; the benchmarked step imported {known[2]}", known[2])
             stack.append((known[0], line))
             roles.append(f"{name}: {known[1]}")
             weights.append(known[0])

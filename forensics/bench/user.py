@@ -43,14 +43,14 @@ def run_cmd_process(cmd: str, *, metric: str | None, metric_regex: str | None, t
     try:
         run = run_command(cmd, env=step_env, timeout_s=timeout_s, metric=metric, metric_regex=metric_regex)
     finally:
-        loaded = loaded_files.collect(folder)
+        loaded, packages = loaded_files.collect_all(folder)
     values = list(run.values)
     dropped = len(values) >= 3
     kept = values[1:] if dropped else values
     if any(v <= 0 for v in kept):
         raise BadInputError(f"step command printed a non-positive value for {run.metric!r}: {cmd}")
     return {"value": statistics.median(kept), "values": values, "metric": run.metric, "warmup_dropped": dropped,
-            "loaded_files": loaded}
+            "loaded_files": loaded, "loaded_packages": packages}
 
 
 def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s: float, timeout_s: float,
@@ -68,7 +68,7 @@ def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s:
     try:  # its own process group, ended when it exits: a child the callable started does not outlive it
         code, stdout, stderr = run_group(args, timeout_s, env=step_env)
     finally:
-        loaded = loaded_files.collect(folder)
+        loaded, packages = loaded_files.collect_all(folder)
     if code is None:
         raise BadInputError(f"--callable {target}: timed out after {timeout_s:g} s (its processes were stopped)")
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
@@ -81,6 +81,7 @@ def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s:
         raise BadInputError(f"--callable {target}: the timing process printed no result") from None
     data["value"] = statistics.median(data["per_call_ms"])
     data["loaded_files"] = loaded
+    data["loaded_packages"] = packages
     return data
 
 
@@ -98,6 +99,9 @@ def user_result(name: str, processes: list[dict], *, unit: str, higher_is_better
         # every Python process of the step (spawned workers too) recorded the source files it loaded:
         # forensics diff ranks a commit that touches none of them lower (forensics.step.loaded_files)
         result["loaded_files"] = files
+    if any("loaded_packages" in p for p in processes):
+        # the installed packages it imported: a GPU-stack package the step never imported weighs less
+        result["loaded_packages"] = sorted({n for p in processes for n in p.get("loaded_packages") or []})
     return result
 
 

@@ -3,8 +3,9 @@
 :func:`recording_env` returns the step's environment with the recording hook
 (``forensics/step/loaded/sitecustomize.py``) first on ``PYTHONPATH`` and
 ``FORENSICS_LOADED_DIR`` naming a fresh temporary folder; every Python process of the
-step writes the source files it loaded there when it exits. :func:`collect` reads and
-removes the folder. The list excludes the standard library and installed packages
+step writes the source files it loaded there when it exits, and the installed packages it
+imported (top-level import names). :func:`collect` (files) and :func:`collect_all` (files and
+packages) read and remove the folder. The list excludes the standard library and installed packages
 (files under the interpreter's prefixes), so it holds the user's repositories' files
 (and editable installs). A process killed by a signal writes nothing: the list is then
 what the other processes wrote, and ``loaded_files`` is what was recorded, not a proof
@@ -35,13 +36,20 @@ def recording_env(env: dict[str, str]) -> tuple[dict[str, str], str]:
 
 def collect(folder: str) -> list[str]:
     """The union of the files every process wrote into ``folder`` (sorted); removes ``folder``."""
-    files: set[str] = set()
+    return collect_all(folder)[0]
+
+
+def collect_all(folder: str) -> tuple[list[str], list[str]]:
+    """(the union of the source files, the union of the installed packages' top-level import names) every
+    process wrote into ``folder`` (``<pid>.txt`` and ``<pid>.pkgs``), each sorted; removes ``folder``."""
+    found: dict[str, set[str]] = {"txt": set(), "pkgs": set()}
     try:
-        for entry in Path(folder).glob("*.txt"):
-            try:
-                files.update(line.strip() for line in entry.read_text(encoding="utf-8").splitlines() if line.strip())
-            except (OSError, UnicodeDecodeError):
-                continue
+        for kind, names in found.items():
+            for entry in Path(folder).glob(f"*.{kind}"):
+                try:
+                    names.update(ln.strip() for ln in entry.read_text(encoding="utf-8").splitlines() if ln.strip())
+                except (OSError, UnicodeDecodeError):
+                    continue
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return sorted(files)[:MAX_FILES]
+    return sorted(found["txt"])[:MAX_FILES], sorted(found["pkgs"])[:MAX_FILES]

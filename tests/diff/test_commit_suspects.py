@@ -380,3 +380,38 @@ def test_the_read_budget_judges_later_files_by_their_paths(tmp_path, monkeypatch
     assert any("judged by their paths" in n for n in rc.notes)
     newest = next(c for c in rc.commits if c.subject == "precision")  # read first (git log order)
     assert classify(newest).signals and not classify(next(c for c in rc.commits if c.subject == "style")).files[0].read
+
+
+def _flash_attn_pair(imported: list[str] | None):
+    pk = {"torch": "2.9.1", "flash-attn": "2.6.3"}
+    soft = lambda p: section({"python": {"version": "3.12.3"}, "packages": p, "editable": {},  # noqa: E731
+                              "torch": {"version": "2.9.1", "build": "cu128"}})
+    bench = None
+    if imported is not None:
+        bench = {"schema": "forensics.bench/1", "results": [
+            {"name": "user.step_ms", "kind": "user", "unit": "ms", "higher_is_better": False,
+             "process_medians": [3.57, 3.56, 3.57, 3.58, 3.57], "loaded_packages": imported}]}
+    return (snapshot({"software": soft(pk)}, bench=bench),
+            snapshot({"software": soft(dict(pk, **{"flash-attn": "2.7.4.post1"}))}, bench=bench))
+
+
+def test_a_gpu_stack_package_the_step_imported_weighs_more_than_one_it_never_imported():
+    used = analyse(*_flash_attn_pair(["flash_attn", "torch"]))
+    unused = analyse(*_flash_attn_pair(["torch"]))
+    h_used = next(h for h in used.hypotheses if h.id == "python.packages")
+    h_unused = next(h for h in unused.hypotheses if h.id == "python.packages")
+    assert h_used.severity is Severity.HIGH and any("step imported flash_attn" in e for e in h_used.evidence)
+    assert h_unused.severity is Severity.MEDIUM and any("never imported flash_attn" in e for e in h_unused.evidence)
+    assert h_used.score > h_unused.score
+
+
+def test_the_step_records_the_installed_packages_it_imported(tmp_path):
+    from forensics.bench.user import run_cmd_process, user_result
+
+    step = tmp_path / "step.py"
+    step.write_text("import json, yaml\nfor v in (1.0, 1.1, 1.0):\n"
+                    "    print(json.dumps({'metric': 'step_ms', 'value': v}))\n")
+    rec = run_cmd_process(f"{sys.executable} {step}", metric=None, metric_regex=None, timeout_s=120)
+    assert "yaml" in rec["loaded_packages"] and "json" not in rec["loaded_packages"]  # stdlib is not a package
+    res = user_result("user.step_ms", [rec, rec, rec], unit="ms", higher_is_better=False)
+    assert "yaml" in res["loaded_packages"]

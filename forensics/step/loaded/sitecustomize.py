@@ -6,7 +6,9 @@ the command itself, ``torchrun``/``multiprocessing`` spawn workers (they inherit
 environment) and forked ``multiprocessing`` children -- writes, when it exits, one file
 ``<pid>.txt`` there: the ``__file__`` of every module in ``sys.modules`` that is not
 under the interpreter's prefixes (the standard library and installed packages), one
-real path a line. The benchmark keeps their union as the result's ``loaded_files``;
+real path a line, and ``<pid>.pkgs``: the top-level names of the installed packages (under a
+``site-packages`` or ``dist-packages`` folder) it imported, one a line. The benchmark keeps their
+unions as the result's ``loaded_files`` and ``loaded_packages``;
 ``forensics diff`` ranks a commit that touches only files the step never loaded lower.
 
 The user's own ``sitecustomize`` (if any, later on ``sys.path``) still runs: it is
@@ -36,17 +38,27 @@ def _write():
     try:
         skip = _skip_prefixes()
         files = set()
-        for mod in list(sys.modules.values()):
+        packages = set()
+        for name, mod in list(sys.modules.items()):
             f = getattr(mod, "__file__", None)
             if not isinstance(f, str) or not os.path.isabs(f) or not f.endswith((".py", ".so", ".pyd")):
                 continue  # torch._classes and the like carry a bare file name, not a path
             real = os.path.realpath(f)
-            if real.startswith(skip) or real.startswith(_HERE + os.sep):
+            if real.startswith(_HERE + os.sep):
                 continue
+            if real.startswith(skip) or "site-packages" in real or "dist-packages" in real:
+                if ("site-packages" in real or "dist-packages" in real) and isinstance(name, str):
+                    packages.add(name.split(".", 1)[0])  # an installed package the step imported
+                if real.startswith(skip):
+                    continue
             files.add(real)
         path = os.path.join(_DIR, f"{os.getpid()}.txt")
         with open(path + ".tmp", "w", encoding="utf-8") as fh:
             fh.write("\n".join(sorted(files)) + "\n")
+        os.replace(path + ".tmp", path)
+        path = os.path.join(_DIR, f"{os.getpid()}.pkgs")
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            fh.write("\n".join(sorted(packages)) + "\n")
         os.replace(path + ".tmp", path)
     except Exception:
         pass
