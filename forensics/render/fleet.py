@@ -44,7 +44,11 @@ def render(rep, fmt: str) -> str:
 
 def render_diff(c: dict[str, Any], before: str, after: str, fmt: str) -> str:
     """``json`` (``forensics.fleet-diff/1``: the comparison plus ``schema``, ``before``, ``after``),
-    ``md`` or ``html`` text of a fleet comparison."""
+    ``md`` or ``html`` text of a fleet comparison, secrets redacted (:class:`forensics.redact.Redactor`:
+    the names of the inputs, ``snaps-<key>/``, and every string of the comparison)."""
+    from forensics.redact import Redactor
+
+    before, after, c = Redactor().sweep((before, after, c))
     if fmt == "json":
         doc = {"schema": DIFF_SCHEMA, "tool": {"name": "forensics", "version": __version__},
                "before": before, "after": after, **c}

@@ -268,3 +268,17 @@ def test_a_report_through_a_link_to_a_node_snapshot_does_not_overwrite_it(plante
     assert r.stderr == (f"forensics: error: -o {link} is one of the inputs (node0002.json in {folder}, where it leads); "
                         "writing there would destroy it, choose another name\n")
     assert (folder / "node0002.json").read_bytes() == before
+
+
+def test_the_fleet_diff_redacts_the_names_of_its_inputs(planted, tmp_path):
+    # a folder named after the credentials of the account that gathered it: the fleet diff's title, JSON
+    # 'after' and Markdown header carried it
+    key = "AKIA" + "QWERTYUIOPASDFGH"
+    folder = tmp_path / f"snaps-{key}"
+    shutil.copytree(planted, folder)
+    for fmt in ("json", "html", "md"):
+        out = tmp_path / f"d.{fmt}"
+        r = run_cli("diff", str(planted), str(folder), "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        assert key not in out.read_text() and key not in r.stdout and key not in r.stderr
+    assert json.loads((tmp_path / "d.json").read_text())["after"] == str(tmp_path / "snaps-<redacted>")
