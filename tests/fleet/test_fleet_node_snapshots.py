@@ -282,3 +282,11 @@ def test_the_fleet_diff_redacts_the_names_of_its_inputs(planted, tmp_path):
         assert r.returncode == 0, r.stderr
         assert key not in out.read_text() and key not in r.stdout and key not in r.stderr
     assert json.loads((tmp_path / "d.json").read_text())["after"] == str(tmp_path / "snaps-<redacted>")
+
+
+def test_show_of_a_folder_of_node_snapshots_points_to_fleet_report(planted):
+    # it said only "is a folder, not a snapshot file"
+    r = run_cli("show", str(planted))
+    assert r.returncode == 2
+    assert r.stderr == (f"forensics: error: {planted}: a folder of node snapshots, not one snapshot; read them "
+                        f"together with 'forensics fleet report {planted}', or give one of its files\n")
