@@ -12,8 +12,12 @@ Run from anywhere: python examples/incidents/make_incidents.py
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
+import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -365,6 +369,137 @@ Expected: nothing implicated (launcher defaults are facts, named in the evidence
 """)
 
 
+# ---- 8. flash-attn upgraded the same morning as a docs-only pull -----------------------------------
+TRAINER = "/home/user/trainer"  # the placeholder path of the user's repository in pairs 8 and 9
+ATTENTION = ('"""Decode attention over the KV cache."""\n'
+             "from flash_attn import flash_attn_with_kvcache\n\n\n"
+             "def decode(q, k_cache, v_cache, cache_seqlens):\n"
+             "    return flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=cache_seqlens, causal=True)\n")
+DOCS_PULL = [
+    ({"README.md": "# trainer\n\nDecode with flash-attn's KV-cache kernel.\n", "serve/attention.py": ATTENTION},
+     "serve: decode attention over the KV cache", "2025-07-01T09:00:00Z"),
+    ({"docs/decode.md": "# Decode\n\nThe decode step calls flash_attn_with_kvcache once per token.\n"},
+     "docs: how the decode step uses the KV cache", "2025-07-08T16:10:00Z"),
+    ({"README.md": "# trainer\n\nDecode with flash-attn's KV-cache kernel (see docs/decode.md).\n"},
+     "docs: link the decode notes from the README", "2025-07-08T16:40:00Z"),
+]
+"""(files, message, commit time) of the user's repository: a base commit, then the two documentation
+commits of the pull. Fixed identity and times: :func:`docs_pull_repo` gives the same commit ids wherever
+it runs, so a test can rebuild the repository and read the pull with ``--repo``."""
+
+
+def docs_pull_repo(dest: Path) -> list[str]:
+    """Create the repository of :data:`DOCS_PULL` at ``dest`` (a new folder); returns its commit ids,
+    oldest first. Runs git with a fixed identity and no user or system configuration."""
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_SYSTEM=os.devnull, GIT_AUTHOR_NAME="dev-a",
+               GIT_AUTHOR_EMAIL="dev-a@example.invalid", GIT_COMMITTER_NAME="dev-a",
+               GIT_COMMITTER_EMAIL="dev-a@example.invalid")
+    dest.mkdir(parents=True)
+
+    def run(*args: str, **extra: str) -> str:
+        return subprocess.run(["git", *args], cwd=dest, env=dict(env, **extra), check=True, capture_output=True,
+                              text=True).stdout.strip()
+    run("init", "-q", "-b", "main")
+    shas = []
+    for files, message, when in DOCS_PULL:
+        for rel, text in files.items():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_text(text)
+            run("add", "--", rel)
+        run("commit", "-q", "-m", message, GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
+        shas.append(run("rev-parse", "HEAD"))
+    return shas
+
+
+def trainer_repo(head: str, subject: str, when: str, reflog: list[dict], path: str = TRAINER,
+                 remote: str = "https://github.com/example/trainer.git") -> dict:
+    """The git probe's data for the user's repository at ``path`` (issue 13's placeholder repository)."""
+    r = copy.deepcopy(m13.REPO)
+    r.update(path=path, remotes={"origin": remote}, reflog=reflog,
+             head={"sha": head, "subject": subject, "author": "dev-a", "authored_at": when, "committed_at": when})
+    return {"repos": [r]}
+
+
+def flash_attn_docs_pull():
+    b, a = m13.pair("before: flash-attn 2.4.2", "2025-07-08T09:00:00Z",
+                    "after: git pull + flash-attn 2.7.4.post1", "2025-07-09T09:00:00Z")
+    m13.set_package(b, "flash-attn", "2.4.2")
+    m13.set_package(a, "flash-attn", "2.7.4.post1")
+    with tempfile.TemporaryDirectory() as tmp:
+        shas = docs_pull_repo(Path(tmp) / "trainer")
+    clone = {"old": "0" * 40, "new": shas[0], "time": "2025-07-01T09:30:00Z",
+             "action": "clone: from https://github.com/example/trainer.git"}
+    pull = {"old": shas[0], "new": shas[-1], "time": "2025-07-09T08:30:00Z", "action": "pull origin main: Fast-forward"}
+    b["probes"]["git"]["data"] = trainer_repo(shas[0], DOCS_PULL[0][1], DOCS_PULL[0][2], [clone])
+    a["probes"]["git"]["data"] = trainer_repo(shas[-1], DOCS_PULL[-1][1], DOCS_PULL[-1][2], [pull, clone])
+    m13.move(a, compute=1.5, matmul=1 / 1.5)
+    write("flash-attn-upgrade-docs-pull", b, a, {
+        "top": "python.packages", "ruled_out": ["code.change"], "repo": "docs_pull_repo",
+        "first_sentence_has": ["python.packages", "flash-attn"]}, """
+# flash-attn 2.4.2 -> 2.7.4.post1 slows the decode step; a docs-only pull the same morning
+
+Source: Dao-AILab/flash-attention#1743, "New FA 2.7.4.post1 has much slower flash_attn_with_kvcache"
+(https://github.com/Dao-AILab/flash-attention/issues/1743): on an H100, upgrading flash-attn from
+2.4.2 (a 2.4.2.dev3 build) to 2.7.4.post1 made the same flash_attn_with_kvcache call go from
+0.145 ms/iter to 0.667 ms/iter (bf16, batch 64, one query token, 8191 cached positions); the reporter
+points at changed launch grid shapes.
+
+Taken: the package flash-attn 2.4.2 -> 2.7.4.post1; a step that calls flash_attn_with_kvcache
+(decode attention over the KV cache); a data-center Hopper GPU.
+Chosen: the decoy -- the same morning a fast-forward pull of the user's repository brought two
+documentation commits (docs/decode.md, README.md); the repository, its path (/home/user/trainer),
+commits and times are placeholders, built by `docs_pull_repo` with a fixed identity so that the test
+rebuilds the same commit ids and reads them with `--repo`. The canary's compute x1.5 and matmul x1/1.5
+(the thread's 4.6x is one kernel, not a whole step); the GPU stays the 2 x H200 of examples/aa.
+Built by examples/incidents/make_incidents.py.
+
+Expected: the verdict leads with `python.packages` (flash-attn, a GPU-stack package, not "other
+packages"); `code.change` is ruled out because the pull's commits touch only documentation.
+""")
+
+
+# ---- 9. a driver update the same day as a pull of a repository that is not on this machine -----------
+def driver_pull_elsewhere():
+    b, a = m13.pair("before: driver 530", "2023-05-31T18:00:00Z", "after: update.bat (git pull) + driver 535",
+                    "2023-06-01T18:00:00Z")
+    for s in (b, a):  # the real torch 2.1.2+cu121 wheel pins: a CUDA 12.1 build both drivers can run
+        m13.cu12_stack(s, "2.1.2", "cu121", "12.1", "12.1.105", "2.18.1", "8.9.2.26", "12.1.3.1")
+        m13.container(s, "12.1.1", "12.1.105")
+    m13.set_driver(b, "530.41.03", "12.1")
+    m13.set_driver(a, "535.54.03", "12.2")
+    path, remote = "/home/user/kohya_ss", "https://github.com/bmaltais/kohya_ss.git"
+    old, new = "5b0e4c2a9d1f3e6b8a0c2d4f6e8a0b2c4d6e8f01", "9e2a7c4b1d3f5a7c9e1b3d5f7a9c1e3b5d7f9a02"
+    clone = {"old": "0" * 40, "new": old, "time": "2023-05-20T10:00:00Z", "action": f"clone: from {remote}"}
+    pull = {"old": old, "new": new, "time": "2023-06-01T17:20:00Z", "action": "pull: Fast-forward"}
+    b["probes"]["git"]["data"] = trainer_repo(old, "v21.5.12", "2023-05-19T21:00:00Z", [clone], path, remote)
+    a["probes"]["git"]["data"] = trainer_repo(new, "v21.5.15", "2023-05-31T22:00:00Z", [pull, clone], path, remote)
+    m13.move(a, compute=2.0, matmul=0.5)
+    write("driver-update-pull-elsewhere", b, a, {
+        "top": "driver.version", "inconclusive": ["code.change"],
+        "first_sentence_has": ["driver.version", "530.41.03 -> 535.54.03"]}, """
+# A driver update slows training; the same evening's git pull cannot be read here
+
+Source: bmaltais/kohya_ss#884, "After last update training speed slow down"
+(https://github.com/bmaltais/kohya_ss/issues/884): after "update.bat" (which pulls the repository)
+a LoRA training run on an RTX 3080 went from about 1 h to about 5 h for 715 steps, and rolling the
+code back to v21.5.12 was the reporter's first fix; the maintainer suspected a recent code update;
+another user named the NVIDIA driver 535.98 ("It's driver's bug, try to rollback"), and the reporter
+confirmed that downgrading the driver to 532.03 solved it.
+
+Taken: a code update (a fast-forward pull of bmaltais/kohya_ss, from v21.5.12) and a driver update
+from the R530 branch to R535 on the same day; training several times slower; the driver the cause.
+Chosen: the Linux drivers of the same branches (530.41.03 -> 535.54.03; the thread's 532.03 and
+535.98 are Windows releases); the commit ids and the head subjects (placeholders; the pull is recorded
+only by the snapshots, the repository at /home/user/kohya_ss is not on this machine); torch
+2.1.2+cu121 on its CUDA 12.1 wheels and a CUDA 12.1.1 image on both sides; the canary's compute x2 and
+matmul x0.5 (the thread's 5x is end to end on another GPU). The GPU stays the 2 x H200 of examples/aa.
+Built by examples/incidents/make_incidents.py.
+
+Expected: the verdict leads with `driver.version`; `code.change` is inconclusive (the commits
+cannot be read) and names the command that would tell (`git clone ... --repo CLONE`), not high.
+""")
+
+
 def main() -> None:
     nccl_upgrade_shm()
     power_limit_lowered()
@@ -373,6 +508,8 @@ def main() -> None:
     pcie_lanes_shared()
     nccl_bridge_pairs()
     torchrun_defaults_aa()
+    flash_attn_docs_pull()
+    driver_pull_elsewhere()
 
 
 if __name__ == "__main__":
