@@ -212,7 +212,8 @@ def read_hostfile(path: Path) -> list[str]:
 
 
 def expand(sources: Iterable[Path]) -> list[Path]:
-    """The node snapshot files of ``sources`` (folders expanded to their snapshot files), in order.
+    """The node snapshot files of ``sources`` (folders expanded to their snapshot files), in order, each
+    file once however many times it was given (its real path, links resolved).
 
     Raises:
         BadInputError: a path that does not exist, or a folder without any snapshot file.
@@ -233,7 +234,14 @@ def expand(sources: Iterable[Path]) -> list[Path]:
             files.append(src)
         else:
             raise BadInputError(f"{src}: no such file or folder; give node snapshots, their folder, or a fleet file")
-    return files
+    seen: set[str] = set()  # one file given twice (snaps/ snaps/gpu-a17.json, overlapping globs) is one node
+    unique = []
+    for f in files:
+        key = os.path.realpath(f)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
 
 
 def load(sources: Iterable[Path], *, expect_nodes: int | None = None, hostfile: Path | None = None) -> Fleet:

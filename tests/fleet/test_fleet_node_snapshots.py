@@ -290,3 +290,12 @@ def test_show_of_a_folder_of_node_snapshots_points_to_fleet_report(planted):
     assert r.returncode == 2
     assert r.stderr == (f"forensics: error: {planted}: a folder of node snapshots, not one snapshot; read them "
                         f"together with 'forensics fleet report {planted}', or give one of its files\n")
+
+
+def test_a_file_given_twice_is_one_node(planted, tmp_path):
+    # 'fleet report snaps/ snaps/node0003.json' (or overlapping globs): the file was read twice and counted
+    # as a second node 'node0003 (node0003.json)' under a note about two machines sharing a hostname
+    r, doc = _report(tmp_path, str(planted), str(planted / "node0003.json"), str(planted / "node0003.json"))
+    assert r.returncode == 0, r.stderr
+    assert doc["counts"]["nodes"] == N and doc["counts"]["world_size"] == N and doc["missing"] == []
+    assert not any("name a host already read" in n for n in doc["notes"])
