@@ -53,18 +53,22 @@ def stem(path: Path) -> str:
 def candidates(folder: Path) -> list[Path]:
     """The entries of ``folder`` (not its subfolders) that may be node snapshots, by name, sorted.
 
-    An entry is kept by its name (a snapshot suffix, not hidden) unless it is a folder: a symbolic
-    link whose target is gone or that loops (``os.scandir``'s ``is_dir`` is then False) is kept, so
-    that reading it names the problem among the missing nodes instead of the node vanishing unseen.
+    An entry is kept by its name (a snapshot suffix, not hidden) when it is a regular file or a symbolic
+    link whose target is gone or that loops: reading such a link names the problem among the missing
+    nodes instead of the node vanishing unseen. Folders, FIFOs and devices are left out.
     """
     with os.scandir(folder) as entries:
         return sorted(Path(e.path) for e in entries if _suffix(Path(e.name)) and not e.name.startswith(".")
-                      and not _is_dir(e))
+                      and _maybe_snapshot(e))
 
 
-def _is_dir(entry: os.DirEntry) -> bool:
+def _maybe_snapshot(entry: os.DirEntry) -> bool:
+    """A regular file (through links), or a link that leads nowhere (gone, or a loop); never a folder,
+    a FIFO or a device (opening a FIFO would wait for a writer)."""
+    if entry.is_symlink() and not os.path.exists(entry.path):  # os.path.exists never raises
+        return True
     try:
-        return entry.is_dir()
+        return entry.is_file()
     except OSError:
         return False
 

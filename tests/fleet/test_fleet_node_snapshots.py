@@ -299,3 +299,16 @@ def test_a_file_given_twice_is_one_node(planted, tmp_path):
     assert r.returncode == 0, r.stderr
     assert doc["counts"]["nodes"] == N and doc["counts"]["world_size"] == N and doc["missing"] == []
     assert not any("name a host already read" in n for n in doc["notes"])
+
+
+def test_a_fifo_among_the_snapshots_is_left_out_not_waited_on(planted, tmp_path):
+    import os
+
+    folder = tmp_path / "snaps"
+    shutil.copytree(planted, folder)
+    os.mkfifo(folder / "node0200.json")  # opening it would wait for a writer forever
+    r = run_cli("fleet", "report", str(folder), "-o", str(tmp_path / "r.json"), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["counts"]["nodes"] == N
+    r = run_cli("show", str(folder), timeout=60)
+    assert r.returncode == 2 and "a folder of node snapshots" in r.stderr
