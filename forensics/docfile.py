@@ -280,6 +280,8 @@ def _yaml_problem(exc: Exception) -> str:
     if isinstance(exc, yaml.constructor.ConstructorError) and m:
         tag = m.group(1).replace("tag:yaml.org,2002:", "!!")
         return f"unsupported YAML tag {tag}{where}; a forensics file holds plain data only"
+    if "maximum nesting depth" in problem:  # libyaml >= 0.2.5 (PyYAML 6.0.4's wheels) stops deep nesting itself
+        return f"nested too deeply{where}; the file is damaged"
     return f"invalid YAML{where}; the file is damaged or truncated"
 
 

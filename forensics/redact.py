@@ -90,7 +90,7 @@ _VALUE = r"(?:\"[^\"\n]{0,1024}\"|'[^'\n]{0,1024}'|[^\s'\"&;,]+)"
 _VALUE_RX = re.compile(_VALUE)
 _QUERY_VALUE_RX = re.compile(r"[^&\s#]+")
 # userinfo runs to the last "@" before the path: a password may hold a literal "@"
-_URL_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9+.\-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
+_URL_CREDENTIALS = re.compile(r"(?<![A-Za-z+.\-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
 # user:password@host without a scheme (MASTER_ADDR=user:pw@host, proxy settings)
 _BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>%+-])(?P<cred>[A-Za-z0-9._%+-]{1,256}:[^\s/@:<>]+)@(?!sha\d+:)"
                                r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
@@ -111,16 +111,16 @@ _LOGIN_P = re.compile(r"(?P<key>\blogin\b[^\n]{0,200}?\s-p\s+)(?P<value>\S+)")
 _MYSQL_P = re.compile(r"(?P<key>\bmysql\b[^\n]{0,200}?\s-p)(?P<value>[^\s-]\S*)")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _TOKEN_SHAPES: list[tuple[str, re.Pattern[str]]] = [
-    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,4096}|github_pat_[A-Za-z0-9_]{20,4096})\b")),
-    ("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,4096}\b")),
-    ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,4096}\b")),
-    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("Google OAuth token", re.compile(r"\bya29\.[A-Za-z0-9_\-]{20,4096}")),
-    ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,4096}\b")),
+    ("GitHub token", re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,4096}|github_pat_[A-Za-z0-9_]{20,4096})(?![A-Za-z0-9])")),
+    ("GitLab token", re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_\-]{20,4096}(?![A-Za-z0-9])")),
+    ("Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,4096}(?![A-Za-z0-9])")),
+    ("Google API key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9])")),
+    ("Google OAuth token", re.compile(r"(?<![A-Za-z0-9])ya29\.[A-Za-z0-9_\-]{20,4096}")),
+    ("AWS access key id", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])")),
+    ("Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,4096}(?![A-Za-z0-9])")),
     ("webhook URL", re.compile(r"(?:hooks\.slack\.com/services/[A-Za-z0-9/]+|discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+)")),
-    ("PyPI token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{40,4096}")),
-    ("NVIDIA API key", re.compile(r"\bnvapi-[A-Za-z0-9_\-]{20,4096}")),
+    ("PyPI token", re.compile(r"(?<![A-Za-z0-9])pypi-[A-Za-z0-9_\-]{40,4096}")),
+    ("NVIDIA API key", re.compile(r"(?<![A-Za-z0-9])nvapi-[A-Za-z0-9_\-]{20,4096}")),
     ("API key", re.compile(r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|ant-api\d+-)?(?=[A-Za-z_]*\d)[A-Za-z0-9_]{20,4096}")),
     ("JWT", re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_\-]{10,4096}\.[A-Za-z0-9_\-]{10,4096}\.[A-Za-z0-9_\-]{10,4096}\b")),
     ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)")),

@@ -86,4 +86,4 @@ def print_diff_summary(console, analysis, report_path: str | None = None, max_ro
     console.print(" ".join(f"[{_STATUS_STYLE[s]}]{n} {s}[/{_STATUS_STYLE[s]}]" for s, n in counts.items())
                   + f"; {len(analysis.changes)} changed fields")
     if report_path:
-        console.print(f"report: [bold]{escape(report_path)}[/bold]")
+        console.print(f"report: [bold]{escape(report_path)}[/bold]", soft_wrap=True)  # a path stays whole: it is copied

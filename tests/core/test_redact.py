@@ -170,3 +170,14 @@ def test_secret_words_run_together_are_found():
         assert is_secret_name(name), name
     assert redact_text("PGPASSWORD=abc123 psql")[0] == "PGPASSWORD=<redacted> psql"
     assert redact_text("https://ghtoken12345@github.com/o/r")[0] == "https://<redacted>@github.com/o/r"
+
+
+def test_a_token_glued_to_a_name_or_a_number_is_still_redacted():
+    """A token after an underscore (a file named after it) or a URL right after a number: \\b saw no word start."""
+    gh, hf, aws = "ghp_" + "a1B2" * 9, "hf_" + "Zx9Y" * 9, "AKIA" + "ABCD2345EFGH6789"
+    for text, secret in ((f"kernels/nccl_{gh}.py", gh), (f"cache_{hf}_v2", hf), (f"key_{aws}.txt", aws),
+                         ("took 418.6https://user:hunter2@files.example.com/x", "hunter2")):
+        out, why = redact_text(text)
+        assert secret not in out and why, (text, out)
+    out, why = redact_text("the ghp_ prefix and hf_ names, nccl_ops.py, AKIA alone")
+    assert why == [] and out == "the ghp_ prefix and hf_ names, nccl_ops.py, AKIA alone"
