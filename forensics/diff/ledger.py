@@ -508,6 +508,16 @@ def _measured(a: Analysis) -> str:
     return ""
 
 
+def _faster(a: Analysis) -> str:
+    """The verdict's lead-in when the benchmark measured a speed-up and no slowdown ("" otherwise)."""
+    b = a.bench
+    if b is None or b.pointer is not Pointer.NONE or "faster:" not in b.sentence or not b.sentence.startswith("no result"):
+        return ""
+    ratios = [r.comparison.time_ratio for r in b.results if r.kind != "component" and r.comparison is not None
+              and r.comparison.time_ratio > 0]
+    return f"measured {1 / min(ratios):.2f}x faster, no slowdown to explain; " if ratios and min(ratios) < 1 else ""
+
+
 NOT_MEASURED = "no slowdown was measured (no benchmark in either snapshot)"
 
 
@@ -531,7 +541,11 @@ def _verdict(a: Analysis) -> str:
         flat = ""
         if not slow and a.bench is not None and a.bench.sentence.startswith("no benchmark result moved"):
             flat = " The benchmarks measured no slowdown beyond the noise."
-        text = f"{slow}most likely cause: {causes_mod.chain_sentence(top, a.hypotheses, a.parents, a.bench)}{also}.{flat}"
+        faster = "" if slow else _faster(a)
+        lead = f"{faster}what changed: " if faster else f"{slow}most likely cause: "
+        if faster:
+            also, flat = also.replace("also implicated", "also changed"), ""
+        text = f"{lead}{causes_mod.chain_sentence(top, a.hypotheses, a.parents, a.bench)}{also}.{flat}"
         return text[0].upper() + text[1:]
     ruled = sum(h.status is HypothesisStatus.RULED_OUT for h in a.hypotheses)
     unknown = sum(h.status is HypothesisStatus.INCONCLUSIVE for h in a.hypotheses)

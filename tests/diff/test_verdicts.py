@@ -111,3 +111,15 @@ def test_the_h200_one_percent_step_is_a_small_real_change_and_its_a_a_is_same():
     assert plus0.verdict is Verdict.SAME
     _, canary = compare_values(*load("canary-aa"))
     assert canary.verdict is Verdict.SAME
+
+
+def test_a_speed_up_is_said_first_and_its_change_is_not_called_a_cause():
+    """The power-limit incident read backwards (the cap lifted): the verdict says faster, not 'most likely cause'."""
+    from forensics.diff.files import analyse_files
+
+    pair = ROOT / "examples" / "incidents" / "power-limit-capped"
+    verdict = analyse_files(pair / "after.json", pair / "before.json").verdict
+    assert verdict.startswith("Measured 1.28x faster, no slowdown to explain; what changed: gpu.config")
+    assert "most likely cause" not in verdict
+    assert analyse_files(pair / "before.json", pair / "after.json").verdict.startswith(
+        "Measured 1.28x slower; most likely cause: gpu.config")
