@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 DEV_STAMP := $(VENV)/.installed-dev-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test bench install dev clean screenshot
+.PHONY: demo test bench install dev clean screenshot fmt
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,17 @@ dev: $(DEV_STAMP)
 demo: $(STAMP)
 	$(PY) -m forensics.demo
 
-# -n auto: one pytest worker per core (pytest-xdist); every test is independent of the others' order.
+# ruff (lint and format, configured in pyproject.toml) first, then pytest with one worker per core
+# (pytest-xdist; every test is independent of the others' order).
 test: $(DEV_STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q -n auto
+
+# Apply ruff's fixes and format the tree (what `make test` checks).
+fmt: $(DEV_STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
 
 bench: $(DEV_STAMP)
 	$(PY) benchmarks/run.py

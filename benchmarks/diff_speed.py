@@ -35,8 +35,15 @@ def _make_different(doc: dict) -> dict:
         if isinstance(repo.get("head"), dict):
             old = repo["head"].get("sha")
             repo["head"]["sha"] = "f" * 40
-            repo.setdefault("reflog", []).insert(0, {"old": old, "new": "f" * 40, "time": "2026-11-29T21:00:00Z",
-                                                     "action": "pull origin main: Fast-forward"})
+            repo.setdefault("reflog", []).insert(
+                0,
+                {
+                    "old": old,
+                    "new": "f" * 40,
+                    "time": "2026-11-29T21:00:00Z",
+                    "action": "pull origin main: Fast-forward",
+                },
+            )
     return doc
 
 
@@ -66,6 +73,7 @@ def main() -> int:
         pkgs = after["probes"]["software"]["data"]["packages"]
         pkgs.update({f"added-pkg-{i}": "1.0" for i in range(args.added_packages)})
     import jinja2  # noqa: F401  imports are start-up cost, measured by `make bench` as whole processes
+
     t0 = time.perf_counter()
     render_html(analyse(before, after))
     cold = time.perf_counter() - t0  # first call: probes looked up, templates compiled
@@ -76,9 +84,11 @@ def main() -> int:
         html = render_html(a)
         times.append(time.perf_counter() - t0)
     print(f"diff + HTML render, {what}: {len(a.changes)} changes, {len(html) / 1024:.0f} KiB HTML")
-    print(f"first call {cold * 1000:.1f} ms (probe look-up, template compile); then median "
-          f"{statistics.median(times) * 1000:.1f} ms, min {min(times) * 1000:.1f} ms, "
-          f"max {max(times) * 1000:.1f} ms over {args.runs} runs (budget 300 ms)")
+    print(
+        f"first call {cold * 1000:.1f} ms (probe look-up, template compile); then median "
+        f"{statistics.median(times) * 1000:.1f} ms, min {min(times) * 1000:.1f} ms, "
+        f"max {max(times) * 1000:.1f} ms over {args.runs} runs (budget 300 ms)"
+    )
     return 0
 
 

@@ -41,8 +41,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="forensics-fleet-nodes-bench-") as tmp:
         snaps = Path(tmp) / "snaps"
         t0 = time.perf_counter()
-        files = synth.write_node_snapshots(snaps, ROOT, args.nodes, args.gpus, plant=True, seed=0,
-                                           suffix=".json.gz" if args.gzip else ".json")
+        files = synth.write_node_snapshots(
+            snaps,
+            ROOT,
+            args.nodes,
+            args.gpus,
+            plant=True,
+            seed=0,
+            suffix=".json.gz" if args.gzip else ".json",
+        )
         gen_s = time.perf_counter() - t0
         sizes = [f.stat().st_size for f in files]
         walls, cpus, peaks = [], [], []
@@ -50,9 +57,24 @@ def main() -> int:
         for _ in range(args.runs):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "forensics", "fleet", "report", str(snaps), "-q",
-                                "-o", str(Path(tmp) / "report.html"), "--prom", str(Path(tmp) / "fleet.prom")],
-                               capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "forensics",
+                    "fleet",
+                    "report",
+                    str(snaps),
+                    "-q",
+                    "-o",
+                    str(Path(tmp) / "report.html"),
+                    "--prom",
+                    str(Path(tmp) / "fleet.prom"),
+                ],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
             walls.append(time.perf_counter() - t)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
@@ -61,12 +83,16 @@ def main() -> int:
                 print(r.stderr, file=sys.stderr)
                 return 1
             verdict = r.stdout.strip()
-    print(f"{args.nodes} node snapshots x {args.gpus} GPUs ({'gzip' if args.gzip else 'JSON'}, "
-          f"{statistics.median(sizes) / 1e3:.0f} KB each, {sum(sizes) / 1e6:.0f} MB in all), written in {gen_s:.1f} s")
-    print(f"forensics fleet report DIR (fresh process, HTML + Prometheus): wall median {statistics.median(walls):.2f} s "
-          f"(min {min(walls):.2f}, max {max(walls):.2f}, {args.runs} runs); CPU user+sys median "
-          f"{statistics.median(cpus):.2f} s; peak RSS {max(peaks):.0f} MiB (budget: 5 s, 1024 MiB); "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.nodes} node snapshots x {args.gpus} GPUs ({'gzip' if args.gzip else 'JSON'}, "
+        f"{statistics.median(sizes) / 1e3:.0f} KB each, {sum(sizes) / 1e6:.0f} MB in all), written in {gen_s:.1f} s"
+    )
+    print(
+        f"forensics fleet report DIR (fresh process, HTML + Prometheus): wall median {statistics.median(walls):.2f} s "
+        f"(min {min(walls):.2f}, max {max(walls):.2f}, {args.runs} runs); CPU user+sys median "
+        f"{statistics.median(cpus):.2f} s; peak RSS {max(peaks):.0f} MiB (budget: 5 s, 1024 MiB); "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"verdict: {verdict[:300]}{' ...' if len(verdict) > 300 else ''}")
     return 0
 

@@ -53,9 +53,24 @@ def main() -> int:
         for _ in range(args.runs):
             before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
             t = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "forensics", "fleet", "report", str(fleet), "-q",
-                                "-o", str(Path(tmp) / "report.html"), "--prom", str(Path(tmp) / "fleet.prom")],
-                               capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "forensics",
+                    "fleet",
+                    "report",
+                    str(fleet),
+                    "-q",
+                    "-o",
+                    str(Path(tmp) / "report.html"),
+                    "--prom",
+                    str(Path(tmp) / "fleet.prom"),
+                ],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
             walls.append(time.perf_counter() - t)
             peaks.append(_child_peak_mib(before))
             if r.returncode != 0:
@@ -64,10 +79,14 @@ def main() -> int:
             verdict = r.stdout.strip()
         html_mb = (Path(tmp) / "report.html").stat().st_size / 1e6
         prom_mb = (Path(tmp) / "fleet.prom").stat().st_size / 1e6
-    print(f"fleet of {args.nodes} nodes x {args.gpus} GPUs: {size_mb:.0f} MB JSON, generated in {gen_s:.1f} s")
-    print(f"forensics fleet report (fresh process, HTML {html_mb:.1f} MB + Prometheus {prom_mb:.1f} MB): "
-          f"median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max {max(walls):.2f}, {args.runs} runs); "
-          f"peak RSS {max(peaks):.0f} MiB (budget: 5 s, 1024 MiB)")
+    print(
+        f"fleet of {args.nodes} nodes x {args.gpus} GPUs: {size_mb:.0f} MB JSON, generated in {gen_s:.1f} s"
+    )
+    print(
+        f"forensics fleet report (fresh process, HTML {html_mb:.1f} MB + Prometheus {prom_mb:.1f} MB): "
+        f"median {statistics.median(walls):.2f} s (min {min(walls):.2f}, max {max(walls):.2f}, {args.runs} runs); "
+        f"peak RSS {max(peaks):.0f} MiB (budget: 5 s, 1024 MiB)"
+    )
     print(f"verdict: {verdict[:300]}{' ...' if len(verdict) > 300 else ''}")
     return 0
 

@@ -28,10 +28,16 @@ H200 = ROOT / "tests" / "fixtures" / "h200x2"
 
 
 def build_ticket(size_kb: int) -> str:
-    parts = ["After upgrading, the step is 30% slower. My environment:\n\n<details>\n<summary>collect_env</summary>\n\n"
-             "```text\n", (H200 / "collect_env.txt").read_text(), "```\n</details>\n\n<details>\n<summary>nvidia-smi -q"
-             "</summary>\n\n```\n", (H200 / "nvidia-smi-q.txt").read_text(), "```\n</details>\n\npip list:\n```\n",
-             (H200 / "pip-list.txt").read_text(), "```\n\nThe NCCL log of one run:\n```\n"]
+    parts = [
+        "After upgrading, the step is 30% slower. My environment:\n\n<details>\n<summary>collect_env</summary>\n\n"
+        "```text\n",
+        (H200 / "collect_env.txt").read_text(),
+        "```\n</details>\n\n<details>\n<summary>nvidia-smi -q</summary>\n\n```\n",
+        (H200 / "nvidia-smi-q.txt").read_text(),
+        "```\n</details>\n\npip list:\n```\n",
+        (H200 / "pip-list.txt").read_text(),
+        "```\n\nThe NCCL log of one run:\n```\n",
+    ]
     log = (H200 / "nccl-debug-info.log").read_text()
     text = "".join(parts)
     while len(text.encode()) < size_kb * 1024:
@@ -56,8 +62,10 @@ def time_it(paths: list[Path], runs: int) -> tuple[float, list[float], dict]:
 def report(what: str, size: int, first: float, times: list[float], doc: dict) -> None:
     parts = ", ".join(p["format"] for p in doc["import"]["parts"])
     print(f"{what} ({size / 1024:.0f} KB; parts: {parts})")
-    print(f"  first call {first * 1000:.1f} ms; then median {statistics.median(times) * 1000:.1f} ms "
-          f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}, {len(times)} runs)")
+    print(
+        f"  first call {first * 1000:.1f} ms; then median {statistics.median(times) * 1000:.1f} ms "
+        f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f}, {len(times)} runs)"
+    )
 
 
 def main() -> int:
@@ -71,14 +79,25 @@ def main() -> int:
 
     if args.files:
         first, times, doc = time_it(args.files, args.runs)
-        report(" + ".join(map(str, args.files)), sum(p.stat().st_size for p in args.files), first, times, doc)
+        report(
+            " + ".join(map(str, args.files)),
+            sum(p.stat().st_size for p in args.files),
+            first,
+            times,
+            doc,
+        )
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         ticket = Path(tmp) / "ticket.txt"
         ticket.write_bytes(build_ticket(args.size_kb).encode())
         first, times, doc = time_it([ticket], args.runs)
-        report("a pasted ticket: collect_env + nvidia-smi -q + pip list + NCCL log, CRLF", ticket.stat().st_size,
-               first, times, doc)
+        report(
+            "a pasted ticket: collect_env + nvidia-smi -q + pip list + NCCL log, CRLF",
+            ticket.stat().st_size,
+            first,
+            times,
+            doc,
+        )
     xml = H200 / "nvidia-smi-q.xml"
     first, times, doc = time_it([xml], args.runs)
     report("nvidia-smi -q -x of 2 x H200", xml.stat().st_size, first, times, doc)

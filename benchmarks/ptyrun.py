@@ -24,8 +24,12 @@ COLUMNS, LINES = 120, 40
 """Size of the pseudo-terminal (a common terminal window; the facts column wraps below ~100)."""
 
 
-def run_in_pty(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None,
-               timeout_s: float = 120.0) -> tuple[int, bytes, float]:
+def run_in_pty(
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    timeout_s: float = 120.0,
+) -> tuple[int, bytes, float]:
     """Run ``argv`` with stdin, stdout and stderr on a new pty; return (exit code, output, wall seconds).
 
     The wall clock is ``time.perf_counter`` from just before the process is started to its exit
@@ -52,8 +56,9 @@ def run_in_pty(argv: list[str], env: dict[str, str] | None = None, cwd: str | No
 
     reader = threading.Thread(target=drain, daemon=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=run_env, cwd=cwd,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdin=slave, stdout=slave, stderr=slave, env=run_env, cwd=cwd, start_new_session=True
+    )
     reader.start()
     try:
         rc = proc.wait(timeout_s)
@@ -62,6 +67,8 @@ def run_in_pty(argv: list[str], env: dict[str, str] | None = None, cwd: str | No
         rc = proc.wait()
     wall = time.perf_counter() - t0
     os.close(slave)
-    reader.join(5.0)  # helpers that outlive the command (multiprocessing's) may hold the pty a moment
+    reader.join(
+        5.0
+    )  # helpers that outlive the command (multiprocessing's) may hold the pty a moment
     os.close(master)
     return rc, b"".join(chunks), wall

@@ -51,8 +51,13 @@ def _once(argv: list[str], cwd: str, tty: bool) -> tuple[int, float]:
 
 
 def _summary(times: list[float], rc: int) -> dict:
-    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times), "runs": len(times),
-            "rc": rc}
+    return {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "runs": len(times),
+        "rc": rc,
+    }
 
 
 def _time(argv: list[str], runs: int, cwd: str, tty: bool = False) -> dict:
@@ -64,14 +69,19 @@ def _time(argv: list[str], runs: int, cwd: str, tty: bool = False) -> dict:
     return _summary(times, rc)
 
 
-def _interleaved(pairs: dict[str, list[str]], runs: int, cwd: str, tty: bool = True,
-                 limit: dict[str, int] | None = None) -> dict[str, dict]:
+def _interleaved(
+    pairs: dict[str, list[str]],
+    runs: int,
+    cwd: str,
+    tty: bool = True,
+    limit: dict[str, int] | None = None,
+) -> dict[str, dict]:
     """Time each command of ``pairs`` once per round (at most ``limit[key]`` times), the order reversing
     each round, on a pty when ``tty``; like :func:`_time`."""
     times: dict[str, list[float]] = {k: [] for k in pairs}
     rcs = {k: 0 for k in pairs}
     for i in range(runs):
-        for key in (list(pairs) if i % 2 == 0 else list(reversed(pairs))):
+        for key in list(pairs) if i % 2 == 0 else list(reversed(pairs)):
             if limit and len(times[key]) >= limit.get(key, runs):
                 continue
             code, wall = _once(pairs[key], cwd, tty)
@@ -86,7 +96,9 @@ def condition() -> str:
 
     pkg = Path(forensics.__file__).parent
     compiled = sum(1 for _ in pkg.rglob("*.pyc"))
-    writes = "PYTHONDONTWRITEBYTECODE set" if sys.dont_write_bytecode else "bytecode written on import"
+    writes = (
+        "PYTHONDONTWRITEBYTECODE set" if sys.dont_write_bytecode else "bytecode written on import"
+    )
     return f"{writes}; {compiled} .pyc files in forensics' own package"
 
 
@@ -98,15 +110,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--baseline", metavar="PYTHON", help="interpreter of a baseline forensics, timed interleaved")
+    ap.add_argument(
+        "--baseline",
+        metavar="PYTHON",
+        help="interpreter of a baseline forensics, timed interleaved",
+    )
     args = ap.parse_args()
     py = sys.executable
     rows = []
     cwd = str(Path.cwd())  # a user's project folder: the git probe reads the checkout it is in
     with tempfile.TemporaryDirectory() as tmp:
         a, b = str(Path(tmp) / "a.json"), str(Path(tmp) / "b.json")
-        subprocess.run([py, "-m", "forensics", "snapshot", "-q", "-o", a], check=True, capture_output=True)
-        subprocess.run([py, "-m", "forensics", "snapshot", "-q", "-o", b], check=True, capture_output=True)
+        subprocess.run(
+            [py, "-m", "forensics", "snapshot", "-q", "-o", a], check=True, capture_output=True
+        )
+        subprocess.run(
+            [py, "-m", "forensics", "snapshot", "-q", "-o", b], check=True, capture_output=True
+        )
         snap = ["-m", "forensics", "snapshot", "-o", str(Path(tmp) / "s.json")]
         quiet = ["-m", "forensics", "snapshot", "-q", "-o", str(Path(tmp) / "q.json")]
         pairs = {"snap": [py, *snap]}
@@ -120,24 +140,52 @@ def main() -> int:
         rows.append(("forensics snapshot (default output, on a pty)", got["snap"]))
         if args.baseline:
             rows.append(("  baseline: forensics snapshot", got["base"]))
-        rows.append(("forensics snapshot -q (path only, on a pty)", _time([py, *quiet], args.runs, cwd, tty=True)))
-        rows.append(("forensics --help (start-up)", _time([py, "-m", "forensics", "--help"], args.runs, cwd)))
+        rows.append(
+            (
+                "forensics snapshot -q (path only, on a pty)",
+                _time([py, *quiet], args.runs, cwd, tty=True),
+            )
+        )
+        rows.append(
+            (
+                "forensics --help (start-up)",
+                _time([py, "-m", "forensics", "--help"], args.runs, cwd),
+            )
+        )
         if importlib.util.find_spec("forensics.cli.diff") is not None:
-            rows.append(("forensics diff a b -> HTML (whole process)",
-                         _time([py, "-m", "forensics", "diff", a, b, "-o", str(Path(tmp) / "r.html")], args.runs, tmp)))
-        rows.append(("python -m torch.utils.collect_env (on a pty)", got["env"] if has_torch else None))
-    print(f"machine: {platform.node()} {platform.machine()}, {platform.processor() or ''} python {platform.python_version()}")
-    print(f"condition: {condition()}; terminal {COLUMNS}x{LINES}; folder: {'a git checkout' if _in_git(cwd) else 'not a git checkout'}")
+            rows.append(
+                (
+                    "forensics diff a b -> HTML (whole process)",
+                    _time(
+                        [py, "-m", "forensics", "diff", a, b, "-o", str(Path(tmp) / "r.html")],
+                        args.runs,
+                        tmp,
+                    ),
+                )
+            )
+        rows.append(
+            ("python -m torch.utils.collect_env (on a pty)", got["env"] if has_torch else None)
+        )
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {platform.processor() or ''} python {platform.python_version()}"
+    )
+    print(
+        f"condition: {condition()}; terminal {COLUMNS}x{LINES}; folder: {'a git checkout' if _in_git(cwd) else 'not a git checkout'}"
+    )
     print(f"{'command':<48} {'median':>9} {'min':>9} {'max':>9} {'runs':>5}")
     for name, r in rows:
         if r is None:
             print(f"{name:<48} {'(torch not installed)':>30}")
             continue
         flag = "" if r["rc"] == 0 else f"  (exit {r['rc']})"
-        print(f"{name:<48} {r['median_s']:>8.3f}s {r['min_s']:>8.3f}s {r['max_s']:>8.3f}s {r['runs']:>5}{flag}")
+        print(
+            f"{name:<48} {r['median_s']:>8.3f}s {r['min_s']:>8.3f}s {r['max_s']:>8.3f}s {r['runs']:>5}{flag}"
+        )
     env = next((r for n, r in rows if n.startswith("python -m torch") and r), None)
     if env:
-        print(f"default snapshot / collect_env (medians, interleaved): 1/{env['median_s'] / rows[0][1]['median_s']:.1f}")
+        print(
+            f"default snapshot / collect_env (medians, interleaved): 1/{env['median_s'] / rows[0][1]['median_s']:.1f}"
+        )
     if args.json:
         args.json.write_text(json.dumps({n: r for n, r in rows}, indent=1))
     return 0

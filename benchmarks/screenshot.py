@@ -28,12 +28,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CASE = ROOT / "tests" / "fixtures" / "cases" / "case13_pull_halves_throughput"
-_ENV = {"GIT_AUTHOR_NAME": "Dev One", "GIT_AUTHOR_EMAIL": "dev@example.invalid", "GIT_COMMITTER_NAME": "Dev One",
-        "GIT_COMMITTER_EMAIL": "dev@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
+_ENV = {
+    "GIT_AUTHOR_NAME": "Dev One",
+    "GIT_AUTHOR_EMAIL": "dev@example.invalid",
+    "GIT_COMMITTER_NAME": "Dev One",
+    "GIT_COMMITTER_EMAIL": "dev@example.invalid",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_SYSTEM": os.devnull,
+}
 
 
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, env=dict(os.environ, **_ENV), check=True, capture_output=True)
+    subprocess.run(
+        ["git", *args], cwd=cwd, env=dict(os.environ, **_ENV), check=True, capture_output=True
+    )
 
 
 def _commit(repo: Path, rel: str, text: str, msg: str) -> None:
@@ -53,7 +61,9 @@ def _git_section(repo: Path, shown_as: str = "/home/user/assistant") -> dict:
     ctx = ProbeContext({"repo": str(repo)})
     data = probe.collect(ctx)
     # keep only the scenario's repository, named as on a user's machine (no temp paths in the picture)
-    data["repos"] = [dict(r, path=shown_as) for r in data.get("repos", []) if Path(r["path"]) == repo.resolve()]
+    data["repos"] = [
+        dict(r, path=shown_as) for r in data.get("repos", []) if Path(r["path"]) == repo.resolve()
+    ]
     return {"status": "ok", "duration_s": 0.01, "data": data, "errors": ctx.errors}
 
 
@@ -69,12 +79,24 @@ def scenario(tmp: Path) -> tuple[dict, dict]:
     after = json.loads((CASE / "after.json").read_text())
     before["probes"]["git"] = _git_section(work)
     _commit(up, "docs/usage.md", "run it\n" * 12, "docs: usage page")
-    _commit(up, "assistant/distributed/device_communicators/pynccl.py",
-            "def all_reduce(x, stream):\n    stream.synchronize()\n    return x\n" * 4,
-            "pynccl: synchronize the stream after every all_reduce")
-    _commit(up, "assistant/generate.py", "MAX_NEW_TOKENS = 256  # planner limit\n",
-            "feat(generation): cap max_new_tokens at the planner limit")
-    _commit(up, "tests/test_generate.py", "def test():\n    assert True\n", "tests: generation smoke test")
+    _commit(
+        up,
+        "assistant/distributed/device_communicators/pynccl.py",
+        "def all_reduce(x, stream):\n    stream.synchronize()\n    return x\n" * 4,
+        "pynccl: synchronize the stream after every all_reduce",
+    )
+    _commit(
+        up,
+        "assistant/generate.py",
+        "MAX_NEW_TOKENS = 256  # planner limit\n",
+        "feat(generation): cap max_new_tokens at the planner limit",
+    )
+    _commit(
+        up,
+        "tests/test_generate.py",
+        "def test():\n    assert True\n",
+        "tests: generation smoke test",
+    )
     _git(work, "pull", "origin", "main")
     after["probes"]["git"] = _git_section(work)
     return before, after
@@ -82,15 +104,30 @@ def scenario(tmp: Path) -> tuple[dict, dict]:
 
 def shoot(html: Path, png: Path, width: int, height: int) -> None:
     """Photograph ``html`` with headless Chromium (no network, throwaway profile)."""
-    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    exe = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
     if exe is None:
         print("chromium not found: apt-get install -y chromium", file=sys.stderr)
         raise SystemExit(2)
     with tempfile.TemporaryDirectory() as prof:
-        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-               f"--user-data-dir={prof}", f"--screenshot={png}", f"--window-size={width},{height}",
-               html.resolve().as_uri()]
+        cmd = [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+            f"--user-data-dir={prof}",
+            f"--screenshot={png}",
+            f"--window-size={width},{height}",
+            html.resolve().as_uri(),
+        ]
         subprocess.run(cmd, capture_output=True, timeout=60)
     if not png.is_file() or png.stat().st_size == 0:
         print(f"chromium wrote no image at {png}", file=sys.stderr)

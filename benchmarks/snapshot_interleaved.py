@@ -38,20 +38,33 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--new", required=True)
     ap.add_argument("--old")
-    ap.add_argument("--build", action="append", default=[], metavar="NAME=SITE_DIR", help="a further build")
+    ap.add_argument(
+        "--build", action="append", default=[], metavar="NAME=SITE_DIR", help="a further build"
+    )
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--env-every", type=int, default=1, help="collect_env runs every N rounds (1: every round)")
+    ap.add_argument(
+        "--env-every", type=int, default=1, help="collect_env runs every N rounds (1: every round)"
+    )
     ap.add_argument("--quiet-too", action="store_true", help="also time each build's `snapshot -q`")
-    ap.add_argument("--condition", default="", help="the machine's state (compiled modules or not), printed")
+    ap.add_argument(
+        "--condition", default="", help="the machine's state (compiled modules or not), printed"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
-    builds = {"new": args.new, **({"old": args.old} if args.old else {}),
-              **dict(b.split("=", 1) for b in args.build)}
+    builds = {
+        "new": args.new,
+        **({"old": args.old} if args.old else {}),
+        **dict(b.split("=", 1) for b in args.build),
+    }
 
     def command(path: str) -> list[str]:
         script = Path(path, "bin", "forensics")
-        return [sys.executable, str(script)] if script.is_file() else [sys.executable, "-m", "forensics"]
+        return (
+            [sys.executable, str(script)]
+            if script.is_file()
+            else [sys.executable, "-m", "forensics"]
+        )
 
     cmds: dict[str, list[str]] = {}
     for name, path in builds.items():
@@ -65,26 +78,35 @@ def main() -> int:
     printed: dict[str, bytes] = {}
     for i in range(args.rounds):
         order = [*snaps, "collect_env"] if i % args.env_every == 0 else list(snaps)
-        for k in (order if i % 2 == 0 else order[::-1]):
+        for k in order if i % 2 == 0 else order[::-1]:
             rc, out, wall = run_in_pty(cmds[k])
             times[k].append(wall)
             printed[k] = out
             if rc:
                 print(f"{k}: exit {rc}: {out.decode(errors='replace')[-300:]}", file=sys.stderr)
     tag = f"[{args.condition}] " if args.condition else ""
-    lines = [f"{tag}{args.rounds} rounds, fresh processes on a {COLUMNS}x{LINES} pty, order reversing each round"]
+    lines = [
+        f"{tag}{args.rounds} rounds, fresh processes on a {COLUMNS}x{LINES} pty, order reversing each round"
+    ]
     env = statistics.median(times["collect_env"]) if times["collect_env"] else None
     for k, v in times.items():
         if not v:
             continue
         med = statistics.median(v)
         ratio = f"  1/{env / med:.1f} of collect_env" if env and k != "collect_env" else ""
-        lines.append(f"{tag}{k}: median {med:.3f} s (min {min(v):.3f}, max {max(v):.3f}, n={len(v)}){ratio}")
+        lines.append(
+            f"{tag}{k}: median {med:.3f} s (min {min(v):.3f}, max {max(v):.3f}, n={len(v)}){ratio}"
+        )
     for name in builds:
         try:
             doc = json.loads((tmp / f"{name}.json").read_text())
-            lines.append(f"{tag}{name} per probe: " + ", ".join(
-                f"{k} {v.get('status')} {v.get('duration_s', 0):.3f}" for k, v in doc["probes"].items()))
+            lines.append(
+                f"{tag}{name} per probe: "
+                + ", ".join(
+                    f"{k} {v.get('status')} {v.get('duration_s', 0):.3f}"
+                    for k, v in doc["probes"].items()
+                )
+            )
         except (OSError, ValueError, KeyError):
             lines.append(f"{tag}{name}: no snapshot written")
     print("\n".join(lines))

@@ -33,7 +33,9 @@ def main() -> None:
         gc.freeze()
         from forensics.cli.common import quick_exit
 
-        quick_exit(exc.code)  # a command that allowed it ends here, without the interpreter's teardown
+        quick_exit(
+            exc.code
+        )  # a command that allowed it ends here, without the interpreter's teardown
         raise
     finally:
         gc.freeze()

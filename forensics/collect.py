@@ -10,13 +10,13 @@ import gc
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
+from forensics import snapshot as snap
 from forensics.errors import BadInputError
 from forensics.model import ProbeStatus
 from forensics.probe import ProbeResult
 from forensics.redact import Redactor
 from forensics.registry import load_probes
 from forensics.runner import DEFAULT_TIMEOUT_S, run_probes
-from forensics import snapshot as snap
 
 
 @contextmanager
@@ -87,21 +87,37 @@ def take_snapshot(
         known = {p.name for p in loaded} | {f.name for f in failures}
         for name in only + skip:
             if name not in known:
-                raise BadInputError(f"no probe named {name!r}; installed: {', '.join(sorted(known)) or 'none'} "
-                                    "(see 'forensics probes')")
+                raise BadInputError(
+                    f"no probe named {name!r}; installed: {', '.join(sorted(known)) or 'none'} "
+                    "(see 'forensics probes')"
+                )
         chosen = [p.probe for p in loaded if (not only or p.name in only) and p.name not in skip]
-        chosen_failures = [f for f in failures if (not only or f.name in only) and f.name not in skip]
+        chosen_failures = [
+            f for f in failures if (not only or f.name in only) and f.name not in skip
+        ]
         if not chosen and not chosen_failures:
-            raise BadInputError("no probe left to run: --probe/--skip exclude them all (see 'forensics probes')")
+            raise BadInputError(
+                "no probe left to run: --probe/--skip exclude them all (see 'forensics probes')"
+            )
         redactor = Redactor(enabled=redact)
-        results = run_probes(chosen, options or {}, timeout_s=timeout_s, redactor=redactor, on_done=on_done,
-                             extra_time=extra_time)
+        results = run_probes(
+            chosen,
+            options or {},
+            timeout_s=timeout_s,
+            redactor=redactor,
+            on_done=on_done,
+            extra_time=extra_time,
+        )
     if callable(bench):
         bench = bench()
     for f in chosen_failures:
-        if f.name in results:  # a second distribution claiming a loaded probe's name: keep the loaded one
+        if (
+            f.name in results
+        ):  # a second distribution claiming a loaded probe's name: keep the loaded one
             continue
-        results[f.name] = ProbeResult(ProbeStatus.FAILED, reason=f"could not load probe from {f.distribution}: {f.error}")
+        results[f.name] = ProbeResult(
+            ProbeStatus.FAILED, reason=f"could not load probe from {f.distribution}: {f.error}"
+        )
     opts = dict(options or {})
     opts.update({"timeout_s": timeout_s, "probes": only or None, "skip": skip or None})
     with collector_paused():

@@ -33,7 +33,10 @@ def main() -> int:
     if rc != 0:
         return rc
     env = dict(os.environ, NCCL_ALGO="Tree")
-    print("\n# the 'after' snapshot runs with NCCL_ALGO=Tree set in its own environment only", flush=True)
+    print(
+        "\n# the 'after' snapshot runs with NCCL_ALGO=Tree set in its own environment only",
+        flush=True,
+    )
     rc = _forensics("snapshot", "--label", "after", "-o", str(after), env=env)
     if rc != 0:
         return rc
@@ -45,8 +48,19 @@ def main() -> int:
     print()
     report = OUT / "report.html"
     rc = _forensics("diff", str(before), str(after), "-o", str(report))
-    subprocess.call([sys.executable, "-m", "forensics", "diff", str(before), str(after), "-o", str(OUT / "report.md")],
-                    stdout=subprocess.DEVNULL)
+    subprocess.call(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "diff",
+            str(before),
+            str(after),
+            "-o",
+            str(OUT / "report.md"),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     print(f"\nreports: {report} (open in a browser) and {OUT / 'report.md'}")
     return 0 if rc in (0, 1) else rc
 

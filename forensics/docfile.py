@@ -24,8 +24,14 @@ from typing import Any
 
 from forensics import __version__
 from forensics.errors import BadInputError
-from forensics.outpath import (atomic_writer, check_writable, no_folder, path_error,  # noqa: F401 - re-exported
-                               write_atomic, written_in_place)
+from forensics.outpath import (  # noqa: F401 - re-exported
+    atomic_writer,
+    check_writable,
+    no_folder,
+    path_error,
+    write_atomic,
+    written_in_place,
+)
 
 MAX_FILE_BYTES = 512 * 2**20
 """Largest file the loader reads (a real snapshot is well under 10 MiB)."""
@@ -80,8 +86,12 @@ def dumps(doc: dict[str, Any], path: Path) -> str:
     if is_yaml(path):
         import yaml
 
-        return yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
-                         allow_unicode=True)  # libyaml's emitter when PyYAML was built with it (the same data)
+        return yaml.dump(
+            doc,
+            Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+            sort_keys=False,
+            allow_unicode=True,
+        )  # libyaml's emitter when PyYAML was built with it (the same data)
     return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -111,9 +121,13 @@ def gunzip(raw: bytes, path: Path, what: str = "snapshot") -> bytes:
     except EOFError:
         raise BadInputError(f"{path}: the gzip data ends early; the file is truncated") from None
     except (OSError, zlib.error) as exc:
-        raise BadInputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        raise BadInputError(
+            f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     if len(data) > MAX_FILE_BYTES:
-        raise BadInputError(f"{path}: larger than any {what} once uncompressed ({MAX_FILE_BYTES // 2**20} MiB limit)")
+        raise BadInputError(
+            f"{path}: larger than any {what} once uncompressed ({MAX_FILE_BYTES // 2**20} MiB limit)"
+        )
     return data
 
 
@@ -138,14 +152,20 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
     if st is not None and not path.is_file():
         raise BadInputError(f"{path}: not a regular file; give the path of a {_file_word(what)}")
     if st is not None and st.st_size > MAX_FILE_BYTES:
-        raise BadInputError(f"{path}: {st.st_size / 2**20:.0f} MiB is larger than any {what} ({MAX_FILE_BYTES // 2**20} MiB limit)")
+        raise BadInputError(
+            f"{path}: {st.st_size / 2**20:.0f} MiB is larger than any {what} ({MAX_FILE_BYTES // 2**20} MiB limit)"
+        )
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file; give the path of a {what} written by forensics") from None
+        raise BadInputError(
+            f"{path}: no such file; give the path of a {what} written by forensics"
+        ) from None
     except IsADirectoryError:
         raise BadInputError(f"{path}: is a folder, not a {_file_word(what)}") from None
-    except OSError as exc:  # a folder the user cannot search, a name too long: "cannot read (Permission denied)"
+    except (
+        OSError
+    ) as exc:  # a folder the user cannot search, a name too long: "cannot read (Permission denied)"
         raise path_error(path, exc, doing="read") from None
     packed = raw[:2] == GZIP_MAGIC
     if packed:  # snaps/gpu-a17.json.gz: node snapshots are often kept compressed
@@ -153,7 +173,9 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise BadInputError(f"{path}: not a text file (not UTF-8); is this really a {what}?") from None
+        raise BadInputError(
+            f"{path}: not a text file (not UTF-8); is this really a {what}?"
+        ) from None
     if not text.strip():
         raise BadInputError(f"{path}: file is empty; take the {what} again")
     if is_yaml(path):
@@ -166,8 +188,10 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
         except yaml.YAMLError as exc:
             raise BadInputError(f"{path}: {_yaml_problem(exc)}") from None
         except ValueError:  # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
-            raise BadInputError(f"{path}: holds a number thousands of digits long, which no {what} has; the file "
-                                "is damaged") from None
+            raise BadInputError(
+                f"{path}: holds a number thousands of digits long, which no {what} has; the file "
+                "is damaged"
+            ) from None
     else:
         try:
             doc = json.loads(text)
@@ -179,11 +203,17 @@ def read_document(path: Path, what: str = "snapshot") -> dict[str, Any]:
                 f"{path}: invalid JSON{' once uncompressed' if packed else ''} at line {exc.lineno} column "
                 f"{exc.colno} ({exc.msg}); the file looks {hint}"
             ) from None
-        except ValueError:  # Python refuses an integer of more than 4,300 digits (sys.get_int_max_str_digits)
-            raise BadInputError(f"{path}: holds a number thousands of digits long, which no {what} has; the file "
-                                "is damaged") from None
+        except (
+            ValueError
+        ):  # Python refuses an integer of more than 4,300 digits (sys.get_int_max_str_digits)
+            raise BadInputError(
+                f"{path}: holds a number thousands of digits long, which no {what} has; the file "
+                "is damaged"
+            ) from None
     if not isinstance(doc, dict):
-        raise BadInputError(f"{path}: expected a mapping at the top, found {json_type(doc)}; not a {what}")
+        raise BadInputError(
+            f"{path}: expected a mapping at the top, found {json_type(doc)}; not a {what}"
+        )
     cut = cap_strings(doc)
     if cut:
         doc[LOAD_NOTES] = cut
@@ -207,9 +237,17 @@ def cap_strings(doc: dict[str, Any], limit: int = MAX_STRING_CHARS) -> list[str]
     stack: list[tuple[Any, str]] = [(doc, "")]
     while stack:
         node, where = stack.pop()
-        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        items = (
+            node.items()
+            if isinstance(node, dict)
+            else enumerate(node)
+            if isinstance(node, list)
+            else ()
+        )
         for k, v in items:
-            here = (f"{where}.{k}" if where else str(k)) if isinstance(node, dict) else f"{where}[{k}]"
+            here = (
+                (f"{where}.{k}" if where else str(k)) if isinstance(node, dict) else f"{where}[{k}]"
+            )
             if isinstance(v, str) and len(v) > limit:
                 node[k] = v[:limit] + f" ... [cut on load: {len(v):,} characters]"
                 notes.append(f"{here} was {_size(len(v))}; cut to {_size(limit)} on load")
@@ -238,7 +276,10 @@ def _strict_loader():
 
     base = yaml.SafeLoader
     if getattr(yaml, "CSafeLoader", None) is not None:
-        class _CEvents(yaml.cyaml.CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+
+        class _CEvents(
+            yaml.cyaml.CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver
+        ):
             """libyaml's events, PyYAML's Python composer, safe constructor and resolver."""
 
             def __init__(self, stream):
@@ -247,9 +288,19 @@ def _strict_loader():
                 yaml.resolver.Resolver.__init__(self)
                 self.anchors = {}
 
-            check_node, get_node, get_single_node = Composer.check_node, Composer.get_node, Composer.get_single_node
-            compose_document, compose_scalar_node = Composer.compose_document, Composer.compose_scalar_node
-            compose_sequence_node, compose_mapping_node = Composer.compose_sequence_node, Composer.compose_mapping_node
+            check_node, get_node, get_single_node = (
+                Composer.check_node,
+                Composer.get_node,
+                Composer.get_single_node,
+            )
+            compose_document, compose_scalar_node = (
+                Composer.compose_document,
+                Composer.compose_scalar_node,
+            )
+            compose_sequence_node, compose_mapping_node = (
+                Composer.compose_sequence_node,
+                Composer.compose_mapping_node,
+            )
             compose_node = Composer.compose_node
 
         base = _CEvents
@@ -258,7 +309,9 @@ def _strict_loader():
         def compose_node(self, parent, index):
             if self.check_event(yaml.events.AliasEvent):
                 event = self.peek_event()
-                raise yaml.composer.ComposerError(None, None, f"YAML alias *{event.anchor} refused", event.start_mark)
+                raise yaml.composer.ComposerError(
+                    None, None, f"YAML alias *{event.anchor} refused", event.start_mark
+                )
             return super().compose_node(parent, index)
 
     return StrictLoader
@@ -274,21 +327,32 @@ def _yaml_problem(exc: Exception) -> str:
     where = f" at line {mark.line + 1}" if mark is not None else ""
     problem = str(getattr(exc, "problem", "") or "")
     if isinstance(exc, yaml.composer.ComposerError) and problem.startswith("YAML alias"):
-        return (f"{problem}{where}: aliases (&anchor / *alias) are not accepted, forensics never writes them "
-                "(nested aliases can expand without bound)")
+        return (
+            f"{problem}{where}: aliases (&anchor / *alias) are not accepted, forensics never writes them "
+            "(nested aliases can expand without bound)"
+        )
     m = re.search(r"for the tag '([^']*)'", problem)
     if isinstance(exc, yaml.constructor.ConstructorError) and m:
         tag = m.group(1).replace("tag:yaml.org,2002:", "!!")
         return f"unsupported YAML tag {tag}{where}; a forensics file holds plain data only"
-    if "maximum nesting depth" in problem:  # libyaml >= 0.2.5 (PyYAML 6.0.4's wheels) stops deep nesting itself
+    if (
+        "maximum nesting depth" in problem
+    ):  # libyaml >= 0.2.5 (PyYAML 6.0.4's wheels) stops deep nesting itself
         return f"nested too deeply{where}; the file is damaged"
     return f"invalid YAML{where}; the file is damaged or truncated"
 
 
 def json_type(value: Any) -> str:
     """The JSON name of a loaded value's type (null, list, string...)."""
-    return {type(None): "null", list: "a list", str: "a string", int: "a number", float: "a number",
-            bool: "a boolean", dict: "a mapping"}.get(type(value), type(value).__name__)
+    return {
+        type(None): "null",
+        list: "a list",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
 
 
 def check_schema(doc: dict[str, Any], path: Path, name: str, version: int) -> None:
@@ -301,13 +365,19 @@ def check_schema(doc: dict[str, Any], path: Path, name: str, version: int) -> No
         raise BadInputError(f"{path}: no 'schema' field; not a {name} file")
     schema = doc.get("schema")
     if not isinstance(schema, str) or "/" not in schema:
-        raise BadInputError(f"{path}: 'schema' is {schema!r}, expected '{name}/{version}'; not a {name} file")
+        raise BadInputError(
+            f"{path}: 'schema' is {schema!r}, expected '{name}/{version}'; not a {name} file"
+        )
     got_name, _, got_version = schema.rpartition("/")
     if got_name != name:
-        raise BadInputError(f"{path}: schema is {schema!r}, expected {name}/{version}; wrong kind of file")
+        raise BadInputError(
+            f"{path}: schema is {schema!r}, expected {name}/{version}; wrong kind of file"
+        )
     if not got_version.isdigit() or int(got_version) < 1:
-        raise BadInputError(f"{path}: schema version {got_version!r} is not a version this tool wrote (1 to {version}, "
-                            f"a whole number); not a {name} file")
+        raise BadInputError(
+            f"{path}: schema version {got_version!r} is not a version this tool wrote (1 to {version}, "
+            f"a whole number); not a {name} file"
+        )
     n = int(got_version)
     if n > version:
         raise BadInputError(

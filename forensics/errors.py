@@ -48,8 +48,14 @@ class BadInputError(ForensicsError):
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, exit_code: int | None = None, *, option: str | None = None,
-                 names: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        message: str,
+        exit_code: int | None = None,
+        *,
+        option: str | None = None,
+        names: tuple[str, ...] = (),
+    ):
         self.template, self.option, self.names = message, option, names
         super().__init__(self.render(_default_flag), exit_code)
 

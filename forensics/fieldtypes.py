@@ -34,10 +34,27 @@ from typing import Any
 from forensics.errors import BadInputError
 from forensics.model import MissingReason, is_missing, missing
 
-_BASE = {"mapping": dict, "list": list, "string": str, "integer": int, "number": (int, float), "boolean": bool}
-_NAMES = {"mapping": "a mapping", "list": "a list", "string": "a string", "integer": "a whole number",
-          "number": "a number", "boolean": "true or false"}
-_NONFINITE_STRINGS = {"NaN", "Infinity", "-Infinity"}  # how forensics writes non-finite floats in strict JSON
+_BASE = {
+    "mapping": dict,
+    "list": list,
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+}
+_NAMES = {
+    "mapping": "a mapping",
+    "list": "a list",
+    "string": "a string",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+}
+_NONFINITE_STRINGS = {
+    "NaN",
+    "Infinity",
+    "-Infinity",
+}  # how forensics writes non-finite floats in strict JSON
 _LARGEST = 1e300
 
 
@@ -87,7 +104,9 @@ def _plan(items: tuple[tuple[str, str], ...]) -> _Node:
     """A ``types`` table as a tree of :class:`_Node` (one walk of the data checks every pattern), parsed
     once per table (``fleet report`` checks 1,000 snapshots against the same few tables)."""
     root = _Node("")
-    for pattern, word in sorted(items, key=lambda kv: kv[0].count(".")):  # a step's pattern: its shallowest
+    for pattern, word in sorted(
+        items, key=lambda kv: kv[0].count(".")
+    ):  # a step's pattern: its shallowest
         spec = _parse(word)
         node = root
         for part in pattern.split("."):
@@ -100,8 +119,9 @@ def _plan(items: tuple[tuple[str, str], ...]) -> _Node:
     return root
 
 
-def check_data(data: dict[str, Any], types: dict[str, str], where: str,
-               path: Path | str) -> list[tuple[tuple[str, ...], str]]:
+def check_data(
+    data: dict[str, Any], types: dict[str, str], where: str, path: Path | str
+) -> list[tuple[tuple[str, ...], str]]:
     """Check one probe's ``data`` against its ``types`` table; fixes impossible values in place.
 
     The data is walked once; at each value its own type is checked before anything below it
@@ -126,8 +146,14 @@ def check_data(data: dict[str, Any], types: dict[str, str], where: str,
     return notes
 
 
-def _below(value: Any, node: _Node, trail: tuple, where: str, path: Path | str,
-           notes: list[tuple[tuple[str, ...], str]]) -> None:
+def _below(
+    value: Any,
+    node: _Node,
+    trail: tuple,
+    where: str,
+    path: Path | str,
+    notes: list[tuple[tuple[str, ...], str]],
+) -> None:
     """Check what ``node``'s steps reach below ``value`` (a value already checked itself)."""
     if value is None or (type(value) is dict and "missing" in value and is_missing(value)):
         return  # null where the table allows it ("mapping?"), or missing: nothing below to check
@@ -145,21 +171,38 @@ def _below(value: Any, node: _Node, trail: tuple, where: str, path: Path | str,
             _one(value, k, v, star, trail + (k,), where, path, notes)
     else:
         below = node.star or next(iter(node.keys.values()))
-        raise BadInputError(f"{path}: {_display(where, trail)} is not a mapping or list (needed for "
-                            f"{where}.{below.pattern}); the file was edited or damaged")
+        raise BadInputError(
+            f"{path}: {_display(where, trail)} is not a mapping or list (needed for "
+            f"{where}.{below.pattern}); the file was edited or damaged"
+        )
 
 
-def _one(container: Any, key: Any, value: Any, node: _Node, trail: tuple, where: str, path: Path | str,
-         notes: list[tuple[tuple[str, ...], str]]) -> None:
+def _one(
+    container: Any,
+    key: Any,
+    value: Any,
+    node: _Node,
+    trail: tuple,
+    where: str,
+    path: Path | str,
+    notes: list[tuple[tuple[str, ...], str]],
+) -> None:
     """Check ``container[key]`` (``value``) against ``node``'s type, then what lies below it."""
     spec = node.spec
-    if spec is not None and not (type(value) is dict and "missing" in value and is_missing(value)) \
-            and not (value is None and spec[1]):
+    if (
+        spec is not None
+        and not (type(value) is dict and "missing" in value and is_missing(value))
+        and not (value is None and spec[1])
+    ):
         base, nullable, bound = spec
         kind = type(value)
         numeric = base == "number" or base == "integer"
-        if numeric and (kind is int or (kind is float and base == "number")) and -_LARGEST <= value <= _LARGEST \
-                and (not bound or value > 0 or (value == 0 and bound == ">=0")):
+        if (
+            numeric
+            and (kind is int or (kind is float and base == "number"))
+            and -_LARGEST <= value <= _LARGEST
+            and (not bound or value > 0 or (value == 0 and bound == ">=0"))
+        ):
             pass  # the common case, a plain reading: the checks below would all pass
         elif numeric:
             if isinstance(value, str) and value in _NONFINITE_STRINGS:
@@ -169,19 +212,31 @@ def _one(container: Any, key: Any, value: Any, node: _Node, trail: tuple, where:
             bad = impossible(value, bound)
             if bad:
                 container[key] = missing(MissingReason.ERROR, f"malformed value: {bad}")
-                notes.append((tuple(str(k) for k in trail),
-                              f"{_display(where, trail)}: malformed value ({bad}); treated as unknown"))
+                notes.append(
+                    (
+                        tuple(str(k) for k in trail),
+                        f"{_display(where, trail)}: malformed value ({bad}); treated as unknown",
+                    )
+                )
         elif not isinstance(value, _BASE[base]) or (kind is bool and base != "boolean"):
             _wrong(value, base, nullable, where, trail, path)
     if node.keys or node.star is not None:
         _below(value, node, trail, where, path, notes)
 
 
-def _wrong(value: Any, base: str, nullable: bool, where: str, trail: tuple, path: Path | str) -> None:
+def _wrong(
+    value: Any, base: str, nullable: bool, where: str, trail: tuple, path: Path | str
+) -> None:
     """Raise the wrong-type error of ``value`` at ``trail``."""
-    shown = repr(value) if isinstance(value, (str, int, float)) and len(repr(value)) < 40 else _json_type(value)
-    raise BadInputError(f"{path}: {_display(where, trail)} is {shown}, expected {_NAMES[base]}"
-                        f"{' or null' if nullable else ''}; the file was edited or damaged")
+    shown = (
+        repr(value)
+        if isinstance(value, (str, int, float)) and len(repr(value)) < 40
+        else _json_type(value)
+    )
+    raise BadInputError(
+        f"{path}: {_display(where, trail)} is {shown}, expected {_NAMES[base]}"
+        f"{' or null' if nullable else ''}; the file was edited or damaged"
+    )
 
 
 def impossible(value: float, bound: str = "") -> str:

@@ -47,12 +47,28 @@ from forensics.procgroup import kill_group, signals_deferred
 TIMEOUT_S = 120.0
 """Seconds one git command may run when the caller gives no ``timeout_s`` (read at each call)."""
 
-SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false",
-               "-c", "advice.detachedHead=false")
+SAFE_CONFIG = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "log.showSignature=false",
+    "-c",
+    "advice.detachedHead=false",
+)
 """``-c`` options on every command line: no hook, no fsmonitor hook, no gpg program, no advice."""
 
-LOCATION_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-                      "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX")
+LOCATION_VARIABLES = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_COMMON_DIR",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
 """Variables that would point git (ours, or a step's run in a worktree) at another repository or index."""
 
 _GRACE_S = 0.1  # git holds no state worth a longer SIGTERM grace
@@ -72,8 +88,15 @@ class GitError(ForensicsError):
         not_a_repository: git said the folder is not a repository.
     """
 
-    def __init__(self, message: str, *, command: str = "git", returncode: int | None = None,
-                 timed_out: bool = False, not_a_repository: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: str = "git",
+        returncode: int | None = None,
+        timed_out: bool = False,
+        not_a_repository: bool = False,
+    ):
         super().__init__(message)
         self.command = command
         self.returncode = returncode
@@ -145,10 +168,19 @@ class Calls:
         try:
             # In the main thread, a signal right after the fork must still find the child to stop (the
             # signal handlers run there only; probe threads skip the bookkeeping).
-            with signals_deferred() if threading.current_thread() is threading.main_thread() else _NO_BLOCK:
-                proc = subprocess.Popen(["git", "--no-pager", "-C", str(self.repo), *SAFE_CONFIG, *args],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env=self._env, start_new_session=True)  # its group: stopped as a whole
+            with (
+                signals_deferred()
+                if threading.current_thread() is threading.main_thread()
+                else _NO_BLOCK
+            ):
+                proc = subprocess.Popen(
+                    ["git", "--no-pager", "-C", str(self.repo), *SAFE_CONFIG, *args],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=self._env,
+                    start_new_session=True,
+                )  # its group: stopped as a whole
                 self._procs.append((proc, name))
         except FileNotFoundError:
             raise GitError(f"{name}: git is not installed (not on PATH)", command=name) from None
@@ -169,15 +201,22 @@ class Calls:
         except subprocess.TimeoutExpired:
             kill_group(proc, grace_s=_GRACE_S)
             _drain(proc)
-            raise GitError(f"{name}: no answer after {self.timeout_s:g} s (stopped)", command=name,
-                           timed_out=True) from None
+            raise GitError(
+                f"{name}: no answer after {self.timeout_s:g} s (stopped)",
+                command=name,
+                timed_out=True,
+            ) from None
         except BaseException:  # Ctrl-C, SIGTERM turned into an exception: git goes with us
             kill_group(proc, grace_s=_GRACE_S)
             raise
         if check and proc.returncode != 0:
             line = error_line(err.decode("utf-8", "replace"), proc.returncode)
-            raise GitError(f"{name}: {line}", command=name, returncode=proc.returncode,
-                           not_a_repository="not a git repository" in line)
+            raise GitError(
+                f"{name}: {line}",
+                command=name,
+                returncode=proc.returncode,
+                not_a_repository="not a git repository" in line,
+            )
         return proc.returncode, out
 
     def result(self, handle: int) -> str:
@@ -211,8 +250,13 @@ def _drain(proc: subprocess.Popen) -> None:
         pass
 
 
-def git(repo: str | Path, *args: str, check: bool = True, timeout_s: float | None = None,
-        ceiling: bool = False) -> str:
+def git(
+    repo: str | Path,
+    *args: str,
+    check: bool = True,
+    timeout_s: float | None = None,
+    ceiling: bool = False,
+) -> str:
     """Run ``git -C repo <safe config> ARGS`` and return its standard output (UTF-8, undecodable bytes
     replaced), stripped of the trailing newline.
 
@@ -281,14 +325,23 @@ class Commit:
     def to_json(self) -> dict[str, Any]:
         """``{"sha", "short", "subject", "author", "authored_at", "committed_at", "date", "parents"}``
         (``date`` is ``committed_at``, under the key bisect reports always had)."""
-        return {"sha": self.sha, "short": self.short, "subject": self.subject, "author": self.author,
-                "authored_at": self.authored_at, "committed_at": self.committed_at, "date": self.date,
-                "parents": list(self.parents)}
+        return {
+            "sha": self.sha,
+            "short": self.short,
+            "subject": self.subject,
+            "author": self.author,
+            "authored_at": self.authored_at,
+            "committed_at": self.committed_at,
+            "date": self.date,
+            "parents": list(self.parents),
+        }
 
 
 COMMIT_FORMAT = "%H%x00%h%x00%P%x00%an%x00%at%x00%ct%x00%B"
 """``--format`` of :func:`parse_commit`: NUL-separated fields, the raw message last."""
-_RECORD_END = "%x00%x00%x01"  # ends each commit in read_commits (a message holds no NUL, nor \\x01 after one)
+_RECORD_END = (
+    "%x00%x00%x01"  # ends each commit in read_commits (a message holds no NUL, nor \\x01 after one)
+)
 
 
 def parse_commit(text: str) -> Commit:
@@ -298,34 +351,67 @@ def parse_commit(text: str) -> Commit:
         ValueError: the text is not in that format.
     """
     sha, short, parents, author, at, ct, message = text.split("\0", 6)
-    subject = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")  # git skips leading blank lines
-    return Commit(sha.strip(), short, subject, author, iso_utc(float(at)), iso_utc(float(ct)), parents.split())
+    subject = next(
+        (ln.strip() for ln in message.splitlines() if ln.strip()), ""
+    )  # git skips leading blank lines
+    return Commit(
+        sha.strip(), short, subject, author, iso_utc(float(at)), iso_utc(float(ct)), parents.split()
+    )
 
 
-def read_commit(repo: str | Path, rev: str, *, timeout_s: float | None = None, ceiling: bool = False) -> Commit:
+def read_commit(
+    repo: str | Path, rev: str, *, timeout_s: float | None = None, ceiling: bool = False
+) -> Commit:
     """The commit ``rev`` names (``git log -1 --no-walk --encoding=UTF-8 --format=COMMIT_FORMAT``; messages
     re-encoded to UTF-8 from ``i18n.commitEncoding``, no signature check).
 
     Raises:
         GitError: ``rev`` names no commit here, or git failed or timed out.
     """
-    out = git(repo, "log", "-1", "--no-walk", "--encoding=UTF-8", "--no-show-signature", f"--format={COMMIT_FORMAT}",
-              "--end-of-options", rev, "--", timeout_s=timeout_s, ceiling=ceiling)
+    out = git(
+        repo,
+        "log",
+        "-1",
+        "--no-walk",
+        "--encoding=UTF-8",
+        "--no-show-signature",
+        f"--format={COMMIT_FORMAT}",
+        "--end-of-options",
+        rev,
+        "--",
+        timeout_s=timeout_s,
+        ceiling=ceiling,
+    )
     try:
         return parse_commit(out)
     except ValueError:
         raise GitError(f"git log: no commit {rev!r}", command="git log") from None
 
 
-def read_commits(repo: str | Path, *revs: str, max_count: int | None = None, timeout_s: float | None = None,
-                 ceiling: bool = False) -> list[Commit]:
+def read_commits(
+    repo: str | Path,
+    *revs: str,
+    max_count: int | None = None,
+    timeout_s: float | None = None,
+    ceiling: bool = False,
+) -> list[Commit]:
     """The commits ``git log REVS`` lists (``old..new``), newest first, at most ``max_count``: one command.
 
     Raises:
         GitError: a revision is unknown, or git failed or timed out.
     """
     count = [f"--max-count={max_count}"] if max_count is not None else []
-    out = git(repo, "log", *count, "--encoding=UTF-8", "--no-show-signature",
-              f"--format={COMMIT_FORMAT}{_RECORD_END}", "--end-of-options", *revs, "--",
-              timeout_s=timeout_s, ceiling=ceiling)
+    out = git(
+        repo,
+        "log",
+        *count,
+        "--encoding=UTF-8",
+        "--no-show-signature",
+        f"--format={COMMIT_FORMAT}{_RECORD_END}",
+        "--end-of-options",
+        *revs,
+        "--",
+        timeout_s=timeout_s,
+        ceiling=ceiling,
+    )
     return [parse_commit(rec.lstrip("\n")) for rec in out.split("\0\0\x01") if rec.strip()]

@@ -15,10 +15,10 @@ from typing import Any
 class ProbeStatus(str, enum.Enum):
     """Outcome of one probe in one snapshot (DESIGN section 3)."""
 
-    OK = "ok"                    # every field read
-    PARTIAL = "partial"          # some fields failed; see the probe's ``errors``
+    OK = "ok"  # every field read
+    PARTIAL = "partial"  # some fields failed; see the probe's ``errors``
     UNAVAILABLE = "unavailable"  # the subject does not exist here; see ``reason``
-    FAILED = "failed"            # the probe crashed or timed out; see ``reason``
+    FAILED = "failed"  # the probe crashed or timed out; see ``reason``
 
 
 class Severity(str, enum.Enum):
@@ -68,15 +68,17 @@ class HypothesisStatus(str, enum.Enum):
 class MissingReason(str, enum.Enum):
     """Why a field has no value. Never collapse these into 0, ``""`` or ``None``."""
 
-    NOT_SUPPORTED = "not_supported"    # NVML_ERROR_NOT_SUPPORTED, "N/A" on this device
-    NO_PERMISSION = "no_permission"    # NVML_ERROR_NO_PERMISSION, EACCES on a file
-    FUNCTION_NOT_FOUND = "function_not_found"  # symbol absent in this driver, or wrapper absent in this nvidia-ml-py
-    GPU_LOST = "gpu_lost"              # NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus
-    TIMED_OUT = "timed_out"            # a subprocess or call exceeded its timeout
-    NOT_FOUND = "not_found"            # file, command or library absent
+    NOT_SUPPORTED = "not_supported"  # NVML_ERROR_NOT_SUPPORTED, "N/A" on this device
+    NO_PERMISSION = "no_permission"  # NVML_ERROR_NO_PERMISSION, EACCES on a file
+    FUNCTION_NOT_FOUND = (
+        "function_not_found"  # symbol absent in this driver, or wrapper absent in this nvidia-ml-py
+    )
+    GPU_LOST = "gpu_lost"  # NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus
+    TIMED_OUT = "timed_out"  # a subprocess or call exceeded its timeout
+    NOT_FOUND = "not_found"  # file, command or library absent
     NOT_APPLICABLE = "not_applicable"  # e.g. MIG child handles have no clocks
-    ERROR = "error"                    # anything else; ``detail`` says what
-    NOT_RECORDED = "not_recorded"      # the source holds no such field (an imported text: "not in collect_env output")
+    ERROR = "error"  # anything else; ``detail`` says what
+    NOT_RECORDED = "not_recorded"  # the source holds no such field (an imported text: "not in collect_env output")
 
 
 @dataclass(frozen=True)
@@ -181,19 +183,47 @@ class Finding:
         return out
 
 
-def implicated(hypothesis: str, severity: Severity, summary: str, evidence=(), *, relevance: float = 1.0, fields=()) -> Finding:
+def implicated(
+    hypothesis: str,
+    severity: Severity,
+    summary: str,
+    evidence=(),
+    *,
+    relevance: float = 1.0,
+    fields=(),
+) -> Finding:
     """Shorthand for an implicating :class:`Finding`."""
-    return Finding(hypothesis, HypothesisStatus.IMPLICATED, severity, summary, list(evidence),
-                   relevance=relevance, fields=list(fields))
+    return Finding(
+        hypothesis,
+        HypothesisStatus.IMPLICATED,
+        severity,
+        summary,
+        list(evidence),
+        relevance=relevance,
+        fields=list(fields),
+    )
 
 
 def ruled_out(hypothesis: str, summary: str, evidence=(), *, fields=()) -> Finding:
     """Shorthand for a ``ruled-out`` :class:`Finding`: say what was checked in ``summary``."""
-    return Finding(hypothesis, HypothesisStatus.RULED_OUT, Severity.INFO, summary, list(evidence),
-                   relevance=0.0, fields=list(fields))
+    return Finding(
+        hypothesis,
+        HypothesisStatus.RULED_OUT,
+        Severity.INFO,
+        summary,
+        list(evidence),
+        relevance=0.0,
+        fields=list(fields),
+    )
 
 
 def inconclusive(hypothesis: str, summary: str, evidence=()) -> Finding:
     """Shorthand for an ``inconclusive`` :class:`Finding` (the data to decide is missing)."""
-    return Finding(hypothesis, HypothesisStatus.INCONCLUSIVE, Severity.INFO, summary, list(evidence),
-                   relevance=0.0)
+    return Finding(
+        hypothesis,
+        HypothesisStatus.INCONCLUSIVE,
+        Severity.INFO,
+        summary,
+        list(evidence),
+        relevance=0.0,
+    )

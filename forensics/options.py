@@ -33,22 +33,60 @@ class ProbeOption:
     help: str
 
 
-PROBE_OPTIONS: dict[str, ProbeOption] = {o.name: o for o in (
-    ProbeOption("repo", str, None, "--repo",
-                "the git repository to record (git probe; default: the one holding the current folder)"),
-    ProbeOption("sample_s", float, None, "--sample",
-                "seconds of GPU samples taken under the current load (gpu probe; default: one reading)"),
-    ProbeOption("deep", bool, False, "--deep",
-                "also import torch in a child process for the versions it loads (libs and nccl_env probes)"),
-    ProbeOption("nccl_init", bool, False, "--nccl-init",
-                "start two NCCL ranks and record the transport and the variables NCCL read (nccl_env probe)"),
-    ProbeOption("launcher", str, None, "--launcher",
-                "start the environment workers through this launcher command (nccl_env probe)"),
-    ProbeOption("env_select", tuple, None, "",
-                "variable names and prefixes recorded (nccl_env probe; default: NCCL_, CUDA_, TORCH_ ...)"),
-    ProbeOption("env_select_extra", tuple, (), "--select",
-                "variable names and prefixes recorded in addition to the default selection (nccl_env probe)"),
-)}
+PROBE_OPTIONS: dict[str, ProbeOption] = {
+    o.name: o
+    for o in (
+        ProbeOption(
+            "repo",
+            str,
+            None,
+            "--repo",
+            "the git repository to record (git probe; default: the one holding the current folder)",
+        ),
+        ProbeOption(
+            "sample_s",
+            float,
+            None,
+            "--sample",
+            "seconds of GPU samples taken under the current load (gpu probe; default: one reading)",
+        ),
+        ProbeOption(
+            "deep",
+            bool,
+            False,
+            "--deep",
+            "also import torch in a child process for the versions it loads (libs and nccl_env probes)",
+        ),
+        ProbeOption(
+            "nccl_init",
+            bool,
+            False,
+            "--nccl-init",
+            "start two NCCL ranks and record the transport and the variables NCCL read (nccl_env probe)",
+        ),
+        ProbeOption(
+            "launcher",
+            str,
+            None,
+            "--launcher",
+            "start the environment workers through this launcher command (nccl_env probe)",
+        ),
+        ProbeOption(
+            "env_select",
+            tuple,
+            None,
+            "",
+            "variable names and prefixes recorded (nccl_env probe; default: NCCL_, CUDA_, TORCH_ ...)",
+        ),
+        ProbeOption(
+            "env_select_extra",
+            tuple,
+            (),
+            "--select",
+            "variable names and prefixes recorded in addition to the default selection (nccl_env probe)",
+        ),
+    )
+}
 
 
 def probe_options(**values: Any) -> dict[str, Any]:
@@ -70,7 +108,9 @@ def probe_options(**values: Any) -> dict[str, Any]:
         if opt.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, opt.kind):
-            raise TypeError(f"probe option {name!r} takes {opt.kind.__name__}, got {type(value).__name__}")
+            raise TypeError(
+                f"probe option {name!r} takes {opt.kind.__name__}, got {type(value).__name__}"
+            )
         out[name] = value
     return out
 
@@ -84,4 +124,6 @@ def declared(name: str) -> ProbeOption:
     try:
         return PROBE_OPTIONS[name]
     except KeyError:
-        raise KeyError(f"{name!r} is not a declared probe option (forensics.options.PROBE_OPTIONS)") from None
+        raise KeyError(
+            f"{name!r} is not a declared probe option (forensics.options.PROBE_OPTIONS)"
+        ) from None

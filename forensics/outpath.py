@@ -64,7 +64,9 @@ def output_target(path: Path) -> tuple[Path, bool]:
         except FileNotFoundError:
             return p, False  # a new file (its folder is checked by the writer)
         if stat.S_ISLNK(st.st_mode):
-            if str(p).startswith(_IN_PLACE_ROOTS) or str(os.path.abspath(p)).startswith(_IN_PLACE_ROOTS):
+            if str(p).startswith(_IN_PLACE_ROOTS) or str(os.path.abspath(p)).startswith(
+                _IN_PLACE_ROOTS
+            ):
                 return given, True  # /dev/stdout -> /proc/self/fd/1: whatever fd 1 is
             p = p.parent / os.readlink(p)
             continue
@@ -94,9 +96,13 @@ def path_error(path: Path, exc: OSError, option: str = "-o", doing: str = "write
     path = Path(path)
     if exc.errno == errno.ENAMETOOLONG:
         longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
-        fix = f"choose a shorter {option}" if doing == "write" else "rename it or give a shorter path"
-        return BadInputError(f"{_short(path)}: file name too long ({longest} bytes; the limit is usually 255 per "
-                             f"name, 4096 per path); {fix}")
+        fix = (
+            f"choose a shorter {option}" if doing == "write" else "rename it or give a shorter path"
+        )
+        return BadInputError(
+            f"{_short(path)}: file name too long ({longest} bytes; the limit is usually 255 per "
+            f"name, 4096 per path); {fix}"
+        )
     if doing == "write" and exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return BadInputError(no_folder(path, option))
     fix = f"; choose another {option}" if doing == "write" else ""
@@ -181,7 +187,9 @@ def atomic_writer(path: Path, option: str = "-o") -> Iterator[IO[str]]:
             with open(path, "w", encoding="utf-8") as fh:
                 yield fh
         except OSError as exc:
-            raise BadInputError(f"{path}: cannot write ({exc.strerror or exc}); choose another {option}") from None
+            raise BadInputError(
+                f"{path}: cannot write ({exc.strerror or exc}); choose another {option}"
+            ) from None
         return
     folder = _folder(target)
     try:
@@ -199,8 +207,9 @@ def atomic_writer(path: Path, option: str = "-o") -> Iterator[IO[str]]:
         os.replace(tmp, target)
     except OSError as exc:
         _unlink_quietly(tmp)
-        raise BadInputError(f"{path}: cannot write ({exc.strerror or exc}); the old file, if any, is "
-                            "unchanged") from None
+        raise BadInputError(
+            f"{path}: cannot write ({exc.strerror or exc}); the old file, if any, is unchanged"
+        ) from None
     except BaseException:
         _unlink_quietly(tmp)
         raise
@@ -215,7 +224,11 @@ def write_atomic(path: Path, text: str, option: str = "-o") -> None:
 def _tmp_prefix(target: Path) -> str:
     """``.<name>.`` for the temp file beside ``target``, the name cut to 200 bytes so that a name near
     the system's 255-byte limit still leaves room for mkstemp's random part and suffix."""
-    name = os.fsencode(target.name)[:200].decode("utf-8", "ignore") if len(os.fsencode(target.name)) > 200 else target.name
+    name = (
+        os.fsencode(target.name)[:200].decode("utf-8", "ignore")
+        if len(os.fsencode(target.name)) > 200
+        else target.name
+    )
     return f".{name}."
 
 

@@ -48,7 +48,15 @@ from forensics.model import Finding, ProbeStatus
 if TYPE_CHECKING:  # pragma: no cover
     from forensics.redact import Redactor
 
-__all__ = ["Probe", "ProbeContext", "ProbeResult", "FieldSpec", "JudgeContext", "ProbeUnavailable", "key_problems"]
+__all__ = [
+    "Probe",
+    "ProbeContext",
+    "ProbeResult",
+    "FieldSpec",
+    "JudgeContext",
+    "ProbeUnavailable",
+    "key_problems",
+]
 
 KEY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 """A data key: lowercase snake_case (units as suffixes: ``power_mw``)."""
@@ -125,11 +133,14 @@ class ProbeContext:
         errors: field-level errors recorded with :meth:`error`.
     """
 
-    def __init__(self, options: dict[str, Any] | None = None, redactor: "Redactor | None" = None,
-                 timeout_s: float = 10.0):
-        from forensics.redact import Redactor
-
+    def __init__(
+        self,
+        options: dict[str, Any] | None = None,
+        redactor: "Redactor | None" = None,
+        timeout_s: float = 10.0,
+    ):
         from forensics.options import probe_options
+        from forensics.redact import Redactor
 
         self.options = probe_options(**(options or {}))
         self.redactor = redactor if redactor is not None else Redactor(enabled=True)
@@ -197,8 +208,12 @@ class Probe:
         """Read this probe's facts. Must not import torch or start a CUDA context."""
         raise NotImplementedError
 
-    def judge(self, before: ProbeResult | None, after: ProbeResult | None,
-              jctx: JudgeContext | None = None) -> list[Finding]:
+    def judge(
+        self,
+        before: ProbeResult | None,
+        after: ProbeResult | None,
+        jctx: JudgeContext | None = None,
+    ) -> list[Finding]:
         """Compare two sections; default: no findings (changes still show as plain changes)."""
         return []
 

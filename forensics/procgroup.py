@@ -65,7 +65,11 @@ def signals_held():
     (:func:`forensics.cli.common.signals_raise`) ask :func:`defer_signal` first.
     """
     _HOLD["depth"] += 1
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS) if hasattr(signal, "pthread_sigmask") else None
+    old = (
+        signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+        if hasattr(signal, "pthread_sigmask")
+        else None
+    )
     try:
         yield
     finally:
@@ -112,8 +116,14 @@ was stopped: what the command wrote is already in the pipe; only a process that 
 (``setsid``) can still hold the pipe open, and it is not waited for."""
 
 
-def run_group(args: list[str] | str, timeout_s: float, *, shell: bool = False, cwd=None,
-              env: dict[str, str] | None = None) -> tuple[int | None, str, str]:
+def run_group(
+    args: list[str] | str,
+    timeout_s: float,
+    *,
+    shell: bool = False,
+    cwd=None,
+    env: dict[str, str] | None = None,
+) -> tuple[int | None, str, str]:
     """Run a command in its own session until it exits; then stop what it left in its group.
 
     The command is done when its own process exits, not when its output pipes close: a
@@ -141,8 +151,16 @@ def run_group(args: list[str] | str, timeout_s: float, *, shell: bool = False, c
     proc = None
     try:
         with signals_deferred():  # a signal right after the fork must still find ``proc`` to stop
-            proc = subprocess.Popen(args, shell=shell, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                args,
+                shell=shell,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         reader = _Reader(proc)
         try:
             exited = reader.until_exit(time.monotonic() + timeout_s)
@@ -234,7 +252,9 @@ class _Reader:
 
     def _exited(self) -> bool:
         try:
-            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            return (
+                os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            )
         except ChildProcessError:  # reaped already (by someone else)
             return True
 
@@ -339,7 +359,9 @@ class ChildGroups:
         with self._lock:
             if self.closed:
                 popen._child_created = False  # what Popen.__del__ looks at first
-                raise OSError(errno.ECANCELED, "the probe's time is up: no new child process is started")
+                raise OSError(
+                    errno.ECANCELED, "the probe's time is up: no new child process is started"
+                )
             init(popen, *args, **kwargs)
             self._procs.append(popen)
 
@@ -401,8 +423,12 @@ def _signal_group(pid: int, sig: int) -> None:
 
 def _popen_init(self, *args, **kwargs):  # installed as subprocess.Popen.__init__ by _install_hook
     groups = getattr(_LOCAL, "groups", None)
-    if groups is not None and not kwargs.get("start_new_session") and kwargs.get("process_group") is None \
-            and kwargs.get("preexec_fn") is None:
+    if (
+        groups is not None
+        and not kwargs.get("start_new_session")
+        and kwargs.get("process_group") is None
+        and kwargs.get("preexec_fn") is None
+    ):
         kwargs["start_new_session"] = True
     if groups is None:
         _ORIGINAL_POPEN_INIT(self, *args, **kwargs)
@@ -469,8 +495,10 @@ def end_helpers(grace_s: float = 1.0) -> list[str]:
     import sys
 
     stopped: list[str] = []
-    for mod, attr in (("multiprocessing.forkserver", "_forkserver"), ("multiprocessing.resource_tracker",
-                                                                      "_resource_tracker")):
+    for mod, attr in (
+        ("multiprocessing.forkserver", "_forkserver"),
+        ("multiprocessing.resource_tracker", "_resource_tracker"),
+    ):
         helper = getattr(sys.modules.get(mod), attr, None)
         if helper is None or getattr(helper, "_pid", None) is None:
             continue

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from forensics.model import MissingReason, missing
 
-
 _DIST_INFO = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._]*?)-(?P<version>[^-]+)\.dist-info$")
 
 
@@ -97,7 +96,9 @@ class CommandResult:
     seconds: float = 0.0
 
 
-def run_command(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> CommandResult:
+def run_command(
+    argv: list[str], timeout_s: float, env: dict[str, str] | None = None
+) -> CommandResult:
     """Run a command with a timeout, never raising.
 
     Returns:
@@ -109,18 +110,37 @@ def run_command(argv: list[str], timeout_s: float, env: dict[str, str] | None = 
     import time
 
     if shutil.which(argv[0]) is None:
-        return CommandResult(False, failure=missing(MissingReason.NOT_FOUND, f"{argv[0]} not on PATH"))
+        return CommandResult(
+            False, failure=missing(MissingReason.NOT_FOUND, f"{argv[0]} not on PATH")
+        )
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env,
-                              errors="replace", stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        return CommandResult(False, failure=missing(MissingReason.TIMED_OUT, f"{argv[0]} after {timeout_s:g} s"),
-                             seconds=time.perf_counter() - t0)
+        return CommandResult(
+            False,
+            failure=missing(MissingReason.TIMED_OUT, f"{argv[0]} after {timeout_s:g} s"),
+            seconds=time.perf_counter() - t0,
+        )
     except OSError as exc:
-        return CommandResult(False, failure=missing(MissingReason.ERROR, f"{argv[0]}: {exc.strerror}"))
+        return CommandResult(
+            False, failure=missing(MissingReason.ERROR, f"{argv[0]}: {exc.strerror}")
+        )
     dt = time.perf_counter() - t0
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
-        return CommandResult(False, proc.stdout, missing(MissingReason.ERROR, f"{argv[0]} exit {proc.returncode}: {last}"), dt)
+        return CommandResult(
+            False,
+            proc.stdout,
+            missing(MissingReason.ERROR, f"{argv[0]} exit {proc.returncode}: {last}"),
+            dt,
+        )
     return CommandResult(True, proc.stdout, None, dt)

@@ -38,21 +38,99 @@ REDACTED = "<redacted>"
 # A name is split into words (on "_", "-", ".", and camelCase) and judged by its words, so that
 # HF_TOKEN, --hf-token and ?private_token= are secrets while MAX_TOKENS, --tokenizer, --pad-token-id,
 # HF_TOKEN_PATH and ?signature_version= are not.
-_SECRET_WORDS = {"token", "password", "passwd", "passphrase", "secret", "apikey", "credential", "credentials",
-                 "pat", "cookie", "bearer", "pwd", "auth"}
+_SECRET_WORDS = {
+    "token",
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "apikey",
+    "credential",
+    "credentials",
+    "pat",
+    "cookie",
+    "bearer",
+    "pwd",
+    "auth",
+}
 _QUERY_WORDS = {"signature", "sig", "key"}  # in a URL's query string these sign or open a request
 _JOINED = ("password", "passwd", "passphrase", "secret", "apikey", "accesskey")
 _SUFFIXES = ("token", "apikey", "credentials")
-_SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("session", "key"),
-                 ("client", "secret"), ("auth", "token"), ("auth", "key"), ("wandb", "key"), ("openai", "key")}
+_SECRET_PAIRS = {
+    ("api", "key"),
+    ("access", "key"),
+    ("private", "key"),
+    ("secret", "key"),
+    ("session", "key"),
+    ("client", "secret"),
+    ("auth", "token"),
+    ("auth", "key"),
+    ("wandb", "key"),
+    ("openai", "key"),
+}
 # a last word that makes the value a description of a secret, not the secret itself
-_QUALIFIERS = {"path", "file", "dir", "env", "type", "mode", "name", "id", "ids", "size", "budget", "len",
-               "length", "count", "backend", "sock", "socket", "url", "endpoint", "version", "method", "header",
-               "prefix", "kind", "source", "format", "scope", "expiry", "ttl", "timeout", "enabled", "required",
-               # a file name's extension: "api_key.json: is empty" names a file, not a key
-               "json", "yaml", "yml", "txt", "log", "md", "html", "cfg", "conf", "ini", "toml", "pem", "csv"}
+_QUALIFIERS = {
+    "path",
+    "file",
+    "dir",
+    "env",
+    "type",
+    "mode",
+    "name",
+    "id",
+    "ids",
+    "size",
+    "budget",
+    "len",
+    "length",
+    "count",
+    "backend",
+    "sock",
+    "socket",
+    "url",
+    "endpoint",
+    "version",
+    "method",
+    "header",
+    "prefix",
+    "kind",
+    "source",
+    "format",
+    "scope",
+    "expiry",
+    "ttl",
+    "timeout",
+    "enabled",
+    "required",
+    # a file name's extension: "api_key.json: is empty" names a file, not a key
+    "json",
+    "yaml",
+    "yml",
+    "txt",
+    "log",
+    "md",
+    "html",
+    "cfg",
+    "conf",
+    "ini",
+    "toml",
+    "pem",
+    "csv",
+}
 # tokenizer special tokens (--eos-token, pad_token) are not secrets
-_TOKENIZER_WORDS = {"pad", "eos", "bos", "unk", "sep", "cls", "mask", "special", "start", "end", "stop"}
+_TOKENIZER_WORDS = {
+    "pad",
+    "eos",
+    "bos",
+    "unk",
+    "sep",
+    "cls",
+    "mask",
+    "special",
+    "start",
+    "end",
+    "stop",
+}
 _BOOLEAN_VALUES = {"true", "false", "none", "null", "0", "1", "yes", "no", "on", "off", ""}
 
 
@@ -90,10 +168,14 @@ _VALUE = r"(?:\"[^\"\n]{0,1024}\"|'[^'\n]{0,1024}'|[^\s'\"&;,]+)"
 _VALUE_RX = re.compile(_VALUE)
 _QUERY_VALUE_RX = re.compile(r"[^&\s#]+")
 # userinfo runs to the last "@" before the path: a password may hold a literal "@"
-_URL_CREDENTIALS = re.compile(r"(?<![A-Za-z+.\-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))")
+_URL_CREDENTIALS = re.compile(
+    r"(?<![A-Za-z+.\-])(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)(?P<cred>[^/\s?#]+)@(?=[^/\s@?#]*(?:[/\s?#:]|$))"
+)
 # user:password@host without a scheme (MASTER_ADDR=user:pw@host, proxy settings)
-_BARE_CREDENTIALS = re.compile(r"(?<![\w/:@.<>%+-])(?P<cred>[A-Za-z0-9._%+-]{1,256}:[^\s/@:<>]+)@(?!sha\d+:)"
-                               r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))")
+_BARE_CREDENTIALS = re.compile(
+    r"(?<![\w/:@.<>%+-])(?P<cred>[A-Za-z0-9._%+-]{1,256}:[^\s/@:<>]+)@(?!sha\d+:)"
+    r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?:[:/\s]|$))"
+)
 # The named patterns match a name and its separator only; the value is matched after a secret name
 # (see _sub_named), so a harmless name never swallows the text after it.
 _QUERY = re.compile(r"[?&;](?P<name>[A-Za-z0-9_.-]{1,128})=")
@@ -101,29 +183,64 @@ _FLAG = re.compile(r"(?<![^\s\"'(])(?P<name>--?[A-Za-z][A-Za-z0-9_-]{0,127})(?:=
 _ASSIGNMENT = re.compile(r"(?<![\w-])(?P<name>[A-Za-z_][A-Za-z0-9_]{0,127})=")
 # "api_key: x", "\"password\": \"x\"", "HF_TOKEN: hf_..", "aws_secret_access_key = x" (config lines, headers);
 # a name right after "/" or "~" is a file path's last part ("/tmp/t/passwd: is a file"), not a key
-_KEY_VALUE = re.compile(r"(?<![\w.~/-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?[ \t]{0,64}[:=][ \t]{0,64}")
-_AUTH_HEADER = re.compile(r"(?P<key>\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
-                          r"(?P<value>[^\s\"',]+)", re.IGNORECASE)
-_AUTH_SCHEME = re.compile(r"(?P<key>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
+_KEY_VALUE = re.compile(
+    r"(?<![\w.~/-])[\"']?(?P<name>[A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?[ \t]{0,64}[:=][ \t]{0,64}"
+)
+_AUTH_HEADER = re.compile(
+    r"(?P<key>\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest|negotiate)\s+)?)"
+    r"(?P<value>[^\s\"',]+)",
+    re.IGNORECASE,
+)
+_AUTH_SCHEME = re.compile(
+    r"(?P<key>\b(?:bearer|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE
+)
 _COOKIE = re.compile(r"(?P<key>\b(?:set-)?cookie\s*:\s*)(?P<value>[^\n\"']+)", re.IGNORECASE)
 _USER_FLAG = re.compile(r"(?P<key>(?<!\S)(?:-u|--user)\s+)(?P<value>[^\s:]+:\S+)")
 _LOGIN_P = re.compile(r"(?P<key>\blogin\b[^\n]{0,200}?\s-p\s+)(?P<value>\S+)")
 _MYSQL_P = re.compile(r"(?P<key>\bmysql\b[^\n]{0,200}?\s-p)(?P<value>[^\s-]\S*)")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _TOKEN_SHAPES: list[tuple[str, re.Pattern[str]]] = [
-    ("GitHub token", re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,4096}|github_pat_[A-Za-z0-9_]{20,4096})(?![A-Za-z0-9])")),
+    (
+        "GitHub token",
+        re.compile(
+            r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,4096}|github_pat_[A-Za-z0-9_]{20,4096})(?![A-Za-z0-9])"
+        ),
+    ),
     ("GitLab token", re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_\-]{20,4096}(?![A-Za-z0-9])")),
     ("Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,4096}(?![A-Za-z0-9])")),
     ("Google API key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}(?![A-Za-z0-9])")),
     ("Google OAuth token", re.compile(r"(?<![A-Za-z0-9])ya29\.[A-Za-z0-9_\-]{20,4096}")),
     ("AWS access key id", re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])")),
-    ("Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,4096}(?![A-Za-z0-9])")),
-    ("webhook URL", re.compile(r"(?:hooks\.slack\.com/services/[A-Za-z0-9/]+|discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+)")),
+    (
+        "Slack token",
+        re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,4096}(?![A-Za-z0-9])"),
+    ),
+    (
+        "webhook URL",
+        re.compile(
+            r"(?:hooks\.slack\.com/services/[A-Za-z0-9/]+|discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+)"
+        ),
+    ),
     ("PyPI token", re.compile(r"(?<![A-Za-z0-9])pypi-[A-Za-z0-9_\-]{40,4096}")),
     ("NVIDIA API key", re.compile(r"(?<![A-Za-z0-9])nvapi-[A-Za-z0-9_\-]{20,4096}")),
-    ("API key", re.compile(r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|ant-api\d+-)?(?=[A-Za-z_]*\d)[A-Za-z0-9_]{20,4096}")),
-    ("JWT", re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_\-]{10,4096}\.[A-Za-z0-9_\-]{10,4096}\.[A-Za-z0-9_\-]{10,4096}\b")),
-    ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)")),
+    (
+        "API key",
+        re.compile(
+            r"(?<![\w-])sk-(?:proj-|svcacct-|admin-|ant-api\d+-)?(?=[A-Za-z_]*\d)[A-Za-z0-9_]{20,4096}"
+        ),
+    ),
+    (
+        "JWT",
+        re.compile(
+            r"(?<![\w-])eyJ[A-Za-z0-9_\-]{10,4096}\.[A-Za-z0-9_\-]{10,4096}\.[A-Za-z0-9_\-]{10,4096}\b"
+        ),
+    ),
+    (
+        "private key",
+        re.compile(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"
+        ),
+    ),
 ]
 
 
@@ -157,11 +274,18 @@ def _is_secret_flag(flag: str) -> bool:
 def _token_like(user: str) -> bool:
     """A URL's user part that is a token in disguise (``https://<token>@github.com``): long, or mixing
     letters and digits over 8 characters; ``git``, ``ubuntu``, ``oauth2`` are names."""
-    return len(user) >= 20 or (len(user) >= 8 and any(c.isdigit() for c in user) and any(c.isalpha() for c in user))
+    return len(user) >= 20 or (
+        len(user) >= 8 and any(c.isdigit() for c in user) and any(c.isalpha() for c in user)
+    )
 
 
-def _sub_named(key_rx: re.Pattern[str], value_rx: re.Pattern[str], text: str, judge: Callable[[str], bool],
-               keep: Callable[[str, str], str]) -> str:
+def _sub_named(
+    key_rx: re.Pattern[str],
+    value_rx: re.Pattern[str],
+    text: str,
+    judge: Callable[[str], bool],
+    keep: Callable[[str, str], str],
+) -> str:
     """Replace the value after each secret name that ``key_rx`` finds (group ``name``).
 
     ``key_rx`` matches a name and its separator only (bounded lengths); the
@@ -183,7 +307,7 @@ def _sub_named(key_rx: re.Pattern[str], value_rx: re.Pattern[str], text: str, ju
         v = value_rx.match(text, m.end())
         if v is None:
             continue
-        out.append(text[pos:m.start()])
+        out.append(text[pos : m.start()])
         out.append(keep(m.group(0), v.group(0)))
         pos = at = v.end()
     out.append(text[pos:])
@@ -192,10 +316,21 @@ def _sub_named(key_rx: re.Pattern[str], value_rx: re.Pattern[str], text: str, ju
 
 # Literal strings without which a pattern cannot match: a pattern runs only when its trigger is in
 # the text (a substring test is a fast C scan), so a long text without them costs one pass each.
-_TOKEN_TRIGGERS = {"GitHub token": ("gh", "github_pat_"), "GitLab token": ("glpat-",), "Hugging Face token": ("hf_",),
-                   "Google API key": ("AIza",), "Google OAuth token": ("ya29.",), "AWS access key id": ("AKIA", "ASIA"),
-                   "Slack token": ("xox",), "webhook URL": ("hooks.slack.com", "discord"), "PyPI token": ("pypi-",),
-                   "NVIDIA API key": ("nvapi-",), "API key": ("sk-",), "JWT": ("eyJ",), "private key": ("PRIVATE KEY",)}
+_TOKEN_TRIGGERS = {
+    "GitHub token": ("gh", "github_pat_"),
+    "GitLab token": ("glpat-",),
+    "Hugging Face token": ("hf_",),
+    "Google API key": ("AIza",),
+    "Google OAuth token": ("ya29.",),
+    "AWS access key id": ("AKIA", "ASIA"),
+    "Slack token": ("xox",),
+    "webhook URL": ("hooks.slack.com", "discord"),
+    "PyPI token": ("pypi-",),
+    "NVIDIA API key": ("nvapi-",),
+    "API key": ("sk-",),
+    "JWT": ("eyJ",),
+    "private key": ("PRIVATE KEY",),
+}
 
 _ANY_TRIGGER = re.compile("|".join(re.escape(t) for ts in _TOKEN_TRIGGERS.values() for t in ts))
 
@@ -210,7 +345,9 @@ def redact_text(text: str) -> tuple[str, list[str]]:
 
     def _url(m: re.Match[str]) -> str:
         cred = m.group("cred")
-        if cred == REDACTED or (":" not in cred and not _token_like(cred)):  # git@, user@: a name, not a secret
+        if cred == REDACTED or (
+            ":" not in cred and not _token_like(cred)
+        ):  # git@, user@: a name, not a secret
             return m.group(0)
         reasons.append("credentials in URL")
         return f"{m.group('scheme')}{REDACTED}@"
@@ -231,28 +368,51 @@ def redact_text(text: str) -> tuple[str, list[str]]:
         reasons.append(why)
         return key + REDACTED
 
-    def _by_name(key_rx: re.Pattern[str], value_rx: re.Pattern[str], judge, why: str, text_in: str) -> str:
-        return _sub_named(key_rx, value_rx, text_in, judge, lambda key, value: _keep(key, value, why))
+    def _by_name(
+        key_rx: re.Pattern[str], value_rx: re.Pattern[str], judge, why: str, text_in: str
+    ) -> str:
+        return _sub_named(
+            key_rx, value_rx, text_in, judge, lambda key, value: _keep(key, value, why)
+        )
 
     if "authoriz" in low:
-        out = _AUTH_HEADER.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out)
+        out = _AUTH_HEADER.sub(
+            lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out
+        )
     if "bearer" in low or "basic" in low:
-        out = _AUTH_SCHEME.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out)
+        out = _AUTH_SCHEME.sub(
+            lambda m: _keep(m.group("key"), m.group("value"), "HTTP credentials"), out
+        )
     if "cookie" in low:
         out = _COOKIE.sub(lambda m: _keep(m.group("key"), m.group("value"), "HTTP cookie"), out)
     if "=" in out:
-        out = _by_name(_QUERY, _QUERY_VALUE_RX, lambda n: _secret_words(n, last_key=True) or (
-                       bool(_words(n)) and _words(n)[-1] in _QUERY_WORDS), "secret query parameter", out)
+        out = _by_name(
+            _QUERY,
+            _QUERY_VALUE_RX,
+            lambda n: (
+                _secret_words(n, last_key=True)
+                or (bool(_words(n)) and _words(n)[-1] in _QUERY_WORDS)
+            ),
+            "secret query parameter",
+            out,
+        )
     if "-" in out:
         out = _by_name(_FLAG, _VALUE_RX, _is_secret_flag, "secret command-line flag", out)
     if "=" in out:
         out = _by_name(_ASSIGNMENT, _VALUE_RX, is_secret_name, "secret by name", out)
     if ":" in out or "=" in out:
-        out = _by_name(_KEY_VALUE, _VALUE_RX, lambda n: _secret_words(n, last_key=True) and n.lower() not in ("auth",),
-                       "secret by name", out)
+        out = _by_name(
+            _KEY_VALUE,
+            _VALUE_RX,
+            lambda n: _secret_words(n, last_key=True) and n.lower() not in ("auth",),
+            "secret by name",
+            out,
+        )
     for rx, trigger in ((_USER_FLAG, "-u"), (_LOGIN_P, "login"), (_MYSQL_P, "mysql")):
         if trigger in low:
-            out = rx.sub(lambda m: _keep(m.group("key"), m.group("value"), "password on a command line"), out)
+            out = rx.sub(
+                lambda m: _keep(m.group("key"), m.group("value"), "password on a command line"), out
+            )
     if not _ANY_TRIGGER.search(out):  # one scan; most strings (package names, versions) hold none
         return out, reasons
     for label, pattern in _TOKEN_SHAPES:
@@ -324,7 +484,11 @@ class Redactor:
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             new = copy.copy(obj)
             for f in dataclasses.fields(obj):
-                object.__setattr__(new, f.name, self.sweep(getattr(obj, f.name), f"{where}.{f.name}" if where else f.name))
+                object.__setattr__(
+                    new,
+                    f.name,
+                    self.sweep(getattr(obj, f.name), f"{where}.{f.name}" if where else f.name),
+                )
             return new
         if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
             return tuple(self.sweep(v, f"{where}[{i}]") for i, v in enumerate(obj))
@@ -333,7 +497,9 @@ class Redactor:
             for k, v in obj.items():
                 path = f"{where}.{k}" if where else str(k)
                 if isinstance(k, str) and isinstance(v, str) and _ENV_NAME.match(k):
-                    out[k] = self.env(k, v, path)  # an environment map (bench --env, a report's env table)
+                    out[k] = self.env(
+                        k, v, path
+                    )  # an environment map (bench --env, a report's env table)
                 else:
                     out[k] = self.sweep(v, path)
             return out

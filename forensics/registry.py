@@ -40,7 +40,7 @@ class LoadFailure:
 
 
 def _dist_label(ep: metadata.EntryPoint, cache: dict[int, str] | None = None) -> str:
-    """"name version" of the distribution that registered ``ep``: METADATA's ``Name`` as the project
+    """ "name version" of the distribution that registered ``ep``: METADATA's ``Name`` as the project
     spells it and the version from its ``<name>-<version>.dist-info`` folder name
     (:func:`forensics.readers.name_and_version` with ``normalised=False``: the header lines only, not
     the README after them), else its parsed METADATA; once per distribution when ``cache`` is given."""
@@ -62,7 +62,9 @@ def _instantiate(ep: metadata.EntryPoint) -> Probe:
     if not isinstance(probe, Probe):
         raise TypeError(f"{ep.value} is not a forensics.probe.Probe")
     if probe.name != ep.name:
-        raise ValueError(f"probe name {probe.name!r} does not match its entry-point name {ep.name!r}")
+        raise ValueError(
+            f"probe name {probe.name!r} does not match its entry-point name {ep.name!r}"
+        )
     if not NAME_RE.match(ep.name):
         raise ValueError(f"probe name {ep.name!r} is not lowercase snake_case")
     if not probe.description:
@@ -80,11 +82,19 @@ def load_probes(group: str = GROUP) -> tuple[list[LoadedProbe], list[LoadFailure
     loaded: dict[str, LoadedProbe] = {}
     failures: list[LoadFailure] = []
     eps = sorted(metadata.entry_points(group=group), key=lambda e: e.name)
-    labels: dict[int, str] = {}  # the entry points of one distribution share its Distribution object
+    labels: dict[
+        int, str
+    ] = {}  # the entry points of one distribution share its Distribution object
     for ep in eps:
         dist = _dist_label(ep, labels)
         if ep.name in loaded:
-            failures.append(LoadFailure(ep.name, dist, f"duplicate probe name (already provided by {loaded[ep.name].distribution})"))
+            failures.append(
+                LoadFailure(
+                    ep.name,
+                    dist,
+                    f"duplicate probe name (already provided by {loaded[ep.name].distribution})",
+                )
+            )
             continue
         try:
             probe = _instantiate(ep)

@@ -41,7 +41,9 @@ DEFAULT_TIMEOUT_S = 10.0
 SWITCH_INTERVAL_S = 0.0005  # seconds between the interpreter lock's hand-offs while probes run
 
 _switch_lock = threading.Lock()
-_switch_runs = 0  # run_probes calls now inside _short_switch_interval (several threads may each run one)
+_switch_runs = (
+    0  # run_probes calls now inside _short_switch_interval (several threads may each run one)
+)
 _switch_saved = 0.005  # the interval to restore when the last of them is done
 
 
@@ -97,10 +99,18 @@ def _collect_one(slot: _Slot) -> None:
         status = ProbeStatus.PARTIAL if ctx.errors else ProbeStatus.OK
         slot.result = ProbeResult(status, time.perf_counter() - t0, data, list(ctx.errors))
     except ProbeUnavailable as exc:
-        slot.result = ProbeResult(ProbeStatus.UNAVAILABLE, time.perf_counter() - t0, reason=str(exc) or "not available here")
+        slot.result = ProbeResult(
+            ProbeStatus.UNAVAILABLE,
+            time.perf_counter() - t0,
+            reason=str(exc) or "not available here",
+        )
     except BaseException as exc:  # noqa: BLE001 - a probe's crash is data, not the snapshot's crash
-        slot.result = ProbeResult(ProbeStatus.FAILED, time.perf_counter() - t0,
-                                  errors=list(ctx.errors), reason=f"{type(exc).__name__}: {exc}")
+        slot.result = ProbeResult(
+            ProbeStatus.FAILED,
+            time.perf_counter() - t0,
+            errors=list(ctx.errors),
+            reason=f"{type(exc).__name__}: {exc}",
+        )
 
 
 def run_probes(
@@ -142,7 +152,9 @@ def run_probes(
             extra = 0.0
         ctx = ProbeContext(options, redactor, timeout_s + extra)
         slot = _Slot(probe, ctx, threading.Thread(target=lambda: None), 0.0, children=ChildGroups())
-        slot.thread = threading.Thread(target=_run_one, args=(slot,), name=f"probe-{probe.name}", daemon=True)
+        slot.thread = threading.Thread(
+            target=_run_one, args=(slot,), name=f"probe-{probe.name}", daemon=True
+        )
         slots.append(slot)
     try:
         with _short_switch_interval():
@@ -157,7 +169,9 @@ def run_probes(
     return {s.probe.name: results[s.probe.name] for s in slots}
 
 
-def _wait_all(slots: list[_Slot], on_done: Callable[[str, ProbeResult], None] | None) -> dict[str, ProbeResult]:
+def _wait_all(
+    slots: list[_Slot], on_done: Callable[[str, ProbeResult], None] | None
+) -> dict[str, ProbeResult]:
     results: dict[str, ProbeResult] = {}
     pending = list(slots)
     while pending:
@@ -171,8 +185,12 @@ def _wait_all(slots: list[_Slot], on_done: Callable[[str, ProbeResult], None] | 
             reason = f"timed out after {slot.ctx.timeout_s:g} s"
             if ended:
                 reason += f" ({ended} child process{'es' if ended > 1 else ''} stopped)"
-            slot.result = ProbeResult(ProbeStatus.FAILED, time.perf_counter() - slot.started,
-                                      errors=list(slot.ctx.errors), reason=reason)
+            slot.result = ProbeResult(
+                ProbeStatus.FAILED,
+                time.perf_counter() - slot.started,
+                errors=list(slot.ctx.errors),
+                reason=reason,
+            )
         results[slot.probe.name] = slot.result
         if on_done:
             on_done(slot.probe.name, slot.result)

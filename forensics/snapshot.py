@@ -38,7 +38,7 @@ _STATUSES = {s.value for s in ProbeStatus}
 
 
 def _hardware() -> str:
-    """"x86_64, 32 CPUs, 252 GiB": ``platform.machine()``, ``os.cpu_count()`` and physical memory
+    """ "x86_64, 32 CPUs, 252 GiB": ``platform.machine()``, ``os.cpu_count()`` and physical memory
     (``sysconf(SC_PHYS_PAGES) x SC_PAGE_SIZE``), a cheap fingerprint for machines without a machine id."""
     import os
     import platform
@@ -68,8 +68,14 @@ def machine_identity() -> dict[str, Any]:
     return ident
 
 
-def build(results: dict[str, ProbeResult], *, label: str | None, options: dict[str, Any],
-          redactor: Redactor, bench: dict[str, Any] | None = None) -> dict[str, Any]:
+def build(
+    results: dict[str, ProbeResult],
+    *,
+    label: str | None,
+    options: dict[str, Any],
+    redactor: Redactor,
+    bench: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Assemble a snapshot document from probe results; sweeps it for secrets last.
 
     Returns:
@@ -91,7 +97,12 @@ def build(results: dict[str, ProbeResult], *, label: str | None, options: dict[s
     return doc
 
 
-SWEPT_SECTIONS = ("label", "probes", "options", "bench")  # what a snapshot holds that can carry a secret
+SWEPT_SECTIONS = (
+    "label",
+    "probes",
+    "options",
+    "bench",
+)  # what a snapshot holds that can carry a secret
 
 
 def _sweep_sections(doc: dict[str, Any], red: Redactor, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -128,7 +139,9 @@ def save(doc: dict[str, Any], path: Path) -> Path:
     ``redactions`` is written last (an empty list when the document has none), so that
     :func:`validate` can tell a YAML file cut short from a whole one.
     """
-    doc = {k: v for k, v in doc.items() if k != "redactions"} | {"redactions": list(doc.get("redactions") or [])}
+    doc = {k: v for k, v in doc.items() if k != "redactions"} | {
+        "redactions": list(doc.get("redactions") or [])
+    }
     return docfile.save(doc, path)
 
 
@@ -147,48 +160,78 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         raise BadInputError(f"{path}: 'probes' must be a mapping, found {json_type(probes)}")
     for key, kind in (("machine", dict), ("tool", dict), ("options", dict), ("redactions", list)):
         if key in doc and doc[key] is not None and not isinstance(doc[key], kind):
-            raise BadInputError(f"{path}: {key!r} must be {json_type(kind())}, found {json_type(doc[key])}")
+            raise BadInputError(
+                f"{path}: {key!r} must be {json_type(kind())}, found {json_type(doc[key])}"
+            )
     if docfile.is_yaml(path) and "redactions" not in doc:
         # a YAML file cut short still parses (head -n 130 s.yaml); JSON's parser catches it itself
-        raise BadInputError(f"{path}: ends before 'redactions', the last field forensics writes; the file looks "
-                            "truncated; copy it again or take the snapshot again")
+        raise BadInputError(
+            f"{path}: ends before 'redactions', the last field forensics writes; the file looks "
+            "truncated; copy it again or take the snapshot again"
+        )
     for i, red in enumerate(doc.get("redactions") or []):
         if not isinstance(red, dict):
-            raise BadInputError(f"{path}: redactions[{i}] must be a mapping, found {json_type(red)}")
-        if docfile.is_yaml(path) and i == len(doc["redactions"]) - 1 and not {"where", "why"} <= set(red):
-            raise BadInputError(f"{path}: redactions[{i}] ends without 'where' and 'why'; the file looks truncated")
+            raise BadInputError(
+                f"{path}: redactions[{i}] must be a mapping, found {json_type(red)}"
+            )
+        if (
+            docfile.is_yaml(path)
+            and i == len(doc["redactions"]) - 1
+            and not {"where", "why"} <= set(red)
+        ):
+            raise BadInputError(
+                f"{path}: redactions[{i}] ends without 'where' and 'why'; the file looks truncated"
+            )
         _texts(red, ("where", "why"), f"redactions[{i}]", path)
     _texts(doc, ("source", "redaction"), "", path)
     _check_import(doc, path)
     for name, section in probes.items():
         if not isinstance(section, dict):
-            raise BadInputError(f"{path}: probe section {name!r} must be a mapping, found {json_type(section)}")
+            raise BadInputError(
+                f"{path}: probe section {name!r} must be a mapping, found {json_type(section)}"
+            )
         status = section.get("status")
         if not isinstance(status, str) or status not in _STATUSES:
-            raise BadInputError(f"{path}: probe {name!r} has status {status!r}; expected one of {sorted(_STATUSES)}")
+            raise BadInputError(
+                f"{path}: probe {name!r} has status {status!r}; expected one of {sorted(_STATUSES)}"
+            )
         data = section.get("data", {})
         if data is not None and not isinstance(data, dict):
-            raise BadInputError(f"{path}: probe {name!r} 'data' must be a mapping, found {json_type(data)}")
+            raise BadInputError(
+                f"{path}: probe {name!r} 'data' must be a mapping, found {json_type(data)}"
+            )
         errors = section.get("errors", [])
         if errors is not None and not isinstance(errors, list):
-            raise BadInputError(f"{path}: probe {name!r} 'errors' must be a list, found {json_type(errors)}")
+            raise BadInputError(
+                f"{path}: probe {name!r} 'errors' must be a list, found {json_type(errors)}"
+            )
         for i, err in enumerate(errors or []):
             if not isinstance(err, dict):
-                raise BadInputError(f"{path}: probes.{name}.errors[{i}] must be a mapping "
-                                    f"{{\"field\", \"error\"}}, found {json_type(err)}")
+                raise BadInputError(
+                    f"{path}: probes.{name}.errors[{i}] must be a mapping "
+                    f'{{"field", "error"}}, found {json_type(err)}'
+                )
             _texts(err, ("field", "error"), f"probes.{name}.errors[{i}]", path)
         _texts(section, ("source",), f"probes.{name}", path)
         dur = section.get("duration_s", 0)
         if not isinstance(dur, (int, float)) or isinstance(dur, bool):
-            raise BadInputError(f"{path}: probe {name!r} 'duration_s' must be a number, found {json_type(dur)}")
-        from forensics.fieldtypes import impossible  # read side only: the snapshot command never needs it
+            raise BadInputError(
+                f"{path}: probe {name!r} 'duration_s' must be a number, found {json_type(dur)}"
+            )
+        from forensics.fieldtypes import (
+            impossible,  # read side only: the snapshot command never needs it
+        )
 
         why = impossible(dur, ">=0")  # NaN, infinity, 10**400, a negative time
         if why:
-            raise BadInputError(f"{path}: probe {name!r} 'duration_s': {why}, not a time in seconds; "
-                                "the file was edited or damaged (take the snapshot again)")
+            raise BadInputError(
+                f"{path}: probe {name!r} 'duration_s': {why}, not a time in seconds; "
+                "the file was edited or damaged (take the snapshot again)"
+            )
         if "reason" in section and not isinstance(section["reason"], str):
-            raise BadInputError(f"{path}: probe {name!r} 'reason' must be a string, found {json_type(section['reason'])}")
+            raise BadInputError(
+                f"{path}: probe {name!r} 'reason' must be a string, found {json_type(section['reason'])}"
+            )
     bench = doc.get("bench")
     if bench is not None and not isinstance(bench, dict):
         raise BadInputError(f"{path}: 'bench' must be a mapping or null, found {json_type(bench)}")
@@ -201,11 +244,11 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
 
 _OTHER_KINDS = {
     "forensics.fleet": "a fleet file; read it with 'forensics fleet report {path}' (or compare two with "
-                       "'forensics diff A B')",
+    "'forensics diff A B')",
     "forensics.fleet-record": "one rank's record of a fleet; read the whole folder with 'forensics fleet report "
-                              "{folder}'",
+    "{folder}'",
     "forensics.bench": "a bench file; compare two with 'forensics bench compare A B' (a snapshot taken with "
-                       "--bench holds one)",
+    "--bench holds one)",
     "forensics.env": "written by 'forensics env -o'; take a snapshot with 'forensics snapshot' to diff it",
     "forensics.diff": "a diff report; open the report's .html or .md, or read its JSON as it is",
     "forensics.fleet-report": "a fleet report; open the report's .html or .md, or read its JSON as it is",
@@ -229,8 +272,10 @@ def _other_kind(doc: dict[str, Any], path: Path) -> None:
     what = _OTHER_KINDS.get(name)
     if what is not None:
         folder = path.parent if str(path.parent) else Path(".")
-        raise BadInputError(f"{path}: schema is {schema!r}: wrong kind of file, not a snapshot: "
-                            + what.format(path=path, folder=folder))
+        raise BadInputError(
+            f"{path}: schema is {schema!r}: wrong kind of file, not a snapshot: "
+            + what.format(path=path, folder=folder)
+        )
 
 
 def _texts(node: dict[str, Any], keys: tuple[str, ...], where: str, path: Path) -> None:
@@ -241,8 +286,10 @@ def _texts(node: dict[str, Any], keys: tuple[str, ...], where: str, path: Path) 
     """
     for key in keys:
         if key in node and not isinstance(node[key], str):
-            raise BadInputError(f"{path}: {where + '.' if where else ''}{key} must be a string, found "
-                                f"{json_type(node[key])}; the file was edited or damaged")
+            raise BadInputError(
+                f"{path}: {where + '.' if where else ''}{key} must be a string, found "
+                f"{json_type(node[key])}; the file was edited or damaged"
+            )
 
 
 def _check_import(doc: dict[str, Any], path: Path) -> None:
@@ -267,8 +314,10 @@ def _check_import(doc: dict[str, Any], path: Path) -> None:
             raise BadInputError(f"{path}: {where} must be a list, found {json_type(value)}")
         for i, v in enumerate(value):
             if not isinstance(v, str):
-                raise BadInputError(f"{path}: {where}[{i}] must be a string, found {json_type(v)}; the file was "
-                                    "edited or damaged")
+                raise BadInputError(
+                    f"{path}: {where}[{i}] must be a string, found {json_type(v)}; the file was "
+                    "edited or damaged"
+                )
 
     for key in ("files", "notes", "conflicts"):
         strings(imp.get(key), f"import.{key}")
@@ -284,10 +333,15 @@ def _check_import(doc: dict[str, Any], path: Path) -> None:
         _texts(part, ("format", "tool", "tool_version", "file"), where, path)
         strings(part.get("notes"), f"{where}.notes")
         lines = part.get("lines")
-        if lines is not None and not (isinstance(lines, list) and len(lines) == 2 and all(
-                isinstance(n, int) and not isinstance(n, bool) for n in lines)):
-            raise BadInputError(f"{path}: {where}.lines must be [first, last] line numbers, found "
-                                f"{json_type(lines)}; the file was edited or damaged")
+        if lines is not None and not (
+            isinstance(lines, list)
+            and len(lines) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in lines)
+        ):
+            raise BadInputError(
+                f"{path}: {where}.lines must be [first, last] line numbers, found "
+                f"{json_type(lines)}; the file was edited or damaged"
+            )
 
 
 def check_field_types(doc: dict[str, Any], path: Path) -> None:
@@ -357,7 +411,7 @@ def is_imported(doc: dict[str, Any]) -> bool:
 
 
 def describe_import(doc: dict[str, Any]) -> str:
-    """"imported from ticket.txt (collect_env, vllm collect-env 0.8.5)" for report headers and listings,
+    """ "imported from ticket.txt (collect_env, vllm collect-env 0.8.5)" for report headers and listings,
     from the document's ``import`` section (``files``, ``parts[].format``, ``parts[].tool_version``);
     "" for a snapshot taken on a machine."""
     if not is_imported(doc):

@@ -56,7 +56,9 @@ class Verdict(str, enum.Enum):
     FASTER = "faster"
     SAME = "same"
     INCONCLUSIVE = "inconclusive"
-    SMALL_SLOWER = "small-slower"  # real (CI excludes 1, p <= alpha) but below the practical threshold
+    SMALL_SLOWER = (
+        "small-slower"  # real (CI excludes 1, p <= alpha) but below the practical threshold
+    )
     SMALL_FASTER = "small-faster"
 
     @property
@@ -123,16 +125,24 @@ class Comparison:
         elif self.verdict is Verdict.FASTER:
             head = f"{1 / self.time_ratio:.3f}x faster"
         elif self.verdict is Verdict.SMALL_SLOWER:
-            head = (f"a small real change: {self.time_ratio:.3f}x slower "
-                    f"({self.change_pct:+.1f}%, below the {self.threshold:.0%} threshold)")
+            head = (
+                f"a small real change: {self.time_ratio:.3f}x slower "
+                f"({self.change_pct:+.1f}%, below the {self.threshold:.0%} threshold)"
+            )
         elif self.verdict is Verdict.SMALL_FASTER:
-            head = (f"a small real change: {1 / self.time_ratio:.3f}x faster "
-                    f"({self.change_pct:+.1f}%, below the {self.threshold:.0%} threshold)")
+            head = (
+                f"a small real change: {1 / self.time_ratio:.3f}x faster "
+                f"({self.change_pct:+.1f}%, below the {self.threshold:.0%} threshold)"
+            )
         elif self.verdict is Verdict.SAME:
             head = f"no change beyond the noise (ratio {self.time_ratio:.3f}, CI within +-{self.noise_band:.1%})"
         else:
             head = f"ratio {self.time_ratio:.3f}, not decided"
-        tail = f" - {'; '.join(self.reasons)}" if self.reasons and self.verdict is Verdict.INCONCLUSIVE else ""
+        tail = (
+            f" - {'; '.join(self.reasons)}"
+            if self.reasons and self.verdict is Verdict.INCONCLUSIVE
+            else ""
+        )
         return f"{head} ({ci}, {p}, Mann-Whitney U, n={self.a.n}+{self.b.n}){tail}"
 
     def to_json(self) -> dict:
@@ -186,15 +196,25 @@ def cv_robust(values: Sequence[float]) -> float:
 
 def processes_needed(values_a: Sequence[float], values_b: Sequence[float], threshold: float) -> int:
     """Processes per side needed to resolve half the threshold at 95% (pyperf's rule)."""
-    cv = max(cv_robust(values_a), cv_robust(values_b)) if len(values_a) > 1 and len(values_b) > 1 else math.inf
+    cv = (
+        max(cv_robust(values_a), cv_robust(values_b))
+        if len(values_a) > 1 and len(values_b) > 1
+        else math.inf
+    )
     if not math.isfinite(cv):
         return 0
     w = threshold / 2
     return max(MIN_PROCESSES, math.ceil(4 * 1.96**2 * cv**2 / w**2))
 
 
-def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], *, n_boot: int = 4000, seed: int = 0,
-                       level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ratio_ci(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    n_boot: int = 4000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
     """Percentile bootstrap CI of ``median(b) / median(a)``, resampling each side.
 
     Uses numpy with a fixed seed, so the same input gives the same interval.
@@ -235,10 +255,18 @@ def mwu_p(a: Sequence[float], b: Sequence[float]) -> float:
     return float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
 
 
-def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAULT_THRESHOLD,
-            alpha: float = DEFAULT_ALPHA, higher_is_better: bool = False,
-            noise_floor: float | None = None, n_boot: int = 4000, seed: int = 0,
-            min_band: float = MIN_NOISE_BAND) -> Comparison:
+def compare(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+    higher_is_better: bool = False,
+    noise_floor: float | None = None,
+    n_boot: int = 4000,
+    seed: int = 0,
+    min_band: float = MIN_NOISE_BAND,
+) -> Comparison:
     """Compare per-process medians of side A (before) and side B (after).
 
     Args:
@@ -277,7 +305,9 @@ def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAUL
     band = min(max(2 * noise_floor if noise_floor is not None else 0.0, min_band), threshold)
     verdict = Verdict.INCONCLUSIVE
     if len(a) < MIN_PROCESSES or len(b) < MIN_PROCESSES:
-        reasons.append(f"too few processes ({len(a)} and {len(b)}; at least {MIN_PROCESSES} a side)")
+        reasons.append(
+            f"too few processes ({len(a)} and {len(b)}; at least {MIN_PROCESSES} a side)"
+        )
     elif sorted(a) == sorted(b):
         # the very same measurements (a file compared with itself): nothing changed, however noisy they are
         verdict = Verdict.SAME
@@ -286,7 +316,9 @@ def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAUL
         effect = abs(ratio - 1)
         in_noise = noise_floor is not None and effect <= 2 * noise_floor
         if in_noise:
-            reasons.append(f"effect {effect:.1%} within twice the A/A noise floor ({noise_floor:.1%})")
+            reasons.append(
+                f"effect {effect:.1%} within twice the A/A noise floor ({noise_floor:.1%})"
+            )
         significant = p <= alpha and (lo > 1 or hi < 1)
         if significant and not in_noise:
             if effect >= threshold:
@@ -297,11 +329,17 @@ def compare(a: Sequence[float], b: Sequence[float], *, threshold: float = DEFAUL
             verdict = Verdict.SAME
         else:
             if not significant:
-                reasons.append(f"not significant (p={p:.2g} > {alpha:g}) and the CI ({lo:.3f}-{hi:.3f}) reaches "
-                               f"beyond the +-{band:.1%} noise band: a change of that size is not ruled out")
+                reasons.append(
+                    f"not significant (p={p:.2g} > {alpha:g}) and the CI ({lo:.3f}-{hi:.3f}) reaches "
+                    f"beyond the +-{band:.1%} noise band: a change of that size is not ruled out"
+                )
             noisy = max(sa.iqr_over_median, sb.iqr_over_median)
             if noisy > 0.10:
                 reasons.append(f"noisy: IQR/median {noisy:.0%} across processes")
             if needed > min(len(a), len(b)):
-                reasons.append(f"need about {needed} processes a side ({needed - min(len(a), len(b))} more)")
-    return Comparison(verdict, ratio, lo, hi, p, threshold, alpha, sa, sb, higher_is_better, reasons, needed, band)
+                reasons.append(
+                    f"need about {needed} processes a side ({needed - min(len(a), len(b))} more)"
+                )
+    return Comparison(
+        verdict, ratio, lo, hi, p, threshold, alpha, sa, sb, higher_is_better, reasons, needed, band
+    )

@@ -47,9 +47,18 @@ class NcclEnvProbe(Probe):
     description = "NCCL/CUDA/torch variables as the launching process and its workers see them (per start method, per rank)"
     hypotheses = ("nccl.env", "nccl.env-propagation", "nccl.transport", "host.numa")
     start_first = True  # its workers are fresh interpreters, the slowest part of a snapshot
-    types = {"select": "list", "select.*": "string", "parent": "mapping", "parent.env": "mapping",
-             "parent.env.*": "string", "config_files": "mapping", "start_methods": "mapping",
-             "start_methods.*": "mapping", "launcher": "mapping", "nccl_init": "mapping"}
+    types = {
+        "select": "list",
+        "select.*": "string",
+        "parent": "mapping",
+        "parent.env": "mapping",
+        "parent.env.*": "string",
+        "config_files": "mapping",
+        "start_methods": "mapping",
+        "start_methods.*": "mapping",
+        "launcher": "mapping",
+        "nccl_init": "mapping",
+    }
     fields = {
         "parent.env.*": FieldSpec(label="variable of the launching process", source="os.environ"),
         "start_methods.*.duration_s": FieldSpec(unit="s", label="worker round trip", volatile=True),
@@ -59,21 +68,40 @@ class NcclEnvProbe(Probe):
         "launcher.ranks.*.pid": FieldSpec(label="rank pid", volatile=True),
         "nccl_init.ranks.*.pid": FieldSpec(label="rank pid", volatile=True),
         "launcher.ranks.*.rank_vars.*": FieldSpec(label="launcher bookkeeping", volatile=True),
-        "parent.binding.numa_maps": FieldSpec(label="pages per NUMA node", source="/proc/self/numa_maps", volatile=True),
+        "parent.binding.numa_maps": FieldSpec(
+            label="pages per NUMA node", source="/proc/self/numa_maps", volatile=True
+        ),
         "start_methods.*.binding.numa_maps": FieldSpec(label="pages per NUMA node", volatile=True),
-        "nccl_init.ranks.*.binding.numa_maps": FieldSpec(label="pages per NUMA node", volatile=True),
+        "nccl_init.ranks.*.binding.numa_maps": FieldSpec(
+            label="pages per NUMA node", volatile=True
+        ),
         "launcher.ranks.*.binding.numa_maps": FieldSpec(label="pages per NUMA node", volatile=True),
     }
     map_fields = (
-        "parent.env", "config_files.effective", "start_methods.*.env", "launcher.ranks.*.env",
-        "launcher.ranks.*.rank_vars", "launcher.ranks.*.nccl.set_by_environment", "launcher.ranks.*.nccl.transports",
-        "nccl_init.ranks.*.env", "nccl_init.ranks.*.rank_vars", "nccl_init.ranks.*.nccl.set_by_environment",
-        "nccl_init.ranks.*.nccl.transports", "config_files.files.*.vars", "network.interfaces",
-        "parent.binding.host_nodes", "parent.binding.numa_maps.anon_pages_by_node", "parent.binding.numa_maps.policies",
-        "start_methods.*.binding.host_nodes", "start_methods.*.binding.numa_maps.anon_pages_by_node",
-        "start_methods.*.binding.numa_maps.policies", "launcher.ranks.*.binding.host_nodes",
-        "launcher.ranks.*.binding.numa_maps.anon_pages_by_node", "launcher.ranks.*.binding.numa_maps.policies",
-        "nccl_init.ranks.*.binding.host_nodes", "nccl_init.ranks.*.binding.numa_maps.anon_pages_by_node",
+        "parent.env",
+        "config_files.effective",
+        "start_methods.*.env",
+        "launcher.ranks.*.env",
+        "launcher.ranks.*.rank_vars",
+        "launcher.ranks.*.nccl.set_by_environment",
+        "launcher.ranks.*.nccl.transports",
+        "nccl_init.ranks.*.env",
+        "nccl_init.ranks.*.rank_vars",
+        "nccl_init.ranks.*.nccl.set_by_environment",
+        "nccl_init.ranks.*.nccl.transports",
+        "config_files.files.*.vars",
+        "network.interfaces",
+        "parent.binding.host_nodes",
+        "parent.binding.numa_maps.anon_pages_by_node",
+        "parent.binding.numa_maps.policies",
+        "start_methods.*.binding.host_nodes",
+        "start_methods.*.binding.numa_maps.anon_pages_by_node",
+        "start_methods.*.binding.numa_maps.policies",
+        "launcher.ranks.*.binding.host_nodes",
+        "launcher.ranks.*.binding.numa_maps.anon_pages_by_node",
+        "launcher.ranks.*.binding.numa_maps.policies",
+        "nccl_init.ranks.*.binding.host_nodes",
+        "nccl_init.ranks.*.binding.numa_maps.anon_pages_by_node",
         "nccl_init.ranks.*.binding.numa_maps.policies",
     )
 
@@ -95,10 +123,16 @@ class NcclEnvProbe(Probe):
             return collect_nccl_env(ctx.options, ctx.redactor, ctx.timeout_s, ctx.error)
         except ValueError as exc:  # an unusable --launcher string
             ctx.error("launcher", f"cannot use --launcher {ctx.option('launcher')!r}: {exc}")
-            return collect_nccl_env({**ctx.options, "launcher": None}, ctx.redactor, ctx.timeout_s, ctx.error)
+            return collect_nccl_env(
+                {**ctx.options, "launcher": None}, ctx.redactor, ctx.timeout_s, ctx.error
+            )
 
-    def judge(self, before: ProbeResult | None, after: ProbeResult | None,
-              jctx: JudgeContext | None = None) -> list[Finding]:
+    def judge(
+        self,
+        before: ProbeResult | None,
+        after: ProbeResult | None,
+        jctx: JudgeContext | None = None,
+    ) -> list[Finding]:
         """``nccl.env`` and ``nccl.env-propagation`` (rules in :mod:`forensics.env.judge`)."""
         from forensics.env.judge import judge
 
@@ -113,13 +147,21 @@ class NcclEnvProbe(Probe):
         nccl = data.get("nccl_init")
         tail = ""
         if isinstance(nccl, dict) and "backend" in nccl:
-            tail = (f"; NCCL {nccl['version']} all-reduce {'ok' if nccl.get('allreduce_ok') else 'FAILED'}"
-                    if nccl.get("nccl_available") and isinstance(nccl.get("version"), str)
-                    else f"; {nccl.get('backend')} (NCCL not available)")
+            tail = (
+                f"; NCCL {nccl['version']} all-reduce {'ok' if nccl.get('allreduce_ok') else 'FAILED'}"
+                if nccl.get("nccl_available") and isinstance(nccl.get("version"), str)
+                else f"; {nccl.get('backend')} (NCCL not available)"
+            )
         if not probs:
-            ok = [m for m, e in (data.get("start_methods") or {}).items() if isinstance(e, dict) and e.get("status") == "ok"]
+            ok = [
+                m
+                for m, e in (data.get("start_methods") or {}).items()
+                if isinstance(e, dict) and e.get("status") == "ok"
+            ]
             return f"{n} vars; workers agree ({', '.join(ok) or 'none ran'}){tail}"
         names = sorted({k[0] for k in probs})
         chans = sorted({k[1] for k in probs})
-        return (f"{n} vars; differ in workers: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''} "
-                f"({', '.join(chans[:3])}){tail}")
+        return (
+            f"{n} vars; differ in workers: {', '.join(names[:4])}{' ...' if len(names) > 4 else ''} "
+            f"({', '.join(chans[:3])}){tail}"
+        )

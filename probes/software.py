@@ -28,33 +28,122 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from forensics.model import (Finding, MissingReason, Severity, implicated, inconclusive, is_missing, is_unrecorded, missing,
-                             ruled_out)
+from forensics.model import (
+    Finding,
+    MissingReason,
+    Severity,
+    implicated,
+    inconclusive,
+    is_missing,
+    is_unrecorded,
+    missing,
+    ruled_out,
+)
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics.readers import name_and_version, normalise
 
 GPU_STACK_TABLE: list[tuple[str, str, float, str]] = [
-    (r"flash[-_]attn.*", "flash_attn", 0.9, "FlashAttention: the attention kernels of every layer (Dao-AILab/flash-attention)"),
-    (r"flashinfer.*", "flashinfer", 0.9, "FlashInfer: attention, sampling and MoE kernels of vLLM and SGLang (flashinfer-ai/flashinfer)"),
-    (r"transformer[-_]engine.*", "transformer_engine", 0.9, "Transformer Engine: FP8 GEMMs and fused attention (NVIDIA/TransformerEngine)"),
-    (r"vllm", "vllm", 0.9, "vLLM: the serving engine (scheduler, kernels, CUDA graphs, defaults) (vllm-project/vllm)"),
-    (r"sglang", "sglang", 0.9, "SGLang: the serving engine (scheduler, kernels, CUDA graphs, defaults) (sgl-project/sglang)"),
-    (r"sgl[-_]kernel", "sgl_kernel", 0.8, "sgl-kernel: SGLang's compiled kernels (sgl-project/sglang, sgl-kernel/)"),
-    (r"xformers", "xformers", 0.8, "xFormers: memory-efficient attention kernels (facebookresearch/xformers)"),
-    (r"triton", "triton", 0.8, "Triton: compiles the kernels torch.compile/Inductor and vLLM generate (triton-lang/triton)"),
-    (r"deepspeed", "deepspeed", 0.8, "DeepSpeed: ZeRO partitioning, fused optimizers, its communication path (deepspeedai/DeepSpeed)"),
-    (r"megatron.*", "megatron", 0.8, "Megatron-Core: tensor/pipeline parallel layers and their collectives (NVIDIA/Megatron-LM)"),
+    (
+        r"flash[-_]attn.*",
+        "flash_attn",
+        0.9,
+        "FlashAttention: the attention kernels of every layer (Dao-AILab/flash-attention)",
+    ),
+    (
+        r"flashinfer.*",
+        "flashinfer",
+        0.9,
+        "FlashInfer: attention, sampling and MoE kernels of vLLM and SGLang (flashinfer-ai/flashinfer)",
+    ),
+    (
+        r"transformer[-_]engine.*",
+        "transformer_engine",
+        0.9,
+        "Transformer Engine: FP8 GEMMs and fused attention (NVIDIA/TransformerEngine)",
+    ),
+    (
+        r"vllm",
+        "vllm",
+        0.9,
+        "vLLM: the serving engine (scheduler, kernels, CUDA graphs, defaults) (vllm-project/vllm)",
+    ),
+    (
+        r"sglang",
+        "sglang",
+        0.9,
+        "SGLang: the serving engine (scheduler, kernels, CUDA graphs, defaults) (sgl-project/sglang)",
+    ),
+    (
+        r"sgl[-_]kernel",
+        "sgl_kernel",
+        0.8,
+        "sgl-kernel: SGLang's compiled kernels (sgl-project/sglang, sgl-kernel/)",
+    ),
+    (
+        r"xformers",
+        "xformers",
+        0.8,
+        "xFormers: memory-efficient attention kernels (facebookresearch/xformers)",
+    ),
+    (
+        r"triton",
+        "triton",
+        0.8,
+        "Triton: compiles the kernels torch.compile/Inductor and vLLM generate (triton-lang/triton)",
+    ),
+    (
+        r"deepspeed",
+        "deepspeed",
+        0.8,
+        "DeepSpeed: ZeRO partitioning, fused optimizers, its communication path (deepspeedai/DeepSpeed)",
+    ),
+    (
+        r"megatron.*",
+        "megatron",
+        0.8,
+        "Megatron-Core: tensor/pipeline parallel layers and their collectives (NVIDIA/Megatron-LM)",
+    ),
     (r"nvidia-nccl.*|nccl.*", "", 0.8, "NCCL as a wheel: every collective (NVIDIA/nccl)"),
-    (r"tensorrt.*|torch[-_]tensorrt", "tensorrt", 0.8, "TensorRT engines and kernels (NVIDIA/TensorRT)"),
+    (
+        r"tensorrt.*|torch[-_]tensorrt",
+        "tensorrt",
+        0.8,
+        "TensorRT engines and kernels (NVIDIA/TensorRT)",
+    ),
     (r"apex", "apex", 0.7, "Apex: fused layer norms, optimizers, mixed precision (NVIDIA/apex)"),
-    (r"bitsandbytes", "bitsandbytes", 0.7, "bitsandbytes: 8-bit/4-bit quantized matmuls (bitsandbytes-foundation/bitsandbytes)"),
-    (r"(nvidia-)?cutlass.*", "cutlass", 0.7, "CUTLASS: GEMM and attention templates (NVIDIA/cutlass)"),
-    (r"nvidia-.*", "", 0.6, "a CUDA library shipped as a wheel (cuBLAS, cuDNN...: the kernels torch calls)"),
+    (
+        r"bitsandbytes",
+        "bitsandbytes",
+        0.7,
+        "bitsandbytes: 8-bit/4-bit quantized matmuls (bitsandbytes-foundation/bitsandbytes)",
+    ),
+    (
+        r"(nvidia-)?cutlass.*",
+        "cutlass",
+        0.7,
+        "CUTLASS: GEMM and attention templates (NVIDIA/cutlass)",
+    ),
+    (
+        r"nvidia-.*",
+        "",
+        0.6,
+        "a CUDA library shipped as a wheel (cuBLAS, cuDNN...: the kernels torch calls)",
+    ),
     (r"cupy.*|jax.*", "", 0.6, "another GPU array library with its own kernels (CuPy, JAX)"),
-    (r"transformers", "transformers", 0.5, "Transformers: model code, the attention implementation chosen, the generation loop"),
+    (
+        r"transformers",
+        "transformers",
+        0.5,
+        "Transformers: model code, the attention implementation chosen, the generation loop",
+    ),
     (r"accelerate", "accelerate", 0.4, "Accelerate: device placement and mixed-precision wrappers"),
     (r"torchvision|torchaudio", "", 0.3, "torchvision/torchaudio: data-side ops; a few kernels"),
-    (r"numpy", "numpy", 0.2, "NumPy: host-side arrays; reaches step time through data preparation only"),
+    (
+        r"numpy",
+        "numpy",
+        0.2,
+        "NumPy: host-side arrays; reaches step time through data preparation only",
+    ),
     (r"pynvml|nvidia-ml-py", "pynvml", 0.1, "NVML bindings: monitoring only"),
 ]
 """The GPU stack: normalised distribution name pattern -> (the top-level module it is imported as, "" when it
@@ -118,7 +207,11 @@ def torch_build(version: str | None):
     if not version:
         return missing(MissingReason.NOT_FOUND, "torch not installed")
     _, plus, local = version.partition("+")
-    return local if plus else missing(MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")
+    return (
+        local
+        if plus
+        else missing(MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")
+    )
 
 
 class SoftwareProbe(Probe):
@@ -128,8 +221,13 @@ class SoftwareProbe(Probe):
     description = "Python version/executable, installed distributions and versions, editable installs and their source"
     hypotheses = ("torch.version", "python.packages")
     map_fields = ("packages", "editable")
-    types = {"python": "mapping", "packages": "mapping", "packages.*": "string", "editable": "mapping",
-             "torch": "mapping"}
+    types = {
+        "python": "mapping",
+        "packages": "mapping",
+        "packages.*": "string",
+        "editable": "mapping",
+        "torch": "mapping",
+    }
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
         packages: dict[str, str] = {}
@@ -137,7 +235,9 @@ class SoftwareProbe(Probe):
         for dist in metadata.distributions():
             name, version = name_and_version(dist)
             if not name:
-                ctx.error("packages", f"distribution without a name at {getattr(dist, '_path', '?')}")
+                ctx.error(
+                    "packages", f"distribution without a name at {getattr(dist, '_path', '?')}"
+                )
                 continue
             if name not in packages:  # a later one is shadowed by the first on sys.path
                 packages[name] = version
@@ -159,8 +259,10 @@ class SoftwareProbe(Probe):
             },
             "packages": dict(sorted(packages.items(), key=lambda kv: kv[0].lower())),
             "editable": editable,
-            "torch": {"version": torch_version or missing(MissingReason.NOT_FOUND, "torch not installed"),
-                      "build": torch_build(torch_version)},
+            "torch": {
+                "version": torch_version or missing(MissingReason.NOT_FOUND, "torch not installed"),
+                "build": torch_build(torch_version),
+            },
         }
 
     def headline(self, data: dict[str, Any]) -> str:
@@ -168,12 +270,20 @@ class SoftwareProbe(Probe):
         py = py if isinstance(py, str) else "?"
         torch = (data.get("torch") or {}).get("version")
         torch_s = f", torch {torch}" if isinstance(torch, str) else ", no torch"
-        ed = data.get("editable") if isinstance(data.get("editable"), dict) and not is_missing(data.get("editable")) else {}
+        ed = (
+            data.get("editable")
+            if isinstance(data.get("editable"), dict) and not is_missing(data.get("editable"))
+            else {}
+        )
         ed_s = f", editable: {', '.join(sorted(ed))}" if ed else ""
         return f"Python {py}{torch_s}, {len(data.get('packages') or {})} distributions{ed_s}"
 
-    def judge(self, before: ProbeResult | None, after: ProbeResult | None,
-              jctx: JudgeContext | None = None) -> list[Finding]:
+    def judge(
+        self,
+        before: ProbeResult | None,
+        after: ProbeResult | None,
+        jctx: JudgeContext | None = None,
+    ) -> list[Finding]:
         if not (before and after and before.usable and after.usable):
             return []  # one side alone shows nothing here; the ledger marks both hypotheses inconclusive
         out: list[Finding] = []
@@ -188,13 +298,24 @@ class SoftwareProbe(Probe):
         # A list that holds only some packages (collect_env's "relevant libraries", an imported check_env)
         # says nothing about the names it leaves out: only names it lists are compared, and against a
         # complete list a name it lists but the other lacks is a real difference.
-        partial = {side: (d.get("coverage") or {}).get("packages") for side, d in (("BEFORE", before.data),
-                                                                                    ("AFTER", after.data))
-                   if isinstance(d.get("coverage"), dict) and (d.get("coverage") or {}).get("packages")}
+        partial = {
+            side: (d.get("coverage") or {}).get("packages")
+            for side, d in (("BEFORE", before.data), ("AFTER", after.data))
+            if isinstance(d.get("coverage"), dict) and (d.get("coverage") or {}).get("packages")
+        }
         if bp is None or ap is None:
-            why = next((d["packages"].get("detail") for d in (before.data, after.data) if is_missing(d.get("packages"))), "")
-            return [inconclusive("torch.version", f"package list not held by one side ({why})"),
-                    inconclusive("python.packages", f"package list not held by one side ({why})")]
+            why = next(
+                (
+                    d["packages"].get("detail")
+                    for d in (before.data, after.data)
+                    if is_missing(d.get("packages"))
+                ),
+                "",
+            )
+            return [
+                inconclusive("torch.version", f"package list not held by one side ({why})"),
+                inconclusive("python.packages", f"package list not held by one side ({why})"),
+            ]
         if "BEFORE" in partial and "AFTER" in partial:
             names = set(bp) & set(ap)
         elif partial:
@@ -202,16 +323,30 @@ class SoftwareProbe(Probe):
         else:
             names = set(bp) | set(ap)
         not_compared = (set(bp) | set(ap)) - names
-        scope = [f"{side} lists only some packages: {why}; {len(not_compared)} name(s) of the other side not compared"
-                 for side, why in partial.items()]
+        scope = [
+            f"{side} lists only some packages: {why}; {len(not_compared)} name(s) of the other side not compared"
+            for side, why in partial.items()
+        ]
         bt, at = bp.get("torch"), ap.get("torch")
         if "torch" not in names and (bt is None) != (at is None):
-            out.append(inconclusive("torch.version", f"torch {bt or at} on one side; the other side's list does not "
-                                                     "name torch", scope))
+            out.append(
+                inconclusive(
+                    "torch.version",
+                    f"torch {bt or at} on one side; the other side's list does not name torch",
+                    scope,
+                )
+            )
         elif bt != at:
-            out.append(implicated("torch.version", Severity.HIGH, f"PyTorch changed: {bt or 'absent'} -> {at or 'absent'}",
-                                  ["torch distribution metadata (importlib.metadata)"] + scope, relevance=0.9,
-                                  fields=["packages.torch"]))
+            out.append(
+                implicated(
+                    "torch.version",
+                    Severity.HIGH,
+                    f"PyTorch changed: {bt or 'absent'} -> {at or 'absent'}",
+                    ["torch distribution metadata (importlib.metadata)"] + scope,
+                    relevance=0.9,
+                    fields=["packages.torch"],
+                )
+            )
         else:
             out.append(ruled_out("torch.version", f"torch {bt or 'absent'} on both"))
         changes, stack, roles, weights = [], [], [], []
@@ -224,12 +359,20 @@ class SoftwareProbe(Probe):
             if known is None:
                 changes.append(line)
                 continue
-            if bt != at and TORCH_PINNED.match(name):  # torch's pinned dependency moved with it: torch.version's
-                known = (min(known[0], GPU_STACK_STRONG - 0.1), known[1] + "; pinned by torch, changed with it",
-                         known[2])
+            if bt != at and TORCH_PINNED.match(
+                name
+            ):  # torch's pinned dependency moved with it: torch.version's
+                known = (
+                    min(known[0], GPU_STACK_STRONG - 0.1),
+                    known[1] + "; pinned by torch, changed with it",
+                    known[2],
+                )
             elif imported is not None and known[2] and known[2] not in imported:
-                known = (min(known[0], GPU_STACK_STRONG - 0.1), known[1] + f"; the benchmarked step never imported "
-                         f"{known[2]}", known[2])
+                known = (
+                    min(known[0], GPU_STACK_STRONG - 0.1),
+                    known[1] + f"; the benchmarked step never imported {known[2]}",
+                    known[2],
+                )
             elif imported is not None and known[2]:
                 weight = max(known[0], 0.95) if known[0] >= GPU_STACK_STRONG else known[0]
                 known = (weight, known[1] + f"; the benchmarked step imported {known[2]}", known[2])
@@ -245,21 +388,45 @@ class SoftwareProbe(Probe):
         if lines:
             top = max(weights)
             strong = top >= GPU_STACK_STRONG
-            out.append(implicated("python.packages", Severity.HIGH if strong else Severity.MEDIUM,
-                                  f"{len(lines)} GPU-stack package(s) changed: {'; '.join(lines[:3])}"
-                                  + (" ..." if len(lines) > 3 else ""), lines + roles + changes + scope,
-                                  relevance=max(0.6, top),
-                                  fields=["packages", "packages.gpu_stack"] if strong else ["packages"]))
+            out.append(
+                implicated(
+                    "python.packages",
+                    Severity.HIGH if strong else Severity.MEDIUM,
+                    f"{len(lines)} GPU-stack package(s) changed: {'; '.join(lines[:3])}"
+                    + (" ..." if len(lines) > 3 else ""),
+                    lines + roles + changes + scope,
+                    relevance=max(0.6, top),
+                    fields=["packages", "packages.gpu_stack"] if strong else ["packages"],
+                )
+            )
         elif changes:
-            out.append(implicated("python.packages", Severity.LOW,
-                                  f"{len(changes)} other package(s) changed: {'; '.join(changes[:3])}"
-                                  + (" ..." if len(changes) > 3 else ""), changes + scope, relevance=0.3,
-                                  fields=["packages"]))
+            out.append(
+                implicated(
+                    "python.packages",
+                    Severity.LOW,
+                    f"{len(changes)} other package(s) changed: {'; '.join(changes[:3])}"
+                    + (" ..." if len(changes) > 3 else ""),
+                    changes + scope,
+                    relevance=0.3,
+                    fields=["packages"],
+                )
+            )
         elif partial:
-            out.append(ruled_out("python.packages", f"the {len(names)} distribution(s) listed on both sides are the same "
-                                                    f"(Python {_shown(bpy)} / {_shown(apy)})", scope))
+            out.append(
+                ruled_out(
+                    "python.packages",
+                    f"the {len(names)} distribution(s) listed on both sides are the same "
+                    f"(Python {_shown(bpy)} / {_shown(apy)})",
+                    scope,
+                )
+            )
         else:
-            out.append(ruled_out("python.packages", f"Python {apy} and all {len(ap)} distributions the same on both"))
+            out.append(
+                ruled_out(
+                    "python.packages",
+                    f"Python {apy} and all {len(ap)} distributions the same on both",
+                )
+            )
         return out
 
 

@@ -56,8 +56,19 @@ class _H:
 
 
 class FakePynvml(types.ModuleType):
-    def __init__(self, state="idle", *, not_found=(), absent=(), lost=False, hang=(), init_error=None,
-                 capture=None, edit=None, topology=None):
+    def __init__(
+        self,
+        state="idle",
+        *,
+        not_found=(),
+        absent=(),
+        lost=False,
+        hang=(),
+        init_error=None,
+        capture=None,
+        edit=None,
+        topology=None,
+    ):
         super().__init__("pynvml")
         self._topology = topology
         self._absent = set()
@@ -90,9 +101,14 @@ class FakePynvml(types.ModuleType):
                 self.release.wait(30)
             if not_found:
                 raise err("NVML_ERROR_FUNCTION_NOT_FOUND")
-            if lost and name.startswith("nvmlDevice") and name not in ("nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex"):
+            if (
+                lost
+                and name.startswith("nvmlDevice")
+                and name not in ("nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex")
+            ):
                 raise err("NVML_ERROR_GPU_IS_LOST")
             return fn(*args)
+
         return call
 
     # helpers
@@ -133,13 +149,26 @@ class FakePynvml(types.ModuleType):
         return _H(i)
 
     # identity
-    def nvmlDeviceGetUUID(self, h): return self._key(h, "uuid")
-    def nvmlDeviceGetName(self, h): return self._key(h, "name")
-    def nvmlDeviceGetSerial(self, h): return self._key(h, "serial")
-    def nvmlDeviceGetVbiosVersion(self, h): return self._key(h, "vbios")
-    def nvmlDeviceGetBoardPartNumber(self, h): return self._key(h, "board_part")
-    def nvmlDeviceGetArchitecture(self, h): return self._key(h, "arch")
-    def nvmlDeviceGetCudaComputeCapability(self, h): return tuple(self._key(h, "cuda_cc"))
+    def nvmlDeviceGetUUID(self, h):
+        return self._key(h, "uuid")
+
+    def nvmlDeviceGetName(self, h):
+        return self._key(h, "name")
+
+    def nvmlDeviceGetSerial(self, h):
+        return self._key(h, "serial")
+
+    def nvmlDeviceGetVbiosVersion(self, h):
+        return self._key(h, "vbios")
+
+    def nvmlDeviceGetBoardPartNumber(self, h):
+        return self._key(h, "board_part")
+
+    def nvmlDeviceGetArchitecture(self, h):
+        return self._key(h, "arch")
+
+    def nvmlDeviceGetCudaComputeCapability(self, h):
+        return tuple(self._key(h, "cuda_cc"))
 
     def nvmlDeviceGetPciInfo(self, h):
         return types.SimpleNamespace(busId=self._key(h, "pci_bus_id"))
@@ -153,43 +182,101 @@ class FakePynvml(types.ModuleType):
         return types.SimpleNamespace(gpu=u["gpu"], memory=u["mem"])
 
     # clocks
-    def nvmlDeviceGetClockInfo(self, h, t): return self._key(h, f"clock_{_CLOCK_NAMES[t]}_mhz")
-    def nvmlDeviceGetMaxClockInfo(self, h, t): return self._key(h, f"max_clock_{_CLOCK_NAMES[t]}_mhz")
-    def nvmlDeviceGetApplicationsClock(self, h, t): return self._key(h, f"app_clock_{_CLOCK_NAMES[t]}_mhz")
-    def nvmlDeviceGetDefaultApplicationsClock(self, h, t): return self._key(h, f"default_app_clock_{_CLOCK_NAMES[t]}_mhz")
-    def nvmlDeviceGetPerformanceState(self, h): return self._key(h, "pstate")
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h): return self._key(h, "clocks_event_reasons")
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h): return self._key(h, "clocks_throttle_reasons")
-    def nvmlDeviceGetSupportedClocksEventReasons(self, h): return self._key(h, "supported_clocks_event_reasons")
-    def nvmlDeviceGetSupportedClocksThrottleReasons(self, h): return self._key(h, "supported_clocks_event_reasons")
+    def nvmlDeviceGetClockInfo(self, h, t):
+        return self._key(h, f"clock_{_CLOCK_NAMES[t]}_mhz")
+
+    def nvmlDeviceGetMaxClockInfo(self, h, t):
+        return self._key(h, f"max_clock_{_CLOCK_NAMES[t]}_mhz")
+
+    def nvmlDeviceGetApplicationsClock(self, h, t):
+        return self._key(h, f"app_clock_{_CLOCK_NAMES[t]}_mhz")
+
+    def nvmlDeviceGetDefaultApplicationsClock(self, h, t):
+        return self._key(h, f"default_app_clock_{_CLOCK_NAMES[t]}_mhz")
+
+    def nvmlDeviceGetPerformanceState(self, h):
+        return self._key(h, "pstate")
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return self._key(h, "clocks_event_reasons")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return self._key(h, "clocks_throttle_reasons")
+
+    def nvmlDeviceGetSupportedClocksEventReasons(self, h):
+        return self._key(h, "supported_clocks_event_reasons")
+
+    def nvmlDeviceGetSupportedClocksThrottleReasons(self, h):
+        return self._key(h, "supported_clocks_event_reasons")
 
     # pcie
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, h): return self._key(h, "pcie_gen_curr")
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, h): return self._key(h, "pcie_gen_max")
-    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h): return self._key(h, "pcie_gen_gpu_max")
-    def nvmlDeviceGetCurrPcieLinkWidth(self, h): return self._key(h, "pcie_width_curr")
-    def nvmlDeviceGetMaxPcieLinkWidth(self, h): return self._key(h, "pcie_width_max")
-    def nvmlDeviceGetPcieSpeed(self, h): return self._key(h, "pcie_speed_mbps")
-    def nvmlDeviceGetPcieReplayCounter(self, h): return self._key(h, "pcie_replay_counter")
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
+        return self._key(h, "pcie_gen_curr")
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
+        return self._key(h, "pcie_gen_max")
+
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h):
+        return self._key(h, "pcie_gen_gpu_max")
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        return self._key(h, "pcie_width_curr")
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return self._key(h, "pcie_width_max")
+
+    def nvmlDeviceGetPcieSpeed(self, h):
+        return self._key(h, "pcie_speed_mbps")
+
+    def nvmlDeviceGetPcieReplayCounter(self, h):
+        return self._key(h, "pcie_replay_counter")
 
     # power, temperature
-    def nvmlDeviceGetTemperature(self, h, sensor): return self._key(h, "temp_c")
-    def nvmlDeviceGetPowerUsage(self, h): return self._key(h, "power_mw")
-    def nvmlDeviceGetPowerManagementLimit(self, h): return self._key(h, "power_limit_mw")
-    def nvmlDeviceGetEnforcedPowerLimit(self, h): return self._key(h, "enforced_power_limit_mw")
-    def nvmlDeviceGetPowerManagementDefaultLimit(self, h): return self._key(h, "power_default_limit_mw")
-    def nvmlDeviceGetTemperatureThreshold(self, h, t): raise err("NVML_ERROR_NOT_SUPPORTED")
-    def nvmlDeviceGetPowerManagementLimitConstraints(self, h): raise err("NVML_ERROR_NOT_SUPPORTED")
-    def nvmlDeviceGetTotalEnergyConsumption(self, h): raise err("NVML_ERROR_NOT_SUPPORTED")
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return self._key(h, "temp_c")
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return self._key(h, "power_mw")
+
+    def nvmlDeviceGetPowerManagementLimit(self, h):
+        return self._key(h, "power_limit_mw")
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return self._key(h, "enforced_power_limit_mw")
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h):
+        return self._key(h, "power_default_limit_mw")
+
+    def nvmlDeviceGetTemperatureThreshold(self, h, t):
+        raise err("NVML_ERROR_NOT_SUPPORTED")
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, h):
+        raise err("NVML_ERROR_NOT_SUPPORTED")
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        raise err("NVML_ERROR_NOT_SUPPORTED")
 
     # modes, health
-    def nvmlDeviceGetPersistenceMode(self, h): return self._key(h, "persistence_mode")
-    def nvmlDeviceGetComputeMode(self, h): return self._key(h, "compute_mode")
-    def nvmlDeviceGetMigMode(self, h): return tuple(self._key(h, "mig_mode"))
-    def nvmlDeviceGetEccMode(self, h): return tuple(self._key(h, "ecc_mode"))
-    def nvmlDeviceGetRemappedRows(self, h): return tuple(self._key(h, "remapped_rows"))
-    def nvmlDeviceGetRetiredPagesPendingStatus(self, h): return self._key(h, "retired_pages_pending")
-    def nvmlDeviceGetRetiredPages(self, h, cause): raise err("NVML_ERROR_NOT_SUPPORTED")
+    def nvmlDeviceGetPersistenceMode(self, h):
+        return self._key(h, "persistence_mode")
+
+    def nvmlDeviceGetComputeMode(self, h):
+        return self._key(h, "compute_mode")
+
+    def nvmlDeviceGetMigMode(self, h):
+        return tuple(self._key(h, "mig_mode"))
+
+    def nvmlDeviceGetEccMode(self, h):
+        return tuple(self._key(h, "ecc_mode"))
+
+    def nvmlDeviceGetRemappedRows(self, h):
+        return tuple(self._key(h, "remapped_rows"))
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h):
+        return self._key(h, "retired_pages_pending")
+
+    def nvmlDeviceGetRetiredPages(self, h, cause):
+        raise err("NVML_ERROR_NOT_SUPPORTED")
 
     def nvmlDeviceGetTotalEccErrors(self, h, etype, counter):
         if (etype, counter) == (1, 0):
@@ -202,7 +289,9 @@ class FakePynvml(types.ModuleType):
         return types.SimpleNamespace(referenceTime=v["ref_ns"], violationTime=v["violation_ns"])
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
-        return [types.SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in self._key(h, "compute_procs")]
+        return [
+            types.SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in self._key(h, "compute_procs")
+        ]
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, h):
         return []
@@ -214,9 +303,14 @@ class FakePynvml(types.ModuleType):
             raise err("NVML_ERROR_INVALID_ARGUMENT")
         return links[link]
 
-    def nvmlDeviceGetNvLinkState(self, h, link): return self._link(h, link)["state"]
-    def nvmlDeviceGetNvLinkVersion(self, h, link): return self._link(h, link)["version"]
-    def nvmlDeviceGetNvLinkErrorCounter(self, h, link, counter): raise err("NVML_ERROR_NOT_SUPPORTED")
+    def nvmlDeviceGetNvLinkState(self, h, link):
+        return self._link(h, link)["state"]
+
+    def nvmlDeviceGetNvLinkVersion(self, h, link):
+        return self._link(h, link)["version"]
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, h, link, counter):
+        raise err("NVML_ERROR_NOT_SUPPORTED")
 
     # topology (only when the test passes topology=...: otherwise FunctionNotFound)
     def _topo(self, key, default):
@@ -255,10 +349,22 @@ class FakePynvml(types.ModuleType):
         for fid in ids:
             names = [n for n in fv if getattr(real, n, None) == fid]
             if not names:
-                out.append(types.SimpleNamespace(fieldId=fid, nvmlReturn=real.NVML_ERROR_NOT_SUPPORTED,
-                                                 valueType=3, value=types.SimpleNamespace(ullVal=0)))
+                out.append(
+                    types.SimpleNamespace(
+                        fieldId=fid,
+                        nvmlReturn=real.NVML_ERROR_NOT_SUPPORTED,
+                        valueType=3,
+                        value=types.SimpleNamespace(ullVal=0),
+                    )
+                )
                 continue
             e = fv[names[0]]
-            out.append(types.SimpleNamespace(fieldId=fid, nvmlReturn=e["ret"], valueType=e["type"],
-                                             value=types.SimpleNamespace(ullVal=e["ull"], uiVal=e["ui"], ulVal=e["ull"])))
+            out.append(
+                types.SimpleNamespace(
+                    fieldId=fid,
+                    nvmlReturn=e["ret"],
+                    valueType=e["type"],
+                    value=types.SimpleNamespace(ullVal=e["ull"], uiVal=e["ui"], ulVal=e["ull"]),
+                )
+            )
         return out

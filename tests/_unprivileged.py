@@ -27,10 +27,16 @@ ROOT = Path(__file__).resolve().parent.parent
 _CANDIDATES = (
     ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
     ["runuser", "-u", "nobody", "--"],
-    ["setpriv", "--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search"],
+    [
+        "setpriv",
+        "--inh-caps=-dac_override,-dac_read_search",
+        "--bounding-set=-dac_override,-dac_read_search",
+    ],
 )
-_PROBE = ("import os, sys, click, forensics.cli\n"
-          "try:\n    os.listdir(sys.argv[1])\nexcept PermissionError:\n    print('refused')\n")
+_PROBE = (
+    "import os, sys, click, forensics.cli\n"
+    "try:\n    os.listdir(sys.argv[1])\nexcept PermissionError:\n    print('refused')\n"
+)
 _found: list | None = None
 
 
@@ -70,8 +76,14 @@ def prefix() -> list[str] | None:
             if shutil.which(cand[0]) is None:
                 continue
             try:
-                proc = subprocess.run([*cand, sys.executable, "-c", _PROBE, str(locked)], cwd=work, env=env,
-                                      capture_output=True, text=True, timeout=60)
+                proc = subprocess.run(
+                    [*cand, sys.executable, "-c", _PROBE, str(locked)],
+                    cwd=work,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
             except (OSError, subprocess.TimeoutExpired):
                 continue
             if proc.returncode == 0 and proc.stdout.strip() == "refused":
@@ -91,10 +103,20 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_cli_unprivileged(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli_unprivileged(
+    *args: str, cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """``python -m forensics ARGS`` in ``cwd`` as a user file permissions apply to; skips the test if none."""
     pre = prefix()
     if pre is None:
-        pytest.skip("no way to run without root's permission bypass here (setpriv/runuser missing or refused)")
-    return subprocess.run([*pre, sys.executable, "-m", "forensics", *args], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=timeout)
+        pytest.skip(
+            "no way to run without root's permission bypass here (setpriv/runuser missing or refused)"
+        )
+    return subprocess.run(
+        [*pre, sys.executable, "-m", "forensics", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

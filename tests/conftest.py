@@ -22,19 +22,32 @@ def nvml_capture() -> dict:
     return json.loads((H200 / "nvml_torch.json").read_text())
 
 
-def run_cli(*args: str, cwd: str | Path | None = None, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: str | Path | None = None, env: dict | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """Run ``python -m forensics.cli`` as a user would (a fresh process), capturing output."""
     full_env = dict(os.environ)
     full_env.pop("FORENSICS_DEBUG", None)
     if env:
         full_env.update(env)
-    return subprocess.run([sys.executable, "-m", "forensics", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "forensics", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_SYSTEM": os.devnull}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "Test",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_SYSTEM": os.devnull,
+}
 """A fixed identity, and none of this machine's git configuration (hooks, aliases, templates)."""
 
 
@@ -43,7 +56,9 @@ def git(cwd: Path, *args: str, env: dict | None = None) -> str:
     full_env = dict(os.environ, **GIT_ENV)
     if env:
         full_env.update(env)
-    return subprocess.run(["git", *args], cwd=cwd, env=full_env, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=full_env, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def commit(repo: Path, files: dict[str, str], message: str, env: dict | None = None) -> str:
@@ -57,7 +72,9 @@ def commit(repo: Path, files: dict[str, str], message: str, env: dict | None = N
     return git(repo, "rev-parse", "HEAD").strip()
 
 
-def make_repo(path: Path, files: dict[str, str] | None = None, message: str = "first", branch: str = "main") -> Path:
+def make_repo(
+    path: Path, files: dict[str, str] | None = None, message: str = "first", branch: str = "main"
+) -> Path:
     """A throw-away repository at ``path`` (created) on ``branch``, with ``files`` as its first commit.
 
     ``files`` None: no commit at all (a repository with an unborn branch).
@@ -72,8 +89,9 @@ def make_repo(path: Path, files: dict[str, str] | None = None, message: str = "f
 @pytest.fixture
 def git_repo(tmp_path):
     """Factory of throw-away repositories under ``tmp_path``: ``git_repo("name", {"a.py": "x = 1\n"})``."""
-    return lambda name="repo", files=None, message="first", branch="main": make_repo(tmp_path / name, files, message,
-                                                                                   branch)
+    return lambda name="repo", files=None, message="first", branch="main": make_repo(
+        tmp_path / name, files, message, branch
+    )
 
 
 def processes_with_env(var: str, value: str, name: str | None = None) -> list:

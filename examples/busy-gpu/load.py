@@ -1,4 +1,5 @@
 """Another job on GPU 0: back-to-back bf16 8192^3 matmuls until killed (or 300 s)."""
+
 import time
 
 import torch

@@ -6,6 +6,7 @@ torch.cuda.mem_get_info), then the same matmul loop, so memory stays near full w
 Prints one JSON line: mode, steps done, memory used/total at the end. Without a GPU it runs on the CPU
 (small matrices) so the script's plumbing can be tried anywhere.
 """
+
 import json
 import sys
 import time

@@ -16,8 +16,13 @@ canary = json.load(open(canary_path))
 user = json.load(open(user_path))
 bench = {k: v for k, v in canary.items() if k not in ("redaction", "redactions")}
 bench["results"] = list(canary["results"]) + [r for r in user["results"] if r.get("kind") == "user"]
-bench["config"] = dict(canary["config"], user_step={"command": user["config"].get("command"),
-                                                   "metric": user["config"].get("metric"),
-                                                   "processes": len(user["results"][0]["process_medians"])})
+bench["config"] = dict(
+    canary["config"],
+    user_step={
+        "command": user["config"].get("command"),
+        "metric": user["config"].get("metric"),
+        "processes": len(user["results"][0]["process_medians"]),
+    },
+)
 snap["bench"] = bench
 json.dump(snap, open(out_path, "w"), indent=1)

@@ -4,6 +4,7 @@ Each timed block runs round(200 * STEP_SCALE) bf16 4096x4096 matmuls (so 1.01 an
 prints one JSON line per block, {"metric": "step_ms", "value": ms}, timed with CUDA events.
 On a machine without CUDA it runs float32 512x512 matmuls on the CPU (for trying the script only).
 """
+
 import json
 import os
 import time

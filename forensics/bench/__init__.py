@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-SNAPSHOT_PROCESSES = 5   # the fewest with which Mann-Whitney U can reach p <= 0.01 (2 / C(10, 5) = 0.008)
+SNAPSHOT_PROCESSES = (
+    5  # the fewest with which Mann-Whitney U can reach p <= 0.01 (2 / C(10, 5) = 0.008)
+)
 SNAPSHOT_BUDGET_S = 45.0
 SNAPSHOT_BLOCKS = 15
 SNAPSHOT_WARMUP_S = 0.1
@@ -51,36 +53,55 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
     from forensics.bench.session import canary_config, run_canary
     from forensics.step.command import split_command
 
-    opts = {"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **{k: v for k, v in dict(options or {}).items()
-                                                                          if v is not None}}
+    opts = {
+        "blocks": SNAPSHOT_BLOCKS,
+        "warmup_s": SNAPSHOT_WARMUP_S,
+        **{k: v for k, v in dict(options or {}).items() if v is not None},
+    }
     cfg = canary_config(opts)
     processes = int(opts.get("processes") or SNAPSHOT_PROCESSES)
     budget = float(opts.get("budget_s") or SNAPSHOT_BUDGET_S)
     launcher = split_command(opts["launcher"]) if opts.get("launcher") else None
-    doc = run_canary(cfg, processes=processes, budget_s=budget, label="snapshot", launcher=launcher)[0]
+    doc = run_canary(
+        cfg, processes=processes, budget_s=budget, label="snapshot", launcher=launcher
+    )[0]
     if opts.get("cmd"):
         _add_user_step(doc, opts, processes, budget)
     return doc
 
 
-def _add_user_step(doc: dict[str, Any], opts: dict[str, Any], processes: int, budget: float) -> None:
+def _add_user_step(
+    doc: dict[str, Any], opts: dict[str, Any], processes: int, budget: float
+) -> None:
     """Run the user's step command and append its result (kind ``user``) to a canary document."""
     from forensics.bench.user import run_user, user_result
-
     from forensics.errors import BadInputError
 
     hib = bool(opts.get("higher_is_better"))
     try:
-        recs = run_user("cmd", opts["cmd"], processes=processes, budget_s=budget, timeout_s=300.0,
-                        metric=opts.get("metric"), metric_regex=opts.get("metric_regex"))
-    except BadInputError as exc:  # the canary's minute is kept: the bench is marked, the snapshot written
+        recs = run_user(
+            "cmd",
+            opts["cmd"],
+            processes=processes,
+            budget_s=budget,
+            timeout_s=300.0,
+            metric=opts.get("metric"),
+            metric_regex=opts.get("metric_regex"),
+        )
+    except (
+        BadInputError
+    ) as exc:  # the canary's minute is kept: the bench is marked, the snapshot written
         doc["config"]["user_step"] = {"command": opts["cmd"], "failed": str(exc)}
         doc["summary"] = f"{doc.get('summary', '')}; your step failed: {exc}"
         return
     name = f"user.{recs[0]['metric']}"
     result = user_result(name, recs, unit="per s" if hib else "ms", higher_is_better=hib)
     doc["results"].append(result)
-    doc["config"]["user_step"] = {"command": opts["cmd"], "metric": opts.get("metric"),
-                                  "metric_regex": opts.get("metric_regex"), "higher_is_better": hib,
-                                  "processes": len(recs)}
+    doc["config"]["user_step"] = {
+        "command": opts["cmd"],
+        "metric": opts.get("metric"),
+        "metric_regex": opts.get("metric_regex"),
+        "higher_is_better": hib,
+        "processes": len(recs),
+    }
     doc["summary"] = f"{doc.get('summary', '')}; {name} {result['median']:.4g} {result['unit']}"

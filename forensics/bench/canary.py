@@ -34,7 +34,9 @@ class VerifyModel:
             only the compute is timed).
     """
 
-    def __init__(self, cfg: CanaryConfig, device: torch.device, reduce: Callable[[torch.Tensor], None]):
+    def __init__(
+        self, cfg: CanaryConfig, device: torch.device, reduce: Callable[[torch.Tensor], None]
+    ):
         self.cfg = cfg
         self.reduce = reduce
         dtype = torch.bfloat16 if cfg.device == "cuda" else torch.float32
@@ -47,20 +49,24 @@ class VerifyModel:
         gen = torch.Generator(device=device).manual_seed(1234)
 
         def rnd(*shape: int) -> torch.Tensor:
-            return (torch.randn(*shape, generator=gen, device=device, dtype=torch.float32) * 0.02).to(dtype)
+            return (
+                torch.randn(*shape, generator=gen, device=device, dtype=torch.float32) * 0.02
+            ).to(dtype)
 
         self.layers = []
         for _ in range(cfg.layers):
-            self.layers.append({
-                "ln1": torch.ones(h, device=device, dtype=dtype),
-                "wqkv": rnd(h, 3 * self.local_heads * self.head_dim),
-                "wo": rnd(self.local_heads * self.head_dim, h),
-                "ln2": torch.ones(h, device=device, dtype=dtype),
-                "wgu": rnd(h, 2 * local_ffn),
-                "wdown": rnd(local_ffn, h),
-                "k": rnd(cfg.batch, self.local_heads, cfg.kv_len + t, self.head_dim),
-                "v": rnd(cfg.batch, self.local_heads, cfg.kv_len + t, self.head_dim),
-            })
+            self.layers.append(
+                {
+                    "ln1": torch.ones(h, device=device, dtype=dtype),
+                    "wqkv": rnd(h, 3 * self.local_heads * self.head_dim),
+                    "wo": rnd(self.local_heads * self.head_dim, h),
+                    "ln2": torch.ones(h, device=device, dtype=dtype),
+                    "wgu": rnd(h, 2 * local_ffn),
+                    "wdown": rnd(local_ffn, h),
+                    "k": rnd(cfg.batch, self.local_heads, cfg.kv_len + t, self.head_dim),
+                    "v": rnd(cfg.batch, self.local_heads, cfg.kv_len + t, self.head_dim),
+                }
+            )
         pos = torch.arange(cfg.kv_len + t, device=device)
         # new token i sees the cache and new tokens up to itself: position <= kv_len + i
         self.mask = pos[None, :] <= (cfg.kv_len + torch.arange(t, device=device))[:, None]
@@ -74,8 +80,8 @@ class VerifyModel:
             hh = _rmsnorm(x, ly["ln1"])
             qkv = (hh @ ly["wqkv"]).view(b, t, 3, self.local_heads, self.head_dim)
             q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
-            ly["k"][:, :, cfg.kv_len:].copy_(k)
-            ly["v"][:, :, cfg.kv_len:].copy_(v)
+            ly["k"][:, :, cfg.kv_len :].copy_(k)
+            ly["v"][:, :, cfg.kv_len :].copy_(v)
             a = F.scaled_dot_product_attention(q, ly["k"], ly["v"], attn_mask=self.mask)
             o = a.transpose(1, 2).reshape(b, t, self.local_heads * self.head_dim) @ ly["wo"]
             self.reduce(o)

@@ -23,17 +23,15 @@ throttle may hide a change) and is given as an explanation next to
 from __future__ import annotations
 
 import json
-
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.bench.config import CanaryConfig
-from forensics.errors import BadInputError, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
-from forensics.stats import REACHABLE_PROCESSES, Comparison, Verdict, compare
-
-from forensics.gpu.readings import THROTTLE_REASONS as THROTTLE_KEYS  # noqa: E402  (one list of throttling reasons)
+from forensics.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, BadInputError
 from forensics.gpu.readings import CLOCK_SM_MHZ, POWER_MW, UTIL_GPU_PCT  # noqa: E402
+from forensics.gpu.readings import THROTTLE_REASONS as THROTTLE_KEYS  # noqa: E402  (one list of throttling reasons)
+from forensics.stats import REACHABLE_PROCESSES, Comparison, Verdict, compare
 
 THROTTLE_FRACTION = 0.05
 THROTTLE_CHANGE = 0.10
@@ -67,13 +65,21 @@ class BenchComparison:
     @property
     def exit_code(self) -> int:
         """1 slower, 3 inconclusive, 0 same or faster (DESIGN section 12)."""
-        return {Verdict.SLOWER: EXIT_REGRESSION, Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE}.get(self.verdict, EXIT_OK)
+        return {Verdict.SLOWER: EXIT_REGRESSION, Verdict.INCONCLUSIVE: EXIT_INCONCLUSIVE}.get(
+            self.verdict, EXIT_OK
+        )
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (``forensics bench compare --json``)."""
-        return {"headline": self.headline, "verdict": self.verdict.value, "noise_floor": self.noise_floor,
-                "pointing": self.pointing, "notes": self.notes, "telemetry": self.telemetry,
-                "results": {k: v.to_json() for k, v in self.results.items()}}
+        return {
+            "headline": self.headline,
+            "verdict": self.verdict.value,
+            "noise_floor": self.noise_floor,
+            "pointing": self.pointing,
+            "notes": self.notes,
+            "telemetry": self.telemetry,
+            "results": {k: v.to_json() for k, v in self.results.items()},
+        }
 
 
 def aa_noise(values: list[float]) -> float | None:
@@ -102,8 +108,11 @@ def _check_comparable(a: dict, b: dict) -> None:
     if ca.get("kind", "canary") == "canary":
         diff = [k for k in CanaryConfig.SHAPE_FIELDS if ca.get(k) != cb.get(k)]
         if diff:
-            raise BadInputError("the two canary runs used different settings (" + ", ".join(
-                f"{k}: {ca.get(k)} vs {cb.get(k)}" for k in diff) + "); rerun one with the other's options")
+            raise BadInputError(
+                "the two canary runs used different settings ("
+                + ", ".join(f"{k}: {ca.get(k)} vs {cb.get(k)}" for k in diff)
+                + "); rerun one with the other's options"
+            )
 
 
 def telemetry_problem(telemetry: Any) -> str:
@@ -125,14 +134,27 @@ def telemetry_problem(telemetry: Any) -> str:
         if not isinstance(g, dict):
             return f"telemetry.gpus.{uuid} is {type(g).__name__}, expected a mapping"
         rf = g.get("reason_fraction")
-        if rf is not None and not is_missing(rf) and (not isinstance(rf, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in rf.values())):
+        if (
+            rf is not None
+            and not is_missing(rf)
+            and (
+                not isinstance(rf, dict)
+                or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+                    for v in rf.values()
+                )
+            )
+        ):
             return f"telemetry.gpus.{uuid}.reason_fraction is not a mapping of fractions 0-1"
     return ""
 
 
 def _usable_telemetry(telemetry: Any) -> bool:
-    return isinstance(telemetry, dict) and isinstance(telemetry.get("gpus"), dict) and not telemetry_problem(telemetry)
+    return (
+        isinstance(telemetry, dict)
+        and isinstance(telemetry.get("gpus"), dict)
+        and not telemetry_problem(telemetry)
+    )
 
 
 def throttled(telemetry: Any) -> dict[str, float]:
@@ -189,7 +211,9 @@ def foreign_processes(doc: dict) -> dict[str, list[str]]:
             if pid in own or (isinstance(proc, dict) and proc.get("ours")):
                 continue
             name = proc.get("name", "") if isinstance(proc, dict) else ""
-            out.setdefault(f"GPU {g.get('index', uuid)}", []).append(f"pid {pid}{' ' + name if name else ''}")
+            out.setdefault(f"GPU {g.get('index', uuid)}", []).append(
+                f"pid {pid}{' ' + name if name else ''}"
+            )
     return out
 
 
@@ -200,7 +224,11 @@ def _gpu_line(tel: Any) -> dict[str, str]:
             if not isinstance(g, dict):
                 continue
             bits = []
-            for key, unit, scale in ((CLOCK_SM_MHZ, "MHz SM", 1), (POWER_MW, "W", 1e-3), (UTIL_GPU_PCT, "% busy", 1)):
+            for key, unit, scale in (
+                (CLOCK_SM_MHZ, "MHz SM", 1),
+                (POWER_MW, "W", 1e-3),
+                (UTIL_GPU_PCT, "% busy", 1),
+            ):
                 v = g.get(key)
                 if isinstance(v, dict) and isinstance(v.get("median"), (int, float)):
                     bits.append(f"{v['median'] * scale:.0f} {unit}")
@@ -217,8 +245,14 @@ def separation(va: list[float], vb: list[float], higher_is_better: bool = False)
     return min(slow) / max(fast)
 
 
-def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05, higher_is_better: bool = False,
-                   name: str = "result") -> tuple[float | None, Comparison]:
+def compare_values(
+    va: list[float],
+    vb: list[float],
+    *,
+    threshold: float = 0.05,
+    higher_is_better: bool = False,
+    name: str = "result",
+) -> tuple[float | None, Comparison]:
     """One result's comparison: :func:`forensics.stats.compare` plus this module's rules.
 
     Adds the A/A noise floor (:func:`aa_noise`: alternate pairs of each side's processes), the note when
@@ -232,15 +266,20 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
     known = [f for f in (fa, fb) if f is not None]
     floor = max(known) if known else None
     try:
-        cmp = compare(va, vb, threshold=threshold, higher_is_better=higher_is_better, noise_floor=floor)
+        cmp = compare(
+            va, vb, threshold=threshold, higher_is_better=higher_is_better, noise_floor=floor
+        )
     except ValueError as exc:
         raise BadInputError(f"result {name!r}: {exc}") from None
     floor_p = min_mwu_p(len(va), len(vb))
     if cmp.verdict is Verdict.INCONCLUSIVE and floor_p > cmp.alpha and min(len(va), len(vb)) >= 3:
         cmp.reasons = [r for r in cmp.reasons if not r.startswith("need about")]
-        cmp.reasons.insert(0, f"with {len(va)}+{len(vb)} processes Mann-Whitney U cannot reach p <= "
-                              f"{cmp.alpha:g} (smallest possible p {floor_p:.3f}); run at least 5 a side "
-                              "(--processes 5; snapshot --bench-processes 5)")
+        cmp.reasons.insert(
+            0,
+            f"with {len(va)}+{len(vb)} processes Mann-Whitney U cannot reach p <= "
+            f"{cmp.alpha:g} (smallest possible p {floor_p:.3f}); run at least 5 a side "
+            "(--processes 5; snapshot --bench-processes 5)",
+        )
     noise = max(cmp.a.iqr_over_median, cmp.b.iqr_over_median)
     # The gate guards calls that noise could have made. When every process of the slower side is slower
     # than every process of the faster side by more than the threshold and the spread together, noise
@@ -255,23 +294,35 @@ def compare_values(va: list[float], vb: list[float], *, threshold: float = 0.05,
     # investigate's adaptive rounds get there while the call is undecided.
     margin = (1 + threshold) * (1 + noise)
     enough = min(len(va), len(vb)) >= CI_CLEAR_PROCESSES
-    ci_clears = enough and ((cmp.verdict is Verdict.SLOWER and cmp.ci_low > margin) or (
-        cmp.verdict is Verdict.FASTER and cmp.ci_high < 1 / margin))
+    ci_clears = enough and (
+        (cmp.verdict is Verdict.SLOWER and cmp.ci_low > margin)
+        or (cmp.verdict is Verdict.FASTER and cmp.ci_high < 1 / margin)
+    )
     clears = cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) and (
-        separation(va, vb, higher_is_better) > margin or ci_clears)
-    if (cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) or cmp.verdict.small) and noise > NOISY and not clears:
+        separation(va, vb, higher_is_better) > margin or ci_clears
+    )
+    if (
+        (cmp.verdict in (Verdict.SLOWER, Verdict.FASTER) or cmp.verdict.small)
+        and noise > NOISY
+        and not clears
+    ):
         cmp.verdict = Verdict.INCONCLUSIVE
-        cmp.reasons.append(f"noisy: IQR/median {noise:.0%} across processes (> {NOISY:.0%}); a change is not "
-                           "called on noisy data")
+        cmp.reasons.append(
+            f"noisy: IQR/median {noise:.0%} across processes (> {NOISY:.0%}); a change is not "
+            "called on noisy data"
+        )
         if cmp.processes_needed > min(len(va), len(vb)):
             cmp.reasons.append(f"need about {cmp.processes_needed} processes a side")
-    cmp.reasons = [more_processes_advice(r, cmp.processes_needed) if r.startswith("need about") else r
-                   for r in cmp.reasons]
+    cmp.reasons = [
+        more_processes_advice(r, cmp.processes_needed) if r.startswith("need about") else r
+        for r in cmp.reasons
+    ]
     return floor, cmp
 
 
-def method_changes(ra: dict[str, dict], rb: dict[str, dict], names: list[str],
-                   sides: tuple[str, str] = ("A", "B")) -> list[str]:
+def method_changes(
+    ra: dict[str, dict], rb: dict[str, dict], names: list[str], sides: tuple[str, str] = ("A", "B")
+) -> list[str]:
     """Notes for results measured differently on the two sides (``method``: a CUDA graph replay against an
     eager launch, when an environment stopped graph capture, see :func:`forensics.bench.document.graph_note`).
     ``sides`` names them in the note ("BEFORE", "AFTER" in a diff)."""
@@ -280,11 +331,17 @@ def method_changes(ra: dict[str, dict], rb: dict[str, dict], names: list[str],
         ma, mb = ra[name].get("method"), rb[name].get("method")
         if ma and mb and ma != mb:
             eager = rb[name] if mb == "eager" else ra[name]
-            why = eager.get("method_reason") or (  # bench files from before method_reason: the description's brackets
-                str(eager.get("description", "")).partition("(")[2].rstrip(")") or "see its description")
-            out.append(f"{name}: measured as {ma} on {sides[0]} and {mb} on {sides[1]} ({why}); its change includes the kernel-launch "
-                       "time a CUDA graph replay hides, while the matmul, copy and all-reduce components are "
-                       "measured alike on both sides")
+            why = eager.get(
+                "method_reason"
+            ) or (  # bench files from before method_reason: the description's brackets
+                str(eager.get("description", "")).partition("(")[2].rstrip(")")
+                or "see its description"
+            )
+            out.append(
+                f"{name}: measured as {ma} on {sides[0]} and {mb} on {sides[1]} ({why}); its change includes the kernel-launch "
+                "time a CUDA graph replay hides, while the matmul, copy and all-reduce components are "
+                "measured alike on both sides"
+            )
     return out
 
 
@@ -292,10 +349,14 @@ def more_processes_advice(reason: str, needed: int) -> str:
     """The "need about N processes a side (K more)" reason, with the flag that asks for them or, when N
     is out of reach, the better move (docs/inconclusive.md)."""
     if 0 < needed <= REACHABLE_PROCESSES:
-        return f"{reason}: run again with --processes {needed} (snapshot --bench-processes {needed})"
-    return (f"{reason}; that many (--processes) is more than is worth running: cut the noise instead - a quieter machine "
-            "(nothing else on the GPUs or CPUs), a longer step (more work per timed block), or your own step "
-            "with --cmd; see docs/inconclusive.md")
+        return (
+            f"{reason}: run again with --processes {needed} (snapshot --bench-processes {needed})"
+        )
+    return (
+        f"{reason}; that many (--processes) is more than is worth running: cut the noise instead - a quieter machine "
+        "(nothing else on the GPUs or CPUs), a longer step (more work per timed block), or your own step "
+        "with --cmd; see docs/inconclusive.md"
+    )
 
 
 def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchComparison:
@@ -311,20 +372,28 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
     names = [r["name"] for r in a["results"] if r["name"] in rb]
     if not names:
         raise BadInputError("the two bench files share no result name; nothing to compare")
-    for name in names:  # a time in ms against one in s, or two directions, would compare nothing real
+    for (
+        name
+    ) in names:  # a time in ms against one in s, or two directions, would compare nothing real
         for key, default in (("unit", ""), ("higher_is_better", False)):
             x, y = ra[name].get(key, default), rb[name].get(key, default)
             if x != y:
-                raise BadInputError(f"result {name!r}: {key} is {json.dumps(x)} in A but {json.dumps(y)} in B; "
-                                    "the two runs are not comparable (measure both the same way)")
+                raise BadInputError(
+                    f"result {name!r}: {key} is {json.dumps(x)} in A but {json.dumps(y)} in B; "
+                    "the two runs are not comparable (measure both the same way)"
+                )
     headline = names[0]
     out: dict[str, Comparison] = {}
     floors: dict[str, float | None] = {}
     for name in names:
         va, vb = ra[name]["process_medians"], rb[name]["process_medians"]
-        floors[name], out[name] = compare_values(va, vb, threshold=threshold,
-                                                 higher_is_better=bool(ra[name].get("higher_is_better", False)),
-                                                 name=name)
+        floors[name], out[name] = compare_values(
+            va,
+            vb,
+            threshold=threshold,
+            higher_is_better=bool(ra[name].get("higher_is_better", False)),
+            name=name,
+        )
     head = out[headline]
     verdict = head.verdict
     notes: list[str] = []
@@ -333,7 +402,9 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
     notes.extend(method_changes(ra, rb, names))
     if changes and verdict is Verdict.SAME:
         verdict = head.verdict = Verdict.INCONCLUSIVE
-        head.reasons.append("GPU throttling differed between the runs (see the notes); it may hide a change")
+        head.reasons.append(
+            "GPU throttling differed between the runs (see the notes); it may hide a change"
+        )
     fp_a, fp_b = foreign_processes(a), foreign_processes(b)
     for side, fp in (("A", fp_a), ("B", fp_b)):
         for gpu, procs in fp.items():
@@ -343,11 +414,16 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
         if isinstance(tel, dict) and "missing" in tel:
             notes.append(f"no GPU telemetry on {side}: {tel.get('detail') or tel.get('missing')}")
         elif telemetry_problem(tel):
-            notes.append(f"GPU telemetry on {side} ignored: {telemetry_problem(tel)} (the file was edited or "
-                         "damaged); throttling not compared")
+            notes.append(
+                f"GPU telemetry on {side} ignored: {telemetry_problem(tel)} (the file was edited or "
+                "damaged); throttling not compared"
+            )
     pointing = []
     if verdict in (Verdict.SLOWER, Verdict.FASTER):
-        pointing = [n for n in names if n != headline and ra[n].get("kind") == "component"
-                    and out[n].verdict is verdict]
+        pointing = [
+            n
+            for n in names
+            if n != headline and ra[n].get("kind") == "component" and out[n].verdict is verdict
+        ]
     tel = {"A": _gpu_line(a.get("telemetry")), "B": _gpu_line(b.get("telemetry"))}
     return BenchComparison(headline, verdict, out, pointing, notes, floors[headline], tel)

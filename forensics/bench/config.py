@@ -86,9 +86,24 @@ class CanaryConfig:
     def defaults(cls, device: str, tp: int) -> "CanaryConfig":
         """Defaults for ``device`` (``cuda``: the H200-sized step; ``cpu``: tiny)."""
         if device == "cpu":
-            return cls(device="cpu", tp=tp, layers=2, hidden=128, heads=4, ffn=256, draft_tokens=4, batch=1,
-                       kv_len=64, blocks=10, block_ms=2.0, warmup_s=0.05, matmul_n=128,
-                       busbw_bytes=1024 * 1024, copy_bytes=0, p2p_bytes=0)
+            return cls(
+                device="cpu",
+                tp=tp,
+                layers=2,
+                hidden=128,
+                heads=4,
+                ffn=256,
+                draft_tokens=4,
+                batch=1,
+                kv_len=64,
+                blocks=10,
+                block_ms=2.0,
+                warmup_s=0.05,
+                matmul_n=128,
+                busbw_bytes=1024 * 1024,
+                copy_bytes=0,
+                p2p_bytes=0,
+            )
         return cls(device="cuda", tp=tp)
 
     @property
@@ -123,9 +138,21 @@ class CanaryConfig:
             BadInputError: a size is not positive, heads or ffn do not split
                 over tp, hidden is not a multiple of heads, or an unknown variant.
         """
-        for name in ("tp", "layers", "hidden", "heads", "ffn", "batch", "kv_len", "blocks", "matmul_n"):
+        for name in (
+            "tp",
+            "layers",
+            "hidden",
+            "heads",
+            "ffn",
+            "batch",
+            "kv_len",
+            "blocks",
+            "matmul_n",
+        ):
             if int(getattr(self, name)) < 1:
-                raise BadInputError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+                raise BadInputError(
+                    f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+                )
         if self.draft_tokens < 0:
             raise BadInputError(f"--draft-tokens must be 0 or more, got {self.draft_tokens}")
         if self.device not in ("cuda", "cpu"):
@@ -133,20 +160,32 @@ class CanaryConfig:
         if self.hidden % self.heads:
             raise BadInputError(f"--hidden {self.hidden} is not a multiple of --heads {self.heads}")
         if self.heads % self.tp or self.ffn % self.tp:
-            raise BadInputError(f"--heads {self.heads} and --ffn {self.ffn} must both divide by --tp {self.tp}")
+            raise BadInputError(
+                f"--heads {self.heads} and --ffn {self.ffn} must both divide by --tp {self.tp}"
+            )
         if self.variant not in {v.value for v in Variant}:
-            raise BadInputError(f"variant {self.variant!r} unknown; use one of {[v.value for v in Variant]}")
+            raise BadInputError(
+                f"variant {self.variant!r} unknown; use one of {[v.value for v in Variant]}"
+            )
         if self.variant == Variant.GRAPH.value and self.device != "cuda":
             raise BadInputError("--cuda-graph needs a GPU (device cuda)")
         if self.block_ms < 1.0:
-            raise BadInputError(f"--block-ms must be at least 1 ms (timer resolution), got {self.block_ms:g}")
+            raise BadInputError(
+                f"--block-ms must be at least 1 ms (timer resolution), got {self.block_ms:g}"
+            )
         return self
 
     def to_json(self) -> dict[str, Any]:
         """Every field plus the derived shapes (tokens, dtype, message bytes, all-reduces per step)."""
         d = asdict(self)
-        d.update({"tokens_per_sequence": self.tokens, "dtype": self.dtype, "message_bytes": self.message_bytes,
-                  "allreduces_per_step": self.allreduces_per_step})
+        d.update(
+            {
+                "tokens_per_sequence": self.tokens,
+                "dtype": self.dtype,
+                "message_bytes": self.message_bytes,
+                "allreduces_per_step": self.allreduces_per_step,
+            }
+        )
         return d
 
     @classmethod
@@ -156,5 +195,18 @@ class CanaryConfig:
         return cls(**{k: v for k, v in d.items() if k in names})
 
     # Fields that must match for two canary runs to be comparable.
-    SHAPE_FIELDS = ("device", "tp", "layers", "hidden", "heads", "ffn", "draft_tokens", "batch", "kv_len",
-                    "variant", "matmul_n", "busbw_bytes", "copy_bytes")
+    SHAPE_FIELDS = (
+        "device",
+        "tp",
+        "layers",
+        "hidden",
+        "heads",
+        "ffn",
+        "draft_tokens",
+        "batch",
+        "kv_len",
+        "variant",
+        "matmul_n",
+        "busbw_bytes",
+        "copy_bytes",
+    )

@@ -18,8 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Callable
 
-from forensics import __version__
-from forensics import docfile
+from forensics import __version__, docfile
 from forensics.bench.config import CanaryConfig
 from forensics.bench.harness import slowest_rank_ms
 from forensics.errors import BadInputError
@@ -38,13 +37,28 @@ class ResultKind:
     USER = "user"
 
 
-def make_result(name: str, kind: str, unit: str, values: list[float], *, higher_is_better: bool = False,
-                within: list[float] | None = None, description: str = "", **extra: Any) -> dict[str, Any]:
+def make_result(
+    name: str,
+    kind: str,
+    unit: str,
+    values: list[float],
+    *,
+    higher_is_better: bool = False,
+    within: list[float] | None = None,
+    description: str = "",
+    **extra: Any,
+) -> dict[str, Any]:
     """One entry of ``results``: per-process medians plus their summary and noise figure."""
     s = summarize(values)
     out: dict[str, Any] = {
-        "name": name, "kind": kind, "unit": unit, "higher_is_better": higher_is_better,
-        "process_medians": [float(v) for v in values], "median": s.median, "min": s.minimum, "max": s.maximum,
+        "name": name,
+        "kind": kind,
+        "unit": unit,
+        "higher_is_better": higher_is_better,
+        "process_medians": [float(v) for v in values],
+        "median": s.median,
+        "min": s.minimum,
+        "max": s.maximum,
         "noise_iqr_over_median": s.iqr_over_median,
     }
     if within:
@@ -64,13 +78,24 @@ def canary_results(cfg: CanaryConfig, processes: list[dict]) -> list[dict[str, A
     """
     per: dict[str, list[tuple[float, float]]] = {}
     for p in processes:
-        for metric in ("step", "compute", "allreduce", "allreduce_busbw", "matmul", "h2d", "d2h", "p2p",
-                       "p2p_latency"):
+        for metric in (
+            "step",
+            "compute",
+            "allreduce",
+            "allreduce_busbw",
+            "matmul",
+            "h2d",
+            "d2h",
+            "p2p",
+            "p2p_latency",
+        ):
             got = slowest_rank_ms(p["ranks"], metric)
             if got is not None:
                 per.setdefault(metric, []).append(got)
 
-    def vals(metric: str, f: Callable[[float], float] = lambda x: x) -> tuple[list[float], list[float]]:
+    def vals(
+        metric: str, f: Callable[[float], float] = lambda x: x
+    ) -> tuple[list[float], list[float]]:
         return [f(v) for v, _ in per[metric]], [w for _, w in per[metric]]
 
     n_ar = cfg.allreduces_per_step
@@ -79,70 +104,161 @@ def canary_results(cfg: CanaryConfig, processes: list[dict]) -> list[dict[str, A
         comp, w = vals("compute")
         ar = [v for v, _ in per["allreduce"]]
         step = [c + n_ar * a for c, a in zip(comp, ar)]
-        how = f"composed: compute (CUDA graph replay) + {n_ar} x all-reduce of {cfg.message_bytes} B"
+        how = (
+            f"composed: compute (CUDA graph replay) + {n_ar} x all-reduce of {cfg.message_bytes} B"
+        )
         if cfg.device != "cuda":
             how = f"composed: compute (eager, CPU) + {n_ar} x all-reduce of {cfg.message_bytes} B (gloo)"
     else:
         step, w = vals("step")
-        how = {"graph": "whole step incl. all-reduces replayed from one CUDA graph",
-               "eager": "whole step launched eagerly"}.get(cfg.variant, "compute of the step")
+        how = {
+            "graph": "whole step incl. all-reduces replayed from one CUDA graph",
+            "eager": "whole step launched eagerly",
+        }.get(cfg.variant, "compute of the step")
         if cfg.device == "cuda" and cfg.tp == 1 and cfg.variant != "eager":
             how = "whole step replayed from a CUDA graph (tp=1: no all-reduce)"
     method, why = cfg.variant, {}
     eager = graph_note(processes)
     if eager:  # the ranks could not capture a CUDA graph in this environment
-        how = (f"composed: compute (eager, no CUDA graph) + {n_ar} x all-reduce of {cfg.message_bytes} B"
-               if "compute" in per and "allreduce" in per else "whole step launched eagerly")
+        how = (
+            f"composed: compute (eager, no CUDA graph) + {n_ar} x all-reduce of {cfg.message_bytes} B"
+            if "compute" in per and "allreduce" in per
+            else "whole step launched eagerly"
+        )
         how, method, why = f"{how} ({eager})", "eager", {"method_reason": eager}
     toks = cfg.batch * cfg.tokens
-    results.append(make_result("canary.verify_step_ms", ResultKind.CANARY, "ms", step, within=w,
-                               description=f"ms per verify step, slowest rank; {how}", method=method, **why))
-    results.append(make_result("canary.verified_tokens_per_s", ResultKind.CANARY, "tok/s",
-                               [toks * 1e3 / s for s in step], higher_is_better=True, within=w,
-                               description=f"batch x (k+1) = {toks} positions verified per step / step time"))
+    results.append(
+        make_result(
+            "canary.verify_step_ms",
+            ResultKind.CANARY,
+            "ms",
+            step,
+            within=w,
+            description=f"ms per verify step, slowest rank; {how}",
+            method=method,
+            **why,
+        )
+    )
+    results.append(
+        make_result(
+            "canary.verified_tokens_per_s",
+            ResultKind.CANARY,
+            "tok/s",
+            [toks * 1e3 / s for s in step],
+            higher_is_better=True,
+            within=w,
+            description=f"batch x (k+1) = {toks} positions verified per step / step time",
+        )
+    )
     if "compute" in per:
         v, w = vals("compute")
-        results.append(make_result("canary.compute_ms", ResultKind.COMPONENT, "ms", v, within=w,
-                                   description="compute of one step, all layers, no collectives"))
+        results.append(
+            make_result(
+                "canary.compute_ms",
+                ResultKind.COMPONENT,
+                "ms",
+                v,
+                within=w,
+                description="compute of one step, all layers, no collectives",
+            )
+        )
     if "allreduce" in per:
         v, w = vals("allreduce", lambda ms: ms * 1e3)
-        results.append(make_result("canary.allreduce_us", ResultKind.COMPONENT, "us", v, within=w,
-                                   description=f"one all-reduce of the step's message ({cfg.message_bytes} B), "
-                                               "back-to-back, GPU time"))
+        results.append(
+            make_result(
+                "canary.allreduce_us",
+                ResultKind.COMPONENT,
+                "us",
+                v,
+                within=w,
+                description=f"one all-reduce of the step's message ({cfg.message_bytes} B), "
+                "back-to-back, GPU time",
+            )
+        )
     if "matmul" in per:
-        flop = 2.0 * cfg.matmul_n ** 3
+        flop = 2.0 * cfg.matmul_n**3
         v, w = vals("matmul", lambda ms: flop / (ms * 1e-3) / 1e12)
-        results.append(make_result("component.matmul_tflops", ResultKind.COMPONENT, "TFLOP/s", v,
-                                   higher_is_better=True, within=w,
-                                   description=f"{cfg.dtype} {cfg.matmul_n}^3 matmul, slowest rank"))
+        results.append(
+            make_result(
+                "component.matmul_tflops",
+                ResultKind.COMPONENT,
+                "TFLOP/s",
+                v,
+                higher_is_better=True,
+                within=w,
+                description=f"{cfg.dtype} {cfg.matmul_n}^3 matmul, slowest rank",
+            )
+        )
     if "allreduce_busbw" in per:
         n = cfg.tp
-        v, w = vals("allreduce_busbw", lambda ms: cfg.busbw_bytes / (ms * 1e-3) * 2 * (n - 1) / n / 1e9)
-        results.append(make_result("component.allreduce_busbw_gbps", ResultKind.COMPONENT, "GB/s", v,
-                                   higher_is_better=True, within=w,
-                                   description=f"all-reduce busbw = algbw x 2(n-1)/n at {cfg.busbw_bytes} B float32"))
+        v, w = vals(
+            "allreduce_busbw", lambda ms: cfg.busbw_bytes / (ms * 1e-3) * 2 * (n - 1) / n / 1e9
+        )
+        results.append(
+            make_result(
+                "component.allreduce_busbw_gbps",
+                ResultKind.COMPONENT,
+                "GB/s",
+                v,
+                higher_is_better=True,
+                within=w,
+                description=f"all-reduce busbw = algbw x 2(n-1)/n at {cfg.busbw_bytes} B float32",
+            )
+        )
     for metric, label in (("h2d", "host-to-device"), ("d2h", "device-to-host")):
         if metric in per:
             v, w = vals(metric, lambda ms: cfg.copy_bytes / (ms * 1e-3) / 1e9)
-            results.append(make_result(f"component.{metric}_gbps", ResultKind.COMPONENT, "GB/s", v,
-                                       higher_is_better=True, within=w,
-                                       description=f"pinned {label} copy of {cfg.copy_bytes} B, slowest rank"))
+            results.append(
+                make_result(
+                    f"component.{metric}_gbps",
+                    ResultKind.COMPONENT,
+                    "GB/s",
+                    v,
+                    higher_is_better=True,
+                    within=w,
+                    description=f"pinned {label} copy of {cfg.copy_bytes} B, slowest rank",
+                )
+            )
     if "p2p" in per:
         v, w = vals("p2p", lambda ms: cfg.p2p_bytes / (ms * 1e-3) / 1e9)
-        results.append(make_result("component.p2p_gbps", ResultKind.COMPONENT, "GB/s", v, higher_is_better=True,
-                                   within=w, description=f"GPU-to-GPU copy of {cfg.p2p_bytes} B, each rank to the "
-                                                         "next GPU at once, slowest rank"))
+        results.append(
+            make_result(
+                "component.p2p_gbps",
+                ResultKind.COMPONENT,
+                "GB/s",
+                v,
+                higher_is_better=True,
+                within=w,
+                description=f"GPU-to-GPU copy of {cfg.p2p_bytes} B, each rank to the "
+                "next GPU at once, slowest rank",
+            )
+        )
     if "p2p_latency" in per:
         v, w = vals("p2p_latency", lambda ms: ms * 1e3)
-        results.append(make_result("component.p2p_latency_us", ResultKind.COMPONENT, "us", v, within=w,
-                                   description="GPU-to-GPU copy of 4 B, back-to-back, GPU time, slowest rank"))
+        results.append(
+            make_result(
+                "component.p2p_latency_us",
+                ResultKind.COMPONENT,
+                "us",
+                v,
+                within=w,
+                description="GPU-to-GPU copy of 4 B, back-to-back, GPU time, slowest rank",
+            )
+        )
     return results
 
 
 def graph_note(processes: list[dict]) -> str | None:
     """The reason the ranks launched the step eagerly instead of from a CUDA graph (``graph_skipped`` of each
     rank, see :func:`forensics.bench.worker.graph_blocker`), or ``None`` when every rank used its graph."""
-    reasons = sorted({r["graph_skipped"] for p in processes for r in p.get("ranks", []) if r.get("graph_skipped")})
+    reasons = sorted(
+        {
+            r["graph_skipped"]
+            for p in processes
+            for r in p.get("ranks", [])
+            if r.get("graph_skipped")
+        }
+    )
     return "; ".join(reasons) or None
 
 
@@ -161,28 +277,56 @@ def process_records(processes: list[dict]) -> list[dict[str, Any]]:
     for p in processes:
         ranks = p.get("ranks", [])
         metrics = [m for r in ranks for m in r.get("metrics", {}).values()]
-        out.append({"wall_s": p.get("wall_s"), "pids": p.get("pids", []),
-                    "warmup_converged": all(m["warmup"]["converged"] for m in metrics),
-                    "host_bound_blocks": sum(m.get("host_bound_blocks", 0) for m in metrics),
-                    "device_names": sorted({r["device_name"] for r in ranks if r.get("device_name")}),
-                    "metrics": {name: {"calls_per_block": m["calls_per_block"], "queue_ahead_ms": m["queue_ahead_ms"],
-                                       "warmup_blocks": m["warmup"]["blocks"], "converged": m["warmup"]["converged"]}
-                                for name, m in (ranks[0].get("metrics", {}) if ranks else {}).items()},
-                    "init_s": [r.get("init_s") for r in ranks], "total_s": [r.get("total_s") for r in ranks],
-                    "torch": ranks[0].get("torch") if ranks else None,
-                    "nccl": ranks[0].get("nccl") if ranks else None})
+        out.append(
+            {
+                "wall_s": p.get("wall_s"),
+                "pids": p.get("pids", []),
+                "warmup_converged": all(m["warmup"]["converged"] for m in metrics),
+                "host_bound_blocks": sum(m.get("host_bound_blocks", 0) for m in metrics),
+                "device_names": sorted({r["device_name"] for r in ranks if r.get("device_name")}),
+                "metrics": {
+                    name: {
+                        "calls_per_block": m["calls_per_block"],
+                        "queue_ahead_ms": m["queue_ahead_ms"],
+                        "warmup_blocks": m["warmup"]["blocks"],
+                        "converged": m["warmup"]["converged"],
+                    }
+                    for name, m in (ranks[0].get("metrics", {}) if ranks else {}).items()
+                },
+                "init_s": [r.get("init_s") for r in ranks],
+                "total_s": [r.get("total_s") for r in ranks],
+                "torch": ranks[0].get("torch") if ranks else None,
+                "nccl": ranks[0].get("nccl") if ranks else None,
+            }
+        )
     return out
 
 
-def build(config: dict[str, Any], results: list[dict[str, Any]], *, telemetry: dict[str, Any],
-          processes: list[dict[str, Any]] | None = None, label: str = "") -> dict[str, Any]:
+def build(
+    config: dict[str, Any],
+    results: list[dict[str, Any]],
+    *,
+    telemetry: dict[str, Any],
+    processes: list[dict[str, Any]] | None = None,
+    label: str = "",
+) -> dict[str, Any]:
     """Assemble a bench document (see the module docstring)."""
     head = results[0]
-    summary = (f"{head['name']} {head['median']:.4g} {head['unit']} (median of {len(head['process_medians'])} "
-               f"processes, noise IQR/median {head['noise_iqr_over_median']:.1%})")
-    return {"schema": SCHEMA, "created": docfile.utc_now(), "label": label,
-            "tool": {"name": "forensics", "version": __version__}, "config": config, "results": results,
-            "processes": processes or [], "telemetry": telemetry, "summary": summary}
+    summary = (
+        f"{head['name']} {head['median']:.4g} {head['unit']} (median of {len(head['process_medians'])} "
+        f"processes, noise IQR/median {head['noise_iqr_over_median']:.1%})"
+    )
+    return {
+        "schema": SCHEMA,
+        "created": docfile.utc_now(),
+        "label": label,
+        "tool": {"name": "forensics", "version": __version__},
+        "config": config,
+        "results": results,
+        "processes": processes or [],
+        "telemetry": telemetry,
+        "summary": summary,
+    }
 
 
 def redact(doc: dict[str, Any], enabled: bool = True) -> dict[str, Any]:
@@ -217,30 +361,50 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     docfile.check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
     results = doc.get("results")
     if not isinstance(results, list) or not results:
-        raise BadInputError(f"{path}: 'results' must be a non-empty list; the bench run recorded nothing")
+        raise BadInputError(
+            f"{path}: 'results' must be a non-empty list; the bench run recorded nothing"
+        )
     seen: set[str] = set()
     for i, r in enumerate(results):
         if not isinstance(r, dict) or not isinstance(r.get("name"), str):
             raise BadInputError(f"{path}: results[{i}] must be a mapping with a 'name'")
         if r["name"] in seen:
-            raise BadInputError(f"{path}: result {r['name']!r} appears twice in 'results'; the file was edited or "
-                                "damaged")
+            raise BadInputError(
+                f"{path}: result {r['name']!r} appears twice in 'results'; the file was edited or "
+                "damaged"
+            )
         seen.add(r["name"])
         if "unit" in r and not isinstance(r["unit"], str):
-            raise BadInputError(f"{path}: result {r['name']!r} 'unit' must be a string such as \"ms\"")
+            raise BadInputError(
+                f"{path}: result {r['name']!r} 'unit' must be a string such as \"ms\""
+            )
         vals = r.get("process_medians")
-        if not isinstance(vals, list) or not vals or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < float(v) < 1e300 for v in vals):
-            raise BadInputError(f"{path}: result {r['name']!r} needs 'process_medians', a list of positive numbers")
+        if (
+            not isinstance(vals, list)
+            or not vals
+            or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < float(v) < 1e300
+                for v in vals
+            )
+        ):
+            raise BadInputError(
+                f"{path}: result {r['name']!r} needs 'process_medians', a list of positive numbers"
+            )
         r["process_medians"] = [float(v) for v in vals]
         if not isinstance(r.get("higher_is_better", False), bool):
-            raise BadInputError(f"{path}: result {r['name']!r} 'higher_is_better' must be true or false")
+            raise BadInputError(
+                f"{path}: result {r['name']!r} 'higher_is_better' must be true or false"
+            )
     if not isinstance(doc.get("config", {}), dict):
         raise BadInputError(f"{path}: 'config' must be a mapping")
     for key in ("processes",):
         if key in doc and not isinstance(doc[key], list):
             raise BadInputError(f"{path}: {key!r} must be a list")
-    if "telemetry" in doc and doc["telemetry"] is not None and not isinstance(doc["telemetry"], dict):
+    if (
+        "telemetry" in doc
+        and doc["telemetry"] is not None
+        and not isinstance(doc["telemetry"], dict)
+    ):
         raise BadInputError(f"{path}: 'telemetry' must be a mapping")
     return doc
 

@@ -39,9 +39,9 @@ ENVIRONMENT_KINDS = ("canary", "component")
 class Pointer(str, enum.Enum):
     """Where a measured slowdown points."""
 
-    NONE = "none"                  # nothing measured slower
-    ENVIRONMENT = "environment"    # the canary slowed down
-    CODE = "code"                  # only the user's step slowed; the canary did not
+    NONE = "none"  # nothing measured slower
+    ENVIRONMENT = "environment"  # the canary slowed down
+    CODE = "code"  # only the user's step slowed; the canary did not
     UNATTRIBUTED = "unattributed"  # something slowed; no canary to tell which side
 
 
@@ -80,9 +80,16 @@ class BenchResult:
         return self.comparison is not None and self.comparison.verdict is Verdict.SMALL_SLOWER
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "unit": self.unit, "higher_is_better": self.higher_is_better,
-                "before": self.before, "after": self.after,
-                "comparison": self.comparison.to_json() if self.comparison else None, "note": self.note}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "unit": self.unit,
+            "higher_is_better": self.higher_is_better,
+            "before": self.before,
+            "after": self.after,
+            "comparison": self.comparison.to_json() if self.comparison else None,
+            "note": self.note,
+        }
 
 
 @dataclass
@@ -107,12 +114,21 @@ class BenchEffect:
 
     def same(self, name: str) -> bool:
         """Result ``name`` was compared and measured ``same`` (or faster)."""
-        return any(r.name == name and r.comparison is not None and (
-            r.comparison.verdict is Verdict.SAME or r.comparison.verdict.faster_at_all) for r in self.results)
+        return any(
+            r.name == name
+            and r.comparison is not None
+            and (r.comparison.verdict is Verdict.SAME or r.comparison.verdict.faster_at_all)
+            for r in self.results
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"results": [r.to_json() for r in self.results], "points_at": self.pointer.value,
-                "sentence": self.sentence, "max_slowdown_ratio": self.ratio, "small_change": self.small}
+        return {
+            "results": [r.to_json() for r in self.results],
+            "points_at": self.pointer.value,
+            "sentence": self.sentence,
+            "max_slowdown_ratio": self.ratio,
+            "small_change": self.small,
+        }
 
 
 def _results(snapshot: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -149,7 +165,9 @@ def compare_bench(before: Mapping[str, Any], after: Mapping[str, Any]) -> BenchE
         meta = rb.get(name) or ra.get(name) or {}
         hib = bool(meta.get("higher_is_better", False))
         xb, xa = _medians(rb.get(name)), _medians(ra.get(name))
-        res = BenchResult(name, str(meta.get("kind", "user")), str(meta.get("unit", "")), hib, xb, xa, None)
+        res = BenchResult(
+            name, str(meta.get("kind", "user")), str(meta.get("unit", "")), hib, xb, xa, None
+        )
         if xb is None or xa is None:
             res.note = f"measured only in {'AFTER' if xb is None else 'BEFORE'}; nothing to compare"
         else:
@@ -176,13 +194,20 @@ def _interpret(results: list[BenchResult]) -> BenchEffect:
     small = bool(slower) and not any(r.slower for r in steps)
     if any(r.moved for r in canary):
         env_slow = [r for r in canary if r.moved]
-        worst = max([r for r in env_slow if r.kind == "canary"] or env_slow,
-                    key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
+        worst = max(
+            [r for r in env_slow if r.kind == "canary"] or env_slow,
+            key=lambda r: r.comparison.time_ratio,
+        )  # type: ignore[union-attr]
         what = "the canary" if worst.kind == "canary" else "the canary's component"
         how = f" ({worst.note})" if worst.note else ""
-        return BenchEffect(results, Pointer.ENVIRONMENT,
-                           f"{what} {worst.name} is {worst.comparison.sentence()}: the environment changed, "  # type: ignore[union-attr]
-                           f"since forensics' own benchmark code did not{how}", ratio, small)
+        return BenchEffect(
+            results,
+            Pointer.ENVIRONMENT,
+            f"{what} {worst.name} is {worst.comparison.sentence()}: the environment changed, "  # type: ignore[union-attr]
+            f"since forensics' own benchmark code did not{how}",
+            ratio,
+            small,
+        )
     user_slow = [r for r in others if r.moved]
     if user_slow:
         worst = max(user_slow, key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
@@ -194,26 +219,56 @@ def _interpret(results: list[BenchResult]) -> BenchEffect:
         gap = worst.comparison.time_ratio - 1  # type: ignore[union-attr]
         if steps_same and all(_flat_beside(r.comparison, gap) for r in steps_same):  # type: ignore[arg-type]
             open_parts = [r.name for r in canary if r.comparison.verdict is Verdict.INCONCLUSIVE]  # type: ignore[union-attr]
-            caveat = (f" ({', '.join(open_parts)} inconclusive: more processes would rule "
-                      f"{'it' if len(open_parts) == 1 else 'them'} out)") if open_parts else ""
-            return BenchEffect(results, Pointer.CODE,
-                               f"{what}, while the canary's verify step did not change{caveat}: the cause is in what "
-                               "only the user's step runs (its code or a library only it uses)", ratio, small)
-        tail = "the canary was inconclusive" if canary else "no canary on both sides to tell environment from code"
+            caveat = (
+                (
+                    f" ({', '.join(open_parts)} inconclusive: more processes would rule "
+                    f"{'it' if len(open_parts) == 1 else 'them'} out)"
+                )
+                if open_parts
+                else ""
+            )
+            return BenchEffect(
+                results,
+                Pointer.CODE,
+                f"{what}, while the canary's verify step did not change{caveat}: the cause is in what "
+                "only the user's step runs (its code or a library only it uses)",
+                ratio,
+                small,
+            )
+        tail = (
+            "the canary was inconclusive"
+            if canary
+            else "no canary on both sides to tell environment from code"
+        )
         return BenchEffect(results, Pointer.UNATTRIBUTED, f"{what}; {tail}", ratio, small)
     faster = [r for r in results if r.comparison is not None and r.comparison.verdict.faster_at_all]
-    undecided = [r for r in results if r.comparison is not None and r.comparison.verdict is Verdict.INCONCLUSIVE]
+    undecided = [
+        r
+        for r in results
+        if r.comparison is not None and r.comparison.verdict is Verdict.INCONCLUSIVE
+    ]
     if faster or undecided:
         parts = ["no result measured slower"]
         if faster:
             env = any(r.kind in ENVIRONMENT_KINDS for r in faster)
-            parts.append("faster: " + "; ".join(f"{r.name} {r.comparison.sentence()}" for r in faster)  # type: ignore[union-attr]
-                         + (" (forensics' own benchmark code did not change: the environment did)" if env else ""))
+            parts.append(
+                "faster: "
+                + "; ".join(f"{r.name} {r.comparison.sentence()}" for r in faster)  # type: ignore[union-attr]
+                + (
+                    " (forensics' own benchmark code did not change: the environment did)"
+                    if env
+                    else ""
+                )
+            )
         if undecided:
-            parts.append("inconclusive: " + ", ".join(r.name for r in undecided) + " (see the table)")
+            parts.append(
+                "inconclusive: " + ", ".join(r.name for r in undecided) + " (see the table)"
+            )
         return BenchEffect(results, Pointer.NONE, "; ".join(parts), 1.0)
     if not any(r.comparison is not None for r in results):
-        return BenchEffect(results, Pointer.NONE, "no benchmark result was measured on both sides", 1.0)
+        return BenchEffect(
+            results, Pointer.NONE, "no benchmark result was measured on both sides", 1.0
+        )
     return BenchEffect(results, Pointer.NONE, "no benchmark result moved beyond the noise", 1.0)
 
 

@@ -79,8 +79,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: float = PROCESS_TIMEOUT_S,
-           launcher: list[str] | None = None) -> dict:
+def launch(
+    cfg: CanaryConfig,
+    env: dict[str, str] | None = None,
+    timeout_s: float = PROCESS_TIMEOUT_S,
+    launcher: list[str] | None = None,
+) -> dict:
     """Launch one fresh canary process (``cfg.tp`` ranks) and wait for it.
 
     Each rank is ``[*launcher, python, -m, forensics.bench.worker, ...]``: a
@@ -99,13 +103,21 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
         with open(cfg_path, "w", encoding="utf-8") as fh:
             json.dump(cfg.to_json(), fh)
         base = dict(os.environ)
-        for key, value in (env or {}).items():  # a None value unsets the variable (the baseline had none)
+        for key, value in (
+            env or {}
+        ).items():  # a None value unsets the variable (the baseline had none)
             if value is None:
                 base.pop(key, None)
             else:
                 base[key] = value
-        base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(cfg.tp),
-                     "PYTHONUNBUFFERED": "1"})
+        base.update(
+            {
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(_free_port()),
+                "WORLD_SIZE": str(cfg.tp),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         base.setdefault("NCCL_NVLS_ENABLE", "0")
         procs = []
         t0 = time.perf_counter()
@@ -118,13 +130,26 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
                 # below, still running after forensics exits: started and recorded as one step
                 with signals_deferred():
                     try:
-                        p = subprocess.Popen([*(launcher or []), sys.executable, "-m", "forensics.bench.worker",
-                                              cfg_path, out], env=renv, stdout=subprocess.DEVNULL, stderr=err,
-                                             start_new_session=True)
+                        p = subprocess.Popen(
+                            [
+                                *(launcher or []),
+                                sys.executable,
+                                "-m",
+                                "forensics.bench.worker",
+                                cfg_path,
+                                out,
+                            ],
+                            env=renv,
+                            stdout=subprocess.DEVNULL,
+                            stderr=err,
+                            start_new_session=True,
+                        )
                     except OSError as exc:
                         err.close()
                         what = launcher[0] if launcher else sys.executable
-                        raise BadInputError(f"cannot start a canary rank with {what!r} ({exc.strerror})") from None
+                        raise BadInputError(
+                            f"cannot start a canary rank with {what!r} ({exc.strerror})"
+                        ) from None
                     procs.append((p, out, err))
             failed = _wait(procs, t0 + timeout_s, timeout_s)
             if failed:
@@ -139,7 +164,11 @@ def launch(cfg: CanaryConfig, env: dict[str, str] | None = None, timeout_s: floa
                     if p.poll() is None:
                         kill_group(p)
                     err.close()
-        return {"ranks": ranks, "wall_s": round(time.perf_counter() - t0, 3), "pids": [p.pid for p, _, _ in procs]}
+        return {
+            "ranks": ranks,
+            "wall_s": round(time.perf_counter() - t0, 3),
+            "pids": [p.pid for p, _, _ in procs],
+        }
 
 
 def _wait(procs: list, deadline: float, timeout_s: float) -> str | None:
@@ -195,9 +224,14 @@ def balanced_order(items: list, round_index: int) -> list:
     return list(items) if round_index % 2 == 0 else list(reversed(items))
 
 
-def run_sides(sides: list[Side], *, processes: int, budget_s: float,
-              on_process: Callable[[Side, int, dict | None], None] | None = None,
-              timeout_s: float = PROCESS_TIMEOUT_S) -> None:
+def run_sides(
+    sides: list[Side],
+    *,
+    processes: int,
+    budget_s: float,
+    on_process: Callable[[Side, int, dict | None], None] | None = None,
+    timeout_s: float = PROCESS_TIMEOUT_S,
+) -> None:
     """Run fresh processes for every side, interleaved in :func:`balanced_order` (A B B A A B ...), until
     ``processes`` each or the budget is spent.
 

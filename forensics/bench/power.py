@@ -31,8 +31,16 @@ from forensics.stats import Verdict
 SHIFTS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.06)
 
 
-def simulate(pool: Sequence[float], *, n: int, shift: float, trials: int = 1000, seed: int = 0,
-             threshold: float = 0.05, inflate: float = 1.0) -> Counter:
+def simulate(
+    pool: Sequence[float],
+    *,
+    n: int,
+    shift: float,
+    trials: int = 1000,
+    seed: int = 0,
+    threshold: float = 0.05,
+    inflate: float = 1.0,
+) -> Counter:
     """Verdict counts over ``trials`` simulated comparisons of ``n`` vs ``n`` processes.
 
     Args:
@@ -57,7 +65,9 @@ def simulate(pool: Sequence[float], *, n: int, shift: float, trials: int = 1000,
     return counts
 
 
-def aa_splits(pool: Sequence[float], *, n_a: int, limit: int = 1000, threshold: float = 0.05) -> Counter:
+def aa_splits(
+    pool: Sequence[float], *, n_a: int, limit: int = 1000, threshold: float = 0.05
+) -> Counter:
     """Verdicts over every split of the real pool into ``n_a`` vs the rest (no resampling, no jitter).
 
     Each split is an A/A comparison of processes that were all run with
@@ -90,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     """Print the A/A splits and the power table for baseline bench files (markdown)."""
     from forensics.bench import document
 
-    ap = argparse.ArgumentParser(prog="python -m forensics.bench.power", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m forensics.bench.power", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("files", nargs="+", help="baseline bench files (nothing changed between them)")
     ap.add_argument("--result", default="canary.verify_step_ms")
     ap.add_argument("--processes", type=int, nargs="+", default=[5, 6, 8])
@@ -103,22 +115,30 @@ def main(argv: list[str] | None = None) -> int:
         pool += next(r["process_medians"] for r in doc["results"] if r["name"] == args.result)
     q = statistics.quantiles(pool, n=4, method="inclusive")
     med = statistics.median(pool)
-    print(f"pool: {len(pool)} per-process medians of {args.result} from {len(args.files)} files; "
-          f"median {med:.4g}, IQR/median {(q[2] - q[0]) / med:.2%}")
+    print(
+        f"pool: {len(pool)} per-process medians of {args.result} from {len(args.files)} files; "
+        f"median {med:.4g}, IQR/median {(q[2] - q[0]) / med:.2%}"
+    )
     n_a = len(pool) // 2
     aa = aa_splits(pool, n_a=n_a)
     total = sum(aa.values())
-    print(f"A/A over all {total} splits of the pool into {n_a} vs {len(pool) - n_a} processes: " +
-          ", ".join(f"{v.value} {aa[v]}" for v in Verdict))
-    print("| processes a side | noise x | shift | reported (slower + small-slower) | slower | same | inconclusive | "
-          "wrong direction |")
+    print(
+        f"A/A over all {total} splits of the pool into {n_a} vs {len(pool) - n_a} processes: "
+        + ", ".join(f"{v.value} {aa[v]}" for v in Verdict)
+    )
+    print(
+        "| processes a side | noise x | shift | reported (slower + small-slower) | slower | same | inconclusive | "
+        "wrong direction |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for inflate in args.inflate:
         for n in args.processes:
             for row in table(pool, n=n, trials=args.trials, inflate=inflate):
-                print(f"| {n} | {inflate:g} | {row['shift']:.1%} | {row['slower'] + row['small-slower']:.1%} | "
-                      f"{row['slower']:.1%} | {row['same']:.1%} | {row['inconclusive']:.1%} | "
-                      f"{row['faster'] + row['small-faster']:.1%} |")
+                print(
+                    f"| {n} | {inflate:g} | {row['shift']:.1%} | {row['slower'] + row['small-slower']:.1%} | "
+                    f"{row['slower']:.1%} | {row['same']:.1%} | {row['inconclusive']:.1%} | "
+                    f"{row['faster'] + row['small-faster']:.1%} |"
+                )
     return 0
 
 

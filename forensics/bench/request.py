@@ -21,8 +21,22 @@ ProgressFn = Callable[[int, str, Callable[..., str]], ContextManager[Callable[..
 """``progress(total, what, last)``: a context manager over ``total`` fresh processes that yields the
 ``on_process`` callback; ``last(*args)`` (the callback's own arguments) describes the last process."""
 
-CANARY_OPTIONS = ("device", "tp", "layers", "hidden", "heads", "ffn", "draft_tokens", "batch", "kv_len", "blocks",
-                  "block_ms", "warmup_s", "cuda_graph", "graph_timeout_s")
+CANARY_OPTIONS = (
+    "device",
+    "tp",
+    "layers",
+    "hidden",
+    "heads",
+    "ffn",
+    "draft_tokens",
+    "batch",
+    "kv_len",
+    "blocks",
+    "block_ms",
+    "warmup_s",
+    "cuda_graph",
+    "graph_timeout_s",
+)
 """The canary's settings a request may give (:func:`forensics.bench.session.canary_config`; None: its default)."""
 
 
@@ -70,20 +84,30 @@ class BenchRequest:
         s = self.step
         s.check()
         if s.processes < 1:
-            raise BadInputError(f"must be at least 1, got {s.processes} (5 or more to reach a verdict)",
-                                option="processes")
+            raise BadInputError(
+                f"must be at least 1, got {s.processes} (5 or more to reach a verdict)",
+                option="processes",
+            )
         if not 0 < s.timeout_s <= 86400 or not 0 < self.budget_s <= 86400:
-            raise BadInputError("{timeout_s} and {budget_s} must be positive numbers of seconds",
-                                names=("timeout_s", "budget_s"))
+            raise BadInputError(
+                "{timeout_s} and {budget_s} must be positive numbers of seconds",
+                names=("timeout_s", "budget_s"),
+            )
         if self.b_cmd is not None and not s.cmd:
-            raise BadInputError("{b_cmd} is side B's version of {cmd}; give {cmd} too", names=("b_cmd", "cmd"))
+            raise BadInputError(
+                "{b_cmd} is side B's version of {cmd}; give {cmd} too", names=("b_cmd", "cmd")
+            )
         if self.b_cmd is not None and not self.b_cmd.strip():
             raise BadInputError("is empty; give side B's command", option="b_cmd")
         if self.two_sided and not self.b_output:
-            raise BadInputError("{b_env_pairs}, {b_unset} and {b_cmd} need {b_output} PATH for side B's bench file",
-                                names=("b_env_pairs", "b_unset", "b_cmd", "b_output"))
+            raise BadInputError(
+                "{b_env_pairs}, {b_unset} and {b_cmd} need {b_output} PATH for side B's bench file",
+                names=("b_env_pairs", "b_unset", "b_cmd", "b_output"),
+            )
         if self.canary.get("cuda_graph") and self.eager:
-            raise BadInputError("{cuda_graph} and {eager} exclude each other", names=("cuda_graph", "eager"))
+            raise BadInputError(
+                "{cuda_graph} and {eager} exclude each other", names=("cuda_graph", "eager")
+            )
 
 
 def _no_progress(total: int, what: str, last: Callable[..., str]):
@@ -105,27 +129,65 @@ def run_bench(req: BenchRequest, progress: ProgressFn = _no_progress) -> list[di
 
     req.check()
     s = req.step
-    common = dict(metric=s.metric, metric_regex=s.metric_regex, unit=s.unit, higher_is_better=s.higher_is_better,
-                  processes=s.processes, budget_s=req.budget_s, timeout_s=s.timeout_s, label=req.label)
+    common = dict(
+        metric=s.metric,
+        metric_regex=s.metric_regex,
+        unit=s.unit,
+        higher_is_better=s.higher_is_better,
+        processes=s.processes,
+        budget_s=req.budget_s,
+        timeout_s=s.timeout_s,
+        label=req.label,
+    )
     if s.given and req.two_sided:
         from forensics.bench.user import measure_user_ab
 
-        with progress(s.processes * 2, "your step, A and B interleaved",
-                      lambda side, i, rec: f"{side} #{i + 1}: {rec['value']:.4g}") as on_process:
-            docs = measure_user_ab(s.cmd, s.target, b_cmd=req.b_cmd, env=req.env, b_env=req.b_env,
-                                   on_process=on_process, **common)
+        with progress(
+            s.processes * 2,
+            "your step, A and B interleaved",
+            lambda side, i, rec: f"{side} #{i + 1}: {rec['value']:.4g}",
+        ) as on_process:
+            docs = measure_user_ab(
+                s.cmd,
+                s.target,
+                b_cmd=req.b_cmd,
+                env=req.env,
+                b_env=req.b_env,
+                on_process=on_process,
+                **common,
+            )
     elif s.given:
         from forensics.bench.user import measure_user
 
-        with progress(s.processes, "your step", lambda i, rec: f"#{i + 1}: {rec['value']:.4g}") as on_process:
-            docs = [measure_user(s.cmd, s.target, blocks=req.canary.get("blocks"), block_ms=req.canary.get("block_ms"),
-                                 on_process=on_process, **common)]
+        with progress(
+            s.processes, "your step", lambda i, rec: f"#{i + 1}: {rec['value']:.4g}"
+        ) as on_process:
+            docs = [
+                measure_user(
+                    s.cmd,
+                    s.target,
+                    blocks=req.canary.get("blocks"),
+                    block_ms=req.canary.get("block_ms"),
+                    on_process=on_process,
+                    **common,
+                )
+            ]
     else:
         from forensics.bench.session import canary_config, run_canary
 
         cfg = canary_config({**req.canary, "variant": "eager" if req.eager else None})
-        with progress(s.processes * (2 if req.b_env else 1), f"canary {cfg.device} tp={cfg.tp}",
-                      lambda side, i, result: f"{side.name} #{i + 1}: {result['wall_s']:.1f} s") as on_process:
-            docs = run_canary(cfg, processes=s.processes, budget_s=req.budget_s, env=req.env, b_env=req.b_env or None,
-                              label=req.label, on_process=on_process)
+        with progress(
+            s.processes * (2 if req.b_env else 1),
+            f"canary {cfg.device} tp={cfg.tp}",
+            lambda side, i, result: f"{side.name} #{i + 1}: {result['wall_s']:.1f} s",
+        ) as on_process:
+            docs = run_canary(
+                cfg,
+                processes=s.processes,
+                budget_s=req.budget_s,
+                env=req.env,
+                b_env=req.b_env or None,
+                label=req.label,
+                on_process=on_process,
+            )
     return [document.redact(d, enabled=req.redact) for d in docs]

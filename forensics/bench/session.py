@@ -18,8 +18,24 @@ from forensics.errors import BadInputError
 from forensics.gpu.sampler import Sampler
 from forensics.model import MissingReason, missing
 
-CANARY_FIELDS = ("tp", "layers", "hidden", "heads", "ffn", "draft_tokens", "batch", "kv_len", "blocks",
-                 "block_ms", "warmup_s", "matmul_n", "busbw_bytes", "copy_bytes", "p2p_bytes", "graph_timeout_s")
+CANARY_FIELDS = (
+    "tp",
+    "layers",
+    "hidden",
+    "heads",
+    "ffn",
+    "draft_tokens",
+    "batch",
+    "kv_len",
+    "blocks",
+    "block_ms",
+    "warmup_s",
+    "matmul_n",
+    "busbw_bytes",
+    "copy_bytes",
+    "p2p_bytes",
+    "graph_timeout_s",
+)
 
 
 @contextlib.contextmanager
@@ -62,8 +78,10 @@ def canary_config(options: dict[str, Any]) -> CanaryConfig:
     if device == "cuda" and not gpus:
         cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
         hidden = f" (CUDA_VISIBLE_DEVICES={cvd!r})" if cvd is not None else ""
-        raise BadInputError(f"--device cuda: no CUDA device is visible here{hidden}; give --device cpu (the canary "
-                            "on the CPU with gloo), or run it on a machine with an NVIDIA GPU")
+        raise BadInputError(
+            f"--device cuda: no CUDA device is visible here{hidden}; give --device cpu (the canary "
+            "on the CPU with gloo), or run it on a machine with an NVIDIA GPU"
+        )
     tp = options.get("tp") or (gpus if device == "cuda" else 2)
     if device == "cuda" and gpus and tp > gpus:
         raise BadInputError(f"--tp {tp} needs {tp} GPUs, {gpus} visible; lower --tp")
@@ -78,10 +96,17 @@ def canary_config(options: dict[str, Any]) -> CanaryConfig:
     return cfg.validate()
 
 
-def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[str, str] | None = None,
-               b_env: dict[str, str] | None = None, label: str = "",
-               on_process: Callable[[Side, int, dict | None], None] | None = None,
-               launcher: list[str] | None = None) -> list[dict[str, Any]]:
+def run_canary(
+    cfg: CanaryConfig,
+    *,
+    processes: int,
+    budget_s: float,
+    env: dict[str, str] | None = None,
+    b_env: dict[str, str] | None = None,
+    label: str = "",
+    on_process: Callable[[Side, int, dict | None], None] | None = None,
+    launcher: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """Run the canary; returns one bench document, or two (A, B) when ``b_env`` is given.
 
     With ``b_env`` the A processes (``env``) and the B processes (``env`` +
@@ -95,11 +120,20 @@ def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
-        raise BadInputError("the canary needs PyTorch, which is not installed in this Python: "
-                            "pip install 'forensics[bench]' (or torch), or benchmark your own step with --cmd")
+        raise BadInputError(
+            "the canary needs PyTorch, which is not installed in this Python: "
+            "pip install 'forensics[bench]' (or torch), or benchmark your own step with --cmd"
+        )
     if budget_s <= 0:
         raise BadInputError(f"--budget must be positive, got {budget_s:g}")
-    sides = [Side("A" if b_env is not None else "canary", cfg, dict(env or {}), launcher=list(launcher or []))]
+    sides = [
+        Side(
+            "A" if b_env is not None else "canary",
+            cfg,
+            dict(env or {}),
+            launcher=list(launcher or []),
+        )
+    ]
     if b_env is not None:
         sides.append(Side("B", cfg, {**(env or {}), **b_env}, launcher=list(launcher or [])))
     t0 = time.time()
@@ -111,9 +145,23 @@ def run_canary(cfg: CanaryConfig, *, processes: int, budget_s: float, env: dict[
         tel["scope"] = "whole session" + (" (A and B interleaved)" if b_env is not None else "")
     docs = []
     for side in sides:
-        config = {"kind": "canary", **cfg.to_json(), "env": side.env, "launcher": side.launcher or None,
-                  "processes_asked": processes, "p2p": p2p_note(side.processes),
-                  "budget_s": budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))}
-        docs.append(build(config, canary_results(cfg, side.processes), telemetry=tel,
-                          processes=process_records(side.processes), label=label or side.name))
+        config = {
+            "kind": "canary",
+            **cfg.to_json(),
+            "env": side.env,
+            "launcher": side.launcher or None,
+            "processes_asked": processes,
+            "p2p": p2p_note(side.processes),
+            "budget_s": budget_s,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+        }
+        docs.append(
+            build(
+                config,
+                canary_results(cfg, side.processes),
+                telemetry=tel,
+                processes=process_records(side.processes),
+                label=label or side.name,
+            )
+        )
     return docs

@@ -32,8 +32,14 @@ from forensics.step.command import child_env, run_command
 CALLABLE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
-def run_cmd_process(cmd: str, *, metric: str | None, metric_regex: str | None, timeout_s: float,
-                    env: dict[str, str] | None = None) -> dict:
+def run_cmd_process(
+    cmd: str,
+    *,
+    metric: str | None,
+    metric_regex: str | None,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> dict:
     """One fresh process of the user's command; returns ``{"value", "values", "metric", "warmup_dropped"}``.
 
     Raises:
@@ -41,7 +47,9 @@ def run_cmd_process(cmd: str, *, metric: str | None, metric_regex: str | None, t
     """
     step_env, folder = loaded_files.recording_env(child_env(env))
     try:
-        run = run_command(cmd, env=step_env, timeout_s=timeout_s, metric=metric, metric_regex=metric_regex)
+        run = run_command(
+            cmd, env=step_env, timeout_s=timeout_s, metric=metric, metric_regex=metric_regex
+        )
     finally:
         loaded, packages = loaded_files.collect_all(folder)
     values = list(run.values)
@@ -49,12 +57,25 @@ def run_cmd_process(cmd: str, *, metric: str | None, metric_regex: str | None, t
     kept = values[1:] if dropped else values
     if any(v <= 0 for v in kept):
         raise BadInputError(f"step command printed a non-positive value for {run.metric!r}: {cmd}")
-    return {"value": statistics.median(kept), "values": values, "metric": run.metric, "warmup_dropped": dropped,
-            "loaded_files": loaded, "loaded_packages": packages}
+    return {
+        "value": statistics.median(kept),
+        "values": values,
+        "metric": run.metric,
+        "warmup_dropped": dropped,
+        "loaded_files": loaded,
+        "loaded_packages": packages,
+    }
 
 
-def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s: float, timeout_s: float,
-                         env: dict[str, str] | None = None) -> dict:
+def run_callable_process(
+    target: str,
+    *,
+    blocks: int,
+    block_ms: float,
+    warmup_s: float,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> dict:
     """One fresh process timing ``package.module:function`` in-process; returns ms per call and block data.
 
     Raises:
@@ -62,15 +83,28 @@ def run_callable_process(target: str, *, blocks: int, block_ms: float, warmup_s:
     """
     if not CALLABLE_RE.match(target):
         raise BadInputError(f"--callable {target!r}: expected package.module:function")
-    args = [sys.executable, "-m", "forensics.step.callable", target, "--summary", "--blocks", str(blocks),
-            "--min-block-ms", str(block_ms), "--warmup-s", str(warmup_s)]
+    args = [
+        sys.executable,
+        "-m",
+        "forensics.step.callable",
+        target,
+        "--summary",
+        "--blocks",
+        str(blocks),
+        "--min-block-ms",
+        str(block_ms),
+        "--warmup-s",
+        str(warmup_s),
+    ]
     step_env, folder = loaded_files.recording_env(child_env(env))
     try:  # its own process group, ended when it exits: a child the callable started does not outlive it
         code, stdout, stderr = run_group(args, timeout_s, env=step_env)
     finally:
         loaded, packages = loaded_files.collect_all(folder)
     if code is None:
-        raise BadInputError(f"--callable {target}: timed out after {timeout_s:g} s (its processes were stopped)")
+        raise BadInputError(
+            f"--callable {target}: timed out after {timeout_s:g} s (its processes were stopped)"
+        )
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
     if code != 0:
         last = lines[-1] if lines else f"exit status {code}"
@@ -93,7 +127,9 @@ def user_result(name: str, processes: list[dict], *, unit: str, higher_is_better
         xs = p.get("per_call_ms") or (p["values"][1:] if p.get("warmup_dropped") else p["values"])
         if len(xs) >= 2:
             within.append(summarize(xs).iqr_over_median)
-    result = make_result(name, ResultKind.USER, unit, vals, higher_is_better=higher_is_better, within=within or None)
+    result = make_result(
+        name, ResultKind.USER, unit, vals, higher_is_better=higher_is_better, within=within or None
+    )
     files = sorted({f for p in processes for f in p.get("loaded_files") or []})
     if any("loaded_files" in p for p in processes):
         # every Python process of the step (spawned workers too) recorded the source files it loaded:
@@ -101,13 +137,26 @@ def user_result(name: str, processes: list[dict], *, unit: str, higher_is_better
         result["loaded_files"] = files
     if any("loaded_packages" in p for p in processes):
         # the installed packages it imported: a GPU-stack package the step never imported weighs less
-        result["loaded_packages"] = sorted({n for p in processes for n in p.get("loaded_packages") or []})
+        result["loaded_packages"] = sorted(
+            {n for p in processes for n in p.get("loaded_packages") or []}
+        )
     return result
 
 
-def run_user(kind: str, target: str, *, processes: int, budget_s: float, timeout_s: float,
-             metric: str | None = None, metric_regex: str | None = None, blocks: int = 30, block_ms: float = 5.0,
-             warmup_s: float = 0.5, on_process: Callable[[int, dict], None] | None = None) -> list[dict]:
+def run_user(
+    kind: str,
+    target: str,
+    *,
+    processes: int,
+    budget_s: float,
+    timeout_s: float,
+    metric: str | None = None,
+    metric_regex: str | None = None,
+    blocks: int = 30,
+    block_ms: float = 5.0,
+    warmup_s: float = 0.5,
+    on_process: Callable[[int, dict], None] | None = None,
+) -> list[dict]:
     """Run ``processes`` fresh processes of the user's step (``kind`` "cmd" or "callable") within the budget."""
     import time
 
@@ -118,20 +167,35 @@ def run_user(kind: str, target: str, *, processes: int, budget_s: float, timeout
         if i >= MIN_PROCESSES and spent + spent / i > budget_s:
             break
         if kind == "cmd":
-            rec = run_cmd_process(target, metric=metric, metric_regex=metric_regex, timeout_s=timeout_s)
+            rec = run_cmd_process(
+                target, metric=metric, metric_regex=metric_regex, timeout_s=timeout_s
+            )
         else:
-            rec = run_callable_process(target, blocks=blocks, block_ms=block_ms, warmup_s=warmup_s,
-                                       timeout_s=timeout_s)
+            rec = run_callable_process(
+                target, blocks=blocks, block_ms=block_ms, warmup_s=warmup_s, timeout_s=timeout_s
+            )
         out.append(rec)
         if on_process:
             on_process(i, rec)
     return out
 
 
-def measure_user(cmd: str | None, target: str | None, *, metric: str | None = None, metric_regex: str | None = None,
-                 unit: str | None = None, higher_is_better: bool = False, processes: int, budget_s: float,
-                 timeout_s: float, blocks: int | None = None, block_ms: float | None = None, label: str = "",
-                 on_process: Callable[[int, dict], None] | None = None) -> dict:
+def measure_user(
+    cmd: str | None,
+    target: str | None,
+    *,
+    metric: str | None = None,
+    metric_regex: str | None = None,
+    unit: str | None = None,
+    higher_is_better: bool = False,
+    processes: int,
+    budget_s: float,
+    timeout_s: float,
+    blocks: int | None = None,
+    block_ms: float | None = None,
+    label: str = "",
+    on_process: Callable[[int, dict], None] | None = None,
+) -> dict:
     """Run the user's step (``cmd`` or the callable ``target``) as fresh processes under GPU telemetry.
 
     Returns:
@@ -148,23 +212,52 @@ def measure_user(cmd: str | None, target: str | None, *, metric: str | None = No
 
     kind = "cmd" if cmd else "callable"
     with telemetry(visible_gpus() > 0) as tel:
-        recs = run_user(kind, cmd or target, processes=processes, budget_s=budget_s, timeout_s=timeout_s,
-                        metric=metric, metric_regex=metric_regex, blocks=blocks or 30,
-                        block_ms=block_ms or 5.0, on_process=on_process)
+        recs = run_user(
+            kind,
+            cmd or target,
+            processes=processes,
+            budget_s=budget_s,
+            timeout_s=timeout_s,
+            metric=metric,
+            metric_regex=metric_regex,
+            blocks=blocks or 30,
+            block_ms=block_ms or 5.0,
+            on_process=on_process,
+        )
     if kind == "cmd":
-        name, the_unit = f"user.{recs[0]['metric']}", unit or ("per s" if higher_is_better else "ms")
+        name, the_unit = (
+            f"user.{recs[0]['metric']}",
+            unit or ("per s" if higher_is_better else "ms"),
+        )
     else:
         name, the_unit, higher_is_better = f"user.{target}", "ms", False
     result = user_result(name, recs, unit=the_unit, higher_is_better=higher_is_better)
-    config = {"kind": "user", "step": kind, "command" if kind == "cmd" else "callable": cmd or target,
-              "metric": metric, "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
+    config = {
+        "kind": "user",
+        "step": kind,
+        "command" if kind == "cmd" else "callable": cmd or target,
+        "metric": metric,
+        "metric_regex": metric_regex,
+        "processes_asked": processes,
+        "budget_s": budget_s,
+    }
     return document.build(config, [result], telemetry=tel, label=label)
 
 
-def run_user_ab(a_cmd: str, b_cmd: str, *, a_env: dict[str, str | None] | None = None,
-                b_env: dict[str, str | None] | None = None, processes: int, budget_s: float, timeout_s: float,
-                metric: str | None = None, metric_regex: str | None = None, cwd: str | None = None,
-                on_process: Callable[[str, int, dict], None] | None = None) -> tuple[list[dict], list[dict]]:
+def run_user_ab(
+    a_cmd: str,
+    b_cmd: str,
+    *,
+    a_env: dict[str, str | None] | None = None,
+    b_env: dict[str, str | None] | None = None,
+    processes: int,
+    budget_s: float,
+    timeout_s: float,
+    metric: str | None = None,
+    metric_regex: str | None = None,
+    cwd: str | None = None,
+    on_process: Callable[[str, int, dict], None] | None = None,
+) -> tuple[list[dict], list[dict]]:
     """Interleaved A/B of the user's step: A B B A A B ... (:func:`forensics.bench.harness.balanced_order`),
     one fresh process each, in one session.
 
@@ -195,8 +288,14 @@ def run_user_ab(a_cmd: str, b_cmd: str, *, a_env: dict[str, str | None] | None =
         for side, cmd, env in balanced_order([("A", a_cmd, a_env), ("B", b_cmd, b_env)], i):
             p0 = time.perf_counter()
             try:
-                run = run_command(cmd, cwd=cwd, env=child_env(env), timeout_s=timeout_s, metric=chosen,
-                                  metric_regex=metric_regex)
+                run = run_command(
+                    cmd,
+                    cwd=cwd,
+                    env=child_env(env),
+                    timeout_s=timeout_s,
+                    metric=chosen,
+                    metric_regex=metric_regex,
+                )
             except BadInputError as exc:
                 raise BadInputError(f"side {side} of the A/B: {exc}") from None
             chosen = chosen or run.metric
@@ -204,9 +303,16 @@ def run_user_ab(a_cmd: str, b_cmd: str, *, a_env: dict[str, str | None] | None =
             dropped = len(values) >= 3
             kept = values[1:] if dropped else values
             if any(v <= 0 for v in kept):
-                raise BadInputError(f"side {side}: the step printed a non-positive value for {run.metric!r}: {cmd}")
-            rec = {"value": statistics.median(kept), "values": values, "metric": run.metric,
-                   "warmup_dropped": dropped, "wall_s": round(time.perf_counter() - p0, 3)}
+                raise BadInputError(
+                    f"side {side}: the step printed a non-positive value for {run.metric!r}: {cmd}"
+                )
+            rec = {
+                "value": statistics.median(kept),
+                "values": values,
+                "metric": run.metric,
+                "warmup_dropped": dropped,
+                "wall_s": round(time.perf_counter() - p0, 3),
+            }
             out[side].append(rec)
             if on_process:
                 on_process(side, i, rec)
@@ -219,14 +325,28 @@ def callable_command(target: str) -> str:
 
     if not CALLABLE_RE.match(target):
         raise BadInputError(f"--callable {target!r}: expected package.module:function")
-    return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.step.callable", target))
+    return " ".join(
+        shlex.quote(a) for a in (sys.executable, "-m", "forensics.step.callable", target)
+    )
 
 
-def measure_user_ab(cmd: str | None, target: str | None, *, b_cmd: str | None = None,
-                    env: dict[str, str | None] | None = None, b_env: dict[str, str | None] | None = None,
-                    metric: str | None = None, metric_regex: str | None = None, unit: str | None = None,
-                    higher_is_better: bool = False, processes: int, budget_s: float, timeout_s: float,
-                    label: str = "", on_process: Callable[[str, int, dict], None] | None = None) -> list[dict]:
+def measure_user_ab(
+    cmd: str | None,
+    target: str | None,
+    *,
+    b_cmd: str | None = None,
+    env: dict[str, str | None] | None = None,
+    b_env: dict[str, str | None] | None = None,
+    metric: str | None = None,
+    metric_regex: str | None = None,
+    unit: str | None = None,
+    higher_is_better: bool = False,
+    processes: int,
+    budget_s: float,
+    timeout_s: float,
+    label: str = "",
+    on_process: Callable[[str, int, dict], None] | None = None,
+) -> list[dict]:
     """Sides A and B of the user's step, interleaved (:func:`run_user_ab`) under GPU telemetry: two bench documents.
 
     Side A is ``cmd`` (or the callable ``target``, run as :func:`callable_command`) with ``env``;
@@ -243,18 +363,40 @@ def measure_user_ab(cmd: str | None, target: str | None, *, b_cmd: str | None = 
     a_cmd = cmd or callable_command(str(target))
     a_env, full_b = dict(env or {}), {**(env or {}), **(b_env or {})}
     with telemetry(visible_gpus() > 0) as tel:
-        ra, rb = run_user_ab(a_cmd, b_cmd or a_cmd, a_env=a_env, b_env=full_b, processes=processes,
-                             budget_s=budget_s, timeout_s=timeout_s, metric=metric or ("call_ms" if target else None),
-                             metric_regex=metric_regex, on_process=on_process)
+        ra, rb = run_user_ab(
+            a_cmd,
+            b_cmd or a_cmd,
+            a_env=a_env,
+            b_env=full_b,
+            processes=processes,
+            budget_s=budget_s,
+            timeout_s=timeout_s,
+            metric=metric or ("call_ms" if target else None),
+            metric_regex=metric_regex,
+            on_process=on_process,
+        )
     if "gpus" in tel:
         tel["scope"] = "whole session (A and B interleaved)"
     the_unit = unit or ("per s" if higher_is_better else "ms")
     docs = []
-    for side, recs, side_cmd, side_env in (("A", ra, a_cmd, a_env), ("B", rb, b_cmd or a_cmd, full_b)):
-        result = user_result(f"user.{recs[0]['metric']}", recs, unit=the_unit, higher_is_better=higher_is_better)
-        config = {"kind": "user", "step": "cmd" if cmd else "callable", "command": side_cmd, "callable": target,
-                  "env": {k: v for k, v in side_env.items() if v is not None},
-                  "unset": sorted(k for k, v in side_env.items() if v is None), "metric": metric,
-                  "metric_regex": metric_regex, "processes_asked": processes, "budget_s": budget_s}
+    for side, recs, side_cmd, side_env in (
+        ("A", ra, a_cmd, a_env),
+        ("B", rb, b_cmd or a_cmd, full_b),
+    ):
+        result = user_result(
+            f"user.{recs[0]['metric']}", recs, unit=the_unit, higher_is_better=higher_is_better
+        )
+        config = {
+            "kind": "user",
+            "step": "cmd" if cmd else "callable",
+            "command": side_cmd,
+            "callable": target,
+            "env": {k: v for k, v in side_env.items() if v is not None},
+            "unset": sorted(k for k, v in side_env.items() if v is None),
+            "metric": metric,
+            "metric_regex": metric_regex,
+            "processes_asked": processes,
+            "budget_s": budget_s,
+        }
         docs.append(document.build(config, [result], telemetry=tel, label=label or side))
     return docs

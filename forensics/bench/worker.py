@@ -45,8 +45,10 @@ class Rank:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.cuda = cfg.device == "cuda"
         if self.cuda and not torch.cuda.is_available():
-            raise SystemExit(f"CUDA is not available to torch {torch.__version__} in this process (no GPU, a "
-                             "CPU-only build, or CUDA_VISIBLE_DEVICES hides it); use --device cpu")
+            raise SystemExit(
+                f"CUDA is not available to torch {torch.__version__} in this process (no GPU, a "
+                "CPU-only build, or CUDA_VISIBLE_DEVICES hides it); use --device cpu"
+            )
         if self.cuda:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", self.rank)))
             self.device = torch.device("cuda", torch.cuda.current_device())
@@ -55,7 +57,9 @@ class Rank:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, self.world)))
         if self.world > 1:
             kw = {"device_id": self.device} if self.cuda else {}
-            dist.init_process_group("nccl" if self.cuda else "gloo", rank=self.rank, world_size=self.world, **kw)
+            dist.init_process_group(
+                "nccl" if self.cuda else "gloo", rank=self.rank, world_size=self.world, **kw
+            )
         self.sleep_cycles = self._calibrate_sleep() if self.cuda else 0
 
     def _calibrate_sleep(self) -> float:
@@ -75,7 +79,9 @@ class Rank:
         if self.cuda:
             torch.cuda.synchronize()
 
-    def block(self, fn: Callable[[], object], n: int, queue_ahead_ms: float = 0.0) -> tuple[float, bool]:
+    def block(
+        self, fn: Callable[[], object], n: int, queue_ahead_ms: float = 0.0
+    ) -> tuple[float, bool]:
         """Time ``n`` calls of ``fn``; returns (ms per call, host_bound)."""
         if not self.cuda:
             t0 = time.perf_counter()
@@ -124,7 +130,7 @@ class Rank:
             elapsed = time.perf_counter() - t_start
             done = False
             if elapsed >= cfg.warmup_s and len(warm) >= 2 * WINDOW:
-                a = statistics.median(warm[-2 * WINDOW:-WINDOW])
+                a = statistics.median(warm[-2 * WINDOW : -WINDOW])
                 b = statistics.median(warm[-WINDOW:])
                 converged = abs(b / a - 1) < 0.02
                 done = converged or elapsed >= limit
@@ -136,10 +142,17 @@ class Rank:
             ms, hb = self.block(fn, n, ahead)
             per_call.append(ms)
             host_bound += hb
-        return {"per_call_ms": per_call, "calls_per_block": n, "queue_ahead_ms": ahead,
-                "host_bound_blocks": host_bound,
-                "warmup": {"blocks": len(warm), "converged": converged,
-                           "seconds": round(time.perf_counter() - t_start, 3)}}
+        return {
+            "per_call_ms": per_call,
+            "calls_per_block": n,
+            "queue_ahead_ms": ahead,
+            "host_bound_blocks": host_bound,
+            "warmup": {
+                "blocks": len(warm),
+                "converged": converged,
+                "seconds": round(time.perf_counter() - t_start, 3),
+            },
+        }
 
     def _agree(self, value: int, op: str = "max") -> int:
         """The max (or min) of ``value`` over ranks, so every rank runs the same loop."""
@@ -165,8 +178,10 @@ def graph_blocker(env: Mapping[str, str]) -> str | None:
     value = env.get("PYTORCH_NO_CUDA_MEMORY_CACHING")
     if value is None or value.strip().lower() in _OFF_WORDS:
         return None
-    return (f"PYTORCH_NO_CUDA_MEMORY_CACHING={value} turns off the caching allocator that CUDA graph capture "
-            "needs")
+    return (
+        f"PYTORCH_NO_CUDA_MEMORY_CACHING={value} turns off the caching allocator that CUDA graph capture "
+        "needs"
+    )
 
 
 def _allreduce(t: torch.Tensor) -> None:
@@ -187,12 +202,17 @@ def run(cfg: CanaryConfig) -> dict:
     with torch.inference_mode():
         full = variant != Variant.SPLIT.value and r.world > 1
         model = __import__("forensics.bench.canary", fromlist=["VerifyModel"]).VerifyModel(
-            cfg, r.device, _allreduce if full else (lambda t: None))
+            cfg, r.device, _allreduce if full else (lambda t: None)
+        )
         no_graph = graph_blocker(os.environ) if r.cuda else None
         if no_graph and variant in (Variant.SPLIT.value, Variant.GRAPH.value):
             info["graph_skipped"] = no_graph  # launched eagerly instead; the document says so
             variant = Variant.SPLIT.value if variant == Variant.SPLIT.value else Variant.EAGER.value
-        guard = _guard(cfg.graph_timeout_s) if full and variant == Variant.GRAPH.value and not no_graph else None
+        guard = (
+            _guard(cfg.graph_timeout_s)
+            if full and variant == Variant.GRAPH.value and not no_graph
+            else None
+        )
         if r.cuda and variant in (Variant.SPLIT.value, Variant.GRAPH.value) and not no_graph:
             step = _graph(model.step)
         else:
@@ -242,7 +262,9 @@ def _p2p(r: Rank, cfg: CanaryConfig, info: dict) -> None:
         return
     count = torch.cuda.device_count()
     if count < 2:
-        info["p2p_skipped"] = f"each rank sees {count} GPU (CUDA_VISIBLE_DEVICES per rank): no peer to copy to"
+        info["p2p_skipped"] = (
+            f"each rank sees {count} GPU (CUDA_VISIBLE_DEVICES per rank): no peer to copy to"
+        )
         return
     me = r.device.index
     peer = torch.device("cuda", (me + 1) % count)
@@ -254,7 +276,9 @@ def _p2p(r: Rank, cfg: CanaryConfig, info: dict) -> None:
     src = dst = None  # free both before the latency buffers
     s1 = torch.empty(P2P_LATENCY_BYTES, dtype=torch.uint8, device=r.device)
     d1 = torch.empty(P2P_LATENCY_BYTES, dtype=torch.uint8, device=peer)
-    info["metrics"]["p2p_latency"] = r.measure(lambda: d1.copy_(s1, non_blocking=True), queue_ahead=True)
+    info["metrics"]["p2p_latency"] = r.measure(
+        lambda: d1.copy_(s1, non_blocking=True), queue_ahead=True
+    )
 
 
 def _guard(seconds: float) -> threading.Timer:
@@ -263,10 +287,13 @@ def _guard(seconds: float) -> threading.Timer:
     Guards capturing and replaying a CUDA graph that holds torch.distributed
     all-reduces, which hung on torch 2.11 / NCCL 2.28.9.
     """
+
     def expire() -> None:
-        sys.stderr.write(f"forensics-bench: the CUDA graph holding all-reduces did not capture and replay within "
-                         f"{seconds:g} s (known hang with torch.distributed collectives on some torch/NCCL "
-                         "versions); use the default split variant\n")
+        sys.stderr.write(
+            f"forensics-bench: the CUDA graph holding all-reduces did not capture and replay within "
+            f"{seconds:g} s (known hang with torch.distributed collectives on some torch/NCCL "
+            "versions); use the default split variant\n"
+        )
         sys.stderr.flush()
         os._exit(124)
 

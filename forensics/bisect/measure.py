@@ -24,15 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from forensics.bisect.worktree import Worktree, WorktreePool
 from forensics.errors import BadInputError
+from forensics.gitio import GitError, clean_env
 from forensics.procgroup import run_group
 from forensics.step.command import run_command
-from forensics.bisect.worktree import Worktree, WorktreePool
-from forensics.gitio import GitError, clean_env
 
-ISOLATION_NOTE = ("each commit ran in its own `git worktree` (detached, in a temporary folder) with the worktree as "
-                  "the working folder and first on PYTHONPATH (then its src/ if present), so its modules shadow any "
-                  "installed or editable copy; GIT_DIR and similar variables were removed")
+ISOLATION_NOTE = (
+    "each commit ran in its own `git worktree` (detached, in a temporary folder) with the worktree as "
+    "the working folder and first on PYTHONPATH (then its src/ if present), so its modules shadow any "
+    "installed or editable copy; GIT_DIR and similar variables were removed"
+)
 CALLABLE_NOTE = "; --callable also checked that the module was imported from inside the worktree"
 
 
@@ -85,9 +87,20 @@ class StepSpec:
         """The shell command line measuring one process in ``tree``."""
         if self.cmd:
             return self.cmd
-        return " ".join(shlex.quote(a) for a in (sys.executable, "-m", "forensics.step.callable", str(self.target),
-                                                 "--expect-under", str(tree), "--timer", self.callable_timer,
-                                                 *self.callable_args))
+        return " ".join(
+            shlex.quote(a)
+            for a in (
+                sys.executable,
+                "-m",
+                "forensics.step.callable",
+                str(self.target),
+                "--expect-under",
+                str(tree),
+                "--timer",
+                self.callable_timer,
+                *self.callable_args,
+            )
+        )
 
     def describe(self) -> str:
         """The step as the user gave it (``--cmd`` text or ``--callable`` target)."""
@@ -104,8 +117,14 @@ def step_env(tree: Path, sha: str, session: str = "") -> dict[str, str]:
     old = os.environ.get("PYTHONPATH")
     if old:
         paths.append(old)
-    return clean_env({"PYTHONPATH": os.pathsep.join(paths), "FORENSICS_BISECT_COMMIT": sha,
-                      "FORENSICS_WORKTREE": str(tree), "FORENSICS_BISECT_SESSION": session})
+    return clean_env(
+        {
+            "PYTHONPATH": os.pathsep.join(paths),
+            "FORENSICS_BISECT_COMMIT": sha,
+            "FORENSICS_WORKTREE": str(tree),
+            "FORENSICS_BISECT_SESSION": session,
+        }
+    )
 
 
 class Measurer:
@@ -117,7 +136,12 @@ class Measurer:
         on_process: called after each process with (sha, sample or None) for progress.
     """
 
-    def __init__(self, pool: WorktreePool, spec: StepSpec, on_process: Callable[[str, float | None], None] | None = None):
+    def __init__(
+        self,
+        pool: WorktreePool,
+        spec: StepSpec,
+        on_process: Callable[[str, float | None], None] | None = None,
+    ):
         self.pool = pool
         self.spec = spec
         self.samples: dict[str, list[float]] = {}
@@ -140,7 +164,9 @@ class Measurer:
         try:
             tree = self.pool.add(role, sha)
         except GitError as exc:
-            if exc.returncode is None:  # git hung (stopped) or is gone: not this commit's fault, end the search
+            if (
+                exc.returncode is None
+            ):  # git hung (stopped) or is gone: not this commit's fault, end the search
                 raise
             raise StepFailed(f"checkout failed: {exc}") from None
         if self.spec.setup:
@@ -150,15 +176,24 @@ class Measurer:
 
     def _run_setup(self, path: Path, sha: str) -> None:
         try:  # its own process group: a timeout stops the whole setup, nothing keeps writing in the worktree
-            code, out, err = run_group(self.spec.setup, self.spec.timeout_s, shell=True, cwd=path,
-                                       env=self.spec.environment(path, sha, self.pool.session))
+            code, out, err = run_group(
+                self.spec.setup,
+                self.spec.timeout_s,
+                shell=True,
+                cwd=path,
+                env=self.spec.environment(path, sha, self.pool.session),
+            )
         except OSError as exc:
             raise StepFailed(f"setup could not start: {exc}") from None
         if code is None:
-            raise StepFailed(f"setup timed out after {self.spec.timeout_s:g} s (its processes were stopped)")
+            raise StepFailed(
+                f"setup timed out after {self.spec.timeout_s:g} s (its processes were stopped)"
+            )
         if code != 0:
             last = (err.strip().splitlines() or out.strip().splitlines() or [""])[-1]
-            raise StepFailed(f"setup exited with status {code}" + (f": {last[:200]}" if last else ""))
+            raise StepFailed(
+                f"setup exited with status {code}" + (f": {last[:200]}" if last else "")
+            )
 
     def run_once(self, sha: str, role: str) -> float:
         """One fresh process of the step at ``sha``; returns the median of its values.
@@ -170,18 +205,23 @@ class Measurer:
             raise StepFailed(self.failures[sha])
         try:
             tree = self.tree_for(sha, role)
-            run = run_command(self.spec.command_for(tree.path), cwd=str(tree.path),
-                              env=self.spec.environment(tree.path, sha, self.pool.session),
-                              timeout_s=self.spec.timeout_s,
-                              metric=self.spec.metric or (self.metric or None),
-                              metric_regex=self.spec.metric_regex)
+            run = run_command(
+                self.spec.command_for(tree.path),
+                cwd=str(tree.path),
+                env=self.spec.environment(tree.path, sha, self.pool.session),
+                timeout_s=self.spec.timeout_s,
+                metric=self.spec.metric or (self.metric or None),
+                metric_regex=self.spec.metric_regex,
+            )
         except (StepFailed, BadInputError) as exc:
             self.failures[sha] = str(exc)
             self.on_process(sha, None)
             raise StepFailed(str(exc)) from None
         self.metric = self.metric or run.metric
         values = list(run.values)
-        value = statistics.median(values[1:] if self.spec.drop_warmup and len(values) >= 3 else values)
+        value = statistics.median(
+            values[1:] if self.spec.drop_warmup and len(values) >= 3 else values
+        )
         if value <= 0:
             self.failures[sha] = f"the step printed a non-positive {run.metric} ({value:g})"
             raise StepFailed(self.failures[sha])

@@ -70,20 +70,37 @@ class CommitRecord:
 
     def relation(self) -> tuple[str, str]:
         """("same (1.02x)", "faster (0.77x)"): this commit against good and against bad, as time ratios."""
-        flip = {Verdict.SLOWER: "faster", Verdict.FASTER: "slower", Verdict.SAME: "same",
-                Verdict.INCONCLUSIVE: "inconclusive", Verdict.SMALL_SLOWER: "small-faster",
-                Verdict.SMALL_FASTER: "small-slower"}
+        flip = {
+            Verdict.SLOWER: "faster",
+            Verdict.FASTER: "slower",
+            Verdict.SAME: "same",
+            Verdict.INCONCLUSIVE: "inconclusive",
+            Verdict.SMALL_SLOWER: "small-faster",
+            Verdict.SMALL_FASTER: "small-slower",
+        }
         g = f"{self.vs_good.verdict.value} ({self.vs_good.time_ratio:.3f}x)" if self.vs_good else ""
-        b = f"{flip[self.vs_bad.verdict]} ({1 / self.vs_bad.time_ratio:.3f}x)" if self.vs_bad else ""
+        b = (
+            f"{flip[self.vs_bad.verdict]} ({1 / self.vs_bad.time_ratio:.3f}x)"
+            if self.vs_bad
+            else ""
+        )
         return g, b
 
     def to_json(self) -> dict:
         g, b = self.relation()
-        return {"commit": self.info.to_json(), "index": self.index, "vs_good_text": g, "vs_bad_text": b,
-                "class": self.cls.value, "samples": self.samples,
-                "median": statistics.median(self.samples) if self.samples else None,
-                "vs_good": self.vs_good.to_json() if self.vs_good else None,
-                "vs_bad": self.vs_bad.to_json() if self.vs_bad else None, "note": self.note, "round": self.round}
+        return {
+            "commit": self.info.to_json(),
+            "index": self.index,
+            "vs_good_text": g,
+            "vs_bad_text": b,
+            "class": self.cls.value,
+            "samples": self.samples,
+            "median": statistics.median(self.samples) if self.samples else None,
+            "vs_good": self.vs_good.to_json() if self.vs_good else None,
+            "vs_bad": self.vs_bad.to_json() if self.vs_bad else None,
+            "note": self.note,
+            "round": self.round,
+        }
 
 
 @dataclass
@@ -108,9 +125,19 @@ class BisectConfig:
     endpoints is reused instead of measured again (``forensics investigate``)."""
 
     @classmethod
-    def from_options(cls, step: StepOptions, *, repo, good: str, bad: str, setup: str | None = None,
-                     callable_timer: str = "wall", threshold: float = DEFAULT_THRESHOLD,
-                     max_processes: int | None = None, good_was: float | None = None) -> "BisectConfig":
+    def from_options(
+        cls,
+        step: StepOptions,
+        *,
+        repo,
+        good: str,
+        bad: str,
+        setup: str | None = None,
+        callable_timer: str = "wall",
+        threshold: float = DEFAULT_THRESHOLD,
+        max_processes: int | None = None,
+        good_was: float | None = None,
+    ) -> "BisectConfig":
         """The config of a bisect from the command's options, checked before any git command runs.
 
         ``step`` is the user's step (exactly one of a command and a callable), its processes per
@@ -122,26 +149,52 @@ class BisectConfig:
                 does not compile; ``max_processes`` below ``step.processes``.
         """
         if bool(step.cmd) == bool(step.target):
-            raise BadInputError('give exactly one of {cmd} "..." or {target} module:function', names=("cmd", "target"))
+            raise BadInputError(
+                'give exactly one of {cmd} "..." or {target} module:function',
+                names=("cmd", "target"),
+            )
         target = step.target
         if target and (":" not in target or target.startswith(":") or target.endswith(":")):
-            raise BadInputError(f"{target!r}: use module:function, e.g. mypkg.step:verify", option="target")
+            raise BadInputError(
+                f"{target!r}: use module:function, e.g. mypkg.step:verify", option="target"
+            )
         if step.metric_regex is not None:
             import re
 
             try:
                 re.compile(step.metric_regex)
             except re.error as exc:
-                raise BadInputError(f"{step.metric_regex!r}: not a valid regular expression ({exc})",
-                                    option="metric_regex") from None
+                raise BadInputError(
+                    f"{step.metric_regex!r}: not a valid regular expression ({exc})",
+                    option="metric_regex",
+                ) from None
         cap = max_processes or step.processes * 4
         if cap < step.processes:
-            raise BadInputError(f"{cap} is below {{processes}} {step.processes}", option="max_processes",
-                                names=("processes",))
-        spec = StepSpec(cmd=step.cmd, target=target, setup=setup, metric=step.metric, metric_regex=step.metric_regex,
-                        higher_is_better=step.higher_is_better, timeout_s=step.timeout_s, callable_timer=callable_timer)
-        return cls(str(repo), good, bad, spec, processes=step.processes, cap_factor=max(1, cap // step.processes),
-                   threshold=threshold, good_was=good_was)
+            raise BadInputError(
+                f"{cap} is below {{processes}} {step.processes}",
+                option="max_processes",
+                names=("processes",),
+            )
+        spec = StepSpec(
+            cmd=step.cmd,
+            target=target,
+            setup=setup,
+            metric=step.metric,
+            metric_regex=step.metric_regex,
+            higher_is_better=step.higher_is_better,
+            timeout_s=step.timeout_s,
+            callable_timer=callable_timer,
+        )
+        return cls(
+            str(repo),
+            good,
+            bad,
+            spec,
+            processes=step.processes,
+            cap_factor=max(1, cap // step.processes),
+            threshold=threshold,
+            good_was=good_was,
+        )
 
 
 @dataclass
@@ -179,20 +232,41 @@ class BisectResult:
 
     def to_json(self) -> dict:
         """The JSON report (stable keys: outcome, sentence, culprit, confirmation, records, log)."""
+
         def info(c):
             return c.to_json() if c else None
-        return {"outcome": self.outcome.value, "sentence": self.sentence, "repo": self.repo,
-                "repo_name": os.path.basename(self.repo), "good": info(self.good), "bad": info(self.bad),
-                "n_commits": self.n_commits, "linear_history": self.linear, "step": self.step, "setup": self.setup,
-                "metric": self.metric, "higher_is_better": self.higher_is_better, "threshold": self.threshold,
-                "processes": self.processes, "isolation": self.isolation,
-                "endpoints": self.endpoints.to_json() if self.endpoints else None,
-                "culprit": info(self.culprit), "candidates": [c.to_json() for c in self.candidates],
-                "parent": info(self.parent), "confirmation": self.confirmation.to_json() if self.confirmation else None,
-                "confirmed": self.confirmed, "gap_share": self.gap_share,
-                "drift": self.drift.to_json() if self.drift else None, "diffstat": self.diffstat,
-                "rounds": self.rounds, "hypotheses": self.hypotheses, "notes": self.notes,
-                "records": [r.to_json() for r in self.records], "log": [e.to_json() for e in self.log]}
+
+        return {
+            "outcome": self.outcome.value,
+            "sentence": self.sentence,
+            "repo": self.repo,
+            "repo_name": os.path.basename(self.repo),
+            "good": info(self.good),
+            "bad": info(self.bad),
+            "n_commits": self.n_commits,
+            "linear_history": self.linear,
+            "step": self.step,
+            "setup": self.setup,
+            "metric": self.metric,
+            "higher_is_better": self.higher_is_better,
+            "threshold": self.threshold,
+            "processes": self.processes,
+            "isolation": self.isolation,
+            "endpoints": self.endpoints.to_json() if self.endpoints else None,
+            "culprit": info(self.culprit),
+            "candidates": [c.to_json() for c in self.candidates],
+            "parent": info(self.parent),
+            "confirmation": self.confirmation.to_json() if self.confirmation else None,
+            "confirmed": self.confirmed,
+            "gap_share": self.gap_share,
+            "drift": self.drift.to_json() if self.drift else None,
+            "diffstat": self.diffstat,
+            "rounds": self.rounds,
+            "hypotheses": self.hypotheses,
+            "notes": self.notes,
+            "records": [r.to_json() for r in self.records],
+            "log": [e.to_json() for e in self.log],
+        }
 
 
 class StepExit(int, enum.Enum):

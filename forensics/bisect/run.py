@@ -35,17 +35,37 @@ import math
 from typing import Callable
 
 from forensics.bisect.measure import CALLABLE_NOTE, ISOLATION_NOTE, Measurer, StepFailed
-from forensics.bisect.model import (BisectConfig, BisectResult, CommitClass, CommitRecord, LogEntry, Outcome,
-                                    StepExit)
-from forensics.errors import BadInputError
-from forensics.hypotheses import HYPOTHESES
-from forensics.stats import REACHABLE_PROCESSES, Comparison, Verdict, compare as _stats_compare
-from forensics.words import plural
+from forensics.bisect.model import (
+    BisectConfig,
+    BisectResult,
+    CommitClass,
+    CommitRecord,
+    LogEntry,
+    Outcome,
+    StepExit,
+)
 from forensics.bisect.worktree import WorktreePool, diff_stat, resolve_range
+from forensics.errors import BadInputError
 from forensics.gitio import Commit, git, read_commit
+from forensics.hypotheses import HYPOTHESES
+from forensics.stats import REACHABLE_PROCESSES, Comparison, Verdict
+from forensics.stats import compare as _stats_compare
+from forensics.words import plural
 
-__all__ = ["BisectConfig", "BisectResult", "CommitClass", "CommitRecord", "LogEntry", "Outcome", "StepExit",
-           "classify", "gap_position", "run_bisect", "run_step", "ENV_HYPOTHESES"]
+__all__ = [
+    "BisectConfig",
+    "BisectResult",
+    "CommitClass",
+    "CommitRecord",
+    "LogEntry",
+    "Outcome",
+    "StepExit",
+    "classify",
+    "gap_position",
+    "run_bisect",
+    "run_step",
+    "ENV_HYPOTHESES",
+]
 
 ENV_HYPOTHESES = [h for h in HYPOTHESES if h != "code.change"]
 
@@ -71,9 +91,19 @@ def classify(vs_good: Comparison, vs_bad: Comparison) -> CommitClass:
     if slower_than_good and faster_than_bad:
         return CommitClass.INTERMEDIATE
     pos = gap_position(vs_good, vs_bad)
-    if slower_than_good and vs_bad.verdict is Verdict.INCONCLUSIVE and pos is not None and pos >= 0.5:
+    if (
+        slower_than_good
+        and vs_bad.verdict is Verdict.INCONCLUSIVE
+        and pos is not None
+        and pos >= 0.5
+    ):
         return CommitClass.SLOW
-    if faster_than_bad and vs_good.verdict is Verdict.INCONCLUSIVE and pos is not None and pos <= 0.5:
+    if (
+        faster_than_bad
+        and vs_good.verdict is Verdict.INCONCLUSIVE
+        and pos is not None
+        and pos <= 0.5
+    ):
         return CommitClass.FAST
     return CommitClass.UNKNOWN
 
@@ -85,10 +115,14 @@ def compare(a, b, *, threshold: float, higher_is_better: bool = False) -> Compar
     judged against that band and a small real change below it counts as the
     same (its sentence and reasons keep the measured ratio and CI).
     """
-    c = _stats_compare(a, b, threshold=threshold, higher_is_better=higher_is_better, min_band=threshold)
+    c = _stats_compare(
+        a, b, threshold=threshold, higher_is_better=higher_is_better, min_band=threshold
+    )
     if c.verdict.small:
-        c.reasons.append(f"a small real change ({c.change_pct:+.1f}%) below the {threshold:.0%} threshold: "
-                         "the same for this bisect")
+        c.reasons.append(
+            f"a small real change ({c.change_pct:+.1f}%) below the {threshold:.0%} threshold: "
+            "the same for this bisect"
+        )
         c.verdict = Verdict.SAME
     return c
 
@@ -112,7 +146,9 @@ def gap_position(vs_good: Comparison, vs_bad: Comparison) -> float | None:
 class _Session:
     """One bisect or bisect-step session: the measurer plus the log."""
 
-    def __init__(self, cfg: BisectConfig, measurer: Measurer, on_log: Callable[[LogEntry], None] | None):
+    def __init__(
+        self, cfg: BisectConfig, measurer: Measurer, on_log: Callable[[LogEntry], None] | None
+    ):
         self.cfg = cfg
         self.m = measurer
         self.log: list[LogEntry] = []
@@ -124,8 +160,12 @@ class _Session:
         self.on_log(entry)
 
     def cmp(self, a: str, b: str) -> Comparison:
-        return compare(self.m.samples[a], self.m.samples[b], threshold=self.cfg.threshold,
-                       higher_is_better=self.cfg.spec.higher_is_better)
+        return compare(
+            self.m.samples[a],
+            self.m.samples[b],
+            threshold=self.cfg.threshold,
+            higher_is_better=self.cfg.spec.higher_is_better,
+        )
 
     def endpoints(self, good: str, bad: str) -> Comparison:
         """Interleaved endpoint measurement, doubled once when inconclusive.
@@ -164,20 +204,30 @@ class _Session:
             if rec.cls is not CommitClass.UNKNOWN:
                 if Verdict.INCONCLUSIVE in (rec.vs_good.verdict, rec.vs_bad.verdict):
                     other = "bad" if rec.cls is CommitClass.SLOW else "good"
-                    rec.note = (f"{gap_position(rec.vs_good, rec.vs_bad):.0%} of the way from good to bad; not "
-                                f"separable from {other} with {n} processes, so the gap's middle decided")
+                    rec.note = (
+                        f"{gap_position(rec.vs_good, rec.vs_bad):.0%} of the way from good to bad; not "
+                        f"separable from {other} with {n} processes, so the gap's middle decided"
+                    )
                 return rec
             if n * 2 > cap:
                 rec.cls = CommitClass.SKIPPED
-                rec.note = (f"still unknown with {n} processes (vs good: {rec.vs_good.verdict.value}, "
-                            f"vs bad: {rec.vs_bad.verdict.value})")
+                rec.note = (
+                    f"still unknown with {n} processes (vs good: {rec.vs_good.verdict.value}, "
+                    f"vs bad: {rec.vs_bad.verdict.value})"
+                )
                 return rec
-            self.say(phase, f"{sha[:12]} unknown with {n} processes (vs good {rec.vs_good.verdict.value}, vs bad "
-                            f"{rec.vs_bad.verdict.value}); doubling to {n * 2}", sha)
+            self.say(
+                phase,
+                f"{sha[:12]} unknown with {n} processes (vs good {rec.vs_good.verdict.value}, vs bad "
+                f"{rec.vs_bad.verdict.value}); doubling to {n * 2}",
+                sha,
+            )
             n *= 2
 
 
-def _endpoint_verdict(cfg: BisectConfig, c: Comparison, good_now: float) -> tuple[Outcome, str] | None:
+def _endpoint_verdict(
+    cfg: BisectConfig, c: Comparison, good_now: float
+) -> tuple[Outcome, str] | None:
     """None when the endpoints differ (bisect); else the outcome and its sentence."""
     if c.verdict is Verdict.SLOWER:
         return None
@@ -185,31 +235,58 @@ def _endpoint_verdict(cfg: BisectConfig, c: Comparison, good_now: float) -> tupl
     look = "; diff a `forensics snapshot` taken now against one from when the good commit was fast"
     if c.verdict is Verdict.SAME:
         if cfg.good_was is not None:
-            r = good_now / cfg.good_was if not cfg.spec.higher_is_better else cfg.good_was / good_now
+            r = (
+                good_now / cfg.good_was
+                if not cfg.spec.higher_is_better
+                else cfg.good_was / good_now
+            )
             if r - 1 < cfg.threshold:
-                return (Outcome.NOT_REPRODUCED, f"the slowdown does not reproduce here: both endpoints measure the "
-                        f"same ({same}) and the good commit is as fast as before ({good_now:.4g} now, "
-                        f"{cfg.good_was:.4g} before)")
-            return (Outcome.ENVIRONMENT, f"the environment changed, not the code: the good commit is now as slow as "
-                    f"the bad one ({same}) and {r - 1:+.0%} against its earlier result ({good_now:.4g} now, "
-                    f"{cfg.good_was:.4g} before){look}")
-        return (Outcome.ENVIRONMENT, f"the environment changed, not the code, if the good commit was fast when you "
-                f"saw it: both endpoints measure the same now ({same}){look}. If it was never measured fast, the range "
-                "is wrong or the slowdown does not reproduce here: --good-was with its earlier result tells these apart")
+                return (
+                    Outcome.NOT_REPRODUCED,
+                    f"the slowdown does not reproduce here: both endpoints measure the "
+                    f"same ({same}) and the good commit is as fast as before ({good_now:.4g} now, "
+                    f"{cfg.good_was:.4g} before)",
+                )
+            return (
+                Outcome.ENVIRONMENT,
+                f"the environment changed, not the code: the good commit is now as slow as "
+                f"the bad one ({same}) and {r - 1:+.0%} against its earlier result ({good_now:.4g} now, "
+                f"{cfg.good_was:.4g} before){look}",
+            )
+        return (
+            Outcome.ENVIRONMENT,
+            f"the environment changed, not the code, if the good commit was fast when you "
+            f"saw it: both endpoints measure the same now ({same}){look}. If it was never measured fast, the range "
+            "is wrong or the slowdown does not reproduce here: --good-was with its earlier result tells these apart",
+        )
     if c.verdict is Verdict.FASTER:
-        return (Outcome.BAD_FASTER, f"refusing to bisect: the bad commit is faster than the good one here ({c.sentence()})")
+        return (
+            Outcome.BAD_FASTER,
+            f"refusing to bisect: the bad commit is faster than the good one here ({c.sentence()})",
+        )
     if c.processes_needed > REACHABLE_PROCESSES:
-        advice = (f"about {c.processes_needed} processes per commit (--processes) would be needed, more than is worth "
-                  "running: cut the noise instead (a quieter machine, a longer step); see docs/inconclusive.md")
+        advice = (
+            f"about {c.processes_needed} processes per commit (--processes) would be needed, more than is worth "
+            "running: cut the noise instead (a quieter machine, a longer step); see docs/inconclusive.md"
+        )
     else:
-        advice = ("raise --processes" + (f" to about {c.processes_needed}" if c.processes_needed else "")
-                  + " or reduce the noise; see docs/inconclusive.md")
-    return (Outcome.NO_DIFFERENCE, f"refusing to bisect: the endpoints do not differ significantly ({c.sentence()}); "
-            f"a bisect on this would follow noise - {advice}")
+        advice = (
+            "raise --processes"
+            + (f" to about {c.processes_needed}" if c.processes_needed else "")
+            + " or reduce the noise; see docs/inconclusive.md"
+        )
+    return (
+        Outcome.NO_DIFFERENCE,
+        f"refusing to bisect: the endpoints do not differ significantly ({c.sentence()}); "
+        f"a bisect on this would follow noise - {advice}",
+    )
 
 
-def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = None,
-               on_process: Callable[[str, float | None], None] | None = None) -> BisectResult:
+def run_bisect(
+    cfg: BisectConfig,
+    on_log: Callable[[LogEntry], None] | None = None,
+    on_process: Callable[[str, float | None], None] | None = None,
+) -> BisectResult:
     """Bisect ``cfg.good..cfg.bad`` in private worktrees; see the module docstring for the method.
 
     Returns:
@@ -223,12 +300,27 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
     good_i, bad_i = read_commit(rng.toplevel, rng.good), read_commit(rng.toplevel, rng.bad)
     chain = [rng.good] + rng.commits  # index 0 = good, last = bad
     isolation = ISOLATION_NOTE + (CALLABLE_NOTE if cfg.spec.target else "")
-    res = BisectResult(Outcome.NO_DIFFERENCE, "", rng.toplevel, good_i, bad_i, len(rng.commits), rng.linear,
-                       cfg.spec.describe(), cfg.spec.setup, cfg.spec.metric or "", cfg.spec.higher_is_better,
-                       cfg.threshold, cfg.processes, isolation)
+    res = BisectResult(
+        Outcome.NO_DIFFERENCE,
+        "",
+        rng.toplevel,
+        good_i,
+        bad_i,
+        len(rng.commits),
+        rng.linear,
+        cfg.spec.describe(),
+        cfg.spec.setup,
+        cfg.spec.metric or "",
+        cfg.spec.higher_is_better,
+        cfg.threshold,
+        cfg.processes,
+        isolation,
+    )
     if not rng.linear:
-        res.notes.append("the range has merges and good is not on bad's first-parent chain: commits were ordered "
-                         "with --ancestry-path --topo-order")
+        res.notes.append(
+            "the range has merges and good is not on bad's first-parent chain: commits were ordered "
+            "with --ancestry-path --topo-order"
+        )
     with WorktreePool(rng.toplevel) as pool:
         m = Measurer(pool, cfg.spec, on_process)
         for sha, values in cfg.seeds.items():
@@ -236,8 +328,12 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
                 m.samples[sha] = list(values)
         s = _Session(cfg, m, on_log)
         res.log = s.log
-        s.say("endpoints", f"{len(rng.commits)} commits from {good_i.short} (good) to {bad_i.short} (bad); "
-                           f"re-measuring both endpoints, interleaved", left=len(rng.commits))
+        s.say(
+            "endpoints",
+            f"{len(rng.commits)} commits from {good_i.short} (good) to {bad_i.short} (bad); "
+            f"re-measuring both endpoints, interleaved",
+            left=len(rng.commits),
+        )
         res.endpoints = s.endpoints(rng.good, rng.bad)
         res.metric = m.metric
         res.records.append(CommitRecord(good_i, 0, CommitClass.GOOD, m.samples[rng.good]))
@@ -258,10 +354,14 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
             phase = f"round {res.rounds}"
             info = read_commit(rng.toplevel, chain[mid])
             suspects = hi - lo - 1
-            s.say(phase, f"measuring {info.short} \"{info.subject}\": {plural(suspects, 'suspect')} left between "
-                         f"{chain[lo][:7]} and {chain[hi][:7]}, about "
-                         f"{plural(math.ceil(math.log2(suspects + 1)), 'round')} to go",
-                  chain[mid], left=suspects)
+            s.say(
+                phase,
+                f'measuring {info.short} "{info.subject}": {plural(suspects, "suspect")} left between '
+                f"{chain[lo][:7]} and {chain[hi][:7]}, about "
+                f"{plural(math.ceil(math.log2(suspects + 1)), 'round')} to go",
+                chain[mid],
+                left=suspects,
+            )
             rec = s.measure_point(chain[mid], rng.good, rng.bad, phase)
             rec.info, rec.index, rec.round = info, mid, res.rounds
             res.records.append(rec)
@@ -272,82 +372,139 @@ def run_bisect(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = No
             else:
                 skipped.add(mid)
             detail = rec.note or f"vs good {rec.vs_good.sentence()}; vs bad {rec.relation()[1]}"
-            s.say(phase, f"{rec.info.short} is {rec.cls.value}: {detail}", chain[mid], left=hi - lo - 1)
+            s.say(
+                phase,
+                f"{rec.info.short} is {rec.cls.value}: {detail}",
+                chain[mid],
+                left=hi - lo - 1,
+            )
         res.records.sort(key=lambda r: r.index)
         _conclude(cfg, s, res, chain, lo, hi)
     return res
 
 
-def _conclude(cfg: BisectConfig, s: _Session, res: BisectResult, chain: list[str], lo: int, hi: int) -> None:
+def _conclude(
+    cfg: BisectConfig, s: _Session, res: BisectResult, chain: list[str], lo: int, hi: int
+) -> None:
     """Confirm the culprit against its parent (or the range against the last fast commit)."""
     top = res.repo
-    if hi - lo > 1 and all(c in cfg.free for c in chain[lo + 1:hi]):
-        res.notes.append(f"{plural(hi - lo - 1, 'commit')} between the last fast commit and the culprit change no "
-                         "behaviour and were not measured")
-        lo = hi - 1  # only behaviour-free commits before it: the slow commit is the first that changed behaviour
+    if hi - lo > 1 and all(c in cfg.free for c in chain[lo + 1 : hi]):
+        res.notes.append(
+            f"{plural(hi - lo - 1, 'commit')} between the last fast commit and the culprit change no "
+            "behaviour and were not measured"
+        )
+        lo = (
+            hi - 1
+        )  # only behaviour-free commits before it: the slow commit is the first that changed behaviour
     culprit, parent = chain[hi], chain[lo]
     res.parent = read_commit(top, parent)
     if hi - lo == 1:
         res.culprit = read_commit(top, culprit)
         res.outcome = Outcome.CULPRIT
     else:
-        res.candidates = [read_commit(top, c) for c in chain[lo + 1:hi + 1]]
+        res.candidates = [read_commit(top, c) for c in chain[lo + 1 : hi + 1]]
         res.outcome = Outcome.CULPRIT_RANGE
     n = cfg.processes * cfg.confirm_factor
-    if n <= 0:  # the caller confirms (forensics investigate: its own A/B with the noise floor and gate)
+    if (
+        n <= 0
+    ):  # the caller confirms (forensics investigate: its own A/B with the noise floor and gate)
         ref = "its parent" if hi - lo == 1 else f"the last fast commit {parent[:10]}"
-        who = (f"{res.culprit.short} \"{res.culprit.subject}\"" if res.culprit else
-               f"one of {len(res.candidates)} commits {res.candidates[0].short}..{res.candidates[-1].short}")
-        res.sentence = f"the slowdown starts at {who} (against {ref}: confirmation left to the caller)"
+        who = (
+            f'{res.culprit.short} "{res.culprit.subject}"'
+            if res.culprit
+            else f"one of {len(res.candidates)} commits {res.candidates[0].short}..{res.candidates[-1].short}"
+        )
+        res.sentence = (
+            f"the slowdown starts at {who} (against {ref}: confirmation left to the caller)"
+        )
         res.diffstat = diff_stat(top, parent, culprit)
         s.say("verdict", res.sentence, culprit)
         return
-    s.say("confirm", f"confirming {culprit[:12]} against {parent[:12]} with {n} fresh processes each", culprit)
+    s.say(
+        "confirm",
+        f"confirming {culprit[:12]} against {parent[:12]} with {n} fresh processes each",
+        culprit,
+    )
     m2 = Measurer(s.m.pool, cfg.spec)  # fresh samples; worktrees (and their setup) are reused
     m2.metric, m2._ready = s.m.metric, s.m._ready
     good = chain[0]
-    sides = [(parent, "good" if parent == good else "ref"), (culprit, "mid" if culprit != chain[-1] else "bad")]
+    sides = [
+        (parent, "good" if parent == good else "ref"),
+        (culprit, "mid" if culprit != chain[-1] else "bad"),
+    ]
     try:
         # the good commit is measured again alongside (an A/A check of the session: did the machine drift?)
         m2.top_up(sides + ([] if parent == good else [(good, "good")]), cfg.processes)
         m2.top_up(sides, n)
-        c = compare(m2.samples[parent], m2.samples[culprit], threshold=cfg.threshold,
-                    higher_is_better=cfg.spec.higher_is_better)
-        res.drift = compare(s.m.samples[good][:cfg.processes], m2.samples[good], threshold=cfg.threshold,
-                            higher_is_better=cfg.spec.higher_is_better)
-        s.say("confirm", f"A/A drift check, the good commit at the end vs at the start: {res.drift.sentence()}", good)
+        c = compare(
+            m2.samples[parent],
+            m2.samples[culprit],
+            threshold=cfg.threshold,
+            higher_is_better=cfg.spec.higher_is_better,
+        )
+        res.drift = compare(
+            s.m.samples[good][: cfg.processes],
+            m2.samples[good],
+            threshold=cfg.threshold,
+            higher_is_better=cfg.spec.higher_is_better,
+        )
+        s.say(
+            "confirm",
+            f"A/A drift check, the good commit at the end vs at the start: {res.drift.sentence()}",
+            good,
+        )
         if res.drift.verdict in (Verdict.SLOWER, Verdict.FASTER):
-            res.notes.append(f"the machine drifted during the bisect: the good commit measured {res.drift.sentence()} "
-                             "at the end against the start; the midpoint classes may be wrong (the confirmation "
-                             "was interleaved, so it holds): rerun on a quieter machine")
+            res.notes.append(
+                f"the machine drifted during the bisect: the good commit measured {res.drift.sentence()} "
+                "at the end against the start; the midpoint classes may be wrong (the confirmation "
+                "was interleaved, so it holds): rerun on a quieter machine"
+            )
     except StepFailed as exc:
         c = None
         res.notes.append(f"the confirmation run failed: {exc}")
     res.confirmation = c
     res.confirmed = c is not None and c.verdict is Verdict.SLOWER
     res.diffstat = diff_stat(top, parent, culprit)
-    if c is not None and res.endpoints is not None and res.endpoints.time_ratio > 1 and c.time_ratio > 0:
+    if (
+        c is not None
+        and res.endpoints is not None
+        and res.endpoints.time_ratio > 1
+        and c.time_ratio > 0
+    ):
         res.gap_share = math.log(c.time_ratio) / math.log(res.endpoints.time_ratio)
     ref = "its parent" if hi - lo == 1 else f"the last fast commit {parent[:10]}"
-    who = (f"{res.culprit.short} \"{res.culprit.subject}\"" if res.culprit else
-           f"one of {len(res.candidates)} commits {res.candidates[0].short}..{res.candidates[-1].short} "
-           f"(the others could not be measured)")
+    who = (
+        f'{res.culprit.short} "{res.culprit.subject}"'
+        if res.culprit
+        else f"one of {len(res.candidates)} commits {res.candidates[0].short}..{res.candidates[-1].short} "
+        f"(the others could not be measured)"
+    )
     if c is None:
         res.sentence = f"the slowdown starts at {who}, but the confirmation against {ref} failed"
     else:
-        share = f"; it explains {res.gap_share:.0%} of the endpoint gap" if res.gap_share is not None else ""
+        share = (
+            f"; it explains {res.gap_share:.0%} of the endpoint gap"
+            if res.gap_share is not None
+            else ""
+        )
         state = f"confirmed against {ref}" if res.confirmed else f"NOT confirmed against {ref}"
         res.sentence = f"the slowdown starts at {who}: {c.sentence()}, {state}{share}"
         if res.gap_share is not None and res.gap_share < 0.8:
-            res.notes.append(f"the culprit explains only {res.gap_share:.0%} of the gap between the endpoints: "
-                             "more than one commit made it slower (bisect again from the culprit to bad)")
+            res.notes.append(
+                f"the culprit explains only {res.gap_share:.0%} of the gap between the endpoints: "
+                "more than one commit made it slower (bisect again from the culprit to bad)"
+            )
     if any(r.cls is CommitClass.INTERMEDIATE for r in res.records):
-        res.notes.append("some commits measured between the endpoints (slower than good, faster than bad): "
-                         "the slowdown came in more than one step")
+        res.notes.append(
+            "some commits measured between the endpoints (slower than good, faster than bad): "
+            "the slowdown came in more than one step"
+        )
     s.say("verdict", res.sentence, culprit)
 
 
-def run_step(cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = None) -> tuple[StepExit, str]:
+def run_step(
+    cfg: BisectConfig, on_log: Callable[[LogEntry], None] | None = None
+) -> tuple[StepExit, str]:
     """Classify the repository's current HEAD for ``git bisect run`` (fast 0 / slow 1 / skip 125 / abort 128).
 
     HEAD, good and bad are each measured in a private worktree, interleaved, and

@@ -42,6 +42,7 @@ from forensics.errors import BadInputError
 from forensics.gitio import GitError, git, succeeds
 from forensics.procgroup import signals_held, stop_processes
 
+
 def diff_stat(repo: str | Path, parent: str, sha: str) -> str:
     """``git diff --stat`` between two commits (read-only; empty text if none)."""
     return git(repo, "diff", "--stat=100", "--no-color", parent, sha, "--")
@@ -78,43 +79,63 @@ def resolve_range(repo: str | Path, good: str, bad: str) -> Range:
     except GitError as exc:
         if exc.returncode is None:  # git hung or is missing: say so, not "not a repository"
             raise
-        raise BadInputError(f"{repo}: not a git repository (or a bare one); pass --repo with a checkout") from None
-    if not succeeds(top, "rev-parse", "--verify", "-q", "HEAD^{commit}") and not git(top, "rev-list", "-n1", "--all",
-                                                                                   check=False):
+        raise BadInputError(
+            f"{repo}: not a git repository (or a bare one); pass --repo with a checkout"
+        ) from None
+    if not succeeds(top, "rev-parse", "--verify", "-q", "HEAD^{commit}") and not git(
+        top, "rev-list", "-n1", "--all", check=False
+    ):
         raise BadInputError(f"{top}: the repository has no commits yet; nothing to bisect")
     shallow = git(top, "rev-parse", "--is-shallow-repository", check=False) == "true"
     hint = " (this is a shallow clone: run `git fetch --unshallow` first)" if shallow else ""
     shas = []
     for opt, rev in (("--good", good), ("--bad", bad)):
         try:
-            shas.append(git(top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{commit}}"))
+            shas.append(
+                git(top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{commit}}")
+            )
         except GitError as exc:
             if exc.returncode is None:
                 raise
-            kind = git(top, "cat-file", "-t", f"{rev}^{{object}}", check=False) if succeeds(
-                top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{object}}") else ""
+            kind = (
+                git(top, "cat-file", "-t", f"{rev}^{{object}}", check=False)
+                if succeeds(
+                    top, "rev-parse", "--verify", "-q", "--end-of-options", f"{rev}^{{object}}"
+                )
+                else ""
+            )
             if kind:  # an object that exists but is no commit: a tree, a blob, a tag of one
-                raise BadInputError(f"{opt} {rev}: names a {kind}, not a commit; give a commit (a sha, a branch, "
-                                    "HEAD~3)") from None
+                raise BadInputError(
+                    f"{opt} {rev}: names a {kind}, not a commit; give a commit (a sha, a branch, "
+                    "HEAD~3)"
+                ) from None
             raise BadInputError(f"{opt} {rev}: unknown revision in {top}{hint}") from None
     g, b = shas
     if g == b:
-        raise BadInputError(f"--good {good} and --bad {bad} are the same commit ({g[:12]}); nothing to bisect")
+        raise BadInputError(
+            f"--good {good} and --bad {bad} are the same commit ({g[:12]}); nothing to bisect"
+        )
     if not succeeds(top, "merge-base", "--is-ancestor", g, b):
-        raise BadInputError(f"--good {good} ({g[:12]}) is not an ancestor of --bad {bad} ({b[:12]}){hint}; "
-                            "give an older good commit")
+        raise BadInputError(
+            f"--good {good} ({g[:12]}) is not an ancestor of --bad {bad} ({b[:12]}){hint}; "
+            "give an older good commit"
+        )
     first_parent = git(top, "rev-list", "--first-parent", "--reverse", f"{g}..{b}").split()
     chain_parent = git(top, "rev-parse", f"{first_parent[0]}^", check=False) if first_parent else ""
     if chain_parent == g:
         commits, linear = first_parent, True
     else:
-        commits = git(top, "rev-list", "--ancestry-path", "--topo-order", "--reverse", f"{g}..{b}").split()
+        commits = git(
+            top, "rev-list", "--ancestry-path", "--topo-order", "--reverse", f"{g}..{b}"
+        ).split()
         linear = False
     if shallow:
         shallow_file = Path(top) / git(top, "rev-parse", "--git-path", "shallow")
         cut = set(shallow_file.read_text().split()) if shallow_file.is_file() else set()
         if cut & set(commits):
-            raise BadInputError(f"the history between --good and --bad is cut by the shallow clone{hint}")
+            raise BadInputError(
+                f"the history between --good and --bad is cut by the shallow clone{hint}"
+            )
     return Range(top, g, b, commits, linear)
 
 
@@ -136,7 +157,10 @@ def reap(session: str, grace_s: float = 2.0) -> list[int]:
     mine = []
     for proc in psutil.process_iter():
         try:
-            if proc.pid != os.getpid() and proc.environ().get("FORENSICS_BISECT_SESSION") == session:
+            if (
+                proc.pid != os.getpid()
+                and proc.environ().get("FORENSICS_BISECT_SESSION") == session
+            ):
                 mine.append(proc)
         except (psutil.Error, OSError):
             continue
@@ -162,8 +186,11 @@ def _mark_ours(admin: Path, session: str) -> None:
     import json
 
     try:
-        (admin / OWNER_FILE).write_text(json.dumps({"pid": os.getpid(), "started": _process_started(os.getpid()),
-                                                    "session": session}))
+        (admin / OWNER_FILE).write_text(
+            json.dumps(
+                {"pid": os.getpid(), "started": _process_started(os.getpid()), "session": session}
+            )
+        )
     except OSError:
         pass
 
@@ -181,7 +208,9 @@ def _owner(path: Path) -> dict | None:
 
 def _running(owner: dict) -> bool:
     started = _process_started(int(owner["pid"]))
-    return started is not None and (owner.get("started") is None or abs(started - float(owner["started"])) < 1)
+    return started is not None and (
+        owner.get("started") is None or abs(started - float(owner["started"])) < 1
+    )
 
 
 def remove_stale(repo: str | Path) -> list[str]:
@@ -220,7 +249,9 @@ def remove_stale(repo: str | Path) -> list[str]:
         except OSError:
             continue
         base = checkout.parent
-        token = base.name.startswith("forensics-bisect-") and checkout.name.startswith(base.name + "-")
+        token = base.name.startswith("forensics-bisect-") and checkout.name.startswith(
+            base.name + "-"
+        )
         owner = _owner(entry / OWNER_FILE) or _owner(base / OWNER_FILE)
         if not token and owner is None:
             continue  # not ours
@@ -284,7 +315,9 @@ class WorktreePool:
 
     def __enter__(self) -> "WorktreePool":
         self.base = Path(tempfile.mkdtemp(prefix="forensics-bisect-"))
-        _mark_ours(self.base, self.session)  # before any worktree exists: a kill -9 at any point leaves our token
+        _mark_ours(
+            self.base, self.session
+        )  # before any worktree exists: a kill -9 at any point leaves our token
         return self
 
     def add(self, role: str, sha: str) -> Worktree:
@@ -317,12 +350,23 @@ class WorktreePool:
             if admin is None:  # creation was interrupted: find our entry by its gitdir file
                 admin = self._find_admin(wt.path)
             try:
-                git(self.repo, "worktree", "remove", "--force", "--force", str(wt.path), timeout_s=60)
+                git(
+                    self.repo,
+                    "worktree",
+                    "remove",
+                    "--force",
+                    "--force",
+                    str(wt.path),
+                    timeout_s=60,
+                )
             except GitError:
                 pass
             if wt.path.exists():
                 shutil.rmtree(wt.path, ignore_errors=True)
-            ours = admin is not None and admin.resolve().parent == (self.common_dir / "worktrees").resolve()
+            ours = (
+                admin is not None
+                and admin.resolve().parent == (self.common_dir / "worktrees").resolve()
+            )
             if ours and admin.exists():
                 shutil.rmtree(admin, ignore_errors=True)
         self.trees.clear()
@@ -341,7 +385,9 @@ class WorktreePool:
         if not wdir.is_dir():
             return None
         for entry in wdir.iterdir():
-            if entry.name.startswith(path.name):  # git names the entry after the folder (plus digits)
+            if entry.name.startswith(
+                path.name
+            ):  # git names the entry after the folder (plus digits)
                 return entry
             try:
                 if Path((entry / "gitdir").read_text().strip()) == path / ".git":

@@ -76,13 +76,23 @@ def run(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> None:
     import sys
 
-    from forensics.cli.common import (Terminated, broken_pipe, cannot_write_stdout, internal_error, path_refused, safe,
-                                      signals_raise, stdout_failed)
+    from forensics.cli.common import (
+        Terminated,
+        broken_pipe,
+        cannot_write_stdout,
+        internal_error,
+        path_refused,
+        safe,
+        signals_raise,
+        stdout_failed,
+    )
 
     try:
         with signals_raise():
             rv = main.main(args=argv, prog_name="forensics", standalone_mode=False)
-    except Terminated as exc:  # every finally has run: child process groups stopped, temp files gone
+    except (
+        Terminated
+    ) as exc:  # every finally has run: child process groups stopped, temp files gone
         click.echo(f"forensics: error: terminated by signal {exc.signum}", err=True)
         sys.exit(128 + exc.signum)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
@@ -91,7 +101,9 @@ def _run(argv: list[str] | None) -> None:
     except click.UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx is not None else "forensics"
         click.echo(f"forensics: error: {safe(exc.format_message())} (see '{cmd} --help')", err=True)
-        sys.exit(exc.exit_code)  # 2, or 128 for bisect-step (git bisect run must abort, not read "slow")
+        sys.exit(
+            exc.exit_code
+        )  # 2, or 128 for bisect-step (git bisect run must abort, not read "slow")
     except click.exceptions.Abort:
         click.echo("forensics: error: interrupted", err=True)
         sys.exit(130)
@@ -100,7 +112,9 @@ def _run(argv: list[str] | None) -> None:
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # the reader went away (| head): 141, as for a program ended by SIGPIPE
         broken_pipe()
-    except Exception as exc:  # outside any command (--help, a click type): never a traceback, never exit 1
+    except (
+        Exception
+    ) as exc:  # outside any command (--help, a click type): never a traceback, never exit 1
         if stdout_failed(exc):
             cannot_write_stdout(exc)
         if path_refused(exc):
@@ -116,7 +130,10 @@ def _run(argv: list[str] | None) -> None:
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, "--version", prog_name="forensics")
 def main() -> None:
     """Find out why a GPU/ML step got slower.

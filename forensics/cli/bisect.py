@@ -34,23 +34,52 @@ from forensics.cli.types import POSITIVE_VALUE, REPORT_FILE
 
 def _step_options(f):
     options = [
-        click.option("--good", required=True, metavar="REV", help="A commit where the step was fast."),
-        click.option("--bad", required=True, metavar="REV", help="A later commit where it is slow."),
-        click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-                     show_default=True, help="The git repository of the code under test (never modified)."),
+        click.option(
+            "--good", required=True, metavar="REV", help="A commit where the step was fast."
+        ),
+        click.option(
+            "--bad", required=True, metavar="REV", help="A later commit where it is slow."
+        ),
+        click.option(
+            "--repo",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("."),
+            show_default=True,
+            help="The git repository of the code under test (never modified).",
+        ),
         step_options(
             cmd_help='Step command printing {"metric": ..., "value": ...} lines.',
-            callable_help="Python callable timed in a fresh process.", between=(
-                click.option("--callable-timer", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
-                             help="Clock for --callable: cpu (process time) only for CPU-bound code on a shared "
-                                  "machine."),
-                click.option("--setup", metavar="CMD", help="Run in the worktree once per commit before measuring "
-                             "(e.g. a build, or pip install -e . --no-deps into a private venv)."),
-            ), threshold_help="Smallest change that counts.", processes_type=click.IntRange(3, 200),
-            processes_default=5, processes_help="Fresh processes per commit to start with (doubled on an unknown "
-            "result).", timeout_default=600.0, timeout_help="Seconds one process (or the setup) may run."),
-        click.option("--max-processes", type=click.IntRange(3, 1000), default=None,
-                     help="Cap for the doubling [default: 4 x --processes]."),
+            callable_help="Python callable timed in a fresh process.",
+            between=(
+                click.option(
+                    "--callable-timer",
+                    type=click.Choice(["wall", "cpu"]),
+                    default="wall",
+                    show_default=True,
+                    help="Clock for --callable: cpu (process time) only for CPU-bound code on a shared "
+                    "machine.",
+                ),
+                click.option(
+                    "--setup",
+                    metavar="CMD",
+                    help="Run in the worktree once per commit before measuring "
+                    "(e.g. a build, or pip install -e . --no-deps into a private venv).",
+                ),
+            ),
+            threshold_help="Smallest change that counts.",
+            processes_type=click.IntRange(3, 200),
+            processes_default=5,
+            processes_help="Fresh processes per commit to start with (doubled on an unknown "
+            "result).",
+            timeout_default=600.0,
+            timeout_help="Seconds one process (or the setup) may run.",
+        ),
+        click.option(
+            "--max-processes",
+            type=click.IntRange(3, 1000),
+            default=None,
+            help="Cap for the doubling [default: 4 x --processes].",
+        ),
     ]
     for opt in reversed(options):
         f = opt(f)
@@ -65,10 +94,21 @@ def _config(step, threshold, **options):
 
 @click.command(epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
 @_step_options
-@click.option("--good-was", type=POSITIVE_VALUE, default=None, metavar="VALUE",
-              help="The good commit's earlier result (the metric's unit), to tell an environment change apart.")
-@click.option("-o", "--output", "outputs", multiple=True, type=REPORT_FILE,
-              help="Report file: .html, .md or .json (repeatable).")
+@click.option(
+    "--good-was",
+    type=POSITIVE_VALUE,
+    default=None,
+    metavar="VALUE",
+    help="The good commit's earlier result (the metric's unit), to tell an environment change apart.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    type=REPORT_FILE,
+    help="Report file: .html, .md or .json (repeatable).",
+)
 @error_boundary
 def bisect(step, threshold, outputs, **options):
     """Find the commit that made the step slower, in private git worktrees.
@@ -96,7 +136,10 @@ def bisect(step, threshold, outputs, **options):
         with signals_raise(), progress.status:
             result = run_bisect(cfg, progress.on_log, progress.on_process)
     except Terminated as exc:
-        fail(f"terminated by signal {exc.signum}; worktrees removed, your checkout is untouched", 128 + exc.signum)
+        fail(
+            f"terminated by signal {exc.signum}; worktrees removed, your checkout is untouched",
+            128 + exc.signum,
+        )
     result = Redactor().sweep(result)  # commit subjects and notes, once, for every output below
     for out in outputs:
         write_report(result, out)
@@ -120,8 +163,10 @@ class _Progress:
 
     def stale(self, removed: list[str]) -> None:
         if removed:
-            self.err.print(f"removed {len(removed)} stale worktree{'s' if len(removed) > 1 else ''} of an interrupted "
-                           "bisect: " + escape("; ".join(removed)))
+            self.err.print(
+                f"removed {len(removed)} stale worktree{'s' if len(removed) > 1 else ''} of an interrupted "
+                "bisect: " + escape("; ".join(removed))
+            )
 
     def on_log(self, entry) -> None:
         self.err.print(f"[bold]{escape(entry.phase)}[/bold] {escape(safe(entry.message))}")
@@ -160,7 +205,10 @@ def bisect_step(step, threshold, **options):
     try:
         with signals_raise():
             cfg = _config(step, threshold, **options)
-            code, reason = run_step(cfg, lambda e: err.print(f"[bold]{escape(e.phase)}[/bold] {escape(safe(e.message))}"))
+            code, reason = run_step(
+                cfg,
+                lambda e: err.print(f"[bold]{escape(e.phase)}[/bold] {escape(safe(e.message))}"),
+            )
     except ForensicsError as exc:
         fail(f"{message_of(exc)} (aborting the bisect)", StepExit.ABORT.value)
     except click.BadParameter as exc:

@@ -127,10 +127,14 @@ def check_repo(repo: Path | None) -> None:
         if exc.timed_out:
             return
         if "safe.directory" in why or "dubious ownership" in why:
-            raise BadInputError(f"--repo {repo}: git refuses it, the folder is owned by another user; if you trust "
-                                f"it: git config --global --add safe.directory {repo.resolve()}") from None
-        raise BadInputError(f"--repo {repo}: not a git repository; give the folder of your clone, or leave --repo "
-                            "out") from None
+            raise BadInputError(
+                f"--repo {repo}: git refuses it, the folder is owned by another user; if you trust "
+                f"it: git config --global --add safe.directory {repo.resolve()}"
+            ) from None
+        raise BadInputError(
+            f"--repo {repo}: not a git repository; give the folder of your clone, or leave --repo "
+            "out"
+        ) from None
 
 
 def safe(message: str) -> str:
@@ -151,7 +155,9 @@ def warn_skipped_patterns(analysis) -> None:
     :func:`forensics.diff.hotpaths.bounded_pattern`); the report's notes say it too."""
     from forensics.render.terminal import clean
 
-    for line in dict.fromkeys(x for rc in getattr(analysis, "repos", None) or [] for x in rc.skipped_patterns):
+    for line in dict.fromkeys(
+        x for rc in getattr(analysis, "repos", None) or [] for x in rc.skipped_patterns
+    ):
         click.echo(clean(f"forensics: warning: {line}"), err=True)
 
 
@@ -205,15 +211,22 @@ def path_refused(exc: BaseException) -> str:
     from forensics.outpath import path_error
 
     line = str(path_error(Path(os.fsdecode(exc.filename)), exc, doing="use"))
-    return line if exc.errno == errno.ENAMETOOLONG else f"{line}; check the path and its folders' permissions"
+    return (
+        line
+        if exc.errno == errno.ENAMETOOLONG
+        else f"{line}; check the path and its folders' permissions"
+    )
 
 
 def internal_error(exc: BaseException) -> None:
     """Report a bug in one line and exit :data:`EXIT_INTERNAL` (4); ``FORENSICS_DEBUG=1`` re-raises it."""
     if os.environ.get("FORENSICS_DEBUG"):
         raise exc
-    fail(f"internal error: {type(exc).__name__}: {exc} (set FORENSICS_DEBUG=1 for the traceback and "
-         "please report it)", EXIT_INTERNAL)
+    fail(
+        f"internal error: {type(exc).__name__}: {exc} (set FORENSICS_DEBUG=1 for the traceback and "
+        "please report it)",
+        EXIT_INTERNAL,
+    )
 
 
 def stdout_failed(exc: BaseException) -> bool:
@@ -232,8 +245,13 @@ def stdout_failed(exc: BaseException) -> bool:
         return False
     while tb.tb_next is not None:
         tb = tb.tb_next
-    outs = [o for s in (sys.stdout, sys.__stdout__) if s is not None for o in (s, getattr(s, "buffer", None))
-            if o is not None]
+    outs = [
+        o
+        for s in (sys.stdout, sys.__stdout__)
+        if s is not None
+        for o in (s, getattr(s, "buffer", None))
+        if o is not None
+    ]
     for value in list(tb.tb_frame.f_locals.values()):
         if isinstance(value, (type, type(sys))):  # a lazily imported module (sys itself) or a class
             continue
@@ -260,8 +278,13 @@ def cannot_write_stdout(exc: OSError) -> None:
         sys.stdout.flush()
     except (OSError, ValueError, AttributeError):
         pass
-    fail(f"cannot write to standard output ({exc.strerror or exc}); check the disk or the file it is "
-         "redirected to", 2)
+    fail(
+        f"cannot write to standard output ({exc.strerror or exc}); check the disk or the file it is "
+        "redirected to",
+        2,
+    )
+
+
 def message_of(exc: ForensicsError) -> str:
     """The error's line as the user reads it: a :class:`BadInputError` names the running command's flags
     (:meth:`BadInputError.render` with :func:`flag_of`)."""
@@ -275,7 +298,7 @@ def flag_of(name: str) -> str:
     string); ``--name`` when there is no command running or it has no such parameter.
     """
     ctx = click.get_current_context(silent=True)
-    for param in (ctx.command.params if ctx is not None else []):
+    for param in ctx.command.params if ctx is not None else []:
         if param.name == name and isinstance(param, click.Option):
             return max(param.opts, key=len)
     return "--" + name.replace("_", "-")

@@ -16,22 +16,44 @@ _DEFAULT_NAME = "forensics-report"
 @click.command(epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
-@click.option("-o", "--output", metavar="FILE", type=DIFF_REPORT_FILE,
-              help="Report file (.html, .md or .json; '-' for stdout). Default: forensics-report.<format> here.")
-@click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]),
-              help="Report format. Default: from the -o suffix, else html.")
-@click.option("--repo", type=click.Path(path_type=Path),
-              help="Read the commits between the two HEADs from this clone (default: the repository the "
-                   "snapshots name, if it is on this machine).")
-@click.option("--config", type=click.Path(path_type=Path),
-              help="YAML file with extra performance-sensitive path patterns (hot_paths: {category: [regex...]}); "
-                   ".forensics.yaml in the repository is read too.")
-@click.option("--fail-on", type=click.Choice(["regression", "any"]),
-              help="Exit 1 when a benchmark result got slower or a hypothesis is implicated at high severity "
-                   "(regression), or when anything is implicated (any); exit 3 when a benchmark comparison "
-                   "could not decide and nothing else failed.")
-@click.option("--no-redact", is_flag=True, help="Do not redact secrets again: a --no-redact snapshot's values "
-              "appear in the report as they are.")
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    type=DIFF_REPORT_FILE,
+    help="Report file (.html, .md or .json; '-' for stdout). Default: forensics-report.<format> here.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md", "json"]),
+    help="Report format. Default: from the -o suffix, else html.",
+)
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    help="Read the commits between the two HEADs from this clone (default: the repository the "
+    "snapshots name, if it is on this machine).",
+)
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    help="YAML file with extra performance-sensitive path patterns (hot_paths: {category: [regex...]}); "
+    ".forensics.yaml in the repository is read too.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["regression", "any"]),
+    help="Exit 1 when a benchmark result got slower or a hypothesis is implicated at high severity "
+    "(regression), or when anything is implicated (any); exit 3 when a benchmark comparison "
+    "could not decide and nothing else failed.",
+)
+@click.option(
+    "--no-redact",
+    is_flag=True,
+    help="Do not redact secrets again: a --no-redact snapshot's values "
+    "appear in the report as they are.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict and the report path.")
 @error_boundary
 def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
@@ -52,7 +74,9 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
     from forensics.diff.files import analyse_files
     from forensics.render import report
 
-    if is_fleet(before) or is_fleet(after):  # fleet files: what changed fleet-wide vs on a few nodes
+    if is_fleet(before) or is_fleet(
+        after
+    ):  # fleet files: what changed fleet-wide vs on a few nodes
         sys.exit(diff_fleets(before, after, output, fmt, fail_on, quiet))
     check_repo(repo)
     path, fmt = _report_path(output, fmt, (before, after))
@@ -63,7 +87,10 @@ def diff(before, after, output, fmt, repo, config, fail_on, no_redact, quiet):
     else:
         report.write(analysis, path, fmt)
         if quiet:
-            for line in ([analysis.machine_note] if analysis.machine_note else []) + [analysis.verdict, str(path)]:
+            for line in ([analysis.machine_note] if analysis.machine_note else []) + [
+                analysis.verdict,
+                str(path),
+            ]:
                 click.echo(line)
         else:
             from forensics.render.summary import print_diff_summary
@@ -89,5 +116,7 @@ def _report_path(output, fmt: str | None, inputs) -> tuple[Path | None, str]:
     fmt = report.format_for(path, fmt)
     for given in inputs:
         if path.exists() and Path(given).exists() and path.resolve() == Path(given).resolve():
-            raise BadInputError(f"-o {path} is one of the input snapshots; choose another report name")
+            raise BadInputError(
+                f"-o {path} is one of the input snapshots; choose another report name"
+            )
     return path, fmt

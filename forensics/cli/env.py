@@ -2,24 +2,46 @@
 
 from __future__ import annotations
 
-
 import click
 
-from forensics.options import probe_options
 from forensics.cli.common import console, error_boundary
 from forensics.cli.types import OUTPUT_FILE, POSITIVE
+from forensics.options import probe_options
 
 
 @click.command()
-@click.option("--launcher", metavar="CMD", help="Start the workers under this command prefix, e.g. "
-              "'torchrun --nproc-per-node 2', 'srun -N 2', or a wrapper script; each rank reports.")
-@click.option("--nccl-init", is_flag=True, help="Workers initialise a real NCCL communicator (NCCL_DEBUG=INFO), "
-              "all-reduce once, and report what NCCL read; gloo on a machine without GPUs.")
-@click.option("--deep", is_flag=True, help="Also check torch.multiprocessing.spawn (imports torch in a child).")
-@click.option("--select", "extra", multiple=True, metavar="NAME|PREFIX_",
-              help="Also record this variable (or every variable with this prefix); repeatable.")
-@click.option("--timeout", "timeout_s", type=POSITIVE, default=120.0, show_default=True,
-              help="Seconds before the workers (and the launcher's process group) are killed.")
+@click.option(
+    "--launcher",
+    metavar="CMD",
+    help="Start the workers under this command prefix, e.g. "
+    "'torchrun --nproc-per-node 2', 'srun -N 2', or a wrapper script; each rank reports.",
+)
+@click.option(
+    "--nccl-init",
+    is_flag=True,
+    help="Workers initialise a real NCCL communicator (NCCL_DEBUG=INFO), "
+    "all-reduce once, and report what NCCL read; gloo on a machine without GPUs.",
+)
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also check torch.multiprocessing.spawn (imports torch in a child).",
+)
+@click.option(
+    "--select",
+    "extra",
+    multiple=True,
+    metavar="NAME|PREFIX_",
+    help="Also record this variable (or every variable with this prefix); repeatable.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=POSITIVE,
+    default=120.0,
+    show_default=True,
+    help="Seconds before the workers (and the launcher's process group) are killed.",
+)
 @click.option("-o", "--output", type=OUTPUT_FILE, help="Also write JSON here.")
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the output.")
 @error_boundary
@@ -32,12 +54,12 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
     rank). Values that differ from this process are shown in red and judged as
     nccl.env-propagation. Exit code 0 (2 for a bad option).
     """
-    from forensics import __version__
+    from forensics import __version__, docfile
+    from forensics import snapshot as snap
     from forensics.env.data import collect_nccl_env
     from forensics.env.judge import judge_propagation
     from forensics.errors import BadInputError
     from forensics.redact import Redactor
-    from forensics import docfile, snapshot as snap
 
     if timeout_s <= 0:
         raise BadInputError(f"--timeout must be positive, got {timeout_s:g}")
@@ -47,20 +69,29 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
         check_launcher(launcher)
     redactor = Redactor(enabled=not no_redact)
     errors: list[dict[str, str]] = []
-    options = probe_options(launcher=launcher, nccl_init=nccl_init, deep=deep, env_select_extra=list(extra))
+    options = probe_options(
+        launcher=launcher, nccl_init=nccl_init, deep=deep, env_select_extra=list(extra)
+    )
     c = console(stderr=True)
     with c.status("starting workers..."):
-        data = collect_nccl_env(options, redactor, timeout_s, lambda f, m: errors.append({"field": f, "error": m}))
+        data = collect_nccl_env(
+            options, redactor, timeout_s, lambda f, m: errors.append({"field": f, "error": m})
+        )
     findings = judge_propagation(None, data)
     print_env_output(data, findings, errors)
     if output is not None:
-        doc = {"schema": "forensics.env/1", "created": docfile.utc_now(), "tool": {"name": "forensics", "version": __version__},
-               "machine": snap.machine_identity(),
-               "options": {k: v for k, v in options.items() if v not in (None, False, [], ())},
-               "data": redactor.sweep(data, "data"), "errors": errors,
-               "findings": [f.to_json() for f in findings],
-               "redaction": "on" if redactor.enabled else "off (--no-redact)",
-               "redactions": [r.to_json() for r in redactor.records]}
+        doc = {
+            "schema": "forensics.env/1",
+            "created": docfile.utc_now(),
+            "tool": {"name": "forensics", "version": __version__},
+            "machine": snap.machine_identity(),
+            "options": {k: v for k, v in options.items() if v not in (None, False, [], ())},
+            "data": redactor.sweep(data, "data"),
+            "errors": errors,
+            "findings": [f.to_json() for f in findings],
+            "redaction": "on" if redactor.enabled else "off (--no-redact)",
+            "redactions": [r.to_json() for r in redactor.records],
+        }
         docfile.save(doc, output)
         console().print(f"wrote [bold]{output}[/bold]")
 

@@ -31,31 +31,95 @@ def fleet() -> None:
 
 
 @fleet.command("snapshot")
-@click.option("-o", "--output", type=OutputFile((".json",), kind="fleet file"),
-              help="Fleet file rank 0 writes (default: forensics-fleet.json here; with --out-dir, none unless given).")
-@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Shared folder: every rank writes rank-NNNNN.json there, no store needed (nodes that cannot "
-                   "form a process group).")
-@click.option("--bench", "with_bench", is_flag=True, help="Every rank times the per-GPU canary components "
-              "(matmul, H2D/D2H copies) while its node's GPUs are sampled, so clocks and PCIe are judged under load.")
+@click.option(
+    "-o",
+    "--output",
+    type=OutputFile((".json",), kind="fleet file"),
+    help="Fleet file rank 0 writes (default: forensics-fleet.json here; with --out-dir, none unless given).",
+)
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Shared folder: every rank writes rank-NNNNN.json there, no store needed (nodes that cannot "
+    "form a process group).",
+)
+@click.option(
+    "--bench",
+    "with_bench",
+    is_flag=True,
+    help="Every rank times the per-GPU canary components "
+    "(matmul, H2D/D2H copies) while its node's GPUs are sampled, so clocks and PCIe are judged under load.",
+)
 @click.option("--label", help="Free text stored in the fleet file and node snapshots.")
-@click.option("--probe", "only", multiple=True, metavar="NAME", help="Node snapshot: run only this probe (repeatable).")
-@click.option("--skip", multiple=True, metavar="NAME", help="Node snapshot: do not run this probe (repeatable).")
-@click.option("--timeout", "timeout_s", type=POSITIVE, default=10.0, show_default=True,
-              help="Per-probe timeout of the node snapshot, seconds.")
-@click.option("--gather-timeout", "gather_timeout_s", type=POSITIVE, default=300.0, show_default=True,
-              help="How long rank 0 waits for every rank's record; later ones are recorded as missing.")
-@click.option("--repo", type=click.Path(path_type=Path), help="Git repository of the workload (default: the current "
-              "folder if it is in one).")
-@click.option("--sample", "sample_s", type=POSITIVE, default=None, metavar="SECONDS",
-              help="GPU probe: also sample every GPU for this long during the node snapshot.")
-@click.option("--deep", is_flag=True, help="Node snapshot: import torch to confirm the CUDA/NCCL versions it loads.")
+@click.option(
+    "--probe",
+    "only",
+    multiple=True,
+    metavar="NAME",
+    help="Node snapshot: run only this probe (repeatable).",
+)
+@click.option(
+    "--skip",
+    multiple=True,
+    metavar="NAME",
+    help="Node snapshot: do not run this probe (repeatable).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=POSITIVE,
+    default=10.0,
+    show_default=True,
+    help="Per-probe timeout of the node snapshot, seconds.",
+)
+@click.option(
+    "--gather-timeout",
+    "gather_timeout_s",
+    type=POSITIVE,
+    default=300.0,
+    show_default=True,
+    help="How long rank 0 waits for every rank's record; later ones are recorded as missing.",
+)
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    help="Git repository of the workload (default: the current folder if it is in one).",
+)
+@click.option(
+    "--sample",
+    "sample_s",
+    type=POSITIVE,
+    default=None,
+    metavar="SECONDS",
+    help="GPU probe: also sample every GPU for this long during the node snapshot.",
+)
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Node snapshot: import torch to confirm the CUDA/NCCL versions it loads.",
+)
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the records.")
-@click.option("-v", "--verbose", is_flag=True, help="Every rank prints its progress (default: rank 0 only).")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Every rank prints its progress (default: rank 0 only)."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Rank 0 prints only the output path.")
 @error_boundary
-def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_timeout_s, repo, sample_s, deep,
-             no_redact, verbose, quiet):
+def snapshot(
+    output,
+    out_dir,
+    with_bench,
+    label,
+    only,
+    skip,
+    timeout_s,
+    gather_timeout_s,
+    repo,
+    sample_s,
+    deep,
+    no_redact,
+    verbose,
+    quiet,
+):
     """Snapshot every node of the job (local rank 0 of each) and gather the records on rank 0.
 
     Each rank records the NCCL/CUDA variables it sees and its GPU; local
@@ -74,18 +138,32 @@ def snapshot(output, out_dir, with_bench, label, only, skip, timeout_s, gather_t
     if gather and pl.rank == 0 and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise BadInputError(no_folder(out))
     channel, kind = open_channel(pl, out_dir, gather_timeout_s)
-    opts = Options(label=label, only=tuple(only), skip=tuple(skip), timeout_s=timeout_s,
-                   probe_options=probe_options(repo=str(repo) if repo else None, sample_s=sample_s, deep=deep),
-                   bench=with_bench, redact=not no_redact, gather_timeout_s=gather_timeout_s)
+    opts = Options(
+        label=label,
+        only=tuple(only),
+        skip=tuple(skip),
+        timeout_s=timeout_s,
+        probe_options=probe_options(repo=str(repo) if repo else None, sample_s=sample_s, deep=deep),
+        bench=with_bench,
+        redact=not no_redact,
+        gather_timeout_s=gather_timeout_s,
+    )
     talk = (verbose or pl.rank == 0) and not quiet
-    rec, got = run_rank(pl, opts, channel, gather=gather,
-                        progress=lambda msg: click.echo(f"forensics fleet: {msg}", err=True) if talk else None)
+    rec, got = run_rank(
+        pl,
+        opts,
+        channel,
+        gather=gather,
+        progress=lambda msg: click.echo(f"forensics fleet: {msg}", err=True) if talk else None,
+    )
     for err in rec["errors"]:
         click.echo(f"forensics fleet: rank {pl.rank}: {err['where']}: {err['error']}", err=True)
     if got is None:
         if out_dir is not None and pl.rank == 0 and not quiet:
-            click.echo(f"forensics fleet: records in {out_dir}; read them with 'forensics fleet report {out_dir}'",
-                       err=True)
+            click.echo(
+                f"forensics fleet: records in {out_dir}; read them with 'forensics fleet report {out_dir}'",
+                err=True,
+            )
         return
     _print_gathered(got, pl.world_size, write_fleet(out, pl, got, channel=kind, opts=opts), quiet)
     if got.interrupted is not None:
@@ -106,10 +184,17 @@ def _check_snapshot_options(sample_s, only, skip, repo, with_bench, output, out_
     check_repo(repo)
     if with_bench and importlib.util.find_spec("torch") is None:
         raise BadInputError("--bench needs PyTorch in this Python: pip install 'forensics[bench]'")
-    if output is not None and out_dir is not None and out_dir.is_dir() \
-            and output.resolve().parent == out_dir.resolve() and output.match("rank-*.json"):
-        raise BadInputError(f"-o {output} is a rank record's name in --out-dir {out_dir}; the fleet file would "
-                            "replace that rank's record: choose another name")
+    if (
+        output is not None
+        and out_dir is not None
+        and out_dir.is_dir()
+        and output.resolve().parent == out_dir.resolve()
+        and output.match("rank-*.json")
+    ):
+        raise BadInputError(
+            f"-o {output} is a rank record's name in --out-dir {out_dir}; the fleet file would "
+            "replace that rank's record: choose another name"
+        )
 
 
 def _print_gathered(got, world_size: int, path: Path, quiet: bool) -> None:
@@ -121,11 +206,17 @@ def _print_gathered(got, world_size: int, path: Path, quiet: bool) -> None:
     if quiet:
         click.echo(str(path))
     else:
-        click.echo(f"gathered {len(got.records)} of {world_size} ranks from {nodes} node(s) in "
-                   f"{got.waited_s:.1f} s; wrote {path}")
+        click.echo(
+            f"gathered {len(got.records)} of {world_size} ranks from {nodes} node(s) in "
+            f"{got.waited_s:.1f} s; wrote {path}"
+        )
         for m in got.missing[:10]:
-            click.echo(clean(f"  missing rank {m['rank']}{' (node ' + m['node'] + ')' if m.get('node') else ''}: "
-                             f"{m['reason']}"))
+            click.echo(
+                clean(
+                    f"  missing rank {m['rank']}{' (node ' + m['node'] + ')' if m.get('node') else ''}: "
+                    f"{m['reason']}"
+                )
+            )
         if len(got.missing) > 10:
             click.echo(f"  ... and {len(got.missing) - 10} more missing")
     for warning in name_clashes(got.records)[:5]:
@@ -150,27 +241,58 @@ def _check_probe_names(only, skip) -> None:
     known = {p.name for p in loaded} | {f.name for f in failures}
     for name in list(only) + list(skip):
         if name not in known:
-            raise BadInputError(f"no probe named {name!r}; installed: {', '.join(sorted(known))} "
-                                "(see 'forensics probes')")
+            raise BadInputError(
+                f"no probe named {name!r}; installed: {', '.join(sorted(known))} "
+                "(see 'forensics probes')"
+            )
 
 
 @fleet.command("report")
-@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="SOURCE...")
-@click.option("-o", "--output", type=OutputFile(None, kind="report", allow_dash=True),
-              help="Report file: .html (default forensics-fleet-report.html), .md or .json; '-' for stdout "
-                   "(JSON unless --format says otherwise).")
-@click.option("--format", "fmt", type=click.Choice(["html", "md", "json"]), help="Format, if not from the name.")
-@click.option("--prom", type=OutputFile(None, kind="Prometheus file"),
-              help="Also write the findings in the Prometheus text format to this file.")
-@click.option("--baseline", type=click.Path(path_type=Path),
-              help="A fleet file/folder or a snapshot to compare with: what changed fleet-wide, what on a few nodes.")
-@click.option("--fail-on", type=click.Choice(["outlier", "never"]), default="never", show_default=True,
-              help="Exit 1 when an outlier is found (for CI).")
-@click.option("--expect-nodes", type=click.IntRange(1), metavar="N",
-              help="Node snapshots: the job had N nodes; those without a snapshot are reported missing.")
-@click.option("--hostfile", type=click.Path(dir_okay=False, path_type=Path),
-              help="Node snapshots: the hosts expected, one per line (scontrol show hostnames, a pdsh or MPI "
-                   "hostfile); those without a snapshot are named missing.")
+@click.argument(
+    "sources", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="SOURCE..."
+)
+@click.option(
+    "-o",
+    "--output",
+    type=OutputFile(None, kind="report", allow_dash=True),
+    help="Report file: .html (default forensics-fleet-report.html), .md or .json; '-' for stdout "
+    "(JSON unless --format says otherwise).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md", "json"]),
+    help="Format, if not from the name.",
+)
+@click.option(
+    "--prom",
+    type=OutputFile(None, kind="Prometheus file"),
+    help="Also write the findings in the Prometheus text format to this file.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path),
+    help="A fleet file/folder or a snapshot to compare with: what changed fleet-wide, what on a few nodes.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["outlier", "never"]),
+    default="never",
+    show_default=True,
+    help="Exit 1 when an outlier is found (for CI).",
+)
+@click.option(
+    "--expect-nodes",
+    type=click.IntRange(1),
+    metavar="N",
+    help="Node snapshots: the job had N nodes; those without a snapshot are reported missing.",
+)
+@click.option(
+    "--hostfile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Node snapshots: the hosts expected, one per line (scontrol show hostnames, a pdsh or MPI "
+    "hostfile); those without a snapshot are named missing.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the verdict.")
 @error_boundary
 def report(sources, output, fmt, prom, baseline, fail_on, expect_nodes, hostfile, quiet):
@@ -223,8 +345,11 @@ def _check_report_outputs(out, prom, inputs) -> None:
     for opt, given in (("-o", out), ("--prom", prom)):
         _not_an_input(given, opt, inputs)
     if prom is not None and prom.suffix.lower() in (".html", ".json", ".md"):
-        raise click.BadParameter(f"{prom} looks like a report name; give the Prometheus file another name "
-                                 "(e.g. fleet.prom)", param_hint="--prom")
+        raise click.BadParameter(
+            f"{prom} looks like a report name; give the Prometheus file another name "
+            "(e.g. fleet.prom)",
+            param_hint="--prom",
+        )
 
 
 def _not_an_input(path, option: str, inputs) -> None:
@@ -240,13 +365,23 @@ def _not_an_input(path, option: str, inputs) -> None:
         return
     from forensics.fleet.nodes import is_node_folder, stem
 
-    for given in inputs:  # a report written among node snapshots would be read as a damaged one next time
+    for (
+        given
+    ) in inputs:  # a report written among node snapshots would be read as a damaged one next time
         g = Path(given)
-        if os.path.isdir(g) and Path(path).resolve().parent == g.resolve() and stem(Path(path)) != Path(path).name \
-                and is_node_folder(g):
-            raise BadInputError(f"{option} {path} is inside the folder of node snapshots {given}; the next report "
-                                "would read it as a node's snapshot: write it elsewhere")
-    if not os.path.exists(path):  # os.path never raises: an input refused by the system is the loader's to name
+        if (
+            os.path.isdir(g)
+            and Path(path).resolve().parent == g.resolve()
+            and stem(Path(path)) != Path(path).name
+            and is_node_folder(g)
+        ):
+            raise BadInputError(
+                f"{option} {path} is inside the folder of node snapshots {given}; the next report "
+                "would read it as a node's snapshot: write it elsewhere"
+            )
+    if not os.path.exists(
+        path
+    ):  # os.path never raises: an input refused by the system is the loader's to name
         return
     target = Path(path).resolve()
     for given in inputs:
@@ -255,11 +390,16 @@ def _not_an_input(path, option: str, inputs) -> None:
             continue
         g = g.resolve()
         # -o a link (report.html -> snaps/gpu-a17.json): its target, a record or node snapshot of a folder given
-        if target == g or (os.path.isdir(g) and target.parent == g and (
-                target.match("rank-*.json") or (stem(target) != target.name and is_node_folder(g)))):
+        if target == g or (
+            os.path.isdir(g)
+            and target.parent == g
+            and (target.match("rank-*.json") or (stem(target) != target.name and is_node_folder(g)))
+        ):
             what = given if target == g else f"{target.name} in {given}, where it leads"
-            raise BadInputError(f"{option} {path} is one of the inputs ({what}); writing there would destroy it, "
-                                "choose another name")
+            raise BadInputError(
+                f"{option} {path} is one of the inputs ({what}); writing there would destroy it, "
+                "choose another name"
+            )
 
 
 def _print_summary(rep, out: Path, prom: Path | None, seconds: float) -> None:
@@ -268,15 +408,20 @@ def _print_summary(rep, out: Path, prom: Path | None, seconds: float) -> None:
     con = console()
     con.print(f"[bold]{escape(clean(rep.verdict))}[/bold]")
     for i, o in enumerate(rep.real_outliers[:10], 1):
-        con.print(f"  {i}. {escape('[' + o.hypothesis + ']')} {escape(clean(o.summary))}  (score {o.score:.2f})")
+        con.print(
+            f"  {i}. {escape('[' + o.hypothesis + ']')} {escape(clean(o.summary))}  (score {o.score:.2f})"
+        )
     if len(rep.real_outliers) > 10:
         con.print(f"  ... {len(rep.real_outliers) - 10} more in the report")
     for note in rep.notes:
         con.print(f"  note: {escape(clean(note))}")
     if rep.baseline:
         con.print(f"baseline: {escape(clean(rep.baseline['verdict']))}")
-    con.print(f"wrote [bold]{escape(str(out))}[/bold]" + (f" and {escape(str(prom))}" if prom else "")
-              + f" ({seconds:.1f} s)")
+    con.print(
+        f"wrote [bold]{escape(str(out))}[/bold]"
+        + (f" and {escape(str(prom))}" if prom else "")
+        + f" ({seconds:.1f} s)"
+    )
 
 
 def is_fleet(path: Path) -> bool:
@@ -288,8 +433,14 @@ def is_fleet(path: Path) -> bool:
     return is_fleet_file(Path(path)) or is_node_folder(Path(path))
 
 
-def diff_fleets(before: Path, after: Path, output: Path | str | None, fmt: str | None, fail_on: str | None,
-                quiet: bool) -> int:
+def diff_fleets(
+    before: Path,
+    after: Path,
+    output: Path | str | None,
+    fmt: str | None,
+    fail_on: str | None,
+    quiet: bool,
+) -> int:
     """``forensics diff`` when an input is a fleet: what changed fleet-wide, what on a few nodes.
 
     A plain snapshot on the other side is a one-node fleet
@@ -317,10 +468,18 @@ def diff_fleets(before: Path, after: Path, output: Path | str | None, fmt: str |
         click.echo(clean(c["verdict"]))
         if not quiet:
             for w in c["fleet_wide"][:10]:
-                click.echo(clean(f"  fleet-wide: {w['label']}: {w['before']} -> {w['after']} ({w['share']:.0%} of units)"))
+                click.echo(
+                    clean(
+                        f"  fleet-wide: {w['label']}: {w['before']} -> {w['after']} ({w['share']:.0%} of units)"
+                    )
+                )
             for f in c["few_nodes"][:10]:
-                click.echo(clean(f"  on {f['count']} unit(s): {f['label']}: {f['before']} -> {f['after']} "
-                                 f"({', '.join(f['nodes'][:4])}{' ...' if len(f['nodes']) > 4 else ''})"))
+                click.echo(
+                    clean(
+                        f"  on {f['count']} unit(s): {f['label']}: {f['before']} -> {f['after']} "
+                        f"({', '.join(f['nodes'][:4])}{' ...' if len(f['nodes']) > 4 else ''})"
+                    )
+                )
         click.echo(str(path))
     changed = bool(c["fleet_wide"] or c["few_nodes"] or c["nodes_added"] or c["nodes_removed"])
     return 1 if fail_on and changed else 0

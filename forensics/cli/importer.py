@@ -9,16 +9,35 @@ import click
 from forensics.cli.common import error_boundary
 from forensics.cli.types import OUTPUT_FILE
 
-FORMAT_CHOICES = ["auto", "collect-env", "vllm", "sglang", "nvidia-smi", "nvidia-smi-q", "nvidia-smi-xml", "pip"]
+FORMAT_CHOICES = [
+    "auto",
+    "collect-env",
+    "vllm",
+    "sglang",
+    "nvidia-smi",
+    "nvidia-smi-q",
+    "nvidia-smi-xml",
+    "pip",
+]
 
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=OUTPUT_FILE,
-              help="Snapshot file to write (.json, or .yaml/.yml). Default: forensics-imported-<first file>.json here.")
-@click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default="auto", show_default=True,
-              help="What the texts are; auto finds every part of each file (several pasted into one is common). "
-                   "nvidia-smi-q is the -q text, nvidia-smi-xml the -q -x XML.")
+@click.option(
+    "-o",
+    "--output",
+    type=OUTPUT_FILE,
+    help="Snapshot file to write (.json, or .yaml/.yml). Default: forensics-imported-<first file>.json here.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMAT_CHOICES),
+    default="auto",
+    show_default=True,
+    help="What the texts are; auto finds every part of each file (several pasted into one is common). "
+    "nvidia-smi-q is the -q text, nvidia-smi-xml the -q -x XML.",
+)
 @click.option("--label", help="Label stored in the snapshot (default: 'imported: <files>').")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the output path.")
 @error_boundary

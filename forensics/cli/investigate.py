@@ -30,7 +30,9 @@ from forensics.cli.common import (
 )
 from forensics.cli.options import step_options
 
-_DURATION = re.compile(r"^\s*(?:(?P<h>\d+(?:\.\d+)?)h)?\s*(?:(?P<m>\d+(?:\.\d+)?)m)?\s*(?:(?P<s>\d+(?:\.\d+)?)s?)?\s*$")
+_DURATION = re.compile(
+    r"^\s*(?:(?P<h>\d+(?:\.\d+)?)h)?\s*(?:(?P<m>\d+(?:\.\d+)?)m)?\s*(?:(?P<s>\d+(?:\.\d+)?)s?)?\s*$"
+)
 DEFAULT_REPORT = "forensics-investigate.html"
 
 
@@ -44,8 +46,12 @@ def parse_duration(text: str, option: str = "--budget") -> float:
 
     m = _DURATION.match(text or "")
     if not m or not any(m.group(k) for k in "hms"):
-        raise BadInputError(f"{option} {text!r}: expected seconds or a duration such as 120, 90s, 15m or 1h")
-    secs = float(m.group("h") or 0) * 3600 + float(m.group("m") or 0) * 60 + float(m.group("s") or 0)
+        raise BadInputError(
+            f"{option} {text!r}: expected seconds or a duration such as 120, 90s, 15m or 1h"
+        )
+    secs = (
+        float(m.group("h") or 0) * 3600 + float(m.group("m") or 0) * 60 + float(m.group("s") or 0)
+    )
     if not 0 < secs <= 7 * 86400:
         raise BadInputError(f"{option} {text!r}: must be more than 0 and at most 7 days")
     return secs
@@ -73,9 +79,19 @@ class _Progress:
 
         self.time = time
         self.t_end = time.monotonic() + deadline_s
-        self.prog = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
-                             TextColumn("{task.fields[last]}"), TextColumn("[dim]{task.fields[left]}"),
-                             console=console(stderr=True), transient=True) if enabled else None
+        self.prog = (
+            Progress(
+                SpinnerColumn(),
+                TextColumn("[bold]{task.description}"),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[last]}"),
+                TextColumn("[dim]{task.fields[left]}"),
+                console=console(stderr=True),
+                transient=True,
+            )
+            if enabled
+            else None
+        )
         self.task = None
         # lines printed while the progress line shows go through its own console, which clears the
         # line, prints above it and draws it again; another console's text was appended to it
@@ -100,65 +116,170 @@ class _Progress:
 
         if kind == "done":
             exp = kw["experiment"]
-            self.err.print(f"[bold]{escape(exp.id)}[/bold] {escape(exp.outcome.value)}: "
-                           f"{escape(safe(exp.sentence or exp.reason))}", soft_wrap=True)
+            self.err.print(
+                f"[bold]{escape(exp.id)}[/bold] {escape(exp.outcome.value)}: "
+                f"{escape(safe(exp.sentence or exp.reason))}",
+                soft_wrap=True,
+            )
         if self.prog is None:
             return
         if kind == "phase":
             self.prog.update(self.task, description=escape(kw["text"]), last="", left=self._left())
         elif kind == "experiment":
             exp = kw["experiment"]
-            self.prog.update(self.task, description=escape(safe(f"[{kw['index']}/{kw['total']}] {exp.title}")),
-                             last="", left=self._left())
+            self.prog.update(
+                self.task,
+                description=escape(safe(f"[{kw['index']}/{kw['total']}] {exp.title}")),
+                last="",
+                left=self._left(),
+            )
         elif kind == "process":
             value = (kw.get("record") or {}).get("value")
             shown = "failed" if value is None else f"{value:.4g}"
-            self.prog.update(self.task, last=escape(f"{kw['side']} #{kw['index'] + 1}: {shown}"), left=self._left())
+            self.prog.update(
+                self.task,
+                last=escape(f"{kw['side']} #{kw['index'] + 1}: {shown}"),
+                left=self._left(),
+            )
 
 
 @click.command()
-@click.option("--baseline", type=click.Path(path_type=Path), metavar="BEFORE.json",
-              help="A snapshot from when it was fast (forensics snapshot --bench [--bench-cmd STEP]). Without it, "
-                   "with --cmd: the baseline this machine remembers (the HEAD before the last pull, --since, "
-                   "--expect); without --cmd: this machine against what its hardware should give.")
-@step_options(cmd_help='Your step: a command printing {"metric": "step_ms", "value": 19.3} lines (the same one the '
-              "baseline measured with --bench-cmd).", callable_help="Your step as a Python callable, timed in fresh "
-              "processes.", processes_type=click.IntRange(5, 200), processes_default=5,
-              processes_help="Fresh processes per side in an A/B's first round; rounds of 3 more follow while it is "
-              "undecided.")
-@click.option("--repo", type=click.Path(path_type=Path), help="The git repository of your code (never modified; "
-              "commits are tested in private worktrees). Default: the one the snapshots name.")
-@click.option("--config", type=click.Path(path_type=Path), help="Extra hot-path patterns (as for forensics diff).")
-@click.option("--budget", default="15m", show_default=True, help="Time for the whole investigation, snapshot "
-              "included: seconds or 90s, 15m, 1h.")
-@click.option("--plan", "plan_only", is_flag=True, help="Print the plan with each experiment's estimated cost and stop.")
-@click.option("--since", metavar="REV", help="The code baseline: measure REV (a sha, tag, branch, HEAD~3) in a private "
-              "worktree instead of the HEAD before the last pull in the reflog (used without --baseline, or when the "
-              "baseline did not measure the step).")
-@click.option("--expect", metavar="VALUE", help="The value you remember for your step (19ms, 0.019s, 94tok/s): the "
-              "baseline's value of the step.")
-@click.option("--max-processes", type=click.IntRange(5, 500), default=20, show_default=True,
-              help="The most fresh processes a side of one A/B may grow to.")
-@click.option("--snapshot-processes", type=click.IntRange(3, 100), default=5, show_default=True,
-              help="Fresh processes for the canary and your step in the snapshot taken now.")
-@click.option("--explains", "min_share", default="50%", show_default=True,
-              help="Share of the slowdown an intervention must recover (lower end of its 95% CI) to be confirmed.")
-@click.option("--wheelhouse", type=click.Path(path_type=Path), help="A folder of wheels (pip download -d DIR): "
-              "package experiments install the baseline's version from it into a temporary overlay.")
-@click.option("--no-canary", is_flag=True, help="Do not run the canary now (then environment and code cannot be "
-              "told apart by measurement).")
-@click.option("--tp", type=int, help="Canary tensor-parallel ranks (default: all visible GPUs; 2 on CPU).")
-@click.option("--keep-going", is_flag=True, help="Run every planned experiment, also after a cause is confirmed.")
-@click.option("--snapshot-out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the snapshot taken now (.json/.yaml).")
-@click.option("-o", "--output", "outputs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help=f"Report file: .html, .md or .json (repeatable). Default: {DEFAULT_REPORT} here.")
-@click.option("--no-redact", is_flag=True, help="Keep secrets in the snapshot taken now and the report.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress; only the verdict, the table and the paths.")
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path),
+    metavar="BEFORE.json",
+    help="A snapshot from when it was fast (forensics snapshot --bench [--bench-cmd STEP]). Without it, "
+    "with --cmd: the baseline this machine remembers (the HEAD before the last pull, --since, "
+    "--expect); without --cmd: this machine against what its hardware should give.",
+)
+@step_options(
+    cmd_help='Your step: a command printing {"metric": "step_ms", "value": 19.3} lines (the same one the '
+    "baseline measured with --bench-cmd).",
+    callable_help="Your step as a Python callable, timed in fresh processes.",
+    processes_type=click.IntRange(5, 200),
+    processes_default=5,
+    processes_help="Fresh processes per side in an A/B's first round; rounds of 3 more follow while it is "
+    "undecided.",
+)
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    help="The git repository of your code (never modified; "
+    "commits are tested in private worktrees). Default: the one the snapshots name.",
+)
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    help="Extra hot-path patterns (as for forensics diff).",
+)
+@click.option(
+    "--budget",
+    default="15m",
+    show_default=True,
+    help="Time for the whole investigation, snapshot included: seconds or 90s, 15m, 1h.",
+)
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="Print the plan with each experiment's estimated cost and stop.",
+)
+@click.option(
+    "--since",
+    metavar="REV",
+    help="The code baseline: measure REV (a sha, tag, branch, HEAD~3) in a private "
+    "worktree instead of the HEAD before the last pull in the reflog (used without --baseline, or when the "
+    "baseline did not measure the step).",
+)
+@click.option(
+    "--expect",
+    metavar="VALUE",
+    help="The value you remember for your step (19ms, 0.019s, 94tok/s): the "
+    "baseline's value of the step.",
+)
+@click.option(
+    "--max-processes",
+    type=click.IntRange(5, 500),
+    default=20,
+    show_default=True,
+    help="The most fresh processes a side of one A/B may grow to.",
+)
+@click.option(
+    "--snapshot-processes",
+    type=click.IntRange(3, 100),
+    default=5,
+    show_default=True,
+    help="Fresh processes for the canary and your step in the snapshot taken now.",
+)
+@click.option(
+    "--explains",
+    "min_share",
+    default="50%",
+    show_default=True,
+    help="Share of the slowdown an intervention must recover (lower end of its 95% CI) to be confirmed.",
+)
+@click.option(
+    "--wheelhouse",
+    type=click.Path(path_type=Path),
+    help="A folder of wheels (pip download -d DIR): "
+    "package experiments install the baseline's version from it into a temporary overlay.",
+)
+@click.option(
+    "--no-canary",
+    is_flag=True,
+    help="Do not run the canary now (then environment and code cannot be "
+    "told apart by measurement).",
+)
+@click.option(
+    "--tp", type=int, help="Canary tensor-parallel ranks (default: all visible GPUs; 2 on CPU)."
+)
+@click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Run every planned experiment, also after a cause is confirmed.",
+)
+@click.option(
+    "--snapshot-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the snapshot taken now (.json/.yaml).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"Report file: .html, .md or .json (repeatable). Default: {DEFAULT_REPORT} here.",
+)
+@click.option(
+    "--no-redact", is_flag=True, help="Keep secrets in the snapshot taken now and the report."
+)
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress; only the verdict, the table and the paths."
+)
 @error_boundary
-def investigate(baseline, step, threshold, repo, config, budget, plan_only, since, expect, max_processes,
-                snapshot_processes, min_share, wheelhouse, no_canary, tp, keep_going, snapshot_out, outputs, no_redact,
-                quiet):
+def investigate(
+    baseline,
+    step,
+    threshold,
+    repo,
+    config,
+    budget,
+    plan_only,
+    since,
+    expect,
+    max_processes,
+    snapshot_processes,
+    min_share,
+    wheelhouse,
+    no_canary,
+    tp,
+    keep_going,
+    snapshot_out,
+    outputs,
+    no_redact,
+    quiet,
+):
     """Find the cause of a slowdown and confirm it by experiment.
 
     Takes a snapshot now (with the canary, and your step when given), diffs
@@ -190,23 +311,42 @@ def investigate(baseline, step, threshold, repo, config, budget, plan_only, sinc
     budget_s = parse_duration(budget)
     check_repo(repo)
     outs = _check_outputs(list(outputs) or [Path(DEFAULT_REPORT)], snapshot_out, baseline)
-    settings = Settings.from_options(step, baseline=baseline, repo=repo, config=config, budget_s=budget_s,
-                                     snapshot_processes=snapshot_processes, threshold=parse_threshold(threshold),
-                                     min_share=parse_threshold(min_share, "--explains"), wheelhouse=wheelhouse,
-                                     canary=not no_canary, tp=tp, plan_only=plan_only, keep_going=keep_going,
-                                     redact=not no_redact, since=since, expect=expect, max_processes=max_processes)
+    settings = Settings.from_options(
+        step,
+        baseline=baseline,
+        repo=repo,
+        config=config,
+        budget_s=budget_s,
+        snapshot_processes=snapshot_processes,
+        threshold=parse_threshold(threshold),
+        min_share=parse_threshold(min_share, "--explains"),
+        wheelhouse=wheelhouse,
+        canary=not no_canary,
+        tp=tp,
+        plan_only=plan_only,
+        keep_going=keep_going,
+        redact=not no_redact,
+        since=since,
+        expect=expect,
+        max_processes=max_processes,
+    )
     check_settings(settings)
     if baseline is not None:  # a bad file is one line before any work or progress output
         from forensics.importers import load as load_any
 
-        settings.baseline_doc = load_any(baseline)  # a snapshot, or a text pasted from a ticket, as diff reads it
+        settings.baseline_doc = load_any(
+            baseline
+        )  # a snapshot, or a text pasted from a ticket, as diff reads it
     with _Progress(not quiet and console(stderr=True).is_terminal, budget_s) as progress:
         inv = run(settings, progress.event, interrupts=(KeyboardInterrupt, Terminated))
     warn_skipped_patterns(inv.analysis)
     _write_outputs(inv, outs, snapshot_out)
     print_investigation(console(), inv, outs + ([snapshot_out] if snapshot_out else []), safe)
     if inv.interrupted:
-        click.echo(f"forensics: error: interrupted ({inv.interrupted}); the report holds what was learned", err=True)
+        click.echo(
+            f"forensics: error: interrupted ({inv.interrupted}); the report holds what was learned",
+            err=True,
+        )
     sys.exit(inv.exit_status)
 
 
@@ -221,7 +361,9 @@ def _write_outputs(inv, outs: list[Path], snapshot_out: Path | None) -> None:
         write_report(inv, out)
 
 
-def _check_outputs(outs: list[Path], snapshot_out: Path | None, baseline: Path | None) -> list[Path]:
+def _check_outputs(
+    outs: list[Path], snapshot_out: Path | None, baseline: Path | None
+) -> list[Path]:
     """Refuse report and snapshot names that cannot be written, and a missing baseline, before any work.
 
     Returns:
@@ -236,13 +378,21 @@ def _check_outputs(outs: list[Path], snapshot_out: Path | None, baseline: Path |
     from forensics.errors import BadInputError
     from forensics.render.investigate import format_from_name
 
-    for out, option in [(o, "-o") for o in outs] + ([(snapshot_out, "--snapshot-out")] if snapshot_out else []):
-        check_writable(out, option)  # a missing or unsearchable folder, a name too long: one line, before any work
+    for out, option in [(o, "-o") for o in outs] + (
+        [(snapshot_out, "--snapshot-out")] if snapshot_out else []
+    ):
+        check_writable(
+            out, option
+        )  # a missing or unsearchable folder, a name too long: one line, before any work
     for out in outs:
         format_from_name(out)
     if snapshot_out is not None and snapshot_out.suffix.lower() not in (".json", ".yaml", ".yml"):
-        raise BadInputError(f"--snapshot-out {snapshot_out}: the name must end in .json, .yaml or .yml")
+        raise BadInputError(
+            f"--snapshot-out {snapshot_out}: the name must end in .json, .yaml or .yml"
+        )
     if baseline is not None and not _exists(baseline):
-        raise BadInputError(f"--baseline {baseline}: no such file; take one with 'forensics snapshot --bench "
-                            "[--bench-cmd STEP] -o before.json' when the step is fast")
+        raise BadInputError(
+            f"--baseline {baseline}: no such file; take one with 'forensics snapshot --bench "
+            "[--bench-cmd STEP] -o before.json' when the step is fast"
+        )
     return outs

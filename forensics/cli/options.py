@@ -16,14 +16,31 @@ import click
 
 from forensics.cli.types import POSITIVE
 
-_STEP_FIELDS = ("cmd", "target", "metric", "metric_regex", "unit", "higher_is_better", "processes", "timeout_s")
+_STEP_FIELDS = (
+    "cmd",
+    "target",
+    "metric",
+    "metric_regex",
+    "unit",
+    "higher_is_better",
+    "processes",
+    "timeout_s",
+)
 
 
-def step_options(*, cmd_help: str, callable_help: str, processes_type: Any = int, processes_default: int = 6,
-                 processes_help: str = "Fresh processes per side.", timeout_default: float = 300.0,
-                 timeout_help: str = "Seconds one process of your step may run.",
-                 threshold_help: str = "Practical threshold: smaller changes are 'same'.", unit: bool = False,
-                 between: tuple[Callable, ...] = ()) -> Callable:
+def step_options(
+    *,
+    cmd_help: str,
+    callable_help: str,
+    processes_type: Any = int,
+    processes_default: int = 6,
+    processes_help: str = "Fresh processes per side.",
+    timeout_default: float = 300.0,
+    timeout_help: str = "Seconds one process of your step may run.",
+    threshold_help: str = "Practical threshold: smaller changes are 'same'.",
+    unit: bool = False,
+    between: tuple[Callable, ...] = (),
+) -> Callable:
     """Add the step options to a click command and hand it ``step`` (a ``StepOptions``) instead of them.
 
     Args:
@@ -40,16 +57,45 @@ def step_options(*, cmd_help: str, callable_help: str, processes_type: Any = int
         click.option("--cmd", metavar="COMMAND", help=cmd_help),
         click.option("--callable", "target", metavar="MOD:FN", help=callable_help),
         *between,
-        click.option("--metric", help="With --cmd: the metric name to read (default: the first seen)."),
-        click.option("--metric-regex", help="With --cmd: a regex whose group 1 (or group 'value') is the number."),
-        *([click.option("--unit", default=None, help="Unit of your metric (default ms, or 'per s' with "
-                                                       "--higher-is-better).")] if unit else []),
-        click.option("--higher-is-better", is_flag=True, help="Your metric is a throughput (tok/s), not a time."),
+        click.option(
+            "--metric", help="With --cmd: the metric name to read (default: the first seen)."
+        ),
+        click.option(
+            "--metric-regex",
+            help="With --cmd: a regex whose group 1 (or group 'value') is the number.",
+        ),
+        *(
+            [
+                click.option(
+                    "--unit",
+                    default=None,
+                    help="Unit of your metric (default ms, or 'per s' with --higher-is-better).",
+                )
+            ]
+            if unit
+            else []
+        ),
+        click.option(
+            "--higher-is-better",
+            is_flag=True,
+            help="Your metric is a throughput (tok/s), not a time.",
+        ),
         click.option("--threshold", default="5%", show_default=True, help=threshold_help),
-        click.option("--processes", type=processes_type, default=processes_default, show_default=True,
-                     help=processes_help),
-        click.option("--timeout", "timeout_s", type=POSITIVE, default=timeout_default, show_default=True,
-                     help=timeout_help),
+        click.option(
+            "--processes",
+            type=processes_type,
+            default=processes_default,
+            show_default=True,
+            help=processes_help,
+        ),
+        click.option(
+            "--timeout",
+            "timeout_s",
+            type=POSITIVE,
+            default=timeout_default,
+            show_default=True,
+            help=timeout_help,
+        ),
     ]
 
     def decorate(f: Callable) -> Callable:

@@ -25,7 +25,9 @@ def probes():
             reason = lp.probe.available(ProbeContext({}))
         except Exception as exc:  # an applicability check that crashes is reported, not raised
             reason = f"check failed: {type(exc).__name__}: {exc}"
-        table.add_row(lp.name, lp.distribution, "yes" if not reason else f"no: {reason}", lp.probe.description)
+        table.add_row(
+            lp.name, lp.distribution, "yes" if not reason else f"no: {reason}", lp.probe.description
+        )
     for f in failures:
         table.add_row(f.name, f.distribution, f"failed to load: {f.error}", "")
     console().print(table)

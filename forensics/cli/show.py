@@ -21,7 +21,9 @@ def show(file):
     if is_node_folder(file):  # never raises
         from forensics.errors import BadInputError
 
-        raise BadInputError(f"{file}: a folder of node snapshots, not one snapshot; read them together with "
-                            f"'forensics fleet report {file}', or give one of its files")
+        raise BadInputError(
+            f"{file}: a folder of node snapshots, not one snapshot; read them together with "
+            f"'forensics fleet report {file}', or give one of its files"
+        )
     doc = load_any(file)
     print_snapshot_summary(doc, detail=True)

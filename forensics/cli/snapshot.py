@@ -35,36 +35,102 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
 
 
 @click.command()
-@click.option("-o", "--output", type=OUTPUT_FILE,
-              help="Output file (.json, or .yaml/.yml). Default: forensics-<label or timestamp>.json here.")
+@click.option(
+    "-o",
+    "--output",
+    type=OUTPUT_FILE,
+    help="Output file (.json, or .yaml/.yml). Default: forensics-<label or timestamp>.json here.",
+)
 @click.option("--label", help="Free text stored in the snapshot, e.g. 'before' or 'after-pull'.")
-@click.option("--probe", "only", multiple=True, metavar="NAME", help="Run only this probe (repeatable).")
+@click.option(
+    "--probe", "only", multiple=True, metavar="NAME", help="Run only this probe (repeatable)."
+)
 @click.option("--skip", multiple=True, metavar="NAME", help="Do not run this probe (repeatable).")
-@click.option("--timeout", "timeout_s", type=POSITIVE, default=10.0, show_default=True,
-              help="Per-probe timeout in seconds; a probe that takes longer is recorded as failed. Left out, "
-                   "--launcher, --nccl-init, --deep and --sample get their own time on top (60-90 s for the "
-                   "first two); given, it bounds every probe, what they start included.")
-@click.option("--repo", type=click.Path(path_type=Path),
-              help="Git repository of the code under test (default: the current folder if it is in one).")
-@click.option("--sample", "sample_s", type=POSITIVE, default=None, metavar="SECONDS",
-              help="GPU probe: sample clocks, power and clocks-event reasons at ~10 Hz for this long.")
-@click.option("--deep", is_flag=True, help="Import torch to confirm the CUDA/NCCL/cuDNN versions it loads (slower).")
-@click.option("--nccl-init", is_flag=True, help="NCCL env probe: start workers that initialise a real NCCL "
-              "communicator (NCCL_DEBUG=INFO) and report what NCCL read.")
-@click.option("--launcher", metavar="CMD", help="NCCL env probe: start the workers under this launcher prefix, "
-              "e.g. 'torchrun --nproc-per-node 2'.")
-@click.option("--bench", "with_bench", is_flag=True, help="Run the built-in verify-step canary and embed it.")
-@click.option("--bench-cmd", metavar="CMD", help="With --bench: also benchmark your step, a command printing JSON "
-              "lines like {\"metric\": \"step_ms\", \"value\": 19.3}. Its program is checked first; if the "
-              "step fails, the snapshot is still written with the canary's results and the exit code is 2.")
-@click.option("--bench-processes", type=click.IntRange(3, 100), help="With --bench: fresh processes per benchmark "
-              "(default 5).")
-@click.option("--higher-is-better", is_flag=True, help="With --bench-cmd: the step's metric is a throughput (tok/s).")
-@click.option("--no-redact", is_flag=True, help="Keep secrets (tokens, keys, URL credentials) in the snapshot.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=POSITIVE,
+    default=10.0,
+    show_default=True,
+    help="Per-probe timeout in seconds; a probe that takes longer is recorded as failed. Left out, "
+    "--launcher, --nccl-init, --deep and --sample get their own time on top (60-90 s for the "
+    "first two); given, it bounds every probe, what they start included.",
+)
+@click.option(
+    "--repo",
+    type=click.Path(path_type=Path),
+    help="Git repository of the code under test (default: the current folder if it is in one).",
+)
+@click.option(
+    "--sample",
+    "sample_s",
+    type=POSITIVE,
+    default=None,
+    metavar="SECONDS",
+    help="GPU probe: sample clocks, power and clocks-event reasons at ~10 Hz for this long.",
+)
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Import torch to confirm the CUDA/NCCL/cuDNN versions it loads (slower).",
+)
+@click.option(
+    "--nccl-init",
+    is_flag=True,
+    help="NCCL env probe: start workers that initialise a real NCCL "
+    "communicator (NCCL_DEBUG=INFO) and report what NCCL read.",
+)
+@click.option(
+    "--launcher",
+    metavar="CMD",
+    help="NCCL env probe: start the workers under this launcher prefix, "
+    "e.g. 'torchrun --nproc-per-node 2'.",
+)
+@click.option(
+    "--bench", "with_bench", is_flag=True, help="Run the built-in verify-step canary and embed it."
+)
+@click.option(
+    "--bench-cmd",
+    metavar="CMD",
+    help="With --bench: also benchmark your step, a command printing JSON "
+    'lines like {"metric": "step_ms", "value": 19.3}. Its program is checked first; if the '
+    "step fails, the snapshot is still written with the canary's results and the exit code is 2.",
+)
+@click.option(
+    "--bench-processes",
+    type=click.IntRange(3, 100),
+    help="With --bench: fresh processes per benchmark (default 5).",
+)
+@click.option(
+    "--higher-is-better",
+    is_flag=True,
+    help="With --bench-cmd: the step's metric is a throughput (tok/s).",
+)
+@click.option(
+    "--no-redact",
+    is_flag=True,
+    help="Keep secrets (tokens, keys, URL credentials) in the snapshot.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only the output path.")
 @error_boundary
-def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_init, launcher, with_bench,
-             bench_cmd, bench_processes, higher_is_better, no_redact, quiet):
+def snapshot(
+    output,
+    label,
+    only,
+    skip,
+    timeout_s,
+    repo,
+    sample_s,
+    deep,
+    nccl_init,
+    launcher,
+    with_bench,
+    bench_cmd,
+    bench_processes,
+    higher_is_better,
+    no_redact,
+    quiet,
+):
     """Record this machine's state: GPU, drivers and libraries, NCCL variables, git, host.
 
     Writes a JSON (or YAML) snapshot and prints a summary. Probes run
@@ -74,22 +140,49 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
     from forensics import snapshot as snap
     from forensics.collect import take_snapshot
 
-    timeout_given = _check_options(timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes)
+    timeout_given = _check_options(
+        timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes
+    )
     out = output or default_output(label)
-    options = probe_options(repo=str(repo) if repo else None, sample_s=sample_s, deep=deep,
-                            nccl_init=nccl_init, launcher=launcher)
+    options = probe_options(
+        repo=str(repo) if repo else None,
+        sample_s=sample_s,
+        deep=deep,
+        nccl_init=nccl_init,
+        launcher=launcher,
+    )
     bench = None
     if with_bench:
+
         def bench():
             from forensics.bench import run_for_snapshot
 
             if not quiet:
-                click.echo("running the verify-step canary" + (" and your step" if bench_cmd else "")
-                           + " in fresh processes (about a minute)...", err=True)
-            return run_for_snapshot({"launcher": launcher, "cmd": bench_cmd, "processes": bench_processes,
-                                     "higher_is_better": higher_is_better or None})
-    doc = take_snapshot(label=label, only=only, skip=skip, options=options, timeout_s=timeout_s,
-                        redact=not no_redact, bench=bench, extra_time=not timeout_given)
+                click.echo(
+                    "running the verify-step canary"
+                    + (" and your step" if bench_cmd else "")
+                    + " in fresh processes (about a minute)...",
+                    err=True,
+                )
+            return run_for_snapshot(
+                {
+                    "launcher": launcher,
+                    "cmd": bench_cmd,
+                    "processes": bench_processes,
+                    "higher_is_better": higher_is_better or None,
+                }
+            )
+
+    doc = take_snapshot(
+        label=label,
+        only=only,
+        skip=skip,
+        options=options,
+        timeout_s=timeout_s,
+        redact=not no_redact,
+        bench=bench,
+        extra_time=not timeout_given,
+    )
     snap.save(doc, out)
     if quiet:
         click.echo(str(out))
@@ -104,7 +197,9 @@ def snapshot(output, label, only, skip, timeout_s, repo, sample_s, deep, nccl_in
         allow_quick_exit()  # the file is written and closed, the summary printed
 
 
-def _check_options(timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes) -> bool:
+def _check_options(
+    timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes
+) -> bool:
     """Refuse options that cannot work before any probe runs; returns whether ``--timeout`` was given.
 
     Raises:
@@ -120,10 +215,14 @@ def _check_options(timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, b
         raise BadInputError(f"--sample must be between 0 and 600 seconds, got {sample_s:g}")
     if not 0 < timeout_s <= 3600:
         raise BadInputError(f"--timeout must be between 0 and 3600 seconds, got {timeout_s:g}")
-    timeout_given = click.get_current_context().get_parameter_source("timeout_s") is not ParameterSource.DEFAULT
+    timeout_given = (
+        click.get_current_context().get_parameter_source("timeout_s") is not ParameterSource.DEFAULT
+    )
     if timeout_given and sample_s is not None and sample_s + SAMPLE_MARGIN_S > timeout_s:
-        raise BadInputError(f"--sample {sample_s:g} does not fit in --timeout {timeout_s:g}, which bounds each probe "
-                            f"when given: give --timeout {sample_s + SAMPLE_MARGIN_S:g} or more, or leave it out")
+        raise BadInputError(
+            f"--sample {sample_s:g} does not fit in --timeout {timeout_s:g}, which bounds each probe "
+            f"when given: give --timeout {sample_s + SAMPLE_MARGIN_S:g} or more, or leave it out"
+        )
     if launcher is not None:
         from forensics.step.command import check_launcher
 
@@ -139,8 +238,10 @@ def _check_options(timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, b
         import importlib.util
 
         if importlib.util.find_spec("torch") is None:  # say so before the probes run, not after
-            raise BadInputError("--bench runs the canary, which needs PyTorch: pip install 'forensics[bench]' "
-                                "(or torch) in this Python")
+            raise BadInputError(
+                "--bench runs the canary, which needs PyTorch: pip install 'forensics[bench]' "
+                "(or torch) in this Python"
+            )
     return timeout_given
 
 
@@ -155,15 +256,26 @@ def _check_outcome(doc, out: Path, timeout_s: float) -> None:
     from forensics.errors import BadInputError, InconclusiveError
 
     all_failed = all(sec.get("status") == "failed" for sec in doc["probes"].values())
-    timed_out = sorted(n for n, sec in doc["probes"].items()
-                       if sec.get("status") == "failed" and str(sec.get("reason", "")).startswith("timed out"))
+    timed_out = sorted(
+        n
+        for n, sec in doc["probes"].items()
+        if sec.get("status") == "failed" and str(sec.get("reason", "")).startswith("timed out")
+    )
     if timed_out and not all_failed:
-        click.echo(f"forensics: warning: {len(timed_out)} of {len(doc['probes'])} probes timed out under --timeout "
-                   f"{timeout_s:g} s ({', '.join(timed_out)}): their data is missing; give a longer --timeout",
-                   err=True)
-    step_failed = (((doc.get("bench") or {}).get("config") or {}).get("user_step") or {}).get("failed")
+        click.echo(
+            f"forensics: warning: {len(timed_out)} of {len(doc['probes'])} probes timed out under --timeout "
+            f"{timeout_s:g} s ({', '.join(timed_out)}): their data is missing; give a longer --timeout",
+            err=True,
+        )
+    step_failed = (((doc.get("bench") or {}).get("config") or {}).get("user_step") or {}).get(
+        "failed"
+    )
     if step_failed:
-        raise BadInputError(f"--bench-cmd failed ({step_failed}); {out} was written with the canary's results "
-                            "only (bench.config.user_step.failed)")
+        raise BadInputError(
+            f"--bench-cmd failed ({step_failed}); {out} was written with the canary's results "
+            "only (bench.config.user_step.failed)"
+        )
     if all_failed:
-        raise InconclusiveError(f"{out}: every probe failed; the snapshot holds no data (see the reasons above)")
+        raise InconclusiveError(
+            f"{out}: every probe failed; the snapshot holds no data (see the reasons above)"
+        )

@@ -23,7 +23,9 @@ class FiniteFloat(click.ParamType):
 
     def __init__(self, allow_zero: bool = False, maximum: float = 1e7):
         self.allow_zero = allow_zero
-        self.maximum = maximum  # ~116 days: beyond it the standard library's time conversions overflow
+        self.maximum = (
+            maximum  # ~116 days: beyond it the standard library's time conversions overflow
+        )
 
     def convert(self, value, param, ctx):
         if isinstance(value, float):
@@ -35,13 +37,19 @@ class FiniteFloat(click.ParamType):
                 self.fail(f"{value!r} is not a number", param, ctx)
         if not math.isfinite(v) or v < 0 or (v == 0 and not self.allow_zero) or v > self.maximum:
             cap = f" and at most {self.maximum:g}" if math.isfinite(self.maximum) else ""
-            self.fail(f"{value!r} must be a finite number {'>= 0' if self.allow_zero else '> 0'}{cap}", param, ctx)
+            self.fail(
+                f"{value!r} must be a finite number {'>= 0' if self.allow_zero else '> 0'}{cap}",
+                param,
+                ctx,
+            )
         return v
 
 
 POSITIVE = FiniteFloat()  # seconds
 NON_NEGATIVE = FiniteFloat(allow_zero=True)  # seconds
-POSITIVE_VALUE = FiniteFloat(maximum=math.inf)  # a measured value in any unit (bytes/s can be large)
+POSITIVE_VALUE = FiniteFloat(
+    maximum=math.inf
+)  # a measured value in any unit (bytes/s can be large)
 
 
 class BadOutputFile(click.BadParameter):
@@ -72,8 +80,12 @@ class OutputFile(click.ParamType):
 
     name = "file"
 
-    def __init__(self, suffixes: tuple[str, ...] | None = (".json", ".yaml", ".yml"), kind: str = "file",
-                 allow_dash: bool = False):
+    def __init__(
+        self,
+        suffixes: tuple[str, ...] | None = (".json", ".yaml", ".yml"),
+        kind: str = "file",
+        allow_dash: bool = False,
+    ):
         self.suffixes = suffixes
         self.kind = kind
         self.allow_dash = allow_dash
@@ -91,15 +103,25 @@ class OutputFile(click.ParamType):
         from forensics.docfile import check_writable, written_in_place
         from forensics.errors import BadInputError
 
-        option = max(param.opts, key=len) if param is not None and param.opts else "-o"  # "--prom", "-o"...
-        if written_in_place(path):  # /dev/null, a FIFO, /dev/stdout: written where it is, whatever its name
+        option = (
+            max(param.opts, key=len) if param is not None and param.opts else "-o"
+        )  # "--prom", "-o"...
+        if written_in_place(
+            path
+        ):  # /dev/null, a FIFO, /dev/stdout: written where it is, whatever its name
             try:
                 check_writable(path, option=option)
             except BadInputError as exc:
                 self.fail(str(exc), param, ctx)
             return path
-        if self.suffixes is not None and (path.suffix.lower() not in self.suffixes or path.stem in ("", *self.suffixes)):
-            names = ", ".join(self.suffixes[:-1]) + f" or {self.suffixes[-1]}" if len(self.suffixes) > 1 else self.suffixes[0]
+        if self.suffixes is not None and (
+            path.suffix.lower() not in self.suffixes or path.stem in ("", *self.suffixes)
+        ):
+            names = (
+                ", ".join(self.suffixes[:-1]) + f" or {self.suffixes[-1]}"
+                if len(self.suffixes) > 1
+                else self.suffixes[0]
+            )
             self.fail(f"{path}: give a {self.kind} name ending in {names}", param, ctx)
         try:  # not a folder, the folder exists and takes a new file: checked now, not after a 20 s benchmark
             check_writable(path, option=option)
@@ -110,4 +132,6 @@ class OutputFile(click.ParamType):
 
 OUTPUT_FILE = OutputFile()  # a JSON or YAML document (snapshot, bench file, env file)
 REPORT_FILE = OutputFile((".html", ".md", ".json"), kind="report")  # a bisect report
-DIFF_REPORT_FILE = OutputFile(None, kind="report", allow_dash=True)  # the format may come from --format
+DIFF_REPORT_FILE = OutputFile(
+    None, kind="report", allow_dash=True
+)  # the format may come from --format

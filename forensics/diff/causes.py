@@ -23,7 +23,12 @@ from typing import Iterable, Sequence
 from forensics.hypotheses import LINKS, Link
 from forensics.model import Finding, HypothesisStatus, Severity
 
-_SEVERITY = {"low": Severity.LOW, "medium": Severity.MEDIUM, "high": Severity.HIGH, "critical": Severity.CRITICAL}
+_SEVERITY = {
+    "low": Severity.LOW,
+    "medium": Severity.MEDIUM,
+    "high": Severity.HIGH,
+    "critical": Severity.CRITICAL,
+}
 
 
 def all_links(probes: Iterable[object]) -> list[Link]:
@@ -37,7 +42,9 @@ def all_links(probes: Iterable[object]) -> list[Link]:
 
 
 def _strong(findings: Sequence[Finding]) -> list[Finding]:
-    return [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+    return [
+        f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0
+    ]
 
 
 def holds(link: Link, cause: Sequence[Finding], effect: Sequence[Finding]) -> bool:
@@ -89,12 +96,14 @@ def link(hyps: list, links: Sequence[Link]) -> dict[str, tuple[str, Link]]:
     for eff, (cause, _row) in parent.items():
         by_id[eff].explained_by = cause
         by_id[cause].explains.append(eff)
+
     # the root inherits the score of its chain (deepest effects first)
     def depth(hid: str) -> int:
         n = 0
         while hid in parent:
             hid, n = parent[hid][0], n + 1
         return n
+
     for eff in sorted(parent, key=depth, reverse=True):
         cause, row = parent[eff]
         c, e = by_id[cause], by_id[eff]
@@ -120,7 +129,10 @@ def order(hyps: list) -> list:
         for kid in sorted((by_id[k] for k in h.explains if k in by_id), key=lambda x: -x.score):
             walk(kid)
 
-    for h in sorted((h for h in imp if not h.explained_by or h.explained_by not in by_id), key=lambda x: -x.score):
+    for h in sorted(
+        (h for h in imp if not h.explained_by or h.explained_by not in by_id),
+        key=lambda x: -x.score,
+    ):
         walk(h)
     out += [h for h in imp if h not in out]
     return out + rest

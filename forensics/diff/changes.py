@@ -40,10 +40,10 @@ _META_FIELDS = ("machine", "tool", "options", "redaction")
 class ChangeKind(str, enum.Enum):
     """What happened to one field between BEFORE and AFTER."""
 
-    ADDED = "added"                  # absent before, present after
-    REMOVED = "removed"              # present before, absent after
-    CHANGED = "changed"              # both real values, different
-    TO_MISSING = "value->missing"    # a real value before, a missing value after
+    ADDED = "added"  # absent before, present after
+    REMOVED = "removed"  # present before, absent after
+    CHANGED = "changed"  # both real values, different
+    TO_MISSING = "value->missing"  # a real value before, a missing value after
     FROM_MISSING = "missing->value"  # a missing value before, a real value after
 
 
@@ -76,8 +76,13 @@ class Change:
     unit: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out = {"probe": self.probe, "path": self.path, "kind": self.kind.value,
-               "before": self.before, "after": self.after}
+        out = {
+            "probe": self.probe,
+            "path": self.path,
+            "kind": self.kind.value,
+            "before": self.before,
+            "after": self.after,
+        }
         if self.volatile:
             out["volatile"] = True
         if self.label:
@@ -96,7 +101,9 @@ def _list_key(*sides: list[Any]) -> str | None:
         ok = True
         for side in sides:
             values = [i.get(key) for i in side]
-            if not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in values) or len(set(values)) != len(values):
+            if not all(
+                isinstance(v, (str, int)) and not isinstance(v, bool) for v in values
+            ) or len(set(values)) != len(values):
                 ok = False
                 break
         if ok:
@@ -126,11 +133,23 @@ class _Walker:
                     best = (rank, spec)
         return best[1] if best else None
 
-    def emit(self, parts: tuple[str, ...], display: str, kind: ChangeKind, before: Any, after: Any) -> None:
+    def emit(
+        self, parts: tuple[str, ...], display: str, kind: ChangeKind, before: Any, after: Any
+    ) -> None:
         spec = self.spec(parts)
-        self.out.append(Change(self.probe, display, parts, kind, before, after,
-                               volatile=bool(spec and spec.volatile),
-                               label=spec.label if spec else "", unit=spec.unit if spec else ""))
+        self.out.append(
+            Change(
+                self.probe,
+                display,
+                parts,
+                kind,
+                before,
+                after,
+                volatile=bool(spec and spec.volatile),
+                label=spec.label if spec else "",
+                unit=spec.unit if spec else "",
+            )
+        )
 
     def walk(self, before: Any, after: Any, parts: tuple[str, ...], display: str) -> None:
         if before == after:
@@ -192,8 +211,12 @@ class _Walker:
             self.emit(elem, f"{display}[#{after.index(item)}]", ChangeKind.ADDED, None, item)
 
 
-def diff_probe(name: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
-               specs: Mapping[str, FieldSpec] | None = None) -> list[Change]:
+def diff_probe(
+    name: str,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    specs: Mapping[str, FieldSpec] | None = None,
+) -> list[Change]:
     """Diff one probe section (``snapshot["probes"][name]``) of two snapshots.
 
     Args:
@@ -208,12 +231,23 @@ def diff_probe(name: str, before: Mapping[str, Any] | None, after: Mapping[str, 
     if before is None or after is None:
         if before is not None or after is not None:
             kind = ChangeKind.REMOVED if after is None else ChangeKind.ADDED
-            w.emit(("status",), f"{name}.status", kind,
-                   _status_text(before) if before else None, _status_text(after) if after else None)
+            w.emit(
+                ("status",),
+                f"{name}.status",
+                kind,
+                _status_text(before) if before else None,
+                _status_text(after) if after else None,
+            )
         return w.out
     sb, sa = before.get("status"), after.get("status")
     if sb != sa:
-        w.emit(("status",), f"{name}.status", ChangeKind.CHANGED, _status_text(before), _status_text(after))
+        w.emit(
+            ("status",),
+            f"{name}.status",
+            ChangeKind.CHANGED,
+            _status_text(before),
+            _status_text(after),
+        )
     w.walk(before.get("data") or {}, after.get("data") or {}, (), name)
     return w.out
 
@@ -224,8 +258,11 @@ def _status_text(section: Mapping[str, Any]) -> str:
     return f"{status}: {reason}" if reason else status
 
 
-def diff_snapshots(before: Mapping[str, Any], after: Mapping[str, Any],
-                   specs: Mapping[str, Mapping[str, FieldSpec]] | None = None) -> list[Change]:
+def diff_snapshots(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    specs: Mapping[str, Mapping[str, FieldSpec]] | None = None,
+) -> list[Change]:
     """Diff every probe section and the top-level metadata of two loaded snapshots.
 
     Args:

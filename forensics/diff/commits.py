@@ -74,7 +74,6 @@ NOT_LOADED_FACTOR = 0.25
 """Weight of a commit whose files the user's step never loaded (recorded by the benchmark), against 1."""
 
 
-
 class MoveKind(str, enum.Enum):
     """How HEAD moved, read from one reflog entry's message."""
 
@@ -138,8 +137,13 @@ class HeadMove:
     short: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"moved": self.moved, "kinds": [k.value for k in self.kinds], "entries": self.entries,
-                "sentence": self.sentence, "short": self.short or self.sentence}
+        return {
+            "moved": self.moved,
+            "kinds": [k.value for k in self.kinds],
+            "entries": self.entries,
+            "sentence": self.sentence,
+            "short": self.short or self.sentence,
+        }
 
 
 def _short(sha: Any) -> str:
@@ -162,10 +166,17 @@ def head_move(before: Mapping[str, Any], after: Mapping[str, Any]) -> HeadMove:
         a :class:`HeadMove`; pure (reads only the two dicts).
     """
     old, new = _head_sha(before), _head_sha(after)
-    seen = {(e.get("old"), e.get("new"), e.get("time"), e.get("action"))
-            for e in before.get("reflog") or [] if isinstance(e, dict)}
-    fresh = [e for e in after.get("reflog") or []
-             if isinstance(e, dict) and (e.get("old"), e.get("new"), e.get("time"), e.get("action")) not in seen]
+    seen = {
+        (e.get("old"), e.get("new"), e.get("time"), e.get("action"))
+        for e in before.get("reflog") or []
+        if isinstance(e, dict)
+    }
+    fresh = [
+        e
+        for e in after.get("reflog") or []
+        if isinstance(e, dict)
+        and (e.get("old"), e.get("new"), e.get("time"), e.get("action")) not in seen
+    ]
     fresh.reverse()  # the probe lists newest first; tell the story oldest first
     kinds = [classify_reflog_action(str(e.get("action", ""))) for e in fresh]
     moved = bool(new and old != new)  # no HEAD before (no commits yet) and one after: moved too
@@ -174,7 +185,8 @@ def head_move(before: Mapping[str, Any], after: Mapping[str, Any]) -> HeadMove:
     def how(with_time: bool) -> str:
         def one(k: MoveKind, e: dict[str, Any]) -> str:
             when = f", {e.get('time', '?')}" if with_time else ""
-            return f"{k.value} (\"{e.get('action', '')}\"{when})"
+            return f'{k.value} ("{e.get("action", "")}"{when})'
+
         if len(fresh) == 1:
             return f"a {one(kinds[0], fresh[0])}"
         return f"{len(fresh)} reflog events: " + "; ".join(one(k, e) for k, e in zip(kinds, fresh))
@@ -183,8 +195,10 @@ def head_move(before: Mapping[str, Any], after: Mapping[str, Any]) -> HeadMove:
         lead = f"HEAD moved {span} by " if moved else f"HEAD is back at {_short(new)} after "
         sentence, short = lead + how(True), lead + how(False)
     elif moved:
-        sentence = short = (f"HEAD moved {span} with no new reflog entry (reflog expired or disabled, or HEAD was "
-                            "written directly)")
+        sentence = short = (
+            f"HEAD moved {span} with no new reflog entry (reflog expired or disabled, or HEAD was "
+            "written directly)"
+        )
     else:
         sentence = short = f"HEAD unchanged at {_short(new)}"
     return HeadMove(moved, kinds, fresh, sentence, short)
@@ -211,8 +225,13 @@ class FileChange:
         return self.lines * category_weight(self.hot)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"path": self.path, "added": self.added, "deleted": self.deleted, "hot": list(self.hot),
-               "weight": self.weight}
+        out = {
+            "path": self.path,
+            "added": self.added,
+            "deleted": self.deleted,
+            "hot": list(self.hot),
+            "weight": self.weight,
+        }
         if self.renamed_from:
             out["renamed_from"] = self.renamed_from
         if self.loaded is not None:
@@ -272,12 +291,23 @@ class CommitChanges(Commit):
         return [f for f in self.files if f.renamed_from]
 
     def to_json(self) -> dict[str, Any]:
-        return {"sha": self.sha, "subject": self.subject, "author": self.author, "authored_at": self.authored_at,
-                "side": self.side, "added": self.added, "deleted": self.deleted, "hot_lines": self.hot_lines,
-                "hot_categories": self.hot_categories, "weight": round(self.weight, 2),
-                "loaded_by_step": None if not any(f.loaded is not None for f in self.files) else not self.unloaded,
-                "files": [f.to_json() for f in self.files],
-                "assessment": self.assessment.to_json() if self.assessment is not None else None}
+        return {
+            "sha": self.sha,
+            "subject": self.subject,
+            "author": self.author,
+            "authored_at": self.authored_at,
+            "side": self.side,
+            "added": self.added,
+            "deleted": self.deleted,
+            "hot_lines": self.hot_lines,
+            "hot_categories": self.hot_categories,
+            "weight": round(self.weight, 2),
+            "loaded_by_step": None
+            if not any(f.loaded is not None for f in self.files)
+            else not self.unloaded,
+            "files": [f.to_json() for f in self.files],
+            "assessment": self.assessment.to_json() if self.assessment is not None else None,
+        }
 
 
 @dataclass
@@ -312,21 +342,35 @@ class RepoChanges:
 
     @property
     def changed(self) -> bool:
-        return self.move.moved or bool(self.move.entries) or bool(self.notes) or bool(self.dirty_hot)
+        return (
+            self.move.moved or bool(self.move.entries) or bool(self.notes) or bool(self.dirty_hot)
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "role": self.role, "before": self.before_sha, "after": self.after_sha,
-                "head_move": self.move.to_json(), "read_from": self.read_from, "availability": self.availability,
-                "commits": [c.to_json() for c in self.commits], "dropped": [c.to_json() for c in self.dropped],
-                "dirty_hot": [f.to_json() for f in self.dirty_hot], "notes": list(self.notes),
-                "skipped_patterns": list(self.skipped_patterns),
-                "to_tell": self.to_tell, "pull_weight": self.weight().to_json() if self.move.moved else None}
+        return {
+            "path": self.path,
+            "role": self.role,
+            "before": self.before_sha,
+            "after": self.after_sha,
+            "head_move": self.move.to_json(),
+            "read_from": self.read_from,
+            "availability": self.availability,
+            "commits": [c.to_json() for c in self.commits],
+            "dropped": [c.to_json() for c in self.dropped],
+            "dirty_hot": [f.to_json() for f in self.dirty_hot],
+            "notes": list(self.notes),
+            "skipped_patterns": list(self.skipped_patterns),
+            "to_tell": self.to_tell,
+            "pull_weight": self.weight().to_json() if self.move.moved else None,
+        }
 
     def weight(self) -> suspects_mod.PullWeight:
         """What the pull weighs for ``code.change`` (:func:`forensics.diff.suspects.pull_weight`): ``none`` when no
         commit can have changed the step, ``unknown`` when the commits could not be read, else ``scaled``."""
         if self.availability != "ok":
-            return suspects_mod.pull_weight([], readable=False, unknown_why=self.availability, command=self.to_tell)
+            return suspects_mod.pull_weight(
+                [], readable=False, unknown_why=self.availability, command=self.to_tell
+            )
         return suspects_mod.pull_weight([classify(c) for c in self.commits + self.dropped])
 
 
@@ -409,26 +453,30 @@ def _hot(hot: HotPaths, path: str) -> list[str]:
     return [] if suspects_mod.file_kind(path) in suspects_mod.INERT else hot.categories(path)
 
 
-def _texts(path: Path, commit: Commit, files: list[FileChange],
-           budget: list[float] | None = None) -> list[tuple[str | None, str | None, bool] | None]:
+def _texts(
+    path: Path, commit: Commit, files: list[FileChange], budget: list[float] | None = None
+) -> list[tuple[str | None, str | None, bool] | None]:
     """(old text, new text, binary) of each file, read with ``git cat-file blob REV:PATH`` through
     :class:`forensics.gitio.Calls` (:data:`READ_AT_ONCE` files at a time); ``None`` for a file not read (beyond
     :data:`MAX_READ_FILES`, documentation/tests/CI, or git could not say). A side the commit (or its first
     parent) does not have is ``None``; a version over :data:`MAX_READ_BYTES`, with a NUL byte or not UTF-8
     is binary."""
     parent = commit.parents[0] if commit.parents else None
-    wanted = [i for i, fc in enumerate(files)
-              if i < MAX_READ_FILES and suspects_mod.file_kind(fc.path) not in suspects_mod.INERT]
+    wanted = [
+        i
+        for i, fc in enumerate(files)
+        if i < MAX_READ_FILES and suspects_mod.file_kind(fc.path) not in suspects_mod.INERT
+    ]
     if budget is not None:  # [files still to read in this listing, the monotonic deadline]
         if time.monotonic() > budget[1]:
             budget[0] = 0
-        wanted = wanted[:max(0, int(budget[0]))]
+        wanted = wanted[: max(0, int(budget[0]))]
         budget[0] -= len(wanted)
     out: list[tuple[str | None, str | None, bool] | None] = [None] * len(files)
     if not wanted:
         return out
     for chunk in range(0, len(wanted), READ_AT_ONCE):
-        _read_chunk(path, commit.sha, parent, files, wanted[chunk:chunk + READ_AT_ONCE], out)
+        _read_chunk(path, commit.sha, parent, files, wanted[chunk : chunk + READ_AT_ONCE], out)
     return out
 
 
@@ -436,17 +484,30 @@ READ_AT_ONCE = 8
 """Files whose two versions are read at once (two git processes each)."""
 
 
-def _read_chunk(path: Path, sha: str, parent: str | None, files: list[FileChange], wanted: list[int],
-                out: list[tuple[str | None, str | None, bool] | None]) -> None:
+def _read_chunk(
+    path: Path,
+    sha: str,
+    parent: str | None,
+    files: list[FileChange],
+    wanted: list[int],
+    out: list[tuple[str | None, str | None, bool] | None],
+) -> None:
     with Calls(path, ceiling=True) as calls:
         handles = {}
         for i in wanted:
             fc = files[i]
-            old = calls.start("cat-file", "blob", f"{parent}:{fc.renamed_from or fc.path}") if parent else None
+            old = (
+                calls.start("cat-file", "blob", f"{parent}:{fc.renamed_from or fc.path}")
+                if parent
+                else None
+            )
             handles[i] = (old, calls.start("cat-file", "blob", f"{sha}:{fc.path}"))
         for i, (h_old, h_new) in handles.items():
             try:
-                sides = [calls.result_bytes(h, check=False) if h is not None else (1, b"") for h in (h_old, h_new)]
+                sides = [
+                    calls.result_bytes(h, check=False) if h is not None else (1, b"")
+                    for h in (h_old, h_new)
+                ]
             except GitError:  # timed out: this file is judged by its path
                 continue
             texts, binary = [], False
@@ -465,8 +526,14 @@ def _read_chunk(path: Path, sha: str, parent: str | None, files: list[FileChange
             out[i] = (texts[0], texts[1], binary)
 
 
-def _assess(path: Path, commit: Commit, files: list[FileChange], loaded: set[str] | None,
-            weight: float, budget: list[float] | None = None) -> CommitAssessment:
+def _assess(
+    path: Path,
+    commit: Commit,
+    files: list[FileChange],
+    loaded: set[str] | None,
+    weight: float,
+    budget: list[float] | None = None,
+) -> CommitAssessment:
     """Judge a commit from both versions of its files (:func:`_texts`; a file not read is judged by its path)."""
     try:
         texts = _texts(path, commit, files, budget)
@@ -478,13 +545,27 @@ def _assess(path: Path, commit: Commit, files: list[FileChange], loaded: set[str
             out.extend(suspects_mod.paths_only([(fc.path, fc.renamed_from)], loaded))
             continue
         old, new, binary = read
-        out.append(suspects_mod.assess_file(fc.path, old, new, loaded=loaded, renamed_from=fc.renamed_from,
-                                            binary=binary or fc.added is None))
+        out.append(
+            suspects_mod.assess_file(
+                fc.path,
+                old,
+                new,
+                loaded=loaded,
+                renamed_from=fc.renamed_from,
+                binary=binary or fc.added is None,
+            )
+        )
     return suspects_mod.assess(out, weight)
 
 
-def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
-                    loaded: set[str] | None = None, budget: list[float] | None = None) -> CommitChanges:
+def _commit_changes(
+    path: Path,
+    commit: Commit,
+    hot: HotPaths,
+    side: str,
+    loaded: set[str] | None = None,
+    budget: list[float] | None = None,
+) -> CommitChanges:
     files = []
     for name, added, deleted, src in _numstat(path, commit):
         fc = FileChange(name, added, deleted, _hot(hot, name), src)
@@ -496,8 +577,9 @@ def _commit_changes(path: Path, commit: Commit, hot: HotPaths, side: str,
     return info
 
 
-def list_commits(path: Path, old: str, new: str, hot: HotPaths,
-                 loaded: set[str] | None = None) -> tuple[list[CommitChanges], list[CommitChanges], list[str]]:
+def list_commits(
+    path: Path, old: str, new: str, hot: HotPaths, loaded: set[str] | None = None
+) -> tuple[list[CommitChanges], list[CommitChanges], list[str]]:
     """Commits in ``new`` not in ``old`` and the reverse, read from the repository at ``path`` (itself, not
     a repository above it) through :mod:`forensics.gitio`: ``git log old..new`` and ``new..old`` (at most
     :data:`MAX_COMMITS` each), one ``git diff-tree`` per commit.
@@ -520,33 +602,50 @@ def list_commits(path: Path, old: str, new: str, hot: HotPaths,
     notes = []
     try:
         for sha in (old, new):
-            if not succeeds(path, "rev-parse", "--verify", "-q", "--end-of-options", f"{sha}^{{commit}}"):
-                raise LookupError(f"commit {sha[:10]} not available in {path} (garbage-collected, or a shallow "
-                                  "or different clone)")
+            if not succeeds(
+                path, "rev-parse", "--verify", "-q", "--end-of-options", f"{sha}^{{commit}}"
+            ):
+                raise LookupError(
+                    f"commit {sha[:10]} not available in {path} (garbage-collected, or a shallow "
+                    "or different clone)"
+                )
         shallow = Path(path) / git(path, "rev-parse", "--git-path", "shallow", ceiling=True)
         if shallow.exists():
             notes.append(f"{path} is a shallow clone: older commits may be missing from the list")
         budgets = [[MAX_READ_TOTAL, time.monotonic() + MAX_READ_S] for _ in range(2)]
-        fresh = [_commit_changes(path, c, hot, "new", loaded, budgets[0])
-                 for c in read_commits(path, f"{old}..{new}", max_count=MAX_COMMITS, ceiling=True)]
-        gone = [_commit_changes(path, c, hot, "dropped", loaded, budgets[1])
-                for c in read_commits(path, f"{new}..{old}", max_count=MAX_COMMITS, ceiling=True)]
+        fresh = [
+            _commit_changes(path, c, hot, "new", loaded, budgets[0])
+            for c in read_commits(path, f"{old}..{new}", max_count=MAX_COMMITS, ceiling=True)
+        ]
+        gone = [
+            _commit_changes(path, c, hot, "dropped", loaded, budgets[1])
+            for c in read_commits(path, f"{new}..{old}", max_count=MAX_COMMITS, ceiling=True)
+        ]
     except GitError as exc:
         raise OSError(str(exc)) from None
     if any(b[0] <= 0 for b in budgets) and any(
-            f.read is False for c in fresh + gone for f in (c.assessment.files if c.assessment else [])
-            if suspects_mod.file_kind(f.path) not in suspects_mod.INERT):
-        notes.append(f"the behaviour check stopped at {MAX_READ_TOTAL} files or {MAX_READ_S:g} s a side; later "
-                     "commits' files are judged by their paths")
+        f.read is False
+        for c in fresh + gone
+        for f in (c.assessment.files if c.assessment else [])
+        if suspects_mod.file_kind(f.path) not in suspects_mod.INERT
+    ):
+        notes.append(
+            f"the behaviour check stopped at {MAX_READ_TOTAL} files or {MAX_READ_S:g} s a side; later "
+            "commits' files are judged by their paths"
+        )
     if len(fresh) >= MAX_COMMITS:
         notes.append(f"only the newest {MAX_COMMITS} commits are listed")
     return _rank(fresh), _rank(gone), notes
 
 
-def _dirty_notes(before: Mapping[str, Any], after: Mapping[str, Any], hot: HotPaths) -> tuple[list[str], list[FileChange]]:
+def _dirty_notes(
+    before: Mapping[str, Any], after: Mapping[str, Any], hot: HotPaths
+) -> tuple[list[str], list[FileChange]]:
     notes: list[str] = []
     files = [str(f) for f in (after.get("modified") or []) + (after.get("staged") or [])]
-    hot_files = [FileChange(f, None, None, _hot(hot, f)) for f in dict.fromkeys(files) if _hot(hot, f)]
+    hot_files = [
+        FileChange(f, None, None, _hot(hot, f)) for f in dict.fromkeys(files) if _hot(hot, f)
+    ]
     was, now = bool(before.get("dirty")), bool(after.get("dirty"))
     before_files = set(map(str, (before.get("modified") or []) + (before.get("staged") or [])))
     new_files = [f for f in dict.fromkeys(files) if f not in before_files]
@@ -557,15 +656,26 @@ def _dirty_notes(before: Mapping[str, Any], after: Mapping[str, Any], hot: HotPa
         return f" ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''})" if names else ""
 
     if now and (not was or new_files or new_untracked):
-        what = [f"{plural(len(new_files), 'file')} newly modified or staged{listed(new_files)}"] if new_files else []
+        what = (
+            [f"{plural(len(new_files), 'file')} newly modified or staged{listed(new_files)}"]
+            if new_files
+            else []
+        )
         if new_untracked:
             what.append(f"{plural(len(new_untracked), 'untracked file')}{listed(new_untracked)}")
         if not what:
-            what.append("conflicted files" if after.get("conflicted") else "changes git reports as dirty")
-        notes.append(f"working tree {'became dirty' if not was else 'has new uncommitted changes'}: " + "; ".join(what))
+            what.append(
+                "conflicted files" if after.get("conflicted") else "changes git reports as dirty"
+            )
+        notes.append(
+            f"working tree {'became dirty' if not was else 'has new uncommitted changes'}: "
+            + "; ".join(what)
+        )
     elif was and not now:
-        notes.append("working tree was dirty before and is clean now (uncommitted changes were committed, "
-                     "stashed or discarded)")
+        notes.append(
+            "working tree was dirty before and is clean now (uncommitted changes were committed, "
+            "stashed or discarded)"
+        )
     if after.get("operation"):
         notes.append(f"a git {after['operation']} is in progress in the AFTER snapshot")
     return notes, hot_files
@@ -578,7 +688,9 @@ def loaded_files(*snapshots: Mapping[str, Any]) -> list[str] | None:
     for snap in snapshots:
         bench = snap.get("bench")
         for r in (bench.get("results") or []) if isinstance(bench, dict) else []:
-            files = r.get("loaded_files") if isinstance(r, dict) and r.get("kind") == "user" else None
+            files = (
+                r.get("loaded_files") if isinstance(r, dict) and r.get("kind") == "user" else None
+            )
             if isinstance(files, list):
                 seen = True
                 out.update(str(f) for f in files if isinstance(f, str))
@@ -591,18 +703,30 @@ def _relative(files: list[str] | None, repo_path: str) -> set[str] | None:
     import os
 
     root = os.path.realpath(repo_path).rstrip(os.sep) + os.sep
-    return {f[len(root):] for f in (os.path.realpath(x) if not x.startswith(root) else x for x in files)
-            if f.startswith(root)}
+    return {
+        f[len(root) :]
+        for f in (os.path.realpath(x) if not x.startswith(root) else x for x in files)
+        if f.startswith(root)
+    }
 
 
 def _repos(snapshot: Mapping[str, Any]) -> list[dict[str, Any]]:
     section = (snapshot.get("probes") or {}).get("git") or {}
     repos = (section.get("data") or {}).get("repos")
-    return [r for r in repos if isinstance(r, dict) and isinstance(r.get("path"), str)] if isinstance(repos, list) else []
+    return (
+        [r for r in repos if isinstance(r, dict) and isinstance(r.get("path"), str)]
+        if isinstance(repos, list)
+        else []
+    )
 
 
-def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path | None = None,
-            config: Path | None = None) -> list[RepoChanges]:
+def analyse(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    *,
+    repo: Path | None = None,
+    config: Path | None = None,
+) -> list[RepoChanges]:
     """``code.change`` evidence for every repository named in both snapshots' git data.
 
     Args:
@@ -626,28 +750,42 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
     pairs.sort(key=lambda p: p[1].get("role") != "main")
     step_files = loaded_files(before, after)
     for i, (b, a) in enumerate(pairs):
-        where = Path(repo) if (repo is not None and i == 0 and a.get("role", "main") == "main") else Path(a["path"])
+        where = (
+            Path(repo)
+            if (repo is not None and i == 0 and a.get("role", "main") == "main")
+            else Path(a["path"])
+        )
         hot = load_hot_paths(where if where.is_dir() else None, config)
-        rc = RepoChanges(a["path"], str(a.get("role", "main")), _head_sha(b), _head_sha(a), head_move(b, a))
+        rc = RepoChanges(
+            a["path"], str(a.get("role", "main")), _head_sha(b), _head_sha(a), head_move(b, a)
+        )
         rc.skipped_patterns = list(hot.skipped)
         rc.notes, rc.dirty_hot = _dirty_notes(b, a, hot)
         if rc.move.moved:
             rc.to_tell = _to_tell(a, where)
             if not where.is_dir():
-                rc.availability = f"commit list not available: {where} is not on this machine (use --repo)"
+                rc.availability = (
+                    f"commit list not available: {where} is not on this machine (use --repo)"
+                )
             else:
                 try:
                     loaded = _relative(step_files, a["path"])
-                    rc.commits, rc.dropped, notes = list_commits(where, rc.before_sha, rc.after_sha, hot, loaded)
+                    rc.commits, rc.dropped, notes = list_commits(
+                        where, rc.before_sha, rc.after_sha, hot, loaded
+                    )
                     if loaded is not None:
-                        notes.append(f"the benchmarked step loaded {len(loaded)} file(s) of this repository "
-                                     "(recorded in every Python process of the step)")
+                        notes.append(
+                            f"the benchmarked step loaded {len(loaded)} file(s) of this repository "
+                            "(recorded in every Python process of the step)"
+                        )
                     rc.read_from = str(where)
                     rc.notes.extend(notes)
                 except LookupError as exc:
                     rc.availability = str(exc)
-                    rc.to_tell = (f"git -C {shlex.quote(str(where))} fetch --all, then forensics diff again "
-                                  f"(or --repo with a clone that has {str(rc.after_sha)[:10]})")
+                    rc.to_tell = (
+                        f"git -C {shlex.quote(str(where))} fetch --all, then forensics diff again "
+                        f"(or --repo with a clone that has {str(rc.after_sha)[:10]})"
+                    )
                 except OSError as exc:
                     rc.availability = f"commit list not available: {exc}"
         out.append(rc)
@@ -657,7 +795,9 @@ def analyse(before: Mapping[str, Any], after: Mapping[str, Any], *, repo: Path |
 def _to_tell(after: Mapping[str, Any], where: Path) -> str:
     """The command that would list the commits of a repository this machine cannot read."""
     remotes = after.get("remotes") if isinstance(after.get("remotes"), dict) else {}
-    url = next((str(u) for u in remotes.values() if isinstance(u, str) and u and "REDACTED" not in u), "")
+    url = next(
+        (str(u) for u in remotes.values() if isinstance(u, str) and u and "REDACTED" not in u), ""
+    )
     clone = f"git clone {shlex.quote(url)} CLONE, then " if url else "a clone of it as CLONE: "
     return f"{clone}forensics diff BEFORE AFTER --repo CLONE (the snapshots name {where})"
 
@@ -681,20 +821,30 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
     for rc in repos:
         if not rc.changed:
             continue
-        mine = [f for f in findings if f.hypothesis == "code.change" and f.subject == rc.path
-                and f.status is HypothesisStatus.IMPLICATED and all(f is not g for g in leads)]
+        mine = [
+            f
+            for f in findings
+            if f.hypothesis == "code.change"
+            and f.subject == rc.path
+            and f.status is HypothesisStatus.IMPLICATED
+            and all(f is not g for g in leads)
+        ]
         if not mine:
             continue
         lead = next((f for f in mine if "head.sha" in f.fields), mine[0])
-        evidence = [f"repository {rc.path}{'' if rc.role == 'main' else f' ({rc.role} install)'}: {rc.move.sentence}"]
+        evidence = [
+            f"repository {rc.path}{'' if rc.role == 'main' else f' ({rc.role} install)'}: {rc.move.sentence}"
+        ]
         hot = [c for c in rc.commits if c.hot_lines]
         sus = suspects(rc)
         if rc.commits or rc.dropped:
-            evidence.append(f"{plural(len(rc.commits), 'new commit')}, {len(rc.dropped)} dropped; {len(hot)} touch "
-                            f"performance-sensitive paths; {plural(len(sus), 'suspect')} by what they changed")
+            evidence.append(
+                f"{plural(len(rc.commits), 'new commit')}, {len(rc.dropped)} dropped; {len(hot)} touch "
+                f"performance-sensitive paths; {plural(len(sus), 'suspect')} by what they changed"
+            )
         for c in order(rc.commits + rc.dropped)[:5]:
             dropped = " (dropped)" if c.side == "dropped" else ""
-            evidence.append(f"{c.sha[:10]}{dropped} \"{c.subject}\": {classify(c).why}")
+            evidence.append(f'{c.sha[:10]}{dropped} "{c.subject}": {classify(c).why}')
         for c in hot[:3]:
             moved = [f for f in c.hot_files if f.renamed_from]
             extra = ""
@@ -702,12 +852,16 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
                 extra += f"; {len(moved)} moved/copied file(s) count only their changed lines"
             if c.unloaded:
                 extra += "; the benchmarked step never loaded these files: ranked lower"
-            evidence.append(f"{c.sha[:10]} \"{c.subject}\" touches {', '.join(f.path for f in c.hot_files[:3])} "
-                            f"({', '.join(c.hot_categories)}; {c.hot_lines} hot lines, weight {c.weight:g}{extra})")
+            evidence.append(
+                f'{c.sha[:10]} "{c.subject}" touches {", ".join(f.path for f in c.hot_files[:3])} '
+                f"({', '.join(c.hot_categories)}; {c.hot_lines} hot lines, weight {c.weight:g}{extra})"
+            )
         if rc.availability != "ok":
             evidence.append(rc.availability)
         evidence.extend(rc.notes)
-        evidence.extend(f"uncommitted change to hot file {f.path} ({', '.join(f.hot)})" for f in rc.dirty_hot)
+        evidence.extend(
+            f"uncommitted change to hot file {f.path} ({', '.join(f.hot)})" for f in rc.dirty_hot
+        )
         pull = rc.weight() if rc.move.moved else None
         if rc.dirty_hot:
             sev, rel = Severity.HIGH, 0.9
@@ -720,13 +874,19 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
         else:
             sev, rel = Severity.LOW, 0.3
         if "head.sha" in lead.fields:  # the HEAD move: this module says how, with the commits
-            what = rc.move.short if (rc.move.moved or rc.move.entries) else (rc.notes or ["code changed"])[0]
+            what = (
+                rc.move.short
+                if (rc.move.moved or rc.move.entries)
+                else (rc.notes or ["code changed"])[0]
+            )
             top = sus[0] if sus else None
             if hot and pull is not None and pull.status == "scaled":
-                what += (f"; {plural(len(hot), 'commit')} {'touches' if len(hot) == 1 else 'touch'} hot paths, first "
-                         f"{hot[0].sha[:10]} \"{hot[0].subject}\"")
+                what += (
+                    f"; {plural(len(hot), 'commit')} {'touches' if len(hot) == 1 else 'touch'} hot paths, first "
+                    f'{hot[0].sha[:10]} "{hot[0].subject}"'
+                )
             if top is not None and not (hot and top is hot[0]):
-                what += f"; first suspect {top.sha[:10]} \"{top.subject}\" ({classify(top).why})"
+                what += f'; first suspect {top.sha[:10]} "{top.subject}" ({classify(top).why})'
             elif top is not None:
                 what += f" ({classify(top).why})"
             if pull is not None and pull.status != "scaled":
@@ -734,7 +894,11 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
             lead.summary = f"{Path(rc.path).name or rc.path}: {what}"
             if pull is not None and pull.status != "scaled" and not rc.dirty_hot:
                 # what the pull brought decides its weight, not the rule "a pull is high"
-                lead.status = HypothesisStatus.RULED_OUT if pull.status == "none" else HypothesisStatus.INCONCLUSIVE
+                lead.status = (
+                    HypothesisStatus.RULED_OUT
+                    if pull.status == "none"
+                    else HypothesisStatus.INCONCLUSIVE
+                )
                 lead.severity, lead.relevance = Severity.INFO, 0.0
                 sev, rel = Severity.INFO, 0.0
             elif pull is not None:
@@ -742,8 +906,13 @@ def attach_evidence(findings: list[Finding], repos: list[RepoChanges]) -> list[F
         if sev.weight > lead.severity.weight:
             lead.severity = sev
         lead.relevance = max(lead.relevance, rel)
-        moved = "head.sha" in lead.fields  # its reflog line is said better by the move sentence above
-        lead.evidence = evidence + [line for line in lead.evidence
-                                    if line not in evidence and not (moved and "reflog" in line)]
+        moved = (
+            "head.sha" in lead.fields
+        )  # its reflog line is said better by the move sentence above
+        lead.evidence = evidence + [
+            line
+            for line in lead.evidence
+            if line not in evidence and not (moved and "reflog" in line)
+        ]
         leads.append(lead)
     return leads + [f for f in findings if all(f is not g for g in leads)]

@@ -37,35 +37,91 @@ from forensics.model import Finding, HypothesisStatus, Severity
 # ----------------------------------------------------------------------------------------------
 PRIORS: dict[str, tuple[float, str]] = {
     "gpu.throttling": (0.8, "clocks cut under load slow every kernel directly"),
-    "gpu.contention": (0.7, "another process on the GPU takes SMs and memory bandwidth while it runs"),
-    "gpu.pcie-link": (0.6, "a downtrained link under load cuts copy bandwidth; only copy-bound steps feel it"),
-    "nccl.transport": (0.6, "a different transport (P2P -> SHM/NET) changes all-reduce latency several-fold"),
-    "gpu.topology": (0.5, "ACS/IOMMU or a broken NVLink/P2P path reroutes collectives through the host"),
-    "gpu.memory": (0.4, "memory at the total under load makes the allocator free and retry, or the driver spill"),
-    "gpu.config": (0.4, "a lower power limit or locked clocks slow compute, but many setting changes are neutral"),
-    "nccl.env": (0.4, "NCCL_* tuning variables change algorithms and protocols; some are no-ops on a topology"),
-    "nccl.env-propagation": (0.4, "a variable the workers do not see is a lost tuning or an injected one"),
-    "torch.version": (0.35, "a PyTorch upgrade changes kernels, defaults and the libraries it bundles"),
+    "gpu.contention": (
+        0.7,
+        "another process on the GPU takes SMs and memory bandwidth while it runs",
+    ),
+    "gpu.pcie-link": (
+        0.6,
+        "a downtrained link under load cuts copy bandwidth; only copy-bound steps feel it",
+    ),
+    "nccl.transport": (
+        0.6,
+        "a different transport (P2P -> SHM/NET) changes all-reduce latency several-fold",
+    ),
+    "gpu.topology": (
+        0.5,
+        "ACS/IOMMU or a broken NVLink/P2P path reroutes collectives through the host",
+    ),
+    "gpu.memory": (
+        0.4,
+        "memory at the total under load makes the allocator free and retry, or the driver spill",
+    ),
+    "gpu.config": (
+        0.4,
+        "a lower power limit or locked clocks slow compute, but many setting changes are neutral",
+    ),
+    "nccl.env": (
+        0.4,
+        "NCCL_* tuning variables change algorithms and protocols; some are no-ops on a topology",
+    ),
+    "nccl.env-propagation": (
+        0.4,
+        "a variable the workers do not see is a lost tuning or an injected one",
+    ),
+    "torch.version": (
+        0.35,
+        "a PyTorch upgrade changes kernels, defaults and the libraries it bundles",
+    ),
     "nccl.version": (0.3, "NCCL releases change tuning; regressions are topology-specific"),
-    "code.change": (0.3, "most pulls do not slow the step; hot-path commits raise it through the judge's strength"),
+    "code.change": (
+        0.3,
+        "most pulls do not slow the step; hot-path commits raise it through the judge's strength",
+    ),
     "gpu.health": (0.3, "ECC/Xid/replay events are faults first, slowdowns only sometimes"),
     "host.numa": (0.3, "a process moved off its GPU's NUMA node pays on every host-device copy"),
-    "cuda.version": (0.25, "CUDA runtime/cuBLAS changes are mostly neutral; a few regress kernels or host APIs"),
-    "driver.version": (0.2, "most driver updates are performance-neutral; the catalog lists the ones that are not"),
+    "cuda.version": (
+        0.25,
+        "CUDA runtime/cuBLAS changes are mostly neutral; a few regress kernels or host APIs",
+    ),
+    "driver.version": (
+        0.2,
+        "most driver updates are performance-neutral; the catalog lists the ones that are not",
+    ),
     "host.cpu": (0.2, "governor, load and cgroup limits matter to host-bound steps only"),
-    "python.packages": (0.15, "most package updates do not touch the step's hot loop; a GPU-stack package (flash-attn, "
-                              "vLLM, triton...) is raised to torch's level by the rule gpu-stack"),
+    "python.packages": (
+        0.15,
+        "most package updates do not touch the step's hot loop; a GPU-stack package (flash-attn, "
+        "vLLM, triton...) is raised to torch's level by the rule gpu-stack",
+    ),
 }
 DEFAULT_PRIOR = 0.3
 """Prior of a hypothesis id no row names (a third-party probe's)."""
 
-SEVERITY_STRENGTH = {Severity.LOW: 0.4, Severity.MEDIUM: 0.7, Severity.HIGH: 1.0, Severity.CRITICAL: 1.3}
+SEVERITY_STRENGTH = {
+    Severity.LOW: 0.4,
+    Severity.MEDIUM: 0.7,
+    Severity.HIGH: 1.0,
+    Severity.CRITICAL: 1.3,
+}
 """Strength of a judge's implicating finding by severity (``info`` never implicates)."""
 
-ENV_HYPOTHESES = ("gpu.throttling", "gpu.contention", "gpu.pcie-link", "gpu.config", "gpu.health", "gpu.topology",
-                  "gpu.memory",
-                  "driver.version", "nccl.version", "nccl.env", "nccl.env-propagation", "nccl.transport",
-                  "host.cpu", "host.numa")
+ENV_HYPOTHESES = (
+    "gpu.throttling",
+    "gpu.contention",
+    "gpu.pcie-link",
+    "gpu.config",
+    "gpu.health",
+    "gpu.topology",
+    "gpu.memory",
+    "driver.version",
+    "nccl.version",
+    "nccl.env",
+    "nccl.env-propagation",
+    "nccl.transport",
+    "host.cpu",
+    "host.numa",
+)
 """What the canary would see: hypotheses about the machine and the libraries under forensics' own code."""
 
 ALLREDUCE = ("canary.allreduce_us", "component.allreduce_busbw_gbps")
@@ -105,17 +161,27 @@ class Facts:
         if self.bench is None or not self.bench.moved(name):
             return False
         gap = self.bench.ratio - 1
-        r = next((r for r in self.bench.results if r.name == name and r.comparison is not None), None)
+        r = next(
+            (r for r in self.bench.results if r.name == name and r.comparison is not None), None
+        )
         return r is not None and gap > 0 and (r.comparison.time_ratio - 1) < MATERIAL_SHARE * gap
 
     def moved(self, names: Iterable[str]) -> list[str]:
         """The results among ``names`` measured slower (``slower`` or ``small-slower``) by a material share
         of the step's slowdown (see :meth:`_negligible`)."""
-        return [n for n in names if self.bench is not None and self.bench.moved(n) and not self._negligible(n)]
+        return [
+            n
+            for n in names
+            if self.bench is not None and self.bench.moved(n) and not self._negligible(n)
+        ]
 
     def flat(self, names: Iterable[str]) -> list[str]:
         """The results among ``names`` measured ``same`` (or faster), or slower by a negligible share."""
-        return [n for n in names if self.bench is not None and (self.bench.same(n) or self._negligible(n))]
+        return [
+            n
+            for n in names
+            if self.bench is not None and (self.bench.same(n) or self._negligible(n))
+        ]
 
     def canary_moved(self) -> bool:
         return self.bench is not None and self.bench.pointer is Pointer.ENVIRONMENT
@@ -124,7 +190,9 @@ class Facts:
         return bool(self.implicated.get(hyp))
 
     def field_fact(self, name: str) -> bool:
-        return any(name in f.fields for f in self.findings if f.status is HypothesisStatus.IMPLICATED)
+        return any(
+            name in f.fields for f in self.findings if f.status is HypothesisStatus.IMPLICATED
+        )
 
 
 @dataclass(frozen=True)
@@ -151,41 +219,60 @@ def _names(xs: list[str]) -> str:
 
 def _moved(group) -> Callable[[Facts], str]:
     """A rule test: fires on the components of GROUP that measured slower, naming them."""
+
     def fires(f: Facts) -> str:
         m = f.moved(group)
         return f"measured slower: {_names(m)}" if m else ""
+
     return fires
 
 
 def _flat(group) -> Callable[[Facts], str]:
     """A rule test: fires when the canary slowed while the components of GROUP that were measured did not."""
+
     def fires(f: Facts) -> str:
         if not f.canary_moved():
             return ""
         s = f.flat(group)
         return f"the canary slowed but {_names(s)} did not" if s and not f.moved(group) else ""
+
     return fires
 
 
 def _user_only(f: Facts) -> str:
-    return ("the user's step slowed while the canary's verify step did not"
-            if f.bench is not None and f.bench.pointer is Pointer.CODE else "")
+    return (
+        "the user's step slowed while the canary's verify step did not"
+        if f.bench is not None and f.bench.pointer is Pointer.CODE
+        else ""
+    )
 
 
 def _canary_moved(f: Facts) -> str:
-    return "forensics' own fixed benchmark (the canary) slowed: the environment changed" if f.canary_moved() else ""
+    return (
+        "forensics' own fixed benchmark (the canary) slowed: the environment changed"
+        if f.canary_moved()
+        else ""
+    )
 
 
 def _memory_full_driver(f: Facts) -> str:
-    return ("GPU memory near full with a driver change (drivers differ in how they oversubscribe or fall back to "
-            "system memory)" if (f.has("gpu.memory") or f.field_fact(MEMORY_NEAR_FULL_FIELD)) and f.has("driver.version") else "")
+    return (
+        "GPU memory near full with a driver change (drivers differ in how they oversubscribe or fall back to "
+        "system memory)"
+        if (f.has("gpu.memory") or f.field_fact(MEMORY_NEAR_FULL_FIELD)) and f.has("driver.version")
+        else ""
+    )
 
 
 def _transport_nccl(f: Facts) -> str:
     if not f.has("nccl.transport"):
         return ""
     by = [h for h in ("nccl.version", "nccl.env", "nccl.env-propagation") if f.has(h)]
-    return f"the NCCL transport changed together with {_names(by)}: the mechanism of that change" if by else ""
+    return (
+        f"the NCCL transport changed together with {_names(by)}: the mechanism of that change"
+        if by
+        else ""
+    )
 
 
 GPU_STACK_FIELD = "packages.gpu_stack"
@@ -194,46 +281,120 @@ GPU_STACK_FIELD = "packages.gpu_stack"
 
 
 def _gpu_stack(f: Facts) -> str:
-    return ("a GPU-stack package changed (attention/GEMM kernels, the serving engine, the compiler the step's kernels "
-            "come from): not 'other packages'" if f.field_fact(GPU_STACK_FIELD) else "")
+    return (
+        "a GPU-stack package changed (attention/GEMM kernels, the serving engine, the compiler the step's kernels "
+        "come from): not 'other packages'"
+        if f.field_fact(GPU_STACK_FIELD)
+        else ""
+    )
 
 
 def _contention_throttle(f: Facts) -> str:
-    return ("another process on the GPU and throttling together: a foreign process drawing power pushes the board to "
-            "its power cap, so the contention comes first" if f.has("gpu.contention") and f.has("gpu.throttling")
-            else "")
+    return (
+        "another process on the GPU and throttling together: a foreign process drawing power pushes the board to "
+        "its power cap, so the contention comes first"
+        if f.has("gpu.contention") and f.has("gpu.throttling")
+        else ""
+    )
 
 
 RULES: list[Rule] = [
-    Rule("allreduce-moved", "the canary's all-reduce latency or bus bandwidth measured slower",
-         {"nccl.version": 4.0, "nccl.env": 4.0, "nccl.transport": 4.0, "gpu.topology": 4.0,
-          "nccl.env-propagation": 3.0}, _moved(ALLREDUCE)),
-    Rule("compute-moved", "the canary's compute or the matmul TFLOP/s measured slower",
-         {"gpu.throttling": 4.0, "gpu.contention": 4.0, "gpu.config": 3.0, "cuda.version": 2.0,
-          "driver.version": 2.0}, _moved(COMPUTE)),
-    Rule("p2p-moved", "the GPU-to-GPU copy (P2P canary component) measured slower",
-         {"gpu.topology": 4.0, "nccl.transport": 3.0}, _moved(P2P)),
-    Rule("copies-moved", "host-to-device or device-to-host copy bandwidth measured slower",
-         {"gpu.pcie-link": 4.0, "host.numa": 2.0}, _moved(COPIES)),
-    Rule("allreduce-flat", "the canary slowed but its all-reduce was measured unchanged",
-         {"nccl.version": 0.4, "nccl.env": 0.4, "nccl.transport": 0.4, "gpu.topology": 0.4,
-          "nccl.env-propagation": 0.4}, _flat(ALLREDUCE)),
-    Rule("compute-flat", "the canary slowed but its compute and the matmul were measured unchanged",
-         {"gpu.throttling": 0.4, "gpu.contention": 0.4, "gpu.config": 0.4}, _flat(COMPUTE)),
-    Rule("user-step-only", "the user's step slowed while the canary's verify step did not (DESIGN section 7)",
-         {"code.change": 3.0, "python.packages": 4.0, "torch.version": 1.2, "cuda.version": 1.5,
-          **{h: 0.3 for h in ENV_HYPOTHESES}}, _user_only),
-    Rule("canary-moved", "the canary slowed: forensics' own code did not change, so the environment did",
-         {"code.change": 0.2, "python.packages": 0.5}, _canary_moved),
-    Rule("gpu-stack", "a package of the GPU stack's table changed (its kernels run in the step, as torch's do)",
-         {"python.packages": 2.3}, _gpu_stack),
-    Rule("contention-then-throttle", "gpu.contention and gpu.throttling both implicated (the throttle is its effect)",
-         {"gpu.contention": 2.0, "gpu.throttling": 0.6}, _contention_throttle),
-    Rule("memory-full-driver", "GPU memory near full (gpu.memory implicated) and a driver change",
-         {"driver.version": 3.0, "gpu.memory": 1.5}, _memory_full_driver),
-    Rule("transport-with-nccl", "the NCCL transport changed and so did the NCCL version or variables",
-         {"nccl.version": 2.0, "nccl.env": 2.0, "nccl.env-propagation": 2.0, "nccl.transport": 1.5},
-         _transport_nccl),
+    Rule(
+        "allreduce-moved",
+        "the canary's all-reduce latency or bus bandwidth measured slower",
+        {
+            "nccl.version": 4.0,
+            "nccl.env": 4.0,
+            "nccl.transport": 4.0,
+            "gpu.topology": 4.0,
+            "nccl.env-propagation": 3.0,
+        },
+        _moved(ALLREDUCE),
+    ),
+    Rule(
+        "compute-moved",
+        "the canary's compute or the matmul TFLOP/s measured slower",
+        {
+            "gpu.throttling": 4.0,
+            "gpu.contention": 4.0,
+            "gpu.config": 3.0,
+            "cuda.version": 2.0,
+            "driver.version": 2.0,
+        },
+        _moved(COMPUTE),
+    ),
+    Rule(
+        "p2p-moved",
+        "the GPU-to-GPU copy (P2P canary component) measured slower",
+        {"gpu.topology": 4.0, "nccl.transport": 3.0},
+        _moved(P2P),
+    ),
+    Rule(
+        "copies-moved",
+        "host-to-device or device-to-host copy bandwidth measured slower",
+        {"gpu.pcie-link": 4.0, "host.numa": 2.0},
+        _moved(COPIES),
+    ),
+    Rule(
+        "allreduce-flat",
+        "the canary slowed but its all-reduce was measured unchanged",
+        {
+            "nccl.version": 0.4,
+            "nccl.env": 0.4,
+            "nccl.transport": 0.4,
+            "gpu.topology": 0.4,
+            "nccl.env-propagation": 0.4,
+        },
+        _flat(ALLREDUCE),
+    ),
+    Rule(
+        "compute-flat",
+        "the canary slowed but its compute and the matmul were measured unchanged",
+        {"gpu.throttling": 0.4, "gpu.contention": 0.4, "gpu.config": 0.4},
+        _flat(COMPUTE),
+    ),
+    Rule(
+        "user-step-only",
+        "the user's step slowed while the canary's verify step did not (DESIGN section 7)",
+        {
+            "code.change": 3.0,
+            "python.packages": 4.0,
+            "torch.version": 1.2,
+            "cuda.version": 1.5,
+            **{h: 0.3 for h in ENV_HYPOTHESES},
+        },
+        _user_only,
+    ),
+    Rule(
+        "canary-moved",
+        "the canary slowed: forensics' own code did not change, so the environment did",
+        {"code.change": 0.2, "python.packages": 0.5},
+        _canary_moved,
+    ),
+    Rule(
+        "gpu-stack",
+        "a package of the GPU stack's table changed (its kernels run in the step, as torch's do)",
+        {"python.packages": 2.3},
+        _gpu_stack,
+    ),
+    Rule(
+        "contention-then-throttle",
+        "gpu.contention and gpu.throttling both implicated (the throttle is its effect)",
+        {"gpu.contention": 2.0, "gpu.throttling": 0.6},
+        _contention_throttle,
+    ),
+    Rule(
+        "memory-full-driver",
+        "GPU memory near full (gpu.memory implicated) and a driver change",
+        {"driver.version": 3.0, "gpu.memory": 1.5},
+        _memory_full_driver,
+    ),
+    Rule(
+        "transport-with-nccl",
+        "the NCCL transport changed and so did the NCCL version or variables",
+        {"nccl.version": 2.0, "nccl.env": 2.0, "nccl.env-propagation": 2.0, "nccl.transport": 1.5},
+        _transport_nccl,
+    ),
 ]
 """The evidence table, in the order its lines are printed."""
 
@@ -258,11 +419,15 @@ def strength(findings: list[Finding]) -> float:
     ``max(SEVERITY_STRENGTH[severity] x (0.5 + 0.5 x relevance))`` plus 0.05 per
     further such finding (at most 0.2).
     """
-    strong = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+    strong = [
+        f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0
+    ]
     if not strong:
         return 0.0
-    best = max(SEVERITY_STRENGTH[f.severity] * (0.5 + 0.5 * max(0.0, min(1.0, float(f.relevance))))
-               for f in strong)
+    best = max(
+        SEVERITY_STRENGTH[f.severity] * (0.5 + 0.5 * max(0.0, min(1.0, float(f.relevance))))
+        for f in strong
+    )
     return best + min(0.05 * (len(strong) - 1), 0.2)
 
 
@@ -275,8 +440,13 @@ class Scored:
     factors: dict[str, float]
 
 
-def score(hyp: str, findings: list[Finding], facts: Facts, catalog_factor: float = 1.0,
-          catalog_lines: Iterable[str] = ()) -> Scored:
+def score(
+    hyp: str,
+    findings: list[Finding],
+    facts: Facts,
+    catalog_factor: float = 1.0,
+    catalog_lines: Iterable[str] = (),
+) -> Scored:
     """Score one hypothesis: prior x strength x the factors of the rules that fire for it.
 
     Args:

@@ -60,8 +60,14 @@ def load_side(source: Source, *, redact: bool = True, name: str | None = None) -
     return side
 
 
-def analyse_files(before: Source | Side, after: Source | Side, *, repo: Path | None = None,
-                  config: Path | None = None, redact: bool = True) -> Analysis:
+def analyse_files(
+    before: Source | Side,
+    after: Source | Side,
+    *,
+    repo: Path | None = None,
+    config: Path | None = None,
+    redact: bool = True,
+) -> Analysis:
     """Load both sides (:func:`load_side`), sweep them again, diff, judge and rank them.
 
     Args:
@@ -79,10 +85,15 @@ def analyse_files(before: Source | Side, after: Source | Side, *, repo: Path | N
     """
     b = before if isinstance(before, Side) else load_side(before, redact=redact, name=None)
     a = after if isinstance(after, Side) else load_side(after, redact=redact, name=None)
-    analysis = analyse(b.doc, a.doc, repo=repo, config=config, names=(b.name, a.name), redact=redact)
+    analysis = analyse(
+        b.doc, a.doc, repo=repo, config=config, names=(b.name, a.name), redact=redact
+    )
     unredacted = [label for label, s in (("BEFORE", b), ("AFTER", a)) if s.taken_unredacted]
     if unredacted and redact:
-        analysis.notes.insert(0, f"{' and '.join(unredacted)} {'was' if len(unredacted) == 1 else 'were'} taken "
-                              f"with --no-redact; {b.newly_redacted + a.newly_redacted} value(s) were redacted for "
-                              "this report so that both sides compare like with like (diff --no-redact keeps them)")
+        analysis.notes.insert(
+            0,
+            f"{' and '.join(unredacted)} {'was' if len(unredacted) == 1 else 'were'} taken "
+            f"with --no-redact; {b.newly_redacted + a.newly_redacted} value(s) were redacted for "
+            "this report so that both sides compare like with like (diff --no-redact keeps them)",
+        )
     return analysis

@@ -25,13 +25,31 @@ from typing import Any, Mapping
 from forensics.errors import BadInputError
 
 DEFAULT_HOT_PATHS: dict[str, list[str]] = {
-    "distributed communication": [r"nccl", r"all_?reduce", r"parallel_state", r"communicat",
-                                  r"(^|[/_.])comms?([/_.]|$)", r"all_?gather", r"reduce_scatter"],
+    "distributed communication": [
+        r"nccl",
+        r"all_?reduce",
+        r"parallel_state",
+        r"communicat",
+        r"(^|[/_.])comms?([/_.]|$)",
+        r"all_?gather",
+        r"reduce_scatter",
+    ],
     "CUDA graphs": [r"cuda_?graph", r"graph_runner"],
     "kernels": [r"\.cuh?$", r"triton", r"cutlass", r"(^|/)csrc/", r"(^|/)kernels?(/|\.py$)"],
     "attention": [r"attention", r"(^|[/_.])attn", r"flash_?attn", r"flashinfer"],
-    "MoE": [r"(^|[/_.])moe([/_.]|$)", r"fused_moe", r"mixture_of_experts", r"(^|[/_.])experts?([/_.]|$)"],
-    "speculative decoding": [r"spec_?decod", r"speculative", r"eagle", r"(^|[/_.])draft", r"verif(y|ier)"],
+    "MoE": [
+        r"(^|[/_.])moe([/_.]|$)",
+        r"fused_moe",
+        r"mixture_of_experts",
+        r"(^|[/_.])experts?([/_.]|$)",
+    ],
+    "speculative decoding": [
+        r"spec_?decod",
+        r"speculative",
+        r"eagle",
+        r"(^|[/_.])draft",
+        r"verif(y|ier)",
+    ],
     "quantization": [r"quant", r"(^|[/_.])fp8([/_.]|$)", r"(^|[/_.])(awq|gptq|marlin)"],
     "scheduler": [r"schedul"],
     "memory pool": [r"mem(ory)?_?pool", r"allocator", r"block_manager", r"kv_cache"],
@@ -40,12 +58,12 @@ DEFAULT_HOT_PATHS: dict[str, list[str]] = {
 
 CATEGORY_WEIGHTS: dict[str, float] = {
     "distributed communication": 4.0,  # one collective per layer: a change multiplies by the layer count
-    "CUDA graphs": 4.0,                # a capture change can put every kernel launch back on the host
+    "CUDA graphs": 4.0,  # a capture change can put every kernel launch back on the host
     "kernels": 3.0,
-    "attention": 3.0,                  # attention, MoE and quantization are kernel code too
+    "attention": 3.0,  # attention, MoE and quantization are kernel code too
     "MoE": 3.0,
     "quantization": 3.0,
-    "scheduler": 2.0,                  # scheduling decides batch shapes, not the math
+    "scheduler": 2.0,  # scheduling decides batch shapes, not the math
 }
 """Category -> weight of a changed line when ranking commits (issue 13): collective communication and
 CUDA-graph capture above kernels above scheduling above the rest (speculative decoding, memory pool,
@@ -74,17 +92,24 @@ class HotPaths:
     """
 
     def __init__(self, patterns: Mapping[str, list[str]]):
-        self.patterns: dict[str, list[Any]] = {cat: [re.compile(p, re.I) for p in pats]
-                                               for cat, pats in patterns.items()}
+        self.patterns: dict[str, list[Any]] = {
+            cat: [re.compile(p, re.I) for p in pats] for cat, pats in patterns.items()
+        }
         self.skipped: list[str] = []
 
     def categories(self, path: str) -> list[str]:
         """Hot categories ``path`` matches, sorted; empty when it is not hot."""
         try:
-            return sorted(cat for cat, pats in self.patterns.items() if any(p.search(path) for p in pats))
-        except UnicodeEncodeError:  # RE2 reads UTF-8: a file name git gave in another encoding (lone surrogates)
+            return sorted(
+                cat for cat, pats in self.patterns.items() if any(p.search(path) for p in pats)
+            )
+        except (
+            UnicodeEncodeError
+        ):  # RE2 reads UTF-8: a file name git gave in another encoding (lone surrogates)
             path = path.encode("utf-8", "replace").decode("utf-8")
-            return sorted(cat for cat, pats in self.patterns.items() if any(p.search(path) for p in pats))
+            return sorted(
+                cat for cat, pats in self.patterns.items() if any(p.search(path) for p in pats)
+            )
 
 
 def bounded_pattern(pattern: str) -> tuple[Any | None, str]:
@@ -98,15 +123,21 @@ def bounded_pattern(pattern: str) -> tuple[Any | None, str]:
     try:
         import re2
     except ImportError:
-        return None, "the google-re2 package is not installed, so it cannot be matched in bounded time " \
-                     "(pip install google-re2)"
+        return (
+            None,
+            "the google-re2 package is not installed, so it cannot be matched in bounded time "
+            "(pip install google-re2)",
+        )
     options = re2.Options()
     options.case_sensitive = False
     options.log_errors = False  # RE2 would print its own parse errors on stderr
     try:
         pattern.encode("utf-8")
     except UnicodeEncodeError:  # RE2 reads UTF-8; YAML's "\uD800" escape gives a lone surrogate
-        return None, "it is not valid Unicode text (a lone surrogate from a \\uD800-style escape), which RE2 cannot read"
+        return (
+            None,
+            "it is not valid Unicode text (a lone surrogate from a \\uD800-style escape), which RE2 cannot read",
+        )
     try:
         return re2.compile(pattern, options), ""
     except re2.error as exc:
@@ -139,7 +170,9 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
         files.append(Path(repo) / CONFIG_NAME)
     if config is not None:
         if Path(config).is_dir():
-            raise BadInputError(f"--config {config}: is a folder; give the hot-paths YAML file (docs/report.md)")
+            raise BadInputError(
+                f"--config {config}: is a folder; give the hot-paths YAML file (docs/report.md)"
+            )
         if not Path(config).is_file():
             raise BadInputError(f"--config {config}: no such file")
         files.append(Path(config))
@@ -148,20 +181,29 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
             doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
             # ValueError: not UTF-8, or an integer over 4,300 digits; RecursionError: nested too deeply
-            raise BadInputError(f"{path}: cannot read as YAML ({type(exc).__name__}); fix or remove it") from None
+            raise BadInputError(
+                f"{path}: cannot read as YAML ({type(exc).__name__}); fix or remove it"
+            ) from None
         extra = doc.get("hot_paths", {}) if isinstance(doc, dict) else None
-        if not isinstance(extra, dict) or not all(isinstance(v, list) and all(isinstance(x, str) for x in v)
-                                                  for v in extra.values()):
-            raise BadInputError(f"{path}: 'hot_paths' must map a category name to a list of regular expressions")
+        if not isinstance(extra, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in extra.values()
+        ):
+            raise BadInputError(
+                f"{path}: 'hot_paths' must map a category name to a list of regular expressions"
+            )
         for cat, pats in extra.items():
             if not _is_text(str(cat)):  # it is written into the report, a UTF-8 file
-                raise BadInputError(f"{path}: hot_paths category {str(cat)!r} is not valid Unicode text (a lone "
-                                    "surrogate from a \\uD800-style escape); write the character itself")
+                raise BadInputError(
+                    f"{path}: hot_paths category {str(cat)!r} is not valid Unicode text (a lone "
+                    "surrogate from a \\uD800-style escape); write the character itself"
+                )
             for p in pats:
                 try:
                     re.compile(p)
                 except (re.error, OverflowError, RecursionError) as exc:
-                    raise BadInputError(f"{path}: hot_paths[{cat!r}] pattern {p!r} is not a regular expression ({exc})") from None
+                    raise BadInputError(
+                        f"{path}: hot_paths[{cat!r}] pattern {p!r} is not a regular expression ({exc})"
+                    ) from None
                 compiled, why = bounded_pattern(p)
                 if compiled is None:
                     hot.skipped.append(f"{path}: hot_paths[{cat!r}] pattern {p!r} skipped: {why}")

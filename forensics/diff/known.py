@@ -33,9 +33,18 @@ from typing import Any, Mapping
 from forensics.diff import evidence as ev
 from forensics.model import is_missing
 
-HYPOTHESIS = {"nccl": "nccl.version", "cuda": "cuda.version", "torch": "torch.version", "driver": "driver.version",
-              "nccl_setting": "nccl.env", "cuda_setting": "nccl.env", "torch_setting": "nccl.env",
-              "host_setting": "host.numa", "package": "python.packages", "gpu_state": "gpu.topology"}
+HYPOTHESIS = {
+    "nccl": "nccl.version",
+    "cuda": "cuda.version",
+    "torch": "torch.version",
+    "driver": "driver.version",
+    "nccl_setting": "nccl.env",
+    "cuda_setting": "nccl.env",
+    "torch_setting": "nccl.env",
+    "host_setting": "host.numa",
+    "package": "python.packages",
+    "gpu_state": "gpu.topology",
+}
 """Catalog component -> the hypothesis a match adds evidence to."""
 
 BENCH_RESULTS = {"allreduce": ev.ALLREDUCE, "matmul": ev.COMPUTE, "h2d": ev.COPIES}
@@ -50,7 +59,9 @@ def catalog() -> tuple[dict[str, Any], ...]:
     import yaml
 
     try:
-        text = (resources.files("forensics") / "data" / "known_issues.yaml").read_text(encoding="utf-8")
+        text = (resources.files("forensics") / "data" / "known_issues.yaml").read_text(
+            encoding="utf-8"
+        )
     except (FileNotFoundError, OSError):
         return ()
     doc = yaml.safe_load(text) or {}
@@ -89,7 +100,9 @@ def version_matches(version: str | None, spec: str | None) -> bool:
         if not m:
             return False
         c = _cmp(v, _parts(m.group(2)))
-        ok = {"==": c == 0, ">=": c >= 0, "<=": c <= 0, ">": c > 0, "<": c < 0, "!=": c != 0}[m.group(1)]
+        ok = {"==": c == 0, ">=": c >= 0, "<=": c <= 0, ">": c > 0, "<": c < 0, "!=": c != 0}[
+            m.group(1)
+        ]
         if not ok:
             return False
     return True
@@ -109,7 +122,9 @@ def _entry_version(entry: Any) -> str | None:
     return _str(entry.get("version")) if isinstance(entry, dict) and not is_missing(entry) else None
 
 
-def component_version(doc: Mapping[str, Any], component: str, package: str | None = None) -> str | None:
+def component_version(
+    doc: Mapping[str, Any], component: str, package: str | None = None
+) -> str | None:
     """The version of ``component`` a snapshot records (libs, software and gpu probes), or None."""
     libs, soft, gpu = _data(doc, "libs"), _data(doc, "software"), _data(doc, "gpu")
     if package or component == "package":
@@ -158,8 +173,10 @@ def _worker_envs(doc: Mapping[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _setting_matches(m: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
-    """"" when no match, else the sentence of the variables newly set as the entry says."""
+def _setting_matches(
+    m: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any]
+) -> str:
+    """ "" when no match, else the sentence of the variables newly set as the entry says."""
     want = m.get("env") or {}
     if not isinstance(want, dict) or not want:
         return ""
@@ -190,7 +207,13 @@ def _setting_matches(m: Mapping[str, Any], before: Mapping[str, Any], after: Map
 
 def _gpus(gpu: Mapping[str, Any]) -> list[Any]:
     gpus = gpu.get("gpus")
-    return list(gpus.values()) if isinstance(gpus, dict) else list(gpus) if isinstance(gpus, list) else []
+    return (
+        list(gpus.values())
+        if isinstance(gpus, dict)
+        else list(gpus)
+        if isinstance(gpus, list)
+        else []
+    )
 
 
 def _family(gpu: Mapping[str, Any]) -> str | None:
@@ -277,12 +300,15 @@ def _topo_ib(after: Mapping[str, Any]) -> bool | None:
 
 
 TOPOLOGY: dict[str, Any] = {
-    "nvlink": _topo_nvlink,            # gpu.topology.matrix: any GPU pair NV#
-    "pcie": _topo_pcie,                # gpu.topology.matrix: no GPU pair NV#
+    "nvlink": _topo_nvlink,  # gpu.topology.matrix: any GPU pair NV#
+    "pcie": _topo_pcie,  # gpu.topology.matrix: no GPU pair NV#
     "nvlink-bridge-pairs": _topo_bridge_pairs,  # gpu.topology.matrix: each GPU one NV# peer, 3+ GPUs
-    "nvswitch": _topo_nvswitch,        # gpu.topology.matrix: every pair NV#, 4+ GPUs
-    "ib": _topo_ib,                    # nccl_env ranks' NCCL log: 'Using network IB' (RoCE included)
-    "roce": None, "multi-node": None, "nvls": None, "mnnvl": None,
+    "nvswitch": _topo_nvswitch,  # gpu.topology.matrix: every pair NV#, 4+ GPUs
+    "ib": _topo_ib,  # nccl_env ranks' NCCL log: 'Using network IB' (RoCE included)
+    "roce": None,
+    "multi-node": None,
+    "nvls": None,
+    "mnnvl": None,
 }
 """``topology`` values -> a checker on AFTER's fields (True/False/None), or ``None`` where no snapshot field
 says it: a snapshot is one machine (``multi-node`` is the job's, not the machine's), NCCL's log does not tell
@@ -298,7 +324,9 @@ def _cond_gpu(wants: list, after, implicated) -> bool | None:
     names = _names(_data(after, "gpu"))
     if not names:
         return None
-    return any(re.search(rf"(^|\s){re.escape(str(w))}(\s|$)", n, re.I) for n in names for w in wants)
+    return any(
+        re.search(rf"(^|\s){re.escape(str(w))}(\s|$)", n, re.I) for n in names for w in wants
+    )
 
 
 def _cond_os(wants: list, after, implicated) -> bool | None:
@@ -310,8 +338,12 @@ def _cond_os(wants: list, after, implicated) -> bool | None:
         return None
     is_windows = "windows" in osr.lower() and "microsoft" not in rel.lower()
     is_wsl = "microsoft" in rel.lower()
-    return any((w == "linux" and not is_wsl and not is_windows) or (w == "wsl2" and is_wsl)
-               or (w == "windows" and is_windows) for w in wants)
+    return any(
+        (w == "linux" and not is_wsl and not is_windows)
+        or (w == "wsl2" and is_wsl)
+        or (w == "windows" and is_windows)
+        for w in wants
+    )
 
 
 def _cond_memory(wants: list, after, implicated) -> bool | None:
@@ -347,13 +379,13 @@ def _cond_topology(wants: list, after, implicated) -> bool | None:
 
 
 CONDITIONS: dict[str, Any] = {
-    "gpu_family": _cond_gpu_family,    # gpu.gpus.*.compute_capability
-    "gpu": _cond_gpu,                  # gpu.gpus.*.name
-    "os": _cond_os,                    # host.kernel (release), host.os_release
-    "memory": _cond_memory,            # gpu.memory implicated (the gpu probe's under-load peak)
-    "nodes": _cond_nodes,              # a snapshot is one machine: 'single' holds
-    "numa_nodes": _cond_numa_nodes,    # host.numa_nodes
-    "topology": _cond_topology,        # TOPOLOGY
+    "gpu_family": _cond_gpu_family,  # gpu.gpus.*.compute_capability
+    "gpu": _cond_gpu,  # gpu.gpus.*.name
+    "os": _cond_os,  # host.kernel (release), host.os_release
+    "memory": _cond_memory,  # gpu.memory implicated (the gpu probe's under-load peak)
+    "nodes": _cond_nodes,  # a snapshot is one machine: 'single' holds
+    "numa_nodes": _cond_numa_nodes,  # host.numa_nodes
+    "topology": _cond_topology,  # TOPOLOGY
 }
 """Condition kind -> checker ``(wanted values, AFTER, implicated ids) -> True/False/None`` on the snapshot's fields."""
 
@@ -375,7 +407,11 @@ WORKLOAD_FACTS: dict[str, str] = {
 def _condition(key: str, want: Any, after: Mapping[str, Any], implicated: set[str]) -> bool | None:
     """True/False when the snapshots decide ``key: want`` (:data:`CONDITIONS`), None when they cannot."""
     check = CONDITIONS.get(key)
-    return None if check is None else check(want if isinstance(want, list) else [want], after, implicated)
+    return (
+        None
+        if check is None
+        else check(want if isinstance(want, list) else [want], after, implicated)
+    )
 
 
 def _nvlink_states(doc: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
@@ -393,9 +429,14 @@ def _nvlink_states(doc: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
 def _links_inactive(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     """Some of a GPU's NVLinks inactive beside active ones in AFTER, not so in BEFORE ("" otherwise)."""
     b, a = _nvlink_states(before), _nvlink_states(after)
-    hit = [f"{gpu}: {act} active, {ina} inactive" for gpu, (act, ina) in sorted(a.items())
-           if act and ina and not (b.get(gpu, (0, 0))[1] >= ina)]
-    return ("NVLink links newly inactive beside active ones (" + "; ".join(hit) + ")") if hit else ""
+    hit = [
+        f"{gpu}: {act} active, {ina} inactive"
+        for gpu, (act, ina) in sorted(a.items())
+        if act and ina and not (b.get(gpu, (0, 0))[1] >= ina)
+    ]
+    return (
+        ("NVLink links newly inactive beside active ones (" + "; ".join(hit) + ")") if hit else ""
+    )
 
 
 def _acs_redirect(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
@@ -407,12 +448,22 @@ def _acs_redirect(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
             acs = br.get("acs") if isinstance(br, dict) else None
             if isinstance(acs, dict) and not is_missing(acs) and acs.get("redirect"):
                 bridges.append(f"{br.get('bdf')} ACSCtl {acs.get('control')}")
-    return ("PCIe ACS redirect enabled above the GPUs (" + ", ".join(sorted(set(bridges))) + ")") if bridges else ""
+    return (
+        ("PCIe ACS redirect enabled above the GPUs (" + ", ".join(sorted(set(bridges))) + ")")
+        if bridges
+        else ""
+    )
 
 
 STATE_MATCHERS: dict[str, tuple[str, Any]] = {
-    "nvlink": ("gpu.topology", _links_inactive),    # some-links-inactive: gpu.gpus.*.nvlink.links.*.state
-    "pcie_acs": ("gpu.topology", _acs_redirect),    # enabled: gpu.gpus.*.pci_topology.bridges.*.acs.redirect
+    "nvlink": (
+        "gpu.topology",
+        _links_inactive,
+    ),  # some-links-inactive: gpu.gpus.*.nvlink.links.*.state
+    "pcie_acs": (
+        "gpu.topology",
+        _acs_redirect,
+    ),  # enabled: gpu.gpus.*.pci_topology.bridges.*.acs.redirect
 }
 """``gpu_state``/``host_setting`` match keys -> (the hypothesis a match adds evidence to, a check on the
 snapshots' own fields returning the "what" line or ""). ``binding`` (far NUMA node) has none: the
@@ -460,17 +511,30 @@ class Match:
             tail = f"; not checked here: {', '.join(self.unchecked)}"
         if self.against:
             tail += f"; {self.against}"
-        return (f"{kind} x{self.factor:g} {e['id']}: {self.what} - {str(eff.get('what', '')).strip()}{mag}{tail} "
-                f"[{src.get('project', '')} {src.get('kind', '')}: {self.url}]")
+        return (
+            f"{kind} x{self.factor:g} {e['id']}: {self.what} - {str(eff.get('what', '')).strip()}{mag}{tail} "
+            f"[{src.get('project', '')} {src.get('kind', '')}: {self.url}]"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.entry["id"], "hypothesis": self.hypothesis, "url": self.url, "what": self.what,
-                "possible": bool(self.unchecked), "unchecked": list(self.unchecked), "against": self.against,
-                "factor": self.factor}
+        return {
+            "id": self.entry["id"],
+            "hypothesis": self.hypothesis,
+            "url": self.url,
+            "what": self.what,
+            "possible": bool(self.unchecked),
+            "unchecked": list(self.unchecked),
+            "against": self.against,
+            "factor": self.factor,
+        }
 
 
 def _moved_against(entry: Mapping[str, Any], bench) -> str:
-    names = [n for b in (entry.get("effect") or {}).get("benchmark") or [] for n in BENCH_RESULTS.get(b, ())]
+    names = [
+        n
+        for b in (entry.get("effect") or {}).get("benchmark") or []
+        for n in BENCH_RESULTS.get(b, ())
+    ]
     if not names or bench is None or bench.pointer.value != "environment":
         return ""
     if any(bench.moved(n) for n in names):
@@ -479,8 +543,13 @@ def _moved_against(entry: Mapping[str, Any], bench) -> str:
     return f"against it: the canary slowed but {', '.join(flat)} did not" if flat else ""
 
 
-def match(before: Mapping[str, Any], after: Mapping[str, Any], implicated: set[str], bench=None,
-          entries: tuple[dict[str, Any], ...] | None = None) -> list[Match]:
+def match(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    implicated: set[str],
+    bench=None,
+    entries: tuple[dict[str, Any], ...] | None = None,
+) -> list[Match]:
     """The catalog entries that fit the change between ``before`` and ``after``.
 
     Args:
@@ -507,10 +576,20 @@ def match(before: Mapping[str, Any], after: Mapping[str, Any], implicated: set[s
         elif comp in ("nccl", "cuda", "torch", "driver", "package"):
             pkg = m.get("package")
             vb, va = component_version(before, comp, pkg), component_version(after, comp, pkg)
-            if not vb or not va or vb == va or not version_matches(vb, m.get("from")) \
-                    or not version_matches(va, m.get("to")):
+            if (
+                not vb
+                or not va
+                or vb == va
+                or not version_matches(vb, m.get("from"))
+                or not version_matches(va, m.get("to"))
+            ):
                 continue
-            label = pkg or {"nccl": "NCCL", "cuda": "CUDA runtime", "torch": "torch", "driver": "driver"}[comp]
+            label = (
+                pkg
+                or {"nccl": "NCCL", "cuda": "CUDA runtime", "torch": "torch", "driver": "driver"}[
+                    comp
+                ]
+            )
             what = f"{label} {vb} -> {va}"
         elif comp in ("gpu_state", "host_setting"):
             found = [(k, STATE_MATCHERS.get(str(k))) for k in m]
@@ -531,7 +610,9 @@ def match(before: Mapping[str, Any], after: Mapping[str, Any], implicated: set[s
                 dropped = True
                 break
             if verdict is None:
-                unchecked.append(f"{key}={want if not isinstance(want, list) else '/'.join(map(str, want))}")
+                unchecked.append(
+                    f"{key}={want if not isinstance(want, list) else '/'.join(map(str, want))}"
+                )
         if dropped:
             continue
         out.append(Match(dict(e), hyp, what, unchecked, _moved_against(e, bench)))

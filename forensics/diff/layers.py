@@ -54,7 +54,9 @@ def _lib(doc: Mapping[str, Any], kind: str) -> dict[str, Any]:
 
 
 def _torch(doc: Mapping[str, Any]) -> str | None:
-    v = _lib(doc, "torch").get("version") or (_data(doc, "software").get("torch") or {}).get("version")
+    v = _lib(doc, "torch").get("version") or (_data(doc, "software").get("torch") or {}).get(
+        "version"
+    )
     return v if isinstance(v, str) and v else None
 
 
@@ -74,10 +76,17 @@ def library_findings(before: Mapping[str, Any], after: Mapping[str, Any]) -> lis
     if not changed:
         return []
     sev = max((c[2] for c in changed), key=lambda s: s.weight)
-    f = implicated("cuda.version", sev, "CUDA libraries changed: " + ", ".join(c[1] for c in changed),
-                   ["CUDA-toolkit libraries installed as pip wheels (software probe, package metadata); the step's "
-                    "kernels call them directly, whatever libcudart's version"],
-                   relevance=0.8 if sev is Severity.HIGH else 0.5, fields=["software.packages"])
+    f = implicated(
+        "cuda.version",
+        sev,
+        "CUDA libraries changed: " + ", ".join(c[1] for c in changed),
+        [
+            "CUDA-toolkit libraries installed as pip wheels (software probe, package metadata); the step's "
+            "kernels call them directly, whatever libcudart's version"
+        ],
+        relevance=0.8 if sev is Severity.HIGH else 0.5,
+        fields=["software.packages"],
+    )
     f.probe = "software"
     return [f]
 
@@ -89,16 +98,26 @@ def brought_by_torch(before: Mapping[str, Any], after: Mapping[str, Any]) -> dic
         return {}
     out: dict[str, list[str]] = {}
     brought = []
-    for kind, label, hyp in (("nccl", "NCCL", "nccl.version"), ("cuda_runtime", "CUDA runtime", "cuda.version")):
+    for kind, label, hyp in (
+        ("nccl", "NCCL", "nccl.version"),
+        ("cuda_runtime", "CUDA runtime", "cuda.version"),
+    ):
         b, a = _lib(before, kind), _lib(after, kind)
         vb, va = b.get("version"), a.get("version")
         if not vb or not va or vb == va or a.get("source") not in ("torch_lib", "nvidia_wheel"):
             continue
-        how = ("bundled in torch/lib" if a["source"] == "torch_lib" else
-               f"{a['wheel'] if isinstance(a.get('wheel'), str) else 'an nvidia-* wheel'}, installed with torch")
+        how = (
+            "bundled in torch/lib"
+            if a["source"] == "torch_lib"
+            else f"{a['wheel'] if isinstance(a.get('wheel'), str) else 'an nvidia-* wheel'}, installed with torch"
+        )
         line = f"torch {tb} -> {ta} brought {label} {vb} -> {va} ({how})"
-        out.setdefault(hyp, []).append(line + ": which of the two layers slowed the step is for the evidence to say")
+        out.setdefault(hyp, []).append(
+            line + ": which of the two layers slowed the step is for the evidence to say"
+        )
         brought.append(f"{label} {vb} -> {va}")
     if brought:
-        out["torch.version"] = [f"torch {tb} -> {ta} brought {', '.join(brought)} (its bundled or pinned libraries)"]
+        out["torch.version"] = [
+            f"torch {tb} -> {ta} brought {', '.join(brought)} (its bundled or pinned libraries)"
+        ]
     return out

@@ -36,15 +36,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from forensics import docfile
-from forensics.diff import commits as commits_mod
-from forensics.errors import BadInputError
-from forensics.fieldtypes import MALFORMED
-from forensics.diff.changes import Change, diff_snapshots
 from forensics.bench.effect import BenchEffect, Pointer, compare_bench
 from forensics.diff import causes as causes_mod
+from forensics.diff import commits as commits_mod
 from forensics.diff import evidence as ev_table
 from forensics.diff import known as known_mod
 from forensics.diff import layers as layers_mod
+from forensics.diff.changes import Change, diff_snapshots
+from forensics.errors import BadInputError
+from forensics.fieldtypes import MALFORMED
 from forensics.hypotheses import HYPOTHESES
 from forensics.model import Finding, HypothesisStatus, Severity, implicated, inconclusive
 from forensics.probe import JudgeContext, Probe, ProbeResult
@@ -89,11 +89,19 @@ class Hypothesis:
         return HYPOTHESES.get(self.id, "reported by a third-party probe")
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "status": self.status.value, "score": round(self.score, 3),
-                "severity": self.severity.value, "summary": self.summary, "description": self.description,
-                "evidence": list(self.evidence), "findings": [f.to_json() for f in self.findings],
-                "known_issues": list(self.known_issues), "explained_by": self.explained_by or None,
-                "explains": list(self.explains)}
+        return {
+            "id": self.id,
+            "status": self.status.value,
+            "score": round(self.score, 3),
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "description": self.description,
+            "evidence": list(self.evidence),
+            "findings": [f.to_json() for f in self.findings],
+            "known_issues": list(self.known_issues),
+            "explained_by": self.explained_by or None,
+            "explains": list(self.explains),
+        }
 
 
 @dataclass
@@ -160,12 +168,20 @@ class Analysis:
         inconclusive and nothing else met the rule.
         """
         slower = self.bench is not None and any(r.slower for r in self.bench.results)
-        worst = max((h.severity for h in self.implicated), default=Severity.INFO, key=lambda s: s.weight)
-        hit = slower or worst.weight >= Severity.HIGH.weight or (fail_on == "any" and bool(self.implicated))
+        worst = max(
+            (h.severity for h in self.implicated), default=Severity.INFO, key=lambda s: s.weight
+        )
+        hit = (
+            slower
+            or worst.weight >= Severity.HIGH.weight
+            or (fail_on == "any" and bool(self.implicated))
+        )
         if hit:
             return True
         undecided = self.bench is not None and any(
-            r.comparison is not None and r.comparison.verdict.value == "inconclusive" for r in self.bench.results)
+            r.comparison is not None and r.comparison.verdict.value == "inconclusive"
+            for r in self.bench.results
+        )
         return None if undecided else False
 
     def to_json(self) -> dict[str, Any]:
@@ -180,7 +196,10 @@ class Analysis:
             "commits": [r.to_json() for r in self.repos],
             "bench": self.bench.to_json() if self.bench else None,
             "notes": list(self.notes),
-            "snapshots": {"before": _meta(self.before, self.names[0]), "after": _meta(self.after, self.names[1])},
+            "snapshots": {
+                "before": _meta(self.before, self.names[0]),
+                "after": _meta(self.after, self.names[1]),
+            },
         }
 
 
@@ -188,12 +207,25 @@ def _meta(doc: Mapping[str, Any], name: str) -> dict[str, Any]:
     from forensics.snapshot import describe_import as describe
 
     probes = doc.get("probes") or {}
-    return {"file": name, "label": doc.get("label", ""), "created": doc.get("created", ""),
-            "source": doc.get("source", "snapshot"), "imported": describe(dict(doc)),
-            "machine": doc.get("machine") or {}, "tool": doc.get("tool") or {},
-            "redaction": doc.get("redaction", "on"), "redactions": doc.get("redactions") or [],
-            "probes": {n: {"status": s.get("status"), "reason": s.get("reason", ""),
-                           "duration_s": s.get("duration_s")} for n, s in probes.items()}}
+    return {
+        "file": name,
+        "label": doc.get("label", ""),
+        "created": doc.get("created", ""),
+        "source": doc.get("source", "snapshot"),
+        "imported": describe(dict(doc)),
+        "machine": doc.get("machine") or {},
+        "tool": doc.get("tool") or {},
+        "redaction": doc.get("redaction", "on"),
+        "redactions": doc.get("redactions") or [],
+        "probes": {
+            n: {
+                "status": s.get("status"),
+                "reason": s.get("reason", ""),
+                "duration_s": s.get("duration_s"),
+            }
+            for n, s in probes.items()
+        },
+    }
 
 
 @functools.lru_cache(maxsize=None)
@@ -212,7 +244,7 @@ def score(findings: list[Finding], multiplier: float = 1.0, hyp: str = "") -> fl
 
 
 def machine_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
-    """"" when both snapshots name the same machine, else a sentence saying they differ or cannot be matched.
+    """ "" when both snapshots name the same machine, else a sentence saying they differ or cannot be matched.
 
     The machine id hash decides when both sides have one. Without it (containers, VMs without
     /etc/machine-id) the hostname and, where both record it, the hardware fingerprint must match;
@@ -222,29 +254,42 @@ def machine_note(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     mb, ma = before.get("machine") or {}, after.get("machine") or {}
     imported = [side for side, m in (("BEFORE", mb), ("AFTER", ma)) if m.get("imported")]
     if imported:
-        return (f"{' and '.join(imported)} {'was' if len(imported) == 1 else 'were'} imported from a pasted text, which "
-                "names no machine: differences may be the machines', and what the text does not hold is not "
-                "compared (those hypotheses are inconclusive).")
+        return (
+            f"{' and '.join(imported)} {'was' if len(imported) == 1 else 'were'} imported from a pasted text, which "
+            "names no machine: differences may be the machines', and what the text does not hold is not "
+            "compared (those hypotheses are inconclusive)."
+        )
     hb, ha = mb.get("hostname", "?"), ma.get("hostname", "?")
     if mb.get("machine_id") and ma.get("machine_id"):
         same = mb["machine_id"] == ma["machine_id"]
     elif bool(mb.get("machine_id")) != bool(ma.get("machine_id")) and hb == ha:
         which = "AFTER" if ma.get("machine_id") else "BEFORE"
-        return (f"Cannot tell whether BEFORE and AFTER were taken on the same machine: only {which} records a "
-                f"machine id, and a shared hostname ({hb!r}) proves nothing; differences may be the machines'.")
+        return (
+            f"Cannot tell whether BEFORE and AFTER were taken on the same machine: only {which} records a "
+            f"machine id, and a shared hostname ({hb!r}) proves nothing; differences may be the machines'."
+        )
     else:
         same = hb == ha
         if same and mb.get("hardware") and ma.get("hardware") and mb["hardware"] != ma["hardware"]:
-            return (f"BEFORE and AFTER were taken on different hardware ({mb['hardware']} and {ma['hardware']}, "
-                    f"both named {hb!r}): differences may be the machines', not a change on one machine.")
+            return (
+                f"BEFORE and AFTER were taken on different hardware ({mb['hardware']} and {ma['hardware']}, "
+                f"both named {hb!r}): differences may be the machines', not a change on one machine."
+            )
     if same:
         return ""
-    return (f"BEFORE and AFTER were taken on different machines ({hb} and {ha}): differences may be the "
-            "machines', not a change on one machine.")
+    return (
+        f"BEFORE and AFTER were taken on different machines ({hb} and {ha}): differences may be the "
+        "machines', not a change on one machine."
+    )
 
 
-def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
-               probes: dict[str, Probe | None], notes: list[str], one_sided: list[str]) -> list[Finding]:
+def _judge_all(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    probes: dict[str, Probe | None],
+    notes: list[str],
+    one_sided: list[str],
+) -> list[Finding]:
     """Every probe's findings; ``one_sided`` gets "name (no data in AFTER)" for probes usable on one side only.
 
     A probe's judge runs when at least one side has data. The hypotheses a probe
@@ -261,18 +306,27 @@ def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
         if len(usable) == 1:
             one_sided.append(f"{name} (no data in {'AFTER' if usable[0] is sb else 'BEFORE'})")
         if probe is None:
-            notes.append(f"probe {name!r} is not installed here: its changes are listed but not judged")
+            notes.append(
+                f"probe {name!r} is not installed here: its changes are listed but not judged"
+            )
             continue
         found: list[Finding] = []
         if usable:
             try:
                 found = list(probe.judge(sb, sa, jctx))
-            except Exception as exc:  # a third-party judge may break; its hypotheses end inconclusive
+            except (
+                Exception
+            ) as exc:  # a third-party judge may break; its hypotheses end inconclusive
                 why = f" ({type(exc).__name__}: {exc})" if os.environ.get("FORENSICS_DEBUG") else ""
-                notes.append(f"probe {name!r} could not judge these snapshots (a fault in the probe, or data it "
-                             f"does not expect); its hypotheses are inconclusive; FORENSICS_DEBUG=1 shows the "
-                             f"error{why}")
-                found = [inconclusive(h, f"probe {name!r} could not judge these snapshots") for h in probe.hypotheses]
+                notes.append(
+                    f"probe {name!r} could not judge these snapshots (a fault in the probe, or data it "
+                    f"does not expect); its hypotheses are inconclusive; FORENSICS_DEBUG=1 shows the "
+                    f"error{why}"
+                )
+                found = [
+                    inconclusive(h, f"probe {name!r} could not judge these snapshots")
+                    for h in probe.hypotheses
+                ]
         for f in found:
             f.probe = f.probe or name
         found = _unless_malformed(name, found, before, after)
@@ -285,8 +339,9 @@ def _judge_all(before: Mapping[str, Any], after: Mapping[str, Any],
     return out
 
 
-def _unless_malformed(name: str, found: list[Finding], before: Mapping[str, Any],
-                      after: Mapping[str, Any]) -> list[Finding]:
+def _unless_malformed(
+    name: str, found: list[Finding], before: Mapping[str, Any], after: Mapping[str, Any]
+) -> list[Finding]:
     """``found`` with each finding that rests on a malformed value made inconclusive.
 
     The loader (:func:`forensics.snapshot.check_field_types`) replaced impossible readings (NaN, a
@@ -294,8 +349,11 @@ def _unless_malformed(name: str, found: list[Finding], before: Mapping[str, Any]
     A finding whose ``fields`` cover one of them (or that names no fields) neither implicates nor
     rules out on it.
     """
-    bad = [(side, tuple(trail)) for side, doc in (("BEFORE", before), ("AFTER", after))
-           for trail in ((doc.get(MALFORMED) or {}).get(name) or [])]
+    bad = [
+        (side, tuple(trail))
+        for side, doc in (("BEFORE", before), ("AFTER", after))
+        for trail in ((doc.get(MALFORMED) or {}).get(name) or [])
+    ]
     if not bad:
         return found
 
@@ -305,10 +363,16 @@ def _unless_malformed(name: str, found: list[Finding], before: Mapping[str, Any]
 
     out = []
     for f in found:
-        hit = [(side, trail) for side, trail in bad if not f.fields or any(covers(p, trail) for p in f.fields)]
+        hit = [
+            (side, trail)
+            for side, trail in bad
+            if not f.fields or any(covers(p, trail) for p in f.fields)
+        ]
         if hit and f.status is not HypothesisStatus.INCONCLUSIVE:
             where = "; ".join(f"{side} {'.'.join(trail)}" for side, trail in hit[:3])
-            g = inconclusive(f.hypothesis, f"malformed value ({where}); cannot compare", [f.summary])
+            g = inconclusive(
+                f.hypothesis, f"malformed value ({where}); cannot compare", [f.summary]
+            )
             g.probe, g.fields = f.probe, f.fields
             f = g
         out.append(f)
@@ -316,14 +380,23 @@ def _unless_malformed(name: str, found: list[Finding], before: Mapping[str, Any]
 
 
 def _why(sec: ProbeResult | None) -> str:
-    return "probe absent" if sec is None else f"{sec.status.value}{': ' + sec.reason if sec.reason else ''}"
+    return (
+        "probe absent"
+        if sec is None
+        else f"{sec.status.value}{': ' + sec.reason if sec.reason else ''}"
+    )
 
 
-def _no_data(name: str, probe: Probe, sb: ProbeResult | None, sa: ProbeResult | None,
-             found: list[Finding]) -> list[Finding]:
+def _no_data(
+    name: str, probe: Probe, sb: ProbeResult | None, sa: ProbeResult | None, found: list[Finding]
+) -> list[Finding]:
     """Inconclusive findings for the hypotheses ``probe`` declares and could not decide for lack of data."""
     decided = {f.hypothesis for f in found if f.status is not HypothesisStatus.INCONCLUSIVE}
-    missing = [(side, sec) for side, sec in (("BEFORE", sb), ("AFTER", sa)) if sec is None or not sec.usable]
+    missing = [
+        (side, sec)
+        for side, sec in (("BEFORE", sb), ("AFTER", sa))
+        if sec is None or not sec.usable
+    ]
     where = " or ".join(f"{side} ({_why(sec)})" for side, sec in missing)
     out = []
     for hyp in sorted(set(probe.hypotheses) - decided):
@@ -333,14 +406,20 @@ def _no_data(name: str, probe: Probe, sb: ProbeResult | None, sa: ProbeResult | 
     return out
 
 
-def _build(hyp: str, findings: list[Finding], scored: ev_table.Scored | float = 1.0, present: str = "") -> Hypothesis:
+def _build(
+    hyp: str, findings: list[Finding], scored: ev_table.Scored | float = 1.0, present: str = ""
+) -> Hypothesis:
     """One ledger line from a hypothesis's findings; ``scored`` is its evidence score (a bare multiplier scores
     the findings alone, without the evidence rules)."""
     if not isinstance(scored, ev_table.Scored):
         scored = ev_table.Scored(score(findings, float(scored), hyp), [], {})
-    strong = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+    strong = [
+        f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0
+    ]
     ruled = [f for f in findings if f.status is HypothesisStatus.RULED_OUT]
-    weak = [f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight == 0]
+    weak = [
+        f for f in findings if f.status is HypothesisStatus.IMPLICATED and f.severity.weight == 0
+    ]
     undecided = [f for f in findings if f.status is HypothesisStatus.INCONCLUSIVE]
     if strong:
         strong.sort(key=lambda f: (-f.severity.weight, -f.relevance))
@@ -354,14 +433,23 @@ def _build(hyp: str, findings: list[Finding], scored: ev_table.Scored | float = 
     elif undecided:
         status, lead, ordered = HypothesisStatus.INCONCLUSIVE, undecided[0], undecided
     else:
-        return Hypothesis(hyp, HypothesisStatus.INCONCLUSIVE, 0.0, Severity.INFO,
-                          f"not checked: none of the probes in these snapshots ({present or 'none'}) reported on it",
-                          [], [])
+        return Hypothesis(
+            hyp,
+            HypothesisStatus.INCONCLUSIVE,
+            0.0,
+            Severity.INFO,
+            f"not checked: none of the probes in these snapshots ({present or 'none'}) reported on it",
+            [],
+            [],
+        )
     evidence: list[str] = []
     seen: set[str] = set()  # a set: 20,000 changed packages must not cost 20,000**2 comparisons
     for f in ordered:
         head = f.summary
-        if f.status is HypothesisStatus.INCONCLUSIVE and status is not HypothesisStatus.INCONCLUSIVE:
+        if (
+            f.status is HypothesisStatus.INCONCLUSIVE
+            and status is not HypothesisStatus.INCONCLUSIVE
+        ):
             head = f"not checked: {f.summary}"
         for line in [head] + list(f.evidence):
             if line and line not in seen:
@@ -376,9 +464,15 @@ def _build(hyp: str, findings: list[Finding], scored: ev_table.Scored | float = 
     return Hypothesis(hyp, status, sc, sev, lead.summary, evidence, ordered)
 
 
-def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None = None,
-            config: Path | None = None, names: tuple[str, str] = ("BEFORE", "AFTER"),
-            redact: bool = True) -> Analysis:
+def analyse(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    *,
+    repo: Path | None = None,
+    config: Path | None = None,
+    names: tuple[str, str] = ("BEFORE", "AFTER"),
+    redact: bool = True,
+) -> Analysis:
     """Diff, judge and rank two loaded snapshots.
 
     Args:
@@ -398,25 +492,39 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     Raises:
         BadInputError: ``repo`` is not a folder or a config file is invalid.
     """
-    names_all = list(before.get("probes") or {}) + [n for n in (after.get("probes") or {}) if n not in (before.get("probes") or {})]
+    names_all = list(before.get("probes") or {}) + [
+        n for n in (after.get("probes") or {}) if n not in (before.get("probes") or {})
+    ]
     probes = {n: _probe(n) for n in names_all}
     specs = {n: dict(p.fields) for n, p in probes.items() if p is not None and p.fields}
     changes = diff_snapshots(before, after, specs)
-    notes: list[str] = [f"{side}: {note}" for side, doc in (("BEFORE", before), ("AFTER", after))
-                        for note in doc.get(docfile.LOAD_NOTES) or []]
+    notes: list[str] = [
+        f"{side}: {note}"
+        for side, doc in (("BEFORE", before), ("AFTER", after))
+        for note in doc.get(docfile.LOAD_NOTES) or []
+    ]
     one_sided: list[str] = []
     findings = _judge_all(before, after, probes, notes, one_sided)
     try:
         repos = commits_mod.analyse(before, after, repo=repo, config=config)
     except BadInputError:
         raise
-    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # malformed git data in a snapshot
+    except (
+        TypeError,
+        AttributeError,
+        KeyError,
+        ValueError,
+    ) as exc:  # malformed git data in a snapshot
         repos = []
-        notes.append(f"the git probe's data could not be read for the commit list ({type(exc).__name__}: {exc}); "
-                     "code.change rests on the git probe's own judgement")
+        notes.append(
+            f"the git probe's data could not be read for the commit list ({type(exc).__name__}: {exc}); "
+            "code.change rests on the git probe's own judgement"
+        )
     if repo is not None and not repos:
-        notes.append(f"--repo {repo}: the snapshots name no repository on both sides (git probe absent or "
-                     "unavailable), so there are no two HEADs to list commits between")
+        notes.append(
+            f"--repo {repo}: the snapshots name no repository on both sides (git probe absent or "
+            "unavailable), so there are no two HEADs to list commits between"
+        )
     for line in (x for rc in repos for x in rc.skipped_patterns):
         if line not in notes:  # a --config pattern is skipped once per repository: say it once
             notes.append(line)
@@ -426,11 +534,21 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
     by_hyp: dict[str, list[Finding]] = {h: [] for h in HYPOTHESES}
     for f in findings:
         by_hyp.setdefault(f.hypothesis, []).append(f)
-    env_dirty = any(f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0 and f.hypothesis != CODE
-                    for f in findings)
+    env_dirty = any(
+        f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0 and f.hypothesis != CODE
+        for f in findings
+    )
     if bench is not None and bench.pointer is Pointer.CODE and not env_dirty:
-        code = [f for f in by_hyp[CODE] if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
-        unread = [f for f in by_hyp[CODE] if f.status is HypothesisStatus.INCONCLUSIVE and "head.sha" in f.fields]
+        code = [
+            f
+            for f in by_hyp[CODE]
+            if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0
+        ]
+        unread = [
+            f
+            for f in by_hyp[CODE]
+            if f.status is HypothesisStatus.INCONCLUSIVE and "head.sha" in f.fields
+        ]
         if not code and unread and not bench.small:
             # a pull whose commits this machine cannot read is the code change the measurement points at
             unread[0].status, unread[0].severity = HypothesisStatus.IMPLICATED, Severity.HIGH
@@ -440,17 +558,31 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
             code[0].evidence.insert(0, f"measured: {bench.sentence}")
             code[0].relevance = max(code[0].relevance, 0.9)
         elif bench.small:
-            f = implicated(CODE, Severity.LOW, "a small real change: the user's step is slightly slower while the "
-                           "canary and the environment did not change", [bench.sentence], relevance=0.6)
+            f = implicated(
+                CODE,
+                Severity.LOW,
+                "a small real change: the user's step is slightly slower while the "
+                "canary and the environment did not change",
+                [bench.sentence],
+                relevance=0.6,
+            )
             f.probe = "bench"
             by_hyp[CODE].append(f)
         else:
-            f = implicated(CODE, Severity.HIGH, "the user's step slowed down while the canary and the environment "
-                           "did not change: the cause is in the code", [bench.sentence], relevance=0.8)
+            f = implicated(
+                CODE,
+                Severity.HIGH,
+                "the user's step slowed down while the canary and the environment "
+                "did not change: the cause is in the code",
+                [bench.sentence],
+                relevance=0.8,
+            )
             f.probe = "bench"
             by_hyp[CODE].append(f)
-    strong = {h: [f for f in fs if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
-              for h, fs in by_hyp.items()}
+    strong = {
+        h: [f for f in fs if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+        for h, fs in by_hyp.items()
+    }
     for h, lines in layers_mod.brought_by_torch(before, after).items():
         if strong.get(h):
             lead = max(strong[h], key=lambda f: (f.severity.weight, f.relevance))
@@ -469,14 +601,25 @@ def analyse(before: dict[str, Any], after: dict[str, Any], *, repo: Path | None 
         hyp = _build(h, fs, ev_table.score(h, fs, facts, factor, [m.line() for m in mine]), present)
         hyp.known_issues = [m.to_json() for m in mine]
         hyps.append(hyp)
-    order = {HypothesisStatus.IMPLICATED: 0, HypothesisStatus.INCONCLUSIVE: 1, HypothesisStatus.RULED_OUT: 2}
+    order = {
+        HypothesisStatus.IMPLICATED: 0,
+        HypothesisStatus.INCONCLUSIVE: 1,
+        HypothesisStatus.RULED_OUT: 2,
+    }
     hyps.sort(key=lambda h: (order[h.status], -h.score))
-    parent = causes_mod.link(hyps, causes_mod.all_links(p for p in probes.values() if p is not None))
+    parent = causes_mod.link(
+        hyps, causes_mod.all_links(p for p in probes.values() if p is not None)
+    )
     hyps = causes_mod.order(hyps)
-    result = Analysis(before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names)
+    result = Analysis(
+        before, after, "", hyps, changes, repos, bench, machine_note(before, after), notes, names
+    )
     result.parents = parent
     result.verdict = _verdict(result) + (
-        f" Not compared, their hypotheses inconclusive: {', '.join(sorted(one_sided))}." if one_sided else "")
+        f" Not compared, their hypotheses inconclusive: {', '.join(sorted(one_sided))}."
+        if one_sided
+        else ""
+    )
     return Redactor(enabled=redact).sweep(result)
 
 
@@ -499,11 +642,15 @@ def _measured(a: Analysis) -> str:
     if b.pointer is not Pointer.NONE:
         if b.small:
             moved = [r for r in b.results if r.moved]
-            worst = max([r for r in moved if r.kind != "component"] or moved,
-                        key=lambda r: r.comparison.time_ratio)  # type: ignore[union-attr]
+            worst = max(
+                [r for r in moved if r.kind != "component"] or moved,
+                key=lambda r: r.comparison.time_ratio,
+            )  # type: ignore[union-attr]
             c = worst.comparison
-            return (f"measured a small real change: {worst.name} {c.time_ratio:.3f}x slower "  # type: ignore[union-attr]
-                    f"(95% CI {c.ci_low:.3f}-{c.ci_high:.3f}, below the {c.threshold:.0%} threshold); ")  # type: ignore[union-attr]
+            return (
+                f"measured a small real change: {worst.name} {c.time_ratio:.3f}x slower "  # type: ignore[union-attr]
+                f"(95% CI {c.ci_low:.3f}-{c.ci_high:.3f}, below the {c.threshold:.0%} threshold); "
+            )  # type: ignore[union-attr]
         return f"measured {b.ratio:.2f}x slower; "
     return ""
 
@@ -511,11 +658,23 @@ def _measured(a: Analysis) -> str:
 def _faster(a: Analysis) -> str:
     """The verdict's lead-in when the benchmark measured a speed-up and no slowdown ("" otherwise)."""
     b = a.bench
-    if b is None or b.pointer is not Pointer.NONE or "faster:" not in b.sentence or not b.sentence.startswith("no result"):
+    if (
+        b is None
+        or b.pointer is not Pointer.NONE
+        or "faster:" not in b.sentence
+        or not b.sentence.startswith("no result")
+    ):
         return ""
-    ratios = [r.comparison.time_ratio for r in b.results if r.kind != "component" and r.comparison is not None
-              and r.comparison.time_ratio > 0]
-    return f"measured {1 / min(ratios):.2f}x faster, no slowdown to explain; " if ratios and min(ratios) < 1 else ""
+    ratios = [
+        r.comparison.time_ratio
+        for r in b.results
+        if r.kind != "component" and r.comparison is not None and r.comparison.time_ratio > 0
+    ]
+    return (
+        f"measured {1 / min(ratios):.2f}x faster, no slowdown to explain; "
+        if ratios and min(ratios) < 1
+        else ""
+    )
 
 
 NOT_MEASURED = "no slowdown was measured (no benchmark in either snapshot)"
@@ -523,34 +682,50 @@ NOT_MEASURED = "no slowdown was measured (no benchmark in either snapshot)"
 
 def _verdict(a: Analysis) -> str:
     imp = a.implicated
-    if a.bench is None:  # nothing was timed: say what changed, never "most likely cause" of a slowdown nobody saw
+    if (
+        a.bench is None
+    ):  # nothing was timed: say what changed, never "most likely cause" of a slowdown nobody saw
         ruled = sum(h.status is HypothesisStatus.RULED_OUT for h in a.hypotheses)
         unknown = sum(h.status is HypothesisStatus.INCONCLUSIVE for h in a.hypotheses)
         if imp:
             roots = a.causes
-            also = f"; also changed: {', '.join(h.id for h in roots[1:4])}" if len(roots) > 1 else ""
-            return (f"Things changed, but {NOT_MEASURED}; the change likeliest to matter: "
-                    f"{causes_mod.chain_sentence(roots[0], a.hypotheses, a.parents)}{also}.")
-        return (f"Nothing implicated, and {NOT_MEASURED}: {ruled} hypotheses ruled out, "
-                f"{unknown} inconclusive.")
+            also = (
+                f"; also changed: {', '.join(h.id for h in roots[1:4])}" if len(roots) > 1 else ""
+            )
+            return (
+                f"Things changed, but {NOT_MEASURED}; the change likeliest to matter: "
+                f"{causes_mod.chain_sentence(roots[0], a.hypotheses, a.parents)}{also}."
+            )
+        return (
+            f"Nothing implicated, and {NOT_MEASURED}: {ruled} hypotheses ruled out, "
+            f"{unknown} inconclusive."
+        )
     slow = _measured(a)
     if imp:
         roots = a.causes
         top = roots[0]
         also = f"; also implicated: {', '.join(h.id for h in roots[1:4])}" if len(roots) > 1 else ""
         flat = ""
-        if not slow and a.bench is not None and a.bench.sentence.startswith("no benchmark result moved"):
+        if (
+            not slow
+            and a.bench is not None
+            and a.bench.sentence.startswith("no benchmark result moved")
+        ):
             flat = " The benchmarks measured no slowdown beyond the noise."
         faster = "" if slow else _faster(a)
         lead = f"{faster}what changed: " if faster else f"{slow}most likely cause: "
         if faster:
             also, flat = also.replace("also implicated", "also changed"), ""
-        text = f"{lead}{causes_mod.chain_sentence(top, a.hypotheses, a.parents, a.bench)}{also}.{flat}"
+        text = (
+            f"{lead}{causes_mod.chain_sentence(top, a.hypotheses, a.parents, a.bench)}{also}.{flat}"
+        )
         return text[0].upper() + text[1:]
     ruled = sum(h.status is HypothesisStatus.RULED_OUT for h in a.hypotheses)
     unknown = sum(h.status is HypothesisStatus.INCONCLUSIVE for h in a.hypotheses)
     if slow:
-        text = (f"{slow.rstrip('; ')}, but no checked hypothesis explains it "
-                f"({ruled} ruled out, {unknown} inconclusive); see the inconclusive ones.")
+        text = (
+            f"{slow.rstrip('; ')}, but no checked hypothesis explains it "
+            f"({ruled} ruled out, {unknown} inconclusive); see the inconclusive ones."
+        )
         return text[0].upper() + text[1:]
     return f"No significant change: {ruled} hypotheses ruled out, {unknown} inconclusive, nothing implicated."

@@ -43,7 +43,13 @@ _NAME_INTROSPECTION = {"locals", "vars", "eval", "exec"}
 
 
 def _is_logger(node: ast.AST) -> bool:
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    name = (
+        node.attr
+        if isinstance(node, ast.Attribute)
+        else node.id
+        if isinstance(node, ast.Name)
+        else ""
+    )
     return bool(_LOGGER.match(name))
 
 
@@ -64,18 +70,26 @@ def is_debug_log(stmt: ast.stmt) -> bool:
     """``log.debug("x %s", y)`` (arguments cheap, see :func:`_cheap`) or ``if log.isEnabledFor(DEBUG): ...``."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         f = stmt.value.func
-        return (isinstance(f, ast.Attribute) and f.attr == "debug" and _is_logger(f.value)
-                and all(_cheap(a) for a in stmt.value.args) and all(_cheap(k.value) for k in stmt.value.keywords))
+        return (
+            isinstance(f, ast.Attribute)
+            and f.attr == "debug"
+            and _is_logger(f.value)
+            and all(_cheap(a) for a in stmt.value.args)
+            and all(_cheap(k.value) for k in stmt.value.keywords)
+        )
     if isinstance(stmt, ast.If) and not stmt.orelse:
         return "DEBUG" in ast.dump(stmt.test) and any(
-            isinstance(n, ast.Attribute) and n.attr in ("isEnabledFor", "getEffectiveLevel", "level")
-            for n in ast.walk(stmt.test))
+            isinstance(n, ast.Attribute)
+            and n.attr in ("isEnabledFor", "getEffectiveLevel", "level")
+            for n in ast.walk(stmt.test)
+        )
     return False
 
 
 def _type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 class _Strip(ast.NodeTransformer):
@@ -88,15 +102,26 @@ class _Strip(ast.NodeTransformer):
     def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
         for stmt in body:
-            if self.docstrings and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            if (
+                self.docstrings
+                and isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Constant)
+            ):
                 continue
             if self.debug and is_debug_log(stmt):
                 continue
             if self.annotations:
-                if isinstance(stmt, ast.ImportFrom) and (stmt.module in _TYPING_MODULES or (
-                        stmt.module == "__future__" and all(a.name == "annotations" for a in stmt.names))):
+                if isinstance(stmt, ast.ImportFrom) and (
+                    stmt.module in _TYPING_MODULES
+                    or (
+                        stmt.module == "__future__"
+                        and all(a.name == "annotations" for a in stmt.names)
+                    )
+                ):
                     continue
-                if isinstance(stmt, ast.Import) and all(a.name in _TYPING_MODULES for a in stmt.names):
+                if isinstance(stmt, ast.Import) and all(
+                    a.name in _TYPING_MODULES for a in stmt.names
+                ):
                     continue
                 if isinstance(stmt, ast.If) and _type_checking(stmt.test) and not stmt.orelse:
                     continue
@@ -113,7 +138,12 @@ class _Strip(ast.NodeTransformer):
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                 setattr(node, name, self._body(block))
         for name, value in ast.iter_fields(node):
-            if name in ("body", "orelse", "finalbody") and isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+            if (
+                name in ("body", "orelse", "finalbody")
+                and isinstance(value, list)
+                and value
+                and isinstance(value[0], ast.stmt)
+            ):
                 continue
             if isinstance(value, list):
                 new_list = []
@@ -145,7 +175,12 @@ class _Strip(ast.NodeTransformer):
     def _function(self, node):
         if self.annotations:
             node.returns = None
-            for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs + [node.args.vararg, node.args.kwarg]:
+            for a in (
+                node.args.posonlyargs
+                + node.args.args
+                + node.args.kwonlyargs
+                + [node.args.vararg, node.args.kwarg]
+            ):
                 if a is not None:
                     a.annotation = None
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
@@ -178,15 +213,29 @@ class _Strip(ast.NodeTransformer):
             return node
         if node.value is None:
             return None
-        return ast.Assign(targets=[node.target], value=self.visit(node.value), lineno=node.lineno,
-                          col_offset=node.col_offset)
+        return ast.Assign(
+            targets=[node.target],
+            value=self.visit(node.value),
+            lineno=node.lineno,
+            col_offset=node.col_offset,
+        )
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         f = node.func
-        if self.annotations and len(node.args) == 2 and not node.keywords and (
-                (isinstance(f, ast.Name) and f.id == "cast") or (isinstance(f, ast.Attribute) and f.attr == "cast"
-                                                                 and isinstance(f.value, ast.Name)
-                                                                 and f.value.id in _TYPING_MODULES)):
+        if (
+            self.annotations
+            and len(node.args) == 2
+            and not node.keywords
+            and (
+                (isinstance(f, ast.Name) and f.id == "cast")
+                or (
+                    isinstance(f, ast.Attribute)
+                    and f.attr == "cast"
+                    and isinstance(f.value, ast.Name)
+                    and f.value.id in _TYPING_MODULES
+                )
+            )
+        ):
             return self.visit(node.args[1])
         return self.generic_visit(node)
 
@@ -281,11 +330,15 @@ class _Canon(ast.NodeTransformer):
         lam = isinstance(node, ast.Lambda)
         renamed = list(args.posonlyargs) + ([a for a in args.args + args.kwonlyargs] if lam else [])
         renamed += [a for a in (args.vararg, args.kwarg) if a is not None]
-        kept = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {a.arg for a in renamed}
+        kept = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {
+            a.arg for a in renamed
+        }
         scope: dict[str, str] = {}
         if not finder.introspects:
             depth = len(self.scopes) + 1
-            names = [a.arg for a in renamed] + [n for n in finder.order if n not in finder.declared and n not in kept]
+            names = [a.arg for a in renamed] + [
+                n for n in finder.order if n not in finder.declared and n not in kept
+            ]
             for name in names:
                 scope.setdefault(name, f"_l{depth}_{len(scope)}")
             for a in renamed:
@@ -363,8 +416,14 @@ class _Canon(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def normalise(tree: ast.AST, *, docstrings: bool = True, annotations: bool = True, debug: bool = True,
-              renames: bool = True) -> ast.AST:
+def normalise(
+    tree: ast.AST,
+    *,
+    docstrings: bool = True,
+    annotations: bool = True,
+    debug: bool = True,
+    renames: bool = True,
+) -> ast.AST:
     """A copy of ``tree`` with the inert parts set aside (module docstring); each kind can be kept."""
     tree = copy.deepcopy(tree)
     tree = _Strip(annotations=annotations, debug=debug, docstrings=docstrings).visit(tree)
@@ -380,8 +439,11 @@ def dump(tree: ast.AST) -> str:
 
 def _comments(text: str) -> list[str]:
     try:
-        return [t.string.strip() for t in tokenize.generate_tokens(io.StringIO(text).readline)
-                if t.type == tokenize.COMMENT]
+        return [
+            t.string.strip()
+            for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type == tokenize.COMMENT
+        ]
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return []
 
@@ -447,9 +509,15 @@ def compare(old: str | None, new: str | None) -> PyComparison:
         aside = []
         if _comments(old or "") != _comments(new or ""):
             aside.append("comments")
-        for kind, kwargs in (("docstrings", {"docstrings": False}), ("annotations", {"annotations": False}),
-                             ("debug logging", {"debug": False}), ("renames", {"renames": False})):
-            if _tokens(t_old, texts[0], shared, **kwargs) != _tokens(t_new, texts[1], shared, **kwargs):
+        for kind, kwargs in (
+            ("docstrings", {"docstrings": False}),
+            ("annotations", {"annotations": False}),
+            ("debug logging", {"debug": False}),
+            ("renames", {"renames": False}),
+        ):
+            if _tokens(t_old, texts[0], shared, **kwargs) != _tokens(
+                t_new, texts[1], shared, **kwargs
+            ):
                 aside.append(kind)
     except RecursionError:
         return PyComparison(False, False, [], t_old, t_new)
@@ -464,7 +532,7 @@ def _statement_texts(tree: ast.Module, text: str) -> list[str]:
     out = []
     for st in tree.body:
         start = min([st.lineno] + [d.lineno for d in getattr(st, "decorator_list", [])])
-        out.append("\n".join(lines[start - 1:st.end_lineno or st.lineno]))
+        out.append("\n".join(lines[start - 1 : st.end_lineno or st.lineno]))
     return out
 
 
@@ -496,7 +564,9 @@ def _layout_changed(old: str, new: str) -> bool:
         if tag != "replace":
             continue
         x, y = "".join(map(_code_chars, a[i1:i2])), "".join(map(_code_chars, b[j1:j2]))
-        bare = [[line.split("#", 1)[0].rstrip() for line in block] for block in (a[i1:i2], b[j1:j2])]
+        bare = [
+            [line.split("#", 1)[0].rstrip() for line in block] for block in (a[i1:i2], b[j1:j2])
+        ]
         if x and x == y and bare[0] != bare[1]:
             return True
     return False

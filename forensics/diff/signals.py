@@ -45,19 +45,37 @@ class SignalKind(str, enum.Enum):
 
 
 SIGNAL_WEIGHTS: dict[SignalKind, tuple[float, str]] = {
-    SignalKind.GRAPH_COMPILE: (4.0, "CUDA graphs or torch.compile switched off puts every kernel launch back on the "
-                                    "host: a launch-bound step (decode) slows several-fold (vLLM docs, enforce_eager)"),
-    SignalKind.COLLECTIVE: (4.0, "a collective runs once per layer or more: a changed call, group or backend is "
-                                 "multiplied by the layer count (NCCL tuning notes, docs/bench.md)"),
-    SignalKind.SYNC: (3.0, "a host-device synchronisation (.item(), .cpu(), synchronize) stalls the host until the GPU "
-                           "drains, so the launch queue empties every step (PyTorch CUDA semantics: asynchronous "
-                           "execution)"),
-    SignalKind.PRECISION: (3.0, "float32 instead of bf16/fp16 leaves the tensor cores' half-precision rate and doubles "
-                                "the bytes moved (PyTorch AMP docs; the H200's bf16 dense rate is ~15x its fp32 rate)"),
-    SignalKind.ALLOC_IN_LOOP: (2.0, "a tensor allocated per iteration costs an allocator call and, for zeros/ones/"
-                                    "clone, a kernel, every iteration (PyTorch CUDA memory management notes)"),
-    SignalKind.CONFIG_DEFAULT: (2.0, "a changed default changes what every caller gets without a line of theirs "
-                                     "changing: limits, batch sizes, flags (issue 13 case 13: a generation limit)"),
+    SignalKind.GRAPH_COMPILE: (
+        4.0,
+        "CUDA graphs or torch.compile switched off puts every kernel launch back on the "
+        "host: a launch-bound step (decode) slows several-fold (vLLM docs, enforce_eager)",
+    ),
+    SignalKind.COLLECTIVE: (
+        4.0,
+        "a collective runs once per layer or more: a changed call, group or backend is "
+        "multiplied by the layer count (NCCL tuning notes, docs/bench.md)",
+    ),
+    SignalKind.SYNC: (
+        3.0,
+        "a host-device synchronisation (.item(), .cpu(), synchronize) stalls the host until the GPU "
+        "drains, so the launch queue empties every step (PyTorch CUDA semantics: asynchronous "
+        "execution)",
+    ),
+    SignalKind.PRECISION: (
+        3.0,
+        "float32 instead of bf16/fp16 leaves the tensor cores' half-precision rate and doubles "
+        "the bytes moved (PyTorch AMP docs; the H200's bf16 dense rate is ~15x its fp32 rate)",
+    ),
+    SignalKind.ALLOC_IN_LOOP: (
+        2.0,
+        "a tensor allocated per iteration costs an allocator call and, for zeros/ones/"
+        "clone, a kernel, every iteration (PyTorch CUDA memory management notes)",
+    ),
+    SignalKind.CONFIG_DEFAULT: (
+        2.0,
+        "a changed default changes what every caller gets without a line of theirs "
+        "changing: limits, batch sizes, flags (issue 13 case 13: a generation limit)",
+    ),
 }
 """Kind -> (weight added to a commit's suspicion, the reason). Engineering estimates of how often a construct of this
 kind, once added to a step's path, costs time measurably; a commit with a signal outranks any line count."""
@@ -94,31 +112,115 @@ class Signal:
         return f"{self.kind.value}: {what} ({where})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind.name.lower(), "label": self.kind.value, "file": self.file, "line": self.line,
-                "text": self.text, "detail": self.detail, "removed": self.removed}
+        return {
+            "kind": self.kind.name.lower(),
+            "label": self.kind.value,
+            "file": self.file,
+            "line": self.line,
+            "text": self.text,
+            "detail": self.detail,
+            "removed": self.removed,
+        }
 
 
 # --------------------------------------------------------------------------------------------------
 # Python: what each construct is
 # --------------------------------------------------------------------------------------------------
 PRECISION_METHODS = {"float", "double", "half", "bfloat16"}
-DTYPES = {"float32", "float64", "float16", "bfloat16", "half", "double", "float", "float8_e4m3fn", "float8_e5m2",
-          "complex64", "complex128", "tfloat32"}
-PRECISION_CALLS = {"autocast", "set_default_dtype", "set_float32_matmul_precision", "custom_fwd", "custom_bwd"}
-PRECISION_ATTRS = {"allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"}
+DTYPES = {
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "half",
+    "double",
+    "float",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "complex64",
+    "complex128",
+    "tfloat32",
+}
+PRECISION_CALLS = {
+    "autocast",
+    "set_default_dtype",
+    "set_float32_matmul_precision",
+    "custom_fwd",
+    "custom_bwd",
+}
+PRECISION_ATTRS = {
+    "allow_tf32",
+    "allow_fp16_reduced_precision_reduction",
+    "allow_bf16_reduced_precision_reduction",
+}
 SYNC_METHODS = {"item", "cpu", "tolist", "numpy", "synchronize", "nonzero"}
-ALLOC_FUNCS = {"empty", "zeros", "ones", "full", "tensor", "as_tensor", "empty_like", "zeros_like", "ones_like",
-               "full_like", "rand", "randn", "randint", "arange", "linspace", "eye", "empty_strided"}
-ALLOC_METHODS = {"clone", "contiguous", "new_zeros", "new_empty", "new_ones", "new_full", "new_tensor"}
-COLLECTIVES = {"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
-               "all_to_all", "all_to_all_single", "broadcast", "barrier", "send", "recv", "isend", "irecv", "reduce",
-               "batch_isend_irecv", "new_group", "init_process_group", "all_gather_object", "broadcast_object_list"}
+ALLOC_FUNCS = {
+    "empty",
+    "zeros",
+    "ones",
+    "full",
+    "tensor",
+    "as_tensor",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "rand",
+    "randn",
+    "randint",
+    "arange",
+    "linspace",
+    "eye",
+    "empty_strided",
+}
+ALLOC_METHODS = {
+    "clone",
+    "contiguous",
+    "new_zeros",
+    "new_empty",
+    "new_ones",
+    "new_full",
+    "new_tensor",
+}
+COLLECTIVES = {
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "broadcast",
+    "barrier",
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+    "reduce",
+    "batch_isend_irecv",
+    "new_group",
+    "init_process_group",
+    "all_gather_object",
+    "broadcast_object_list",
+}
 GRAPH_NAMES = {"CUDAGraph", "make_graphed_callables", "graph_pool_handle", "cudagraphify"}
-GRAPH_KEYWORDS = {"enforce_eager", "fullgraph", "use_cuda_graph", "cuda_graph", "cudagraphs", "compile"}
+GRAPH_KEYWORDS = {
+    "enforce_eager",
+    "fullgraph",
+    "use_cuda_graph",
+    "cuda_graph",
+    "cudagraphs",
+    "compile",
+}
 _GRAPH_WORDS = re.compile(r"compile|cuda_?graph|enforce_eager|eager|dynamo", re.I)
-_PRECISION_WORDS = re.compile(r"dtype|precision|(^|_)(fp|bf)(8|16|32)|half|tf32|autocast|(^|_)amp(_|$)|mixed", re.I)
-_COLLECTIVE_WORDS = re.compile(r"nccl|all_?reduce|all_?gather|reduce_?scatter|(^|_)comms?(_|$)|collective|"
-                               r"tensor_parallel|(^|_)tp_size", re.I)
+_PRECISION_WORDS = re.compile(
+    r"dtype|precision|(^|_)(fp|bf)(8|16|32)|half|tf32|autocast|(^|_)amp(_|$)|mixed", re.I
+)
+_COLLECTIVE_WORDS = re.compile(
+    r"nccl|all_?reduce|all_?gather|reduce_?scatter|(^|_)comms?(_|$)|collective|"
+    r"tensor_parallel|(^|_)tp_size",
+    re.I,
+)
 
 
 def refine(name: str, default: SignalKind = SignalKind.CONFIG_DEFAULT) -> SignalKind:
@@ -162,21 +264,45 @@ def _call_signals(node: ast.Call, in_loop: bool) -> Iterator[tuple[SignalKind, s
             yield SignalKind.PRECISION, f"dtype={_short(kw.value)}"
         elif kw.arg in GRAPH_KEYWORDS:
             yield SignalKind.GRAPH_COMPILE, f"{kw.arg}={_short(kw.value)}"
-        elif kw.arg == "mode" and isinstance(kw.value, ast.Constant) and kw.value.value in (
-                "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"):
+        elif (
+            kw.arg == "mode"
+            and isinstance(kw.value, ast.Constant)
+            and kw.value.value in ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+        ):
             yield SignalKind.GRAPH_COMPILE, f"mode={kw.value.value!r}"
-        elif kw.arg == "backend" and isinstance(kw.value, ast.Constant) and "nccl" in str(kw.value.value).lower():
+        elif (
+            kw.arg == "backend"
+            and isinstance(kw.value, ast.Constant)
+            and "nccl" in str(kw.value.value).lower()
+        ):
             yield SignalKind.COLLECTIVE, f"backend={kw.value.value!r}"
-    if (method and name in SYNC_METHODS and name != "nonzero") or (name == "nonzero" and not node.keywords):
+    if (method and name in SYNC_METHODS and name != "nonzero") or (
+        name == "nonzero" and not node.keywords
+    ):
         yield SignalKind.SYNC, f".{name}()"
-    if method and name == "to" and any(isinstance(a, ast.Constant) and a.value == "cpu" for a in node.args):
+    if (
+        method
+        and name == "to"
+        and any(isinstance(a, ast.Constant) and a.value == "cpu" for a in node.args)
+    ):
         yield SignalKind.SYNC, ".to('cpu')"
-    if in_loop and ((root == "torch" and name in ALLOC_FUNCS) or (method and name in ALLOC_METHODS)):
+    if in_loop and (
+        (root == "torch" and name in ALLOC_FUNCS) or (method and name in ALLOC_METHODS)
+    ):
         yield SignalKind.ALLOC_IN_LOOP, f"{chain if root == 'torch' else '.' + name}() in a loop"
-    if name in COLLECTIVES or root == "dist" or chain.startswith("torch.distributed") or "nccl" in chain.lower():
+    if (
+        name in COLLECTIVES
+        or root == "dist"
+        or chain.startswith("torch.distributed")
+        or "nccl" in chain.lower()
+    ):
         yield SignalKind.COLLECTIVE, f"{chain}()"
-    if (chain in ("torch.compile", "torch.jit.script", "torch.jit.trace") or name in GRAPH_NAMES
-            or (name == "graph" and "cuda" in chain) or "_dynamo" in chain):
+    if (
+        chain in ("torch.compile", "torch.jit.script", "torch.jit.trace")
+        or name in GRAPH_NAMES
+        or (name == "graph" and "cuda" in chain)
+        or "_dynamo" in chain
+    ):
         yield SignalKind.GRAPH_COMPILE, f"{chain}()"
 
 
@@ -188,7 +314,9 @@ def _short(node: ast.AST, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _node_signals(node: ast.AST, in_loop: bool, funcs: set[int]) -> Iterator[tuple[SignalKind, str]]:
+def _node_signals(
+    node: ast.AST, in_loop: bool, funcs: set[int]
+) -> Iterator[tuple[SignalKind, str]]:
     if isinstance(node, ast.Call):
         funcs.add(id(node.func))
         yield from _call_signals(node, in_loop)
@@ -199,8 +327,12 @@ def _node_signals(node: ast.AST, in_loop: bool, funcs: set[int]) -> Iterator[tup
             yield SignalKind.PRECISION, node.attr
         elif re.search(r"cuda_?graph|enforce_eager", node.attr, re.I):
             yield SignalKind.GRAPH_COMPILE, node.attr
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "nccl" in node.value.lower() \
-            and len(node.value) < 80:
+    elif (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and "nccl" in node.value.lower()
+        and len(node.value) < 80
+    ):
         yield SignalKind.COLLECTIVE, repr(node.value)
 
 
@@ -230,6 +362,7 @@ def scopes(tree: ast.Module) -> dict[str, ast.AST]:
 
 def own_nodes(scope: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
     """(node, inside a loop) for every node of ``scope`` outside its nested functions and classes."""
+
     def walk(node: ast.AST, in_loop: bool) -> Iterator[tuple[ast.AST, bool]]:
         for name, value in ast.iter_fields(node):
             items = value if isinstance(value, list) else [value]
@@ -239,8 +372,11 @@ def own_nodes(scope: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
                 if isinstance(child, _SCOPES):
                     yield from ((d, in_loop) for d in child.decorator_list)  # evaluated here
                     continue
-                loop = in_loop or (isinstance(node, _LOOPS) and name in ("body", "orelse")) or (
-                    isinstance(node, _COMPS) and name in ("elt", "key", "value"))
+                loop = (
+                    in_loop
+                    or (isinstance(node, _LOOPS) and name in ("body", "orelse"))
+                    or (isinstance(node, _COMPS) and name in ("elt", "key", "value"))
+                )
                 yield child, loop
                 yield from walk(child, loop)
 
@@ -262,7 +398,7 @@ def _defaults(fn: ast.AST) -> dict[str, tuple[str, int]]:
     a = fn.args
     positional = a.posonlyargs + a.args
     out = {}
-    for arg, d in zip(positional[len(positional) - len(a.defaults):], a.defaults):
+    for arg, d in zip(positional[len(positional) - len(a.defaults) :], a.defaults):
         out[arg.arg] = (_short(d), d.lineno)
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
         if d is not None:
@@ -277,12 +413,23 @@ def _constants(scope: ast.AST) -> dict[str, tuple[str, int]]:
     out = {}
     for stmt in scope.body:
         target, value = None, None
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        if (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
             target, value = stmt.targets[0].id, stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+        elif (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and stmt.value is not None
+        ):
             target, value = stmt.target.id, stmt.value
-        if target is None or any(isinstance(n, (ast.Call, ast.Lambda)) for n in ast.walk(value)) \
-                and not _field_call(value):
+        if (
+            target is None
+            or any(isinstance(n, (ast.Call, ast.Lambda)) for n in ast.walk(value))
+            and not _field_call(value)
+        ):
             continue
         out[target] = (_short(_field_default(value)), stmt.lineno)
     return out
@@ -290,8 +437,11 @@ def _constants(scope: ast.AST) -> dict[str, tuple[str, int]]:
 
 def _field_call(value: ast.AST) -> bool:
     """``field(default=...)`` / ``Field(default=...)``: a dataclass or pydantic default."""
-    return isinstance(value, ast.Call) and _chain(value.func).split(".")[-1] in ("field", "Field") and any(
-        k.arg == "default" for k in value.keywords)
+    return (
+        isinstance(value, ast.Call)
+        and _chain(value.func).split(".")[-1] in ("field", "Field")
+        and any(k.arg == "default" for k in value.keywords)
+    )
 
 
 def _field_default(value: ast.AST) -> ast.AST:
@@ -319,8 +469,9 @@ REMOVAL_COUNTS = (SignalKind.GRAPH_COMPILE, SignalKind.COLLECTIVE, SignalKind.PR
 """Kinds whose removal is a signal too (a compile switch or a cast taken out changes the step as much)."""
 
 
-def python_signals(path: str, old_tree: ast.Module | None, new_tree: ast.Module, old: str | None,
-                   new: str) -> list[Signal]:
+def python_signals(
+    path: str, old_tree: ast.Module | None, new_tree: ast.Module, old: str | None, new: str
+) -> list[Signal]:
     """Signals in a Python file's change (module docstring); ``old_tree`` ``None`` for a new file."""
     lines, old_lines = new.splitlines(), (old or "").splitlines()
     fresh = added_lines(old, new)
@@ -328,7 +479,11 @@ def python_signals(path: str, old_tree: ast.Module | None, new_tree: ast.Module,
     after = scopes(new_tree)
     found: list[Signal] = []
     for qual, node in after.items():
-        if qual in before and qual != "<module>" and _text(lines, node) == _text(old_lines, before[qual]):
+        if (
+            qual in before
+            and qual != "<module>"
+            and _text(lines, node) == _text(old_lines, before[qual])
+        ):
             continue  # the same function or class, character for character: nothing it holds is new
         new_occ = _occurrences(node)
         old_occ = _occurrences(before[qual]) if qual in before else {}
@@ -341,20 +496,36 @@ def python_signals(path: str, old_tree: ast.Module | None, new_tree: ast.Module,
         for (kind, detail), where in old_occ.items():
             gone = len(where) - len(new_occ.get((kind, detail), []))
             if kind in REMOVAL_COUNTS and gone > 0:
-                found.extend(Signal(kind, path, n, _line_text(old_lines, n), detail, removed=True)
-                             for n in where[-gone:])
+                found.extend(
+                    Signal(kind, path, n, _line_text(old_lines, n), detail, removed=True)
+                    for n in where[-gone:]
+                )
         if qual in before:
             od, nd = _defaults(before[qual]), _defaults(node)
             for name, (value, line) in nd.items():
                 if name in od and od[name][0] != value:
-                    found.append(Signal(refine(name), path, line, _line_text(lines, line),
-                                        f"default {name}={od[name][0]} -> {value} in {qual}()"))
+                    found.append(
+                        Signal(
+                            refine(name),
+                            path,
+                            line,
+                            _line_text(lines, line),
+                            f"default {name}={od[name][0]} -> {value} in {qual}()",
+                        )
+                    )
             oc, nc = _constants(before[qual]), _constants(node)
             for name, (value, line) in nc.items():
                 if name in oc and oc[name][0] != value:
                     owner = "" if qual == "<module>" else f"{qual}."
-                    found.append(Signal(refine(name), path, line, _line_text(lines, line),
-                                        f"{owner}{name} = {oc[name][0]} -> {value}"))
+                    found.append(
+                        Signal(
+                            refine(name),
+                            path,
+                            line,
+                            _line_text(lines, line),
+                            f"{owner}{name} = {oc[name][0]} -> {value}",
+                        )
+                    )
     return _dedupe(found)
 
 
@@ -364,7 +535,7 @@ def _text(lines: list[str], node: ast.AST) -> str | None:
     if end is None:
         return None
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])  # type: ignore[attr-defined]
-    return "\n".join(lines[start - 1:end])
+    return "\n".join(lines[start - 1 : end])
 
 
 def _dedupe(signals: list[Signal]) -> list[Signal]:
@@ -382,15 +553,37 @@ def _dedupe(signals: list[Signal]) -> list[Signal]:
 # Other code: added lines by pattern
 # --------------------------------------------------------------------------------------------------
 TEXT_PATTERNS: list[tuple[SignalKind, re.Pattern[str]]] = [
-    (SignalKind.GRAPH_COMPILE, re.compile(r"torch\.compile|CUDAGraph|cuda\.graph|cudaGraph\w*|enforce_eager|"
-                                          r"cuda_?graph", re.I)),
-    (SignalKind.COLLECTIVE, re.compile(r"\bnccl\w*|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|"
-                                       r"\bdist\.\w+|torch\.distributed", re.I)),
-    (SignalKind.SYNC, re.compile(r"\.(item|cpu|tolist|numpy)\(\)|synchronize\(|cudaDeviceSynchronize|"
-                                 r"cudaStreamSynchronize|cudaMemcpy(?!Async)\b")),
-    (SignalKind.PRECISION, re.compile(r"\.(float|double|half|bfloat16)\(\)|\bdtype\s*=|"
-                                      r"torch\.(float16|float32|float64|bfloat16|half|double)\b|"
-                                      r"set_float32_matmul_precision|allow_tf32|autocast")),
+    (
+        SignalKind.GRAPH_COMPILE,
+        re.compile(
+            r"torch\.compile|CUDAGraph|cuda\.graph|cudaGraph\w*|enforce_eager|"
+            r"cuda_?graph",
+            re.I,
+        ),
+    ),
+    (
+        SignalKind.COLLECTIVE,
+        re.compile(
+            r"\bnccl\w*|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|"
+            r"\bdist\.\w+|torch\.distributed",
+            re.I,
+        ),
+    ),
+    (
+        SignalKind.SYNC,
+        re.compile(
+            r"\.(item|cpu|tolist|numpy)\(\)|synchronize\(|cudaDeviceSynchronize|"
+            r"cudaStreamSynchronize|cudaMemcpy(?!Async)\b"
+        ),
+    ),
+    (
+        SignalKind.PRECISION,
+        re.compile(
+            r"\.(float|double|half|bfloat16)\(\)|\bdtype\s*=|"
+            r"torch\.(float16|float32|float64|bfloat16|half|double)\b|"
+            r"set_float32_matmul_precision|allow_tf32|autocast"
+        ),
+    ),
 ]
 """Kind -> pattern searched in the added lines of a file that is not parsed (C++/CUDA, unparseable Python)."""
 
@@ -401,7 +594,11 @@ def text_signals(path: str, old: str | None, new: str) -> list[Signal]:
     found = []
     for n in sorted(added_lines(old, new)):
         text = lines[n - 1]
-        code = re.split(r"//|(?<![\w\"'])#", text, maxsplit=1)[0] if not path.endswith(".py") else text.split("#", 1)[0]
+        code = (
+            re.split(r"//|(?<![\w\"'])#", text, maxsplit=1)[0]
+            if not path.endswith(".py")
+            else text.split("#", 1)[0]
+        )
         for kind, pattern in TEXT_PATTERNS:
             m = pattern.search(code)
             if m:
@@ -436,7 +633,9 @@ def parse_config(path: str, text: str) -> Any:
             cp = configparser.ConfigParser(interpolation=None)
             cp.read_string(text)
             return {s: dict(cp.items(s, raw=True)) for s in cp.sections()}
-    except Exception as exc:  # yaml.YAMLError, json.JSONDecodeError, tomllib.TOMLDecodeError, configparser.Error
+    except (
+        Exception
+    ) as exc:  # yaml.YAMLError, json.JSONDecodeError, tomllib.TOMLDecodeError, configparser.Error
         raise ValueError(f"{path}: not readable as {suffix} ({type(exc).__name__})") from None
     raise ValueError(f"{path}: not a configuration file")
 
@@ -474,15 +673,32 @@ def config_signals(path: str, old: str | None, new: str) -> tuple[bool, list[Sig
         if a.get(key) == b.get(key) or old is None:
             continue
         last = key.rsplit(".", 1)[-1]
-        line = next((i + 1 for i, t in enumerate(lines) if re.search(rf"(^|[\s\"'\[{{,]){re.escape(last)}[\"']?\s*[:=]", t)), 0)
+        line = next(
+            (
+                i + 1
+                for i, t in enumerate(lines)
+                if re.search(rf"(^|[\s\"'\[{{,]){re.escape(last)}[\"']?\s*[:=]", t)
+            ),
+            0,
+        )
         detail = f"{key}: {a.get(key, '(absent)')} -> {b.get(key, '(absent)')}"
-        found.append(Signal(refine(key), path, line, detail if len(detail) <= 120 else detail[:117] + "...", detail))
+        found.append(
+            Signal(
+                refine(key),
+                path,
+                line,
+                detail if len(detail) <= 120 else detail[:117] + "...",
+                detail,
+            )
+        )
         if len(found) >= MAX_CONFIG_SIGNALS:
             break
     return False, found
 
 
-def python_file(path: str, old: str | None, new: str | None) -> tuple[pysource.PyComparison, list[Signal]]:
+def python_file(
+    path: str, old: str | None, new: str | None
+) -> tuple[pysource.PyComparison, list[Signal]]:
     """A Python file's comparison and its signals (text patterns when a version does not parse)."""
     cmp = pysource.compare(old, new)
     if new is None or cmp.same_behaviour:

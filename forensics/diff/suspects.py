@@ -53,19 +53,46 @@ class FileKind(str, enum.Enum):
 INERT = (FileKind.DOCS, FileKind.TESTS, FileKind.CI)
 """Kinds that never change what the user's step runs."""
 
-_DOC_SUFFIXES = {".md", ".rst", ".adoc", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".pdf", ".ipynb", ".tex",
-                 ".bib", ".drawio", ".mdx"}
-_DOC_NAMES = re.compile(r"^(license|licence|copying|notice|authors|contributors|changelog|changes|history|"
-                        r"codeowners|citation|readme|security|code_of_conduct|contributing|notes|release[-_]notes|todo|news)"
-                       r"([.-].*)?$", re.I)
+_DOC_SUFFIXES = {
+    ".md",
+    ".rst",
+    ".adoc",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".svg",
+    ".pdf",
+    ".ipynb",
+    ".tex",
+    ".bib",
+    ".drawio",
+    ".mdx",
+}
+_DOC_NAMES = re.compile(
+    r"^(license|licence|copying|notice|authors|contributors|changelog|changes|history|"
+    r"codeowners|citation|readme|security|code_of_conduct|contributing|notes|release[-_]notes|todo|news)"
+    r"([.-].*)?$",
+    re.I,
+)
 _DOC_DIRS = {"docs", "doc", "documentation", "examples-docs", "site", "mkdocs"}
-_TEST_DIRS = {"tests", "test", "testing", "__tests__", "unittests", "unit_tests", "integration_tests"}
+_TEST_DIRS = {
+    "tests",
+    "test",
+    "testing",
+    "__tests__",
+    "unittests",
+    "unit_tests",
+    "integration_tests",
+}
 _TEST_FILES = re.compile(r"^(test_.*\.py|.*_test\.py|conftest\.py|.*_test\.(cc|cpp|cu|go))$")
-_CI = re.compile(r"^(\.github/|\.gitlab/|\.gitlab-ci\.ya?ml$|\.circleci/|\.buildkite/|\.azure-pipelines/|"
-                 r"azure-pipelines\.ya?ml$|Jenkinsfile$|\.travis\.ya?ml$|\.pre-commit-config\.ya?ml$|"
-                 r"\.readthedocs\.ya?ml$|codecov\.ya?ml$|\.codecov\.ya?ml$|\.git(ignore|attributes|modules)$|"
-                 r"\.mailmap$|\.editorconfig$|\.flake8$|\.pylintrc$|\.clang-format$|\.clang-tidy$|mypy\.ini$|"
-                 r"\.yamllint|\.markdownlint|\.codespellrc$|\.typos\.toml$|ruff\.toml$|\.ruff\.toml$)")
+_CI = re.compile(
+    r"^(\.github/|\.gitlab/|\.gitlab-ci\.ya?ml$|\.circleci/|\.buildkite/|\.azure-pipelines/|"
+    r"azure-pipelines\.ya?ml$|Jenkinsfile$|\.travis\.ya?ml$|\.pre-commit-config\.ya?ml$|"
+    r"\.readthedocs\.ya?ml$|codecov\.ya?ml$|\.codecov\.ya?ml$|\.git(ignore|attributes|modules)$|"
+    r"\.mailmap$|\.editorconfig$|\.flake8$|\.pylintrc$|\.clang-format$|\.clang-tidy$|mypy\.ini$|"
+    r"\.yamllint|\.markdownlint|\.codespellrc$|\.typos\.toml$|ruff\.toml$|\.ruff\.toml$)"
+)
 _DEPENDENCY_TXT = re.compile(r"(requirements|constraints)[^/]*\.txt$|CMakeLists\.txt$", re.I)
 
 
@@ -80,7 +107,11 @@ def file_kind(path: str) -> FileKind:
         return FileKind.TESTS
     if _DEPENDENCY_TXT.search(name):
         return FileKind.CONFIG if not name.lower().startswith("cmakelists") else FileKind.CODE
-    if p.suffix.lower() in _DOC_SUFFIXES or _DOC_NAMES.match(name) or any(x in _DOC_DIRS for x in parts):
+    if (
+        p.suffix.lower() in _DOC_SUFFIXES
+        or _DOC_NAMES.match(name)
+        or any(x in _DOC_DIRS for x in parts)
+    ):
         return FileKind.DOCS
     if p.suffix.lower() in sig.CONFIG_SUFFIXES or name in ("pyproject.toml", "setup.cfg"):
         return FileKind.CONFIG
@@ -127,12 +158,34 @@ class FileAssessment:
     read: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind.value, "place": self.place, "behaviour_free": self.behaviour_free,
-                "set_aside": list(self.set_aside), "read": self.read}
+        return {
+            "path": self.path,
+            "kind": self.kind.value,
+            "place": self.place,
+            "behaviour_free": self.behaviour_free,
+            "set_aside": list(self.set_aside),
+            "read": self.read,
+        }
 
 
-_C_LIKE = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".java", ".js", ".ts", ".rs",
-           ".go", ".proto")
+_C_LIKE = (
+    ".c",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".cu",
+    ".cuh",
+    ".h",
+    ".hpp",
+    ".hh",
+    ".inl",
+    ".java",
+    ".js",
+    ".ts",
+    ".rs",
+    ".go",
+    ".proto",
+)
 _HASH_COMMENTS = (".sh", ".bash", ".cmake", ".mk", ".pyx", ".pxd", ".pyi", ".r")
 
 
@@ -142,13 +195,24 @@ def _uncommented(path: str, text: str) -> str:
     if low.endswith(_C_LIKE):
         text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
         text = re.sub(r"//[^\n]*", "", text)
-    elif low.endswith(_HASH_COMMENTS) or PurePosixPath(low).name in ("makefile", "cmakelists.txt", "dockerfile"):
+    elif low.endswith(_HASH_COMMENTS) or PurePosixPath(low).name in (
+        "makefile",
+        "cmakelists.txt",
+        "dockerfile",
+    ):
         text = re.sub(r"(?m)(^|\s)#[^\n]*", "", text)
     return re.sub(r"\s+", "", text)
 
 
-def assess_file(path: str, old: str | None, new: str | None, *, loaded: set[str] | None = None,
-                renamed_from: str = "", binary: bool = False) -> FileAssessment:
+def assess_file(
+    path: str,
+    old: str | None,
+    new: str | None,
+    *,
+    loaded: set[str] | None = None,
+    renamed_from: str = "",
+    binary: bool = False,
+) -> FileAssessment:
     """Judge one file's change from its two versions (``None``: absent on that side, or not read).
 
     Args:
@@ -169,7 +233,9 @@ def assess_file(path: str, old: str | None, new: str | None, *, loaded: set[str]
     if binary or (old is None and new is None):
         fa.read = False
         return fa
-    if new is None:  # deleted: behaviour changed (something the step may import is gone); nothing added to search
+    if (
+        new is None
+    ):  # deleted: behaviour changed (something the step may import is gone); nothing added to search
         return fa
     low = path.lower()
     if low.endswith((".py", ".pyw")):
@@ -183,8 +249,10 @@ def assess_file(path: str, old: str | None, new: str | None, *, loaded: set[str]
             fa.behaviour_free = same
             fa.set_aside = ["comments", "formatting"] if same else []
             if not same:
-                fa.signals = [sig.Signal(sig.SignalKind.CONFIG_DEFAULT, path, n, t, f"dependency pin: {t}")
-                              for n, t in _new_pins(old, new)][: sig.MAX_CONFIG_SIGNALS]
+                fa.signals = [
+                    sig.Signal(sig.SignalKind.CONFIG_DEFAULT, path, n, t, f"dependency pin: {t}")
+                    for n, t in _new_pins(old, new)
+                ][: sig.MAX_CONFIG_SIGNALS]
             return fa
         same, found = sig.config_signals(path, old, new)
         fa.behaviour_free, fa.signals = same, found
@@ -198,13 +266,18 @@ def assess_file(path: str, old: str | None, new: str | None, *, loaded: set[str]
 
 
 def _pins(text: str) -> list[str]:
-    return [line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
+    return [
+        line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()
+    ]
 
 
 def _new_pins(old: str | None, new: str) -> list[tuple[int, str]]:
     before = set(_pins(old or ""))
-    return [(i + 1, line.split("#", 1)[0].strip()) for i, line in enumerate(new.splitlines())
-            if line.split("#", 1)[0].strip() and line.split("#", 1)[0].strip() not in before]
+    return [
+        (i + 1, line.split("#", 1)[0].strip())
+        for i, line in enumerate(new.splitlines())
+        if line.split("#", 1)[0].strip() and line.split("#", 1)[0].strip() not in before
+    ]
 
 
 STRONG_WEIGHT = 4.0
@@ -243,13 +316,20 @@ class CommitAssessment:
         return [s.reason() for s in self.signals]
 
     def to_json(self) -> dict[str, Any]:
-        return {"suspect": self.suspect, "behaviour_free": self.behaviour_free, "why": self.why,
-                "weight": round(self.weight, 3), "signals": [s.to_json() for s in self.signals],
-                "files": [f.to_json() for f in self.files]}
+        return {
+            "suspect": self.suspect,
+            "behaviour_free": self.behaviour_free,
+            "why": self.why,
+            "weight": round(self.weight, 3),
+            "signals": [s.to_json() for s in self.signals],
+            "files": [f.to_json() for f in self.files],
+        }
 
 
 def _listed(names: Sequence[str], limit: int = 3) -> str:
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    return ", ".join(names[:limit]) + (
+        f" and {len(names) - limit} more" if len(names) > limit else ""
+    )
 
 
 def assess(files: Iterable[FileAssessment], hot_weight: float = 0.0) -> CommitAssessment:
@@ -262,18 +342,30 @@ def assess(files: Iterable[FileAssessment], hot_weight: float = 0.0) -> CommitAs
     live = [f for f in files if not f.behaviour_free]
     if not live:
         kinds = list(dict.fromkeys(k for f in files for k in f.set_aside)) or ["no file changed"]
-        return CommitAssessment(False, True, f"no behaviour change: {', '.join(kinds)}", [], 0.0, files)
-    signals = sorted((s for f in live for s in f.signals), key=lambda s: (-s.weight, s.file, s.line))
+        return CommitAssessment(
+            False, True, f"no behaviour change: {', '.join(kinds)}", [], 0.0, files
+        )
+    signals = sorted(
+        (s for f in live for s in f.signals), key=lambda s: (-s.weight, s.file, s.line)
+    )
     places = {f.path: f.place for f in live}
     if all(f.place == "never loaded" for f in live):
-        return CommitAssessment(False, False, f"not a suspect: the step never loaded "
-                                f"{_listed([f.path for f in live])}", signals, 0.0, files)
+        return CommitAssessment(
+            False,
+            False,
+            f"not a suspect: the step never loaded {_listed([f.path for f in live])}",
+            signals,
+            0.0,
+            files,
+        )
     best_place = max(PLACE_FACTORS[f.place] for f in live)
     base = 0.2 + 0.8 * min(1.0, hot_weight / HOT_LINES_SCALE)
     weight = base * best_place
     by_kind: dict[sig.SignalKind, float] = {}
     for s in signals:
-        by_kind[s.kind] = max(by_kind.get(s.kind, 0.0), s.weight * PLACE_FACTORS[places.get(s.file, "unknown")])
+        by_kind[s.kind] = max(
+            by_kind.get(s.kind, 0.0), s.weight * PLACE_FACTORS[places.get(s.file, "unknown")]
+        )
     weight += sum(by_kind.values()) + min(0.5, 0.1 * (len(signals) - len(by_kind)))
     if signals:
         top = signals[0]
@@ -334,12 +426,20 @@ class PullWeight:
     sentence: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "severity": self.severity.value, "relevance": self.relevance,
-                "sentence": self.sentence}
+        return {
+            "status": self.status,
+            "severity": self.severity.value,
+            "relevance": self.relevance,
+            "sentence": self.sentence,
+        }
 
 
-def pull_weight(assessments: Sequence[CommitAssessment | None], readable: bool = True, unknown_why: str = "",
-                command: str = "") -> PullWeight:
+def pull_weight(
+    assessments: Sequence[CommitAssessment | None],
+    readable: bool = True,
+    unknown_why: str = "",
+    command: str = "",
+) -> PullWeight:
     """Weigh a pull from its commits' assessments.
 
     Args:
@@ -353,7 +453,12 @@ def pull_weight(assessments: Sequence[CommitAssessment | None], readable: bool =
     """
     if not readable:
         tell = f"; to tell: {command}" if command else ""
-        return PullWeight("unknown", Severity.INFO, 0.0, f"what its commits changed is unknown ({unknown_why}){tell}")
+        return PullWeight(
+            "unknown",
+            Severity.INFO,
+            0.0,
+            f"what its commits changed is unknown ({unknown_why}){tell}",
+        )
     judged = [a for a in assessments if a is not None]
     suspects = [a for a in judged if a.suspect] + [None for a in assessments if a is None]
     if not suspects:
@@ -362,8 +467,12 @@ def pull_weight(assessments: Sequence[CommitAssessment | None], readable: bool =
             label = a.why.split(": ", 1)[1] if a.behaviour_free else "files the step never loaded"
             counts[label] = counts.get(label, 0) + 1
         what = "; ".join(f"{n} x {label}" if n > 1 else label for label, n in counts.items())
-        return PullWeight("none", Severity.INFO, 0.0,
-                          f"no commit changes what the step runs ({what or 'no commit'})")
+        return PullWeight(
+            "none",
+            Severity.INFO,
+            0.0,
+            f"no commit changes what the step runs ({what or 'no commit'})",
+        )
     best = max((a for a in suspects if a is not None), key=lambda a: a.weight, default=None)
     n = len(suspects)
     lead = f"{n} suspect commit{'s' if n != 1 else ''}"

@@ -35,9 +35,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from forensics.model import MissingReason, missing
 from forensics.env.workers import envdump
 from forensics.env.workers.ncclinit import DEBUG_VARS
+from forensics.model import MissingReason, missing
 
 START_METHODS = ("spawn", "forkserver", "subprocess", "torch_spawn")
 SYSTEM_CONF = "/etc/nccl.conf"
@@ -104,10 +104,26 @@ def config_files(environ, system_path: str = SYSTEM_CONF) -> list[dict[str, Any]
             with open(path, encoding="utf-8", errors="replace") as fh:
                 out.append({"path": path, "role": role, "vars": parse_nccl_conf(fh.read())})
         except FileNotFoundError:
-            out.append({"path": path, "role": role, "vars": missing(MissingReason.NOT_FOUND, "no such file")})
+            out.append(
+                {
+                    "path": path,
+                    "role": role,
+                    "vars": missing(MissingReason.NOT_FOUND, "no such file"),
+                }
+            )
         except OSError as exc:
-            out.append({"path": path, "role": role, "vars": missing(MissingReason.NO_PERMISSION
-                        if isinstance(exc, PermissionError) else MissingReason.ERROR, str(exc.strerror))})
+            out.append(
+                {
+                    "path": path,
+                    "role": role,
+                    "vars": missing(
+                        MissingReason.NO_PERMISSION
+                        if isinstance(exc, PermissionError)
+                        else MissingReason.ERROR,
+                        str(exc.strerror),
+                    ),
+                }
+            )
     return out
 
 
@@ -133,8 +149,12 @@ def conf_effective(files: list[dict[str, Any]], env: dict[str, str]) -> dict[str
     return out
 
 
-def differences(parent: dict[str, str], worker: dict[str, str], at_exec: dict[str, str] | None,
-                ignore=frozenset()) -> list[dict[str, Any]]:
+def differences(
+    parent: dict[str, str],
+    worker: dict[str, str],
+    at_exec: dict[str, str] | None,
+    ignore=frozenset(),
+) -> list[dict[str, Any]]:
     """Variables whose value in ``worker`` differs from ``parent`` (raw values).
 
     ``where`` says when it changed: ``startup_hooks`` when the worker's
@@ -151,8 +171,14 @@ def differences(parent: dict[str, str], worker: dict[str, str], at_exec: dict[st
             where = "unknown"
         else:
             where = "startup_hooks" if at_exec.get(name) == parent.get(name) else "at_exec"
-        out.append({"name": name, "parent": parent.get(name, unset()), "worker": worker.get(name, unset()),
-                    "where": where})
+        out.append(
+            {
+                "name": name,
+                "parent": parent.get(name, unset()),
+                "worker": worker.get(name, unset()),
+                "where": where,
+            }
+        )
     return out
 
 
@@ -168,15 +194,22 @@ def _mp_worker(method: str, path: str, select, timeout_s: float) -> dict[str, An
     import multiprocessing as mp
 
     if method not in mp.get_all_start_methods():
-        return {"failure": missing(MissingReason.NOT_SUPPORTED, f"start method {method} not on this platform")}
-    proc = mp.get_context(method).Process(target=envdump.dump_and_exit, args=(path, tuple(select), method),
-                                          daemon=True)
+        return {
+            "failure": missing(
+                MissingReason.NOT_SUPPORTED, f"start method {method} not on this platform"
+            )
+        }
+    proc = mp.get_context(method).Process(
+        target=envdump.dump_and_exit, args=(path, tuple(select), method), daemon=True
+    )
     proc.start()
     proc.join(timeout_s)
     if proc.is_alive():
         proc.kill()
         proc.join(1)
-        return {"failure": missing(MissingReason.TIMED_OUT, f"{method} worker after {timeout_s:g} s")}
+        return {
+            "failure": missing(MissingReason.TIMED_OUT, f"{method} worker after {timeout_s:g} s")
+        }
     if proc.exitcode != 0:
         return {"failure": missing(MissingReason.ERROR, f"{method} worker exit {proc.exitcode}")}
     return {"record": _read_json(path)}
@@ -226,18 +259,25 @@ def run_start_methods(select, tmpdir: str, timeout_s: float, with_torch: bool) -
         path = os.path.join(tmpdir, f"{method}.json")
         jobs[method] = lambda m=method, p=path: _mp_worker(m, p, select, timeout_s)
     sub = os.path.join(tmpdir, "subprocess.json")
-    jobs["subprocess"] = lambda: _cmd_worker(worker_argv(["--out", sub, "--select", sel]), sub, timeout_s)
+    jobs["subprocess"] = lambda: _cmd_worker(
+        worker_argv(["--out", sub, "--select", sel]), sub, timeout_s
+    )
     if with_torch:
         tsp = os.path.join(tmpdir, "torch_spawn.json")
         jobs["torch_spawn"] = lambda: _cmd_worker(
-            worker_argv(["--out", tsp, "--select", sel, "--via-torch-spawn"]), tsp, timeout_s)
+            worker_argv(["--out", tsp, "--select", sel, "--via-torch-spawn"]), tsp, timeout_s
+        )
 
     def _timed(fn):
         t0 = time.perf_counter()
         try:
             res = fn()
         except Exception as exc:  # one start method failing must not lose the others
-            res = {"failure": missing(MissingReason.ERROR, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}")}
+            res = {
+                "failure": missing(
+                    MissingReason.ERROR, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+                )
+            }
         res["duration_s"] = round(time.perf_counter() - t0, 3)
         return res
 
@@ -261,7 +301,11 @@ def launcher_argv(launcher: str, extra: list[str]) -> list[str]:
     if not prefix:
         raise ValueError("empty launcher")
     names = [os.path.basename(p) for p in prefix]
-    torchrun = "torchrun" in names or "torch.distributed.run" in prefix or "torch.distributed.launch" in prefix
+    torchrun = (
+        "torchrun" in names
+        or "torch.distributed.run" in prefix
+        or "torch.distributed.launch" in prefix
+    )
     if torchrun and "--no-python" not in prefix and "--no_python" not in prefix:
         return [*prefix, "-m", WORKER_MODULE, *extra]
     return [*prefix, *worker_argv(extra)]
@@ -289,7 +333,7 @@ def gather(out_dir: str, stdout: str) -> list[dict[str, Any]]:
     for line in stdout.splitlines():
         if line.startswith(envdump.STDOUT_MARKER):
             try:
-                rec = json.loads(line[len(envdump.STDOUT_MARKER):])
+                rec = json.loads(line[len(envdump.STDOUT_MARKER) :])
             except ValueError:
                 continue
             records.setdefault((rec.get("host"), rec.get("pid")), rec)
@@ -300,8 +344,15 @@ def gather(out_dir: str, stdout: str) -> list[dict[str, Any]]:
             if os.path.exists(path):
                 with open(path, encoding="utf-8", errors="replace") as fh:
                     info["log_lines"] = [ln.rstrip("\n") for ln in fh if " NCCL " in ln]
-    return sorted(records.values(), key=lambda r: (r.get("rank") is None, r.get("rank") or 0,
-                                                   str(r.get("host")), r.get("pid") or 0))
+    return sorted(
+        records.values(),
+        key=lambda r: (
+            r.get("rank") is None,
+            r.get("rank") or 0,
+            str(r.get("host")),
+            r.get("pid") or 0,
+        ),
+    )
 
 
 def private_dir() -> str:
@@ -340,8 +391,10 @@ def net_interfaces(net_dir: str = NET_DIR) -> dict[str, Any]:
         import psutil
 
         fam_names = {socket.AF_INET: "inet", socket.AF_INET6: "inet6"}
-        families = {n: sorted({fam_names[a.family] for a in addrs if a.family in fam_names})
-                    for n, addrs in psutil.net_if_addrs().items()}
+        families = {
+            n: sorted({fam_names[a.family] for a in addrs if a.family in fam_names})
+            for n, addrs in psutil.net_if_addrs().items()
+        }
     except Exception:  # noqa: BLE001 - psutil absent or failing: states and MTUs still help
         families = None
     out: dict[str, Any] = {}
@@ -355,8 +408,11 @@ def net_interfaces(net_dir: str = NET_DIR) -> dict[str, Any]:
                 entry[key] = int(raw) if key == "mtu" and raw.isdigit() else raw
             except OSError:
                 entry[key] = missing(MissingReason.NOT_FOUND, f"{base}/{key}")
-        entry["families"] = families.get(name, []) if families is not None else missing(
-            MissingReason.NOT_FOUND, "psutil.net_if_addrs unavailable")
+        entry["families"] = (
+            families.get(name, [])
+            if families is not None
+            else missing(MissingReason.NOT_FOUND, "psutil.net_if_addrs unavailable")
+        )
         out[name] = entry
     return {"interfaces": out}
 

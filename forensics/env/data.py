@@ -17,13 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from forensics.env import collect as ec
-from forensics.model import MissingReason, is_missing, missing
 from forensics.env.workers import envdump
 from forensics.env.workers.binding import read_binding
+from forensics.model import MissingReason, is_missing, missing
 
 NOT_ASKED_LAUNCHER = "no --launcher given"
 NOT_ASKED_NCCL = "opt-in: run with --nccl-init"
-TORCH_SPAWN_SKIPPED = ("skipped: it imports torch in a child (1-4 s); runs with --deep, --nccl-init or --launcher")
+TORCH_SPAWN_SKIPPED = (
+    "skipped: it imports torch in a child (1-4 s); runs with --deep, --nccl-init or --launcher"
+)
 
 
 class _Redact:
@@ -31,12 +33,18 @@ class _Redact:
         self.r = redactor
 
     def value(self, name: str, value: Any, where: str) -> Any:
-        return value if is_missing(value) or not isinstance(value, str) else self.r.env(name, value, f"{where}.{name}")
+        return (
+            value
+            if is_missing(value) or not isinstance(value, str)
+            else self.r.env(name, value, f"{where}.{name}")
+        )
 
     def env(self, env: dict[str, str], where: str) -> dict[str, Any]:
         return {k: self.value(k, v, where) for k, v in env.items()}
 
-    def diffs(self, diffs: list[dict[str, Any]], where: str, keys=("parent", "worker")) -> list[dict[str, Any]]:
+    def diffs(
+        self, diffs: list[dict[str, Any]], where: str, keys=("parent", "worker")
+    ) -> list[dict[str, Any]]:
         out = []
         for d in diffs:
             d = dict(d)
@@ -65,8 +73,14 @@ def hooks_entry(hooks: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def worker_entry(rec: dict[str, Any], parent_raw: dict[str, str], red: _Redact, where: str,
-                 ignore=frozenset(), conf: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+def worker_entry(
+    rec: dict[str, Any],
+    parent_raw: dict[str, str],
+    red: _Redact,
+    where: str,
+    ignore=frozenset(),
+    conf: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """Turn one worker record (:func:`forensics.env.workers.envdump.snapshot`) into its data entry.
 
     Args:
@@ -84,7 +98,11 @@ def worker_entry(rec: dict[str, Any], parent_raw: dict[str, str], red: _Redact, 
     """
     env = rec.get("env") or {}
     at_exec = rec.get("env_at_exec")
-    startup = [] if at_exec is None else sorted(k for k in set(env) | set(at_exec) if env.get(k) != at_exec.get(k))
+    startup = (
+        []
+        if at_exec is None
+        else sorted(k for k in set(env) | set(at_exec) if env.get(k) != at_exec.get(k))
+    )
     out = {
         "method": rec.get("method", ""),
         "host": rec.get("host", ""),
@@ -98,16 +116,24 @@ def worker_entry(rec: dict[str, Any], parent_raw: dict[str, str], red: _Redact, 
         "env": red.env(env, f"{where}.env"),
         "changed_at_startup": startup,
         "differs": red.diffs(ec.differences(parent_raw, env, at_exec, ignore), f"{where}.differs"),
-        "binding": rec.get("binding") or missing(MissingReason.NOT_FOUND, "the worker recorded no binding "
-                                                 "(an older forensics in the worker's Python)"),
+        "binding": rec.get("binding")
+        or missing(
+            MissingReason.NOT_FOUND,
+            "the worker recorded no binding (an older forensics in the worker's Python)",
+        ),
     }
     if isinstance(rec.get("nccl_init"), dict):
         out["nccl"] = nccl_entry(rec["nccl_init"], parent_raw, red, f"{where}.nccl", conf)
     return out
 
 
-def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, where: str,
-               conf: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+def nccl_entry(
+    info: dict[str, Any],
+    parent_raw: dict[str, str],
+    red: _Redact,
+    where: str,
+    conf: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """One rank's NCCL facts, parsed from its own NCCL_DEBUG=INFO log.
 
     Args:
@@ -127,7 +153,11 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
 
     parsed = nccllog.parse(info.get("log_lines") or [])
     mine = next(iter(list(parsed["ranks"].values()) + list(parsed["unranked"].values())), None)
-    no_log = missing(MissingReason.NOT_APPLICABLE, info.get("reason") or "NCCL wrote no log") if mine is None else None
+    no_log = (
+        missing(MissingReason.NOT_APPLICABLE, info.get("reason") or "NCCL wrote no log")
+        if mine is None
+        else None
+    )
     out: dict[str, Any] = {
         "backend": info.get("backend", ""),
         "nccl_available": bool(info.get("nccl_available")),
@@ -138,8 +168,16 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
             out[key] = info[key]
     out["failures"] = nccllog.failures(str(info.get("error") or "").splitlines())
     if mine is None:
-        out.update(version=no_log, set_by_environment={}, channels=no_log, transports={}, network=no_log,
-                   warnings=[], p2p_failures=[], nccl_differs=[])
+        out.update(
+            version=no_log,
+            set_by_environment={},
+            channels=no_log,
+            transports={},
+            network=no_log,
+            warnings=[],
+            p2p_failures=[],
+            nccl_differs=[],
+        )
         return out
     sbe = mine["set_by_environment"]
     diffs = []
@@ -151,9 +189,14 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
         if name not in parent_raw and src and src["value"] == value:
             d["explained_by"] = src["from"]
         diffs.append(d)
-    if info.get("phase") in ("init", "allreduce"):  # the rank never finished: keep what NCCL printed last
-        out["last_lines"] = [red.r.text(ln.split(" NCCL ", 1)[-1], f"{where}.last_lines")
-                             for ln in (info.get("log_lines") or [])[-5:]]
+    if info.get("phase") in (
+        "init",
+        "allreduce",
+    ):  # the rank never finished: keep what NCCL printed last
+        out["last_lines"] = [
+            red.r.text(ln.split(" NCCL ", 1)[-1], f"{where}.last_lines")
+            for ln in (info.get("log_lines") or [])[-5:]
+        ]
     out.update(
         version=_or_missing(mine["version"], "no 'NCCL version' line"),
         set_by_environment=red.env(sbe, f"{where}.set_by_environment"),
@@ -168,9 +211,15 @@ def nccl_entry(info: dict[str, Any], parent_raw: dict[str, str], red: _Redact, w
     return out
 
 
-def _start_method_entry(res: dict[str, Any], parent_raw, red: _Redact, where: str) -> dict[str, Any]:
+def _start_method_entry(
+    res: dict[str, Any], parent_raw, red: _Redact, where: str
+) -> dict[str, Any]:
     if "failure" in res:
-        return {"status": "failed", "duration_s": res.get("duration_s", 0.0), "reason": res["failure"]}
+        return {
+            "status": "failed",
+            "duration_s": res.get("duration_s", 0.0),
+            "reason": res["failure"],
+        }
     entry = worker_entry(res["record"], parent_raw, red, where)
     entry = {"status": "ok", "duration_s": res.get("duration_s", 0.0), **entry}
     for key in ("rank", "local_rank", "world_size", "rank_vars"):
@@ -183,23 +232,42 @@ def _ranks_run(argv: list[str], out_dir: str, timeout_s: float) -> dict[str, Any
     try:
         rc, out, err = ec.run_group(argv, timeout_s)
     except OSError as exc:
-        return {"failure": missing(MissingReason.NOT_FOUND, f"{argv[0]}: {exc.strerror}"), "records": [],
-                "duration_s": 0.0, "stderr": ""}
-    return {"returncode": rc, "records": ec.gather(out_dir, out), "stderr": err,
-            "duration_s": round(time.perf_counter() - t0, 3)}
+        return {
+            "failure": missing(MissingReason.NOT_FOUND, f"{argv[0]}: {exc.strerror}"),
+            "records": [],
+            "duration_s": 0.0,
+            "stderr": "",
+        }
+    return {
+        "returncode": rc,
+        "records": ec.gather(out_dir, out),
+        "stderr": err,
+        "duration_s": round(time.perf_counter() - t0, 3),
+    }
 
 
-def _ranks_section(run: dict[str, Any], parent_raw, red: _Redact, where: str, error, label: str,
-                   conf: dict[str, dict[str, str]]) -> dict[str, Any]:
-    ranks = [worker_entry(r, parent_raw, red, f"nccl_env.{where}.ranks[{i}]", ec.EXPECTED_IN_RANKS, conf)
-             for i, r in enumerate(run["records"])]
+def _ranks_section(
+    run: dict[str, Any],
+    parent_raw,
+    red: _Redact,
+    where: str,
+    error,
+    label: str,
+    conf: dict[str, dict[str, str]],
+) -> dict[str, Any]:
+    ranks = [
+        worker_entry(r, parent_raw, red, f"nccl_env.{where}.ranks[{i}]", ec.EXPECTED_IN_RANKS, conf)
+        for i, r in enumerate(run["records"])
+    ]
     rc = run.get("returncode")
     section: dict[str, Any] = {"duration_s": run.get("duration_s", 0.0), "ranks": ranks}
     if "failure" in run:
         section["returncode"] = run["failure"]
         error(where, f"{label}: {run['failure'].get('detail')}")
     elif rc is None:
-        section["returncode"] = missing(MissingReason.TIMED_OUT, "killed after the probe's time budget")
+        section["returncode"] = missing(
+            MissingReason.TIMED_OUT, "killed after the probe's time budget"
+        )
         error(where, f"{label} timed out; {len(ranks)} rank(s) reported")
     else:
         section["returncode"] = rc
@@ -208,8 +276,11 @@ def _ranks_section(run: dict[str, Any], parent_raw, red: _Redact, where: str, er
     if rc is None and "failure" not in run:
         hung = mark_hung(ranks, run.get("duration_s", 0.0))
         if hung:
-            error(f"{where}.ranks", f"{hung} rank(s) hung in NCCL and were killed; their NCCL log up to then is "
-                  "recorded")
+            error(
+                f"{where}.ranks",
+                f"{hung} rank(s) hung in NCCL and were killed; their NCCL log up to then is "
+                "recorded",
+            )
     tail = [ln for ln in (run.get("stderr") or "").splitlines() if ln.strip()][-15:]
     if tail and (rc != 0 or not ranks):
         section["stderr_tail"] = [red.r.text(ln, f"{where}.stderr_tail") for ln in tail]
@@ -236,12 +307,21 @@ def mark_hung(ranks: list[dict[str, Any]], killed_after_s: float) -> int:
 def _nccl_summary(ranks: list[dict[str, Any]], under: str) -> dict[str, Any]:
     infos = [r["nccl"] for r in ranks if "nccl" in r]
     if not infos:
-        return {"under": under, "backend": missing(MissingReason.ERROR, "no rank reported"), "ranks_reporting": 0}
+        return {
+            "under": under,
+            "backend": missing(MissingReason.ERROR, "no rank reported"),
+            "ranks_reporting": 0,
+        }
     versions = sorted({i["version"] for i in infos if isinstance(i["version"], str)})
     first = infos[0]
-    out = {"under": under, "backend": first["backend"], "nccl_available": first["nccl_available"],
-           "version": versions[0] if len(versions) == 1 else (versions or first["version"]),
-           "allreduce_ok": all(i["allreduce_ok"] for i in infos), "ranks_reporting": len(infos)}
+    out = {
+        "under": under,
+        "backend": first["backend"],
+        "nccl_available": first["nccl_available"],
+        "version": versions[0] if len(versions) == 1 else (versions or first["version"]),
+        "allreduce_ok": all(i["allreduce_ok"] for i in infos),
+        "ranks_reporting": len(infos),
+    }
     hung = sum(1 for i in infos if i.get("hung"))
     if hung:
         out["hung"] = hung
@@ -250,13 +330,23 @@ def _nccl_summary(ranks: list[dict[str, Any]], under: str) -> dict[str, Any]:
     return out
 
 
-def _parent_side(select, parent_raw: dict[str, str], at_exec_all: dict[str, str] | None,
-                 files: list[dict[str, Any]], conf: dict[str, dict[str, str]], red: _Redact) -> dict[str, Any]:
+def _parent_side(
+    select,
+    parent_raw: dict[str, str],
+    at_exec_all: dict[str, str] | None,
+    files: list[dict[str, Any]],
+    conf: dict[str, dict[str, str]],
+    red: _Redact,
+) -> dict[str, Any]:
     """``select``, ``parent``, ``network`` and ``config_files`` of the data section: the launching
     process's own view (``os.environ``, ``/proc/self/environ``, its start-up hooks and binding,
     ``/sys/class/net``, NCCL's config files)."""
     data: dict[str, Any] = {"select": list(select)}
-    changed = [] if at_exec_all is None else ec.differences(envdump.filter_env(at_exec_all, select), parent_raw, None)
+    changed = (
+        []
+        if at_exec_all is None
+        else ec.differences(envdump.filter_env(at_exec_all, select), parent_raw, None)
+    )
     data["parent"] = {
         "env": red.env(parent_raw, "nccl_env.parent.env"),
         "changed_in_process": [d["name"] for d in changed],
@@ -266,16 +356,29 @@ def _parent_side(select, parent_raw: dict[str, str], at_exec_all: dict[str, str]
     }
     data["network"] = ec.net_interfaces()
     data["config_files"] = {
-        "files": [{**f, "vars": red.env(f["vars"], "nccl_env.config_files") if "missing" not in f["vars"] else f["vars"]}
-                  for f in files],
-        "effective": {k: {"value": red.value(k, v["value"], "nccl_env.config_files.effective"), "from": v["from"]}
-                      for k, v in conf.items()},
+        "files": [
+            {
+                **f,
+                "vars": red.env(f["vars"], "nccl_env.config_files")
+                if "missing" not in f["vars"]
+                else f["vars"],
+            }
+            for f in files
+        ],
+        "effective": {
+            k: {
+                "value": red.value(k, v["value"], "nccl_env.config_files.effective"),
+                "from": v["from"],
+            }
+            for k, v in conf.items()
+        },
     }
     return data
 
 
-def collect_nccl_env(options: dict[str, Any], redactor, timeout_s: float,
-                     error: Callable[[str, str], None]) -> dict[str, Any]:
+def collect_nccl_env(
+    options: dict[str, Any], redactor, timeout_s: float, error: Callable[[str, str], None]
+) -> dict[str, Any]:
     """Collect the ``nccl_env`` data section.
 
     Args:
@@ -300,13 +403,21 @@ def collect_nccl_env(options: dict[str, Any], redactor, timeout_s: float,
     dirs = [ec.private_dir() for _ in range(3)]
     try:
         jobs: dict[str, Callable[[], Any]] = {
-            "start": lambda: ec.run_start_methods(select, dirs[0], budget, slow and ec.torch_installed())}
+            "start": lambda: ec.run_start_methods(
+                select, dirs[0], budget, slow and ec.torch_installed()
+            )
+        }
         if launcher:
-            argv = ec.launcher_argv(launcher, ["--out-dir", dirs[1], "--select", sel, "--method", "launcher",
-                                               "--stdout"] + (["--nccl-init"] if nccl_init else []))
+            argv = ec.launcher_argv(
+                launcher,
+                ["--out-dir", dirs[1], "--select", sel, "--method", "launcher", "--stdout"]
+                + (["--nccl-init"] if nccl_init else []),
+            )
             jobs["launcher"] = lambda: _ranks_run(argv, dirs[1], budget)
         elif nccl_init:
-            argv = ec.worker_argv(["--out-dir", dirs[2], "--select", sel, "--nccl-init", "--method", "nccl_init"])
+            argv = ec.worker_argv(
+                ["--out-dir", dirs[2], "--select", sel, "--nccl-init", "--method", "nccl_init"]
+            )
             jobs["nccl"] = lambda: _ranks_run(argv, dirs[2], budget)
         with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
             # The workers (fresh interpreters, the slow part) start first; the launching process's
@@ -322,22 +433,39 @@ def collect_nccl_env(options: dict[str, Any], redactor, timeout_s: float,
     sm = {}
     for method in ec.START_METHODS:
         if method in results["start"]:
-            sm[method] = _start_method_entry(results["start"][method], parent_raw, red, f"nccl_env.start_methods.{method}")
+            sm[method] = _start_method_entry(
+                results["start"][method], parent_raw, red, f"nccl_env.start_methods.{method}"
+            )
             if sm[method]["status"] != "ok":
                 error(f"start_methods.{method}", str(sm[method]["reason"].get("detail", "")))
         elif method == "torch_spawn":
-            sm[method] = {"status": "unavailable", "reason": missing(
-                MissingReason.NOT_APPLICABLE, "torch is not installed" if not ec.torch_installed() else TORCH_SPAWN_SKIPPED)}
+            sm[method] = {
+                "status": "unavailable",
+                "reason": missing(
+                    MissingReason.NOT_APPLICABLE,
+                    "torch is not installed" if not ec.torch_installed() else TORCH_SPAWN_SKIPPED,
+                ),
+            }
     data["start_methods"] = sm
     if launcher:
-        section = _ranks_section(results["launcher"], parent_raw, red, "launcher", error, "launcher", conf)
-        data["launcher"] = {"command": redactor.text(launcher, "nccl_env.launcher.command"), **section}
-        data["nccl_init"] = _nccl_summary(section["ranks"], "launcher") if nccl_init else missing(
-            MissingReason.NOT_APPLICABLE, NOT_ASKED_NCCL)
+        section = _ranks_section(
+            results["launcher"], parent_raw, red, "launcher", error, "launcher", conf
+        )
+        data["launcher"] = {
+            "command": redactor.text(launcher, "nccl_env.launcher.command"),
+            **section,
+        }
+        data["nccl_init"] = (
+            _nccl_summary(section["ranks"], "launcher")
+            if nccl_init
+            else missing(MissingReason.NOT_APPLICABLE, NOT_ASKED_NCCL)
+        )
     else:
         data["launcher"] = missing(MissingReason.NOT_APPLICABLE, NOT_ASKED_LAUNCHER)
         if nccl_init:
-            section = _ranks_section(results["nccl"], parent_raw, red, "nccl_init", error, "nccl-init coordinator", conf)
+            section = _ranks_section(
+                results["nccl"], parent_raw, red, "nccl_init", error, "nccl-init coordinator", conf
+            )
             data["nccl_init"] = {**_nccl_summary(section["ranks"], "subprocess"), **section}
         else:
             data["nccl_init"] = missing(MissingReason.NOT_APPLICABLE, NOT_ASKED_NCCL)

@@ -33,15 +33,33 @@ H_PROP = "nccl.env-propagation"
 
 H, M, L = Severity.HIGH, Severity.MEDIUM, Severity.LOW
 VARIABLES: dict[str, tuple[Severity, str]] = {
-    "NCCL_ALGO": (H, "restricts the collective algorithms NCCL may use (Ring, Tree, NVLS, CollNet...)"),
-    "NCCL_PROTO": (H, "restricts the protocols (LL, LL128, Simple); Simple alone slows small messages"),
-    "NCCL_P2P_DISABLE": (H, "1 disables direct GPU-to-GPU (NVLink/PCIe P2P) transport: traffic goes through host memory"),
+    "NCCL_ALGO": (
+        H,
+        "restricts the collective algorithms NCCL may use (Ring, Tree, NVLS, CollNet...)",
+    ),
+    "NCCL_PROTO": (
+        H,
+        "restricts the protocols (LL, LL128, Simple); Simple alone slows small messages",
+    ),
+    "NCCL_P2P_DISABLE": (
+        H,
+        "1 disables direct GPU-to-GPU (NVLink/PCIe P2P) transport: traffic goes through host memory",
+    ),
     "NCCL_P2P_LEVEL": (H, "the furthest topology distance at which NCCL still uses P2P"),
     "NCCL_SHM_DISABLE": (H, "1 disables the shared-memory transport between processes"),
-    "NCCL_IB_DISABLE": (H, "1 disables InfiniBand/RoCE: inter-node traffic falls back to TCP sockets"),
-    "NCCL_SOCKET_IFNAME": (H, "which network interfaces NCCL uses for sockets and bootstrap (^ excludes)"),
+    "NCCL_IB_DISABLE": (
+        H,
+        "1 disables InfiniBand/RoCE: inter-node traffic falls back to TCP sockets",
+    ),
+    "NCCL_SOCKET_IFNAME": (
+        H,
+        "which network interfaces NCCL uses for sockets and bootstrap (^ excludes)",
+    ),
     "NCCL_NVLS_ENABLE": (H, "NVLink SHARP (NVSwitch multicast) collectives on or off"),
-    "NCCL_MIN_NCHANNELS": (H, "lower bound on channels (parallel rings/trees); more channels, more SMs used"),
+    "NCCL_MIN_NCHANNELS": (
+        H,
+        "lower bound on channels (parallel rings/trees); more channels, more SMs used",
+    ),
     "NCCL_MAX_NCHANNELS": (H, "upper bound on channels; a low cap limits bandwidth"),
     "NCCL_MIN_CTAS": (M, "lower bound on CTAs per collective"),
     "NCCL_MAX_CTAS": (M, "upper bound on CTAs per collective"),
@@ -64,12 +82,18 @@ VARIABLES: dict[str, tuple[Severity, str]] = {
     "NCCL_VERSION": (L, "a container label, not the NCCL library actually loaded"),
     "CUDA_VISIBLE_DEVICES": (H, "which GPUs the process sees, and their order"),
     "CUDA_LAUNCH_BLOCKING": (H, "1 makes every kernel launch synchronous (large slowdown)"),
-    "CUDA_DEVICE_MAX_CONNECTIONS": (H, "hardware work queues per device; 1 serialises communication and compute"),
+    "CUDA_DEVICE_MAX_CONNECTIONS": (
+        H,
+        "hardware work queues per device; 1 serialises communication and compute",
+    ),
     "CUDA_MODULE_LOADING": (M, "LAZY or EAGER kernel loading (start-up time and memory)"),
     "TORCH_NCCL_BLOCKING_WAIT": (M, "torch waits for NCCL work with a blocking wait"),
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": (L, "how torch handles failed NCCL work"),
     "TORCH_NCCL_AVOID_RECORD_STREAMS": (M, "caching-allocator stream recording for NCCL tensors"),
-    "PYTORCH_CUDA_ALLOC_CONF": (M, "CUDA caching allocator settings (expandable segments, split sizes)"),
+    "PYTORCH_CUDA_ALLOC_CONF": (
+        M,
+        "CUDA caching allocator settings (expandable segments, split sizes)",
+    ),
     "OMP_NUM_THREADS": (M, "CPU threads for OpenMP regions (torchrun sets 1 when unset)"),
     "MKL_NUM_THREADS": (M, "CPU threads for MKL"),
     "LD_PRELOAD": (H, "libraries loaded before all others (can replace NCCL, CUDA or malloc)"),
@@ -97,7 +121,11 @@ def describe(name: str) -> tuple[Severity, str]:
 def fmt(value: Any) -> str:
     """A stored value for an evidence line: ``'Ring'`` or ``unset``."""
     if is_missing(value):
-        return "unset" if value.get("detail") == "unset" else str(value.get("detail") or value.get("missing"))
+        return (
+            "unset"
+            if value.get("detail") == "unset"
+            else str(value.get("detail") or value.get("missing"))
+        )
     return repr(value)
 
 
@@ -107,17 +135,29 @@ def _data(result) -> dict[str, Any] | None:
 
 LAUNCHER_DEFAULTS: dict[str, dict[str, tuple[str | None, str]]] = {
     "torchrun": {
-        "OMP_NUM_THREADS": ("1", "torch/distributed/run.py: with more than one process per node and OMP_NUM_THREADS "
-                                 "unset, torchrun sets it to 1 for each worker and warns 'Setting OMP_NUM_THREADS "
-                                 "environment variable for each process to be 1 in default'"),
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING": (None, "torch/distributed/elastic/agent/server/local_elastic_agent.py: "
-                                                  "each worker gets os.getenv('TORCH_NCCL_ASYNC_ERROR_HANDLING', '1')"),
-        "NCCL_ASYNC_ERROR_HANDLING": (None, "torch/distributed/elastic/agent/server/local_elastic_agent.py before "
-                                            "torch 2.2: each worker gets os.getenv('NCCL_ASYNC_ERROR_HANDLING', '1')"),
+        "OMP_NUM_THREADS": (
+            "1",
+            "torch/distributed/run.py: with more than one process per node and OMP_NUM_THREADS "
+            "unset, torchrun sets it to 1 for each worker and warns 'Setting OMP_NUM_THREADS "
+            "environment variable for each process to be 1 in default'",
+        ),
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
+            None,
+            "torch/distributed/elastic/agent/server/local_elastic_agent.py: "
+            "each worker gets os.getenv('TORCH_NCCL_ASYNC_ERROR_HANDLING', '1')",
+        ),
+        "NCCL_ASYNC_ERROR_HANDLING": (
+            None,
+            "torch/distributed/elastic/agent/server/local_elastic_agent.py before "
+            "torch 2.2: each worker gets os.getenv('NCCL_ASYNC_ERROR_HANDLING', '1')",
+        ),
     },
     "srun": {
-        "CUDA_VISIBLE_DEVICES": (None, "Slurm GRES (gres.conf, --gpus/--gres): each step's tasks get "
-                                       "CUDA_VISIBLE_DEVICES naming the GPUs allocated to them"),
+        "CUDA_VISIBLE_DEVICES": (
+            None,
+            "Slurm GRES (gres.conf, --gpus/--gres): each step's tasks get "
+            "CUDA_VISIBLE_DEVICES naming the GPUs allocated to them",
+        ),
     },
     "mpirun": {},
 }
@@ -128,12 +168,23 @@ of the launcher, not a propagation problem. ``torchrun`` covers ``python -m torc
 with the same warning). Open MPI's ``mpirun`` sets only ``OMPI_*``/``PMIX_*`` names, outside the recorded
 selection."""
 
-_LAUNCHER_MARKS = (("TORCHELASTIC_RUN_ID", "torchrun"), ("TORCHELASTIC_RESTART_COUNT", "torchrun"),
-                   ("SLURM_PROCID", "srun"), ("SLURM_LOCALID", "srun"), ("OMPI_COMM_WORLD_RANK", "mpirun"),
-                   ("PMI_RANK", "mpirun"))
-_LAUNCHER_WORDS = (("torchrun", "torchrun"), ("torch.distributed.run", "torchrun"),
-                   ("torch.distributed.launch", "torchrun"), ("srun", "srun"), ("mpirun", "mpirun"),
-                   ("mpiexec", "mpirun"), ("prterun", "mpirun"))
+_LAUNCHER_MARKS = (
+    ("TORCHELASTIC_RUN_ID", "torchrun"),
+    ("TORCHELASTIC_RESTART_COUNT", "torchrun"),
+    ("SLURM_PROCID", "srun"),
+    ("SLURM_LOCALID", "srun"),
+    ("OMPI_COMM_WORLD_RANK", "mpirun"),
+    ("PMI_RANK", "mpirun"),
+)
+_LAUNCHER_WORDS = (
+    ("torchrun", "torchrun"),
+    ("torch.distributed.run", "torchrun"),
+    ("torch.distributed.launch", "torchrun"),
+    ("srun", "srun"),
+    ("mpirun", "mpirun"),
+    ("mpiexec", "mpirun"),
+    ("prterun", "mpirun"),
+)
 
 
 def launcher_of(data: dict[str, Any], channel: str, entry: dict[str, Any]) -> str:
@@ -146,7 +197,11 @@ def launcher_of(data: dict[str, Any], channel: str, entry: dict[str, Any]) -> st
     for var, name in _LAUNCHER_MARKS:
         if isinstance(rv, dict) and var in rv:
             return name
-    cmd = (data.get("launcher") or {}).get("command") if isinstance(data.get("launcher"), dict) else None
+    cmd = (
+        (data.get("launcher") or {}).get("command")
+        if isinstance(data.get("launcher"), dict)
+        else None
+    )
     if isinstance(cmd, str):
         words = [w.rsplit("/", 1)[-1] for w in cmd.split()]
         for word, name in _LAUNCHER_WORDS:
@@ -155,8 +210,9 @@ def launcher_of(data: dict[str, Any], channel: str, entry: dict[str, Any]) -> st
     return ""
 
 
-def launcher_default(data: dict[str, Any], channel: str, entry: dict[str, Any], name: str, parent: Any,
-                     worker: Any) -> str:
+def launcher_default(
+    data: dict[str, Any], channel: str, entry: dict[str, Any], name: str, parent: Any, worker: Any
+) -> str:
     """The source line when ``name=worker`` in this worker is its launcher's own default (parent unset), else ""."""
     if not is_missing(parent) or not isinstance(worker, str):
         return ""
@@ -171,10 +227,14 @@ def launcher_facts(data: dict[str, Any] | None) -> list[str]:
     out: list[str] = []
     for channel, entry in worker_entries(data or {}):
         for d in entry.get("differs") or []:
-            src = launcher_default(data or {}, channel, entry, d.get("name", ""), d.get("parent"), d.get("worker"))
+            src = launcher_default(
+                data or {}, channel, entry, d.get("name", ""), d.get("parent"), d.get("worker")
+            )
             if src:
-                line = (f"{d['name']}={d['worker']} in the workers is {launcher_of(data or {}, channel, entry)}'s "
-                        f"own default, not a propagation problem ({src})")
+                line = (
+                    f"{d['name']}={d['worker']} in the workers is {launcher_of(data or {}, channel, entry)}'s "
+                    f"own default, not a propagation problem ({src})"
+                )
                 if line not in out:
                     out.append(line)
     return out
@@ -193,22 +253,37 @@ def problems(data: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]
         for d in entry.get("differs") or []:
             if launcher_default(data, channel, entry, d["name"], d.get("parent"), d.get("worker")):
                 continue  # the launcher's own default (LAUNCHER_DEFAULTS): a fact, not a problem
-            out[(d["name"], channel, "env")] = {"parent": d.get("parent"), "worker": d.get("worker"),
-                                                "where": d.get("where", "unknown")}
+            out[(d["name"], channel, "env")] = {
+                "parent": d.get("parent"),
+                "worker": d.get("worker"),
+                "where": d.get("where", "unknown"),
+            }
         for d in (entry.get("nccl") or {}).get("nccl_differs") or []:
             if d.get("explained_by"):
                 continue
-            out[(d["name"], channel, "nccl")] = {"parent": d.get("parent"), "worker": d.get("nccl"), "where": "nccl"}
+            out[(d["name"], channel, "nccl")] = {
+                "parent": d.get("parent"),
+                "worker": d.get("nccl"),
+                "where": "nccl",
+            }
     return out
 
 
-def _evidence_line(var: str, channel: str, source: str, p: dict[str, Any], entry_hooks: str = "") -> str:
+def _evidence_line(
+    var: str, channel: str, source: str, p: dict[str, Any], entry_hooks: str = ""
+) -> str:
     if source == "nccl":
-        return (f"{channel}: NCCL reported '{var} set by environment to {p['worker']}' "
-                f"(launching process: {fmt(p['parent'])})")
-    where = {"startup_hooks": "changed at interpreter start-up (sitecustomize/usercustomize/.pth)",
-             "at_exec": "already so when the process started (launcher or start method)"}.get(p["where"], "")
-    return f"{channel}: {var}={fmt(p['worker'])} vs launching process {fmt(p['parent'])}" + (f"; {where}" if where else "")
+        return (
+            f"{channel}: NCCL reported '{var} set by environment to {p['worker']}' "
+            f"(launching process: {fmt(p['parent'])})"
+        )
+    where = {
+        "startup_hooks": "changed at interpreter start-up (sitecustomize/usercustomize/.pth)",
+        "at_exec": "already so when the process started (launcher or start method)",
+    }.get(p["where"], "")
+    return f"{channel}: {var}={fmt(p['worker'])} vs launching process {fmt(p['parent'])}" + (
+        f"; {where}" if where else ""
+    )
 
 
 def _context_notes(data: dict[str, Any], items) -> list[str]:
@@ -222,11 +297,18 @@ def _context_notes(data: dict[str, Any], items) -> list[str]:
         if source == "env" and p.get("where") == "startup_hooks" and isinstance(sc, str):
             notes.append(f"{channel} imported sitecustomize from {sc}")
         nccl = entry.get("nccl")
-        if source == "env" and is_missing(p.get("worker")) and isinstance(nccl, dict) and nccl.get("backend") == "nccl":
+        if (
+            source == "env"
+            and is_missing(p.get("worker"))
+            and isinstance(nccl, dict)
+            and nccl.get("backend") == "nccl"
+        ):
             sbe = nccl.get("set_by_environment") or {}
             if var not in sbe:
                 seen = ", ".join(f"{k}={v}" for k, v in sbe.items()) or "none"
-                notes.append(f"{channel}: NCCL did not report {var} as set by environment (it reported: {seen})")
+                notes.append(
+                    f"{channel}: NCCL did not report {var} as set by environment (it reported: {seen})"
+                )
     return sorted(set(notes))
 
 
@@ -242,7 +324,11 @@ def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | Non
         else one ruled-out or inconclusive finding.
     """
     if before is None and after is None:
-        return [inconclusive(H_PROP, "no nccl_env data on either side: workers' environment not checked")]
+        return [
+            inconclusive(
+                H_PROP, "no nccl_env data on either side: workers' environment not checked"
+            )
+        ]
     facts = launcher_facts(after if after is not None else before)
     found = _judge_propagation(before, after)
     for f in found:
@@ -250,7 +336,9 @@ def judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | Non
     return found
 
 
-def _judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
+def _judge_propagation(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> list[Finding]:
     pb = problems(before) if before is not None else {}
     pa = problems(after) if after is not None else {}
     findings: list[Finding] = []
@@ -268,58 +356,117 @@ def _judge_propagation(before: dict[str, Any] | None, after: dict[str, Any] | No
             if not items:
                 continue
             channels = sorted({k[1] for k, _ in items})
-            ev = [_evidence_line(var, k[1], k[2], p) for k, p in sorted(items, key=lambda kp: (kp[0][1], kp[0][2]))]
+            ev = [
+                _evidence_line(var, k[1], k[2], p)
+                for k, p in sorted(items, key=lambda kp: (kp[0][1], kp[0][2]))
+            ]
             ev += _context_notes(after if kind != "gone" else before, items)
             ev.append(f"{var}: {what}")
             first = items[0][1]
             where = ", ".join(channels)
             if kind == "new":
-                findings.append(implicated(H_PROP, sev, f"{var} differs between the launching process "
-                                           f"({fmt(first['parent'])}) and its workers ({where}: {fmt(first['worker'])})",
-                                           ev, relevance=0.9 if not sev < H else 0.6, fields=[f"nccl_env.{var}"]))
+                findings.append(
+                    implicated(
+                        H_PROP,
+                        sev,
+                        f"{var} differs between the launching process "
+                        f"({fmt(first['parent'])}) and its workers ({where}: {fmt(first['worker'])})",
+                        ev,
+                        relevance=0.9 if not sev < H else 0.6,
+                        fields=[f"nccl_env.{var}"],
+                    )
+                )
             elif kind == "gone":
-                findings.append(implicated(H_PROP, Severity.MEDIUM if not sev < M else L,
-                                           f"{var} no longer differs between the launching process and its workers "
-                                           f"(before: {where} saw {fmt(first['worker'])})", ev, relevance=0.5,
-                                           fields=[f"nccl_env.{var}"]))
+                findings.append(
+                    implicated(
+                        H_PROP,
+                        Severity.MEDIUM if not sev < M else L,
+                        f"{var} no longer differs between the launching process and its workers "
+                        f"(before: {where} saw {fmt(first['worker'])})",
+                        ev,
+                        relevance=0.5,
+                        fields=[f"nccl_env.{var}"],
+                    )
+                )
             else:
-                findings.append(implicated(H_PROP, L, f"{var} differs between the launching process and its "
-                                           f"workers ({where}) in both snapshots: a standing problem, not what changed",
-                                           ev, relevance=0.2, fields=[f"nccl_env.{var}"]))
+                findings.append(
+                    implicated(
+                        H_PROP,
+                        L,
+                        f"{var} differs between the launching process and its "
+                        f"workers ({where}) in both snapshots: a standing problem, not what changed",
+                        ev,
+                        relevance=0.2,
+                        fields=[f"nccl_env.{var}"],
+                    )
+                )
     if findings:
         return findings
     sides = [d for d in (before, after) if d is not None]
     chans = sorted({c for d in sides for c, _ in worker_entries(d)})
     if not chans:
-        return [inconclusive(H_PROP, "no worker reported on either side (every start method failed)")]
+        return [
+            inconclusive(H_PROP, "no worker reported on either side (every start method failed)")
+        ]
     silent = []
     for d in sides:
         for key, what in (("launcher", "--launcher"), ("nccl_init", "--nccl-init")):
             sec = d.get(key)
-            if isinstance(sec, dict) and not is_missing(sec) and not sec.get("ranks") and not sec.get("under"):
+            if (
+                isinstance(sec, dict)
+                and not is_missing(sec)
+                and not sec.get("ranks")
+                and not sec.get("under")
+            ):
                 tail = sec.get("stderr_tail") or sec.get("error") or ""
                 why = tail[-1] if isinstance(tail, list) and tail else str(tail)
-                code = f"exit status {sec['returncode']}" if sec.get("returncode") not in (None, 0) else ""
+                code = (
+                    f"exit status {sec['returncode']}"
+                    if sec.get("returncode") not in (None, 0)
+                    else ""
+                )
                 detail = "; ".join(x for x in (code, why[:200]) if x)
                 silent.append(f"{what}: no rank reported" + (f" ({detail})" if detail else ""))
     if silent:
-        return [inconclusive(H_PROP, "the workers of the requested launch path were never seen, so it was not "
-                             "checked: " + "; ".join(sorted(set(silent))),
-                             [f"checked instead: {', '.join(chans)}"])]
-    if before is not None and after is not None:  # "workers saw the same" needs the same workers on both sides
+        return [
+            inconclusive(
+                H_PROP,
+                "the workers of the requested launch path were never seen, so it was not "
+                "checked: " + "; ".join(sorted(set(silent))),
+                [f"checked instead: {', '.join(chans)}"],
+            )
+        ]
+    if (
+        before is not None and after is not None
+    ):  # "workers saw the same" needs the same workers on both sides
         cb, ca = {c for c, _ in worker_entries(before)}, {c for c, _ in worker_entries(after)}
         if cb != ca:
-            one_sided = "; ".join(f"{c} only in {'BEFORE' if c in cb else 'AFTER'}" for c in sorted(cb ^ ca))
-            return [inconclusive(H_PROP, f"workers not seen in both snapshots, so not compared: {one_sided}",
-                                 [f"seen in both: {', '.join(sorted(cb & ca)) or 'none'}"])]
+            one_sided = "; ".join(
+                f"{c} only in {'BEFORE' if c in cb else 'AFTER'}" for c in sorted(cb ^ ca)
+            )
+            return [
+                inconclusive(
+                    H_PROP,
+                    f"workers not seen in both snapshots, so not compared: {one_sided}",
+                    [f"seen in both: {', '.join(sorted(cb & ca)) or 'none'}"],
+                )
+            ]
     n = max(len((d.get("parent") or {}).get("env") or {}) for d in sides)
     nccl = any("nccl" in e for d in sides for _, e in worker_entries(d))
-    return [ruled_out(H_PROP, f"workers saw the launching process's values: {n} variables compared in "
-                      f"{', '.join(chans)}" + ("; NCCL's 'set by environment' report agrees" if nccl else ""))]
+    return [
+        ruled_out(
+            H_PROP,
+            f"workers saw the launching process's values: {n} variables compared in "
+            f"{', '.join(chans)}" + ("; NCCL's 'set by environment' report agrees" if nccl else ""),
+        )
+    ]
 
 
 def _conf_vars(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.get("value") for k, v in ((data.get("config_files") or {}).get("effective") or {}).items()}
+    return {
+        k: v.get("value")
+        for k, v in ((data.get("config_files") or {}).get("effective") or {}).items()
+    }
 
 
 _P2P_WORKAROUNDS = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
@@ -350,28 +497,48 @@ def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> li
     if before is None or after is None:
         return []
     findings: list[Finding] = []
-    for source, get in (("environment", lambda d: (d.get("parent") or {}).get("env") or {}),
-                        ("nccl.conf", _conf_vars)):
+    for source, get in (
+        ("environment", lambda d: (d.get("parent") or {}).get("env") or {}),
+        ("nccl.conf", _conf_vars),
+    ):
         eb, ea = get(before), get(after)
         for var in sorted(set(eb) | set(ea)):
             if eb.get(var) == ea.get(var) or var in LAUNCHER_BOOKKEEPING:
                 continue
             sev, what = describe(var)
-            change = ("added" if var not in eb else "removed" if var not in ea else "changed")
+            change = "added" if var not in eb else "removed" if var not in ea else "changed"
             vb = fmt(eb[var]) if var in eb else "unset"
             va = fmt(ea[var]) if var in ea else "unset"
-            facts = [FACT_WORKAROUND_REMOVED] if _p2p_workaround_removed(var, eb.get(var), ea.get(var)) else []
-            findings.append(implicated(H_ENV, sev, f"{var} {change} in the launching process's {source}: {vb} -> {va}",
-                                       [f"{var}: {what}", f"before: {vb}; after: {va} (source: {source})"],
-                                       relevance=0.8 if not sev < H else 0.4,
-                                       fields=[f"nccl_env.parent.env.{var}"] + facts))
+            facts = (
+                [FACT_WORKAROUND_REMOVED]
+                if _p2p_workaround_removed(var, eb.get(var), ea.get(var))
+                else []
+            )
+            findings.append(
+                implicated(
+                    H_ENV,
+                    sev,
+                    f"{var} {change} in the launching process's {source}: {vb} -> {va}",
+                    [f"{var}: {what}", f"before: {vb}; after: {va} (source: {source})"],
+                    relevance=0.8 if not sev < H else 0.4,
+                    fields=[f"nccl_env.parent.env.{var}"] + facts,
+                )
+            )
     if findings:
         return findings
-    n = len(set((after.get("parent") or {}).get("env") or {}) | set((before.get("parent") or {}).get("env") or {}))
+    n = len(
+        set((after.get("parent") or {}).get("env") or {})
+        | set((before.get("parent") or {}).get("env") or {})
+    )
     sel = after.get("select") or []
     shown = ", ".join(sel[:4]) + (", ..." if len(sel) > 4 else "")
-    return [ruled_out(H_ENV, f"launching process's variables unchanged: {n} set, of {len(sel)} names and "
-                             f"prefixes checked ({shown}); NCCL config files unchanged")]
+    return [
+        ruled_out(
+            H_ENV,
+            f"launching process's variables unchanged: {n} set, of {len(sel)} names and "
+            f"prefixes checked ({shown}); NCCL config files unchanged",
+        )
+    ]
 
 
 def judge(before, after) -> list[Finding]:

@@ -42,15 +42,21 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-_PREFIX = re.compile(r"(?:^|[\s(|\]])(?P<host>[^\s:|()\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-                     r"(?:(?P<src>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
-_NOHOST = re.compile(r"^\s*\[(?P<dev>\d+)\] (?:(?P<src>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
+_PREFIX = re.compile(
+    r"(?:^|[\s(|\]])(?P<host>[^\s:|()\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?:(?P<src>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$"
+)
+_NOHOST = re.compile(
+    r"^\s*\[(?P<dev>\d+)\] (?:(?P<src>\S+:\d+) )?NCCL (?P<level>INFO|WARN) (?P<msg>.*)$"
+)
 _OLD_WARN = re.compile(r"(?:^|\s)(?P<src>[\w./-]+\.(?:cc|h|cu|cpp):\d+) WARN (?P<msg>.*)$")
 _BARE_VERSION = re.compile(r"(?:^|\s)NCCL version (?P<v>\d+\.\d+\.\d+\S*)\s*$")
 _VERSION = re.compile(r"^NCCL version (?P<v>\S+)")
 _SET_BY_ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set by environment to (?P<value>.*)$")
-_INIT_RANK = re.compile(r"^ncclCommInitRank\w* comm \S+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
-                        r"(?:.*? busId (?P<bus>[0-9a-fA-F]+))?")
+_INIT_RANK = re.compile(
+    r"^ncclCommInitRank\w* comm \S+ rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+    r"(?:.*? busId (?P<bus>[0-9a-fA-F]+))?"
+)
 _COLL_CHANNELS = re.compile(r"^(?P<n>\d+) coll channels")
 _RING_CHANNEL = re.compile(r"^Channel \d+/(?P<n>\d+) :")
 _CONNECT = re.compile(r"^Channel \d+(?:/\d+)? : \S+ -> \S+ (?:\[\w+\] )?via (?P<via>.+?)\s*$")
@@ -78,9 +84,21 @@ def transport_class(family: str) -> str:
 
 
 def _new_rank() -> dict[str, Any]:
-    return {"rank": None, "nranks": None, "cuda_dev": None, "bus_id": None, "host": None, "pid": None,
-            "version": None, "set_by_environment": {}, "channels": None, "transports": {}, "network": None,
-            "warnings": [], "p2p_failures": []}
+    return {
+        "rank": None,
+        "nranks": None,
+        "cuda_dev": None,
+        "bus_id": None,
+        "host": None,
+        "pid": None,
+        "version": None,
+        "set_by_environment": {},
+        "channels": None,
+        "transports": {},
+        "network": None,
+        "warnings": [],
+        "p2p_failures": [],
+    }
 
 
 def _match(raw: str) -> tuple[str, str, dict[str, Any]] | None:
@@ -131,24 +149,28 @@ def parse(lines: Iterable[str]) -> dict[str, Any]:
         if level == "WARN":
             rec["warnings"].append(f"{m['src']} {msg}" if m.get("src") else msg)
             continue
-        if (v := _VERSION.match(msg)):
+        if v := _VERSION.match(msg):
             rec["version"] = v["v"]
-        elif (v := _SET_BY_ENV.match(msg)):
+        elif v := _SET_BY_ENV.match(msg):
             value = v["value"].strip()
             rec["set_by_environment"][v["name"]] = value[:-1] if value.endswith(".") else value
-        elif (v := _INIT_RANK.match(msg)):
-            rec["rank"], rec["nranks"], rec["cuda_dev"] = int(v["rank"]), int(v["nranks"]), int(v["dev"])
+        elif v := _INIT_RANK.match(msg):
+            rec["rank"], rec["nranks"], rec["cuda_dev"] = (
+                int(v["rank"]),
+                int(v["nranks"]),
+                int(v["dev"]),
+            )
             rec["bus_id"] = v["bus"]
-        elif (v := _COLL_CHANNELS.match(msg)):
+        elif v := _COLL_CHANNELS.match(msg):
             rec["channels"] = int(v["n"])
-        elif (v := _CONNECT.match(msg)):
+        elif v := _CONNECT.match(msg):
             fam = transport_family(v["via"])
             rec["transports"][fam] = rec["transports"].get(fam, 0) + 1
-        elif (v := _RING_CHANNEL.match(msg)):
+        elif v := _RING_CHANNEL.match(msg):
             ring_channels[key] = int(v["n"])
-        elif (v := _NETWORK.match(msg)):
+        elif v := _NETWORK.match(msg):
             rec["network"] = v["net"]
-        elif (v := _P2P_FAIL.match(msg)):
+        elif v := _P2P_FAIL.match(msg):
             pair = f"{v['a']} and {v['b']}"
             if pair not in rec["p2p_failures"]:
                 rec["p2p_failures"].append(pair)
@@ -165,16 +187,25 @@ def parse(lines: Iterable[str]) -> dict[str, Any]:
         else:
             ranks[str(rec["rank"])] = rec
     versions = {r["version"] for r in by_pid.values() if r["version"]} or set(bare_versions)
-    return {"version": sorted(versions)[0] if len(versions) == 1 else (sorted(versions) or None),
-            "ranks": dict(sorted(ranks.items(), key=lambda kv: int(kv[0]))), "unranked": unranked}
+    return {
+        "version": sorted(versions)[0] if len(versions) == 1 else (sorted(versions) or None),
+        "ranks": dict(sorted(ranks.items(), key=lambda kv: int(kv[0]))),
+        "unranked": unranked,
+    }
 
 
-_NCCL_ERROR = re.compile(r"NCCL error in: (?P<where>[^,]+), (?P<what>[^,]+?)(?: \(run with [^)]*\))?, "
-                         r"NCCL version (?P<v>\S+)")
-_NCCL_CODE = re.compile(r"\b(?P<code>nccl(?:InternalError|UnhandledCudaError|SystemError|InvalidArgument|InvalidUsage|"
-                        r"RemoteError|InProgress))\b")
-_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
-                       r"OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<timeout>\d+)\) ran for (?P<ran>\d+) milliseconds")
+_NCCL_ERROR = re.compile(
+    r"NCCL error in: (?P<where>[^,]+), (?P<what>[^,]+?)(?: \(run with [^)]*\))?, "
+    r"NCCL version (?P<v>\S+)"
+)
+_NCCL_CODE = re.compile(
+    r"\b(?P<code>nccl(?:InternalError|UnhandledCudaError|SystemError|InvalidArgument|InvalidUsage|"
+    r"RemoteError|InProgress))\b"
+)
+_WATCHDOG = re.compile(
+    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
+    r"OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<timeout>\d+)\) ran for (?P<ran>\d+) milliseconds"
+)
 _LAST_ERROR = re.compile(r"Last error:\s*$")
 _RANK_TAG = re.compile(r"^\s*(?:\[rank\d+\]:\s*)")
 
@@ -199,8 +230,12 @@ def failures(lines: Iterable[str]) -> list[dict[str, Any]]:
     for i, ln in enumerate(text):
         m = _NCCL_ERROR.search(ln)
         if m:
-            entry: dict[str, Any] = {"kind": "nccl_error", "what": m["what"].strip(), "nccl_version": m["v"]}
-            for nxt in text[i + 1:i + 4]:
+            entry: dict[str, Any] = {
+                "kind": "nccl_error",
+                "what": m["what"].strip(),
+                "nccl_version": m["v"],
+            }
+            for nxt in text[i + 1 : i + 4]:
                 c = _NCCL_CODE.search(nxt)
                 if c and "code" not in entry:
                     entry["code"] = c["code"]
@@ -215,8 +250,13 @@ def failures(lines: Iterable[str]) -> list[dict[str, Any]]:
             continue
         m = _WATCHDOG.search(ln)
         if m:
-            entry = {"kind": "watchdog_timeout", "op": m["op"], "seq": int(m["seq"]),
-                     "timeout_ms": int(m["timeout"]), "ran_ms": int(m["ran"])}
+            entry = {
+                "kind": "watchdog_timeout",
+                "op": m["op"],
+                "seq": int(m["seq"]),
+                "timeout_ms": int(m["timeout"]),
+                "ran_ms": int(m["ran"]),
+            }
             key = (entry["op"], entry["seq"])
             if key not in seen:
                 seen.add(key)
@@ -225,7 +265,10 @@ def failures(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 
 BENIGN_WARNINGS = (
-    ("Failed to open libibverbs", "no InfiniBand verbs library: NCCL uses sockets (normal on hosts without IB)"),
+    (
+        "Failed to open libibverbs",
+        "no InfiniBand verbs library: NCCL uses sockets (normal on hosts without IB)",
+    ),
     ("No plugin found", "no network plugin: NCCL uses its internal one"),
     ("Could not find: libnccl-net", "no network plugin: NCCL uses its internal one"),
 )

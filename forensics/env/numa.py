@@ -36,11 +36,15 @@ from forensics.model import Finding, Severity, implicated, inconclusive, is_miss
 
 H = "host.numa"
 MIN_PAGES = 1000
-NO_RANKS = ("no rank recorded its GPU's NUMA node: run 'forensics snapshot --nccl-init' (or --launcher ... "
-            "--nccl-init) on the GPU machine")
+NO_RANKS = (
+    "no rank recorded its GPU's NUMA node: run 'forensics snapshot --nccl-init' (or --launcher ... "
+    "--nccl-init) on the GPU machine"
+)
 
 
-def _problems(data) -> tuple[dict[tuple[str, str], tuple[Severity, str]], list[str], list[str], int | None]:
+def _problems(
+    data,
+) -> tuple[dict[tuple[str, str], tuple[Severity, str]], list[str], list[str], int | None]:
     """({(rank, kind): (severity, line)}, evidence, unknown ranks, host node count)."""
     probs: dict[tuple[str, str], tuple[Severity, str]] = {}
     evidence: list[str] = []
@@ -58,45 +62,73 @@ def _problems(data) -> tuple[dict[tuple[str, str], tuple[Severity, str]], list[s
             continue
         node = gpu.get("numa_node")
         cpus = b.get("cpus")
-        evidence.append(f"{lbl}: GPU {gpu.get('bdf') if isinstance(gpu.get('bdf'), str) else '?'} on NUMA node "
-                        f"{node if isinstance(node, int) else 'unknown'}; rank may run on CPUs "
-                        f"{cpus if isinstance(cpus, str) else '?'}, memory nodes {b.get('mems_allowed_list')}")
+        evidence.append(
+            f"{lbl}: GPU {gpu.get('bdf') if isinstance(gpu.get('bdf'), str) else '?'} on NUMA node "
+            f"{node if isinstance(node, int) else 'unknown'}; rank may run on CPUs "
+            f"{cpus if isinstance(cpus, str) else '?'}, memory nodes {b.get('mems_allowed_list')}"
+        )
         if not host:
-            unknown.append(f"{lbl}: the host's NUMA nodes were not readable (/sys/devices/system/node)")
+            unknown.append(
+                f"{lbl}: the host's NUMA nodes were not readable (/sys/devices/system/node)"
+            )
             continue
         if len(host) == 1:
             continue
         if not isinstance(node, int):
-            unknown.append(f"{lbl}: {node.get('detail') if is_missing(node) else 'GPU NUMA node not recorded'}")
+            unknown.append(
+                f"{lbl}: {node.get('detail') if is_missing(node) else 'GPU NUMA node not recorded'}"
+            )
             continue
         local = gpu.get("local_cpulist")
-        gpu_cpus = parse_cpulist(local) if isinstance(local, str) else parse_cpulist(host.get(str(node), ""))
+        gpu_cpus = (
+            parse_cpulist(local)
+            if isinstance(local, str)
+            else parse_cpulist(host.get(str(node), ""))
+        )
         if isinstance(cpus, str) and gpu_cpus:
             mine = parse_cpulist(cpus)
             if mine and not mine & gpu_cpus:
-                probs[(lbl, "cpus")] = (Severity.HIGH, f"{lbl} may run only on CPUs {cpus}, none of them on its "
-                                        f"GPU's NUMA node {node} (CPUs {cpulist(gpu_cpus)})")
+                probs[(lbl, "cpus")] = (
+                    Severity.HIGH,
+                    f"{lbl} may run only on CPUs {cpus}, none of them on its "
+                    f"GPU's NUMA node {node} (CPUs {cpulist(gpu_cpus)})",
+                )
             elif mine and not mine <= gpu_cpus:
-                evidence.append(f"{lbl}: not pinned to its GPU's node (CPUs {cpus} span several nodes)")
+                evidence.append(
+                    f"{lbl}: not pinned to its GPU's node (CPUs {cpus} span several nodes)"
+                )
         mems = b.get("mems_allowed_list")
         if isinstance(mems, str) and mems and node not in parse_cpulist(mems):
-            probs[(lbl, "mems")] = (Severity.MEDIUM, f"{lbl} may allocate memory only on node(s) {mems}, not on "
-                                    f"its GPU's node {node} (Mems_allowed_list)")
+            probs[(lbl, "mems")] = (
+                Severity.MEDIUM,
+                f"{lbl} may allocate memory only on node(s) {mems}, not on "
+                f"its GPU's node {node} (Mems_allowed_list)",
+            )
         maps = b.get("numa_maps")
         if isinstance(maps, dict) and not is_missing(maps):
-            pol = [p for p in (maps.get("policies") or {}) if p.split(":")[0] in ("bind", "prefer", "preferred")]
+            pol = [
+                p
+                for p in (maps.get("policies") or {})
+                if p.split(":")[0] in ("bind", "prefer", "preferred")
+            ]
             for p in pol:
                 want = parse_cpulist(p.split(":", 1)[1]) if ":" in p else set()
                 if want and node not in want:
-                    probs[(lbl, "policy")] = (Severity.MEDIUM, f"{lbl} memory policy {p} names only nodes other "
-                                              f"than its GPU's node {node} (numa_maps)")
+                    probs[(lbl, "policy")] = (
+                        Severity.MEDIUM,
+                        f"{lbl} memory policy {p} names only nodes other "
+                        f"than its GPU's node {node} (numa_maps)",
+                    )
             pages = {int(k): v for k, v in (maps.get("anon_pages_by_node") or {}).items()}
             total = sum(pages.values())
             if total >= MIN_PAGES and pages.get(node, 0) < total / 2:
                 top = max(pages, key=pages.get)
-                probs[(lbl, "pages")] = (Severity.MEDIUM, f"{lbl}: {100 * (1 - pages.get(node, 0) / total):.0f}% of "
-                                         f"its {total} anonymous pages are off its GPU's node {node} (most on node "
-                                         f"{top}; numa_maps)")
+                probs[(lbl, "pages")] = (
+                    Severity.MEDIUM,
+                    f"{lbl}: {100 * (1 - pages.get(node, 0) / total):.0f}% of "
+                    f"its {total} anonymous pages are off its GPU's node {node} (most on node "
+                    f"{top}; numa_maps)",
+                )
     return probs, evidence, unknown, nodes_count
 
 
@@ -109,17 +141,41 @@ def judge_numa(before: dict[str, Any] | None, after: dict[str, Any] | None) -> l
     found = []
     for key, (sev, line) in sorted(pa.items()):
         if key in pb and pb[key] == (sev, line):
-            found.append(implicated(H, Severity.LOW, line + " -- on both sides: a standing problem, not what changed",
-                                    [line] + ev, relevance=0.2, fields=["nccl_env.nccl_init.ranks.*.binding"]))
+            found.append(
+                implicated(
+                    H,
+                    Severity.LOW,
+                    line + " -- on both sides: a standing problem, not what changed",
+                    [line] + ev,
+                    relevance=0.2,
+                    fields=["nccl_env.nccl_init.ranks.*.binding"],
+                )
+            )
         else:
-            found.append(implicated(H, sev, line, [line] + ev, relevance=0.8 if sev is Severity.HIGH else 0.6,
-                                    fields=["nccl_env.nccl_init.ranks.*.binding"]))
+            found.append(
+                implicated(
+                    H,
+                    sev,
+                    line,
+                    [line] + ev,
+                    relevance=0.8 if sev is Severity.HIGH else 0.6,
+                    fields=["nccl_env.nccl_init.ranks.*.binding"],
+                )
+            )
     if found:
         return found
     if not ev:
         return [inconclusive(H, NO_RANKS)]
     if nodes == 1:
-        return [ruled_out(H, "one NUMA node on this host: every CPU and page is local to the GPU", ev)]
+        return [
+            ruled_out(H, "one NUMA node on this host: every CPU and page is local to the GPU", ev)
+        ]
     if unknown:
-        return [inconclusive(H, "the GPU's NUMA node is unknown, placement not judged: " + "; ".join(unknown), ev)]
-    return [ruled_out(H, "every rank may run on CPUs of its GPU's NUMA node and allocate there", ev)]
+        return [
+            inconclusive(
+                H, "the GPU's NUMA node is unknown, placement not judged: " + "; ".join(unknown), ev
+            )
+        ]
+    return [
+        ruled_out(H, "every rank may run on CPUs of its GPU's NUMA node and allocate there", ev)
+    ]

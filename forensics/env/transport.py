@@ -44,8 +44,10 @@ from forensics.model import Finding, Severity, implicated, inconclusive, is_miss
 H = "nccl.transport"
 ORDER = {"P2P": 4, "NET/IB": 3, "SHM": 2, "NET/Socket": 1}
 """How good a path is, best first (NVLink/PCIe P2P, then InfiniBand/RoCE, host shared memory, TCP)."""
-NO_DATA = ("no NCCL log on either side: run 'forensics snapshot --nccl-init' (or with --launcher ... "
-           "--nccl-init) to record NCCL's transports")
+NO_DATA = (
+    "no NCCL log on either side: run 'forensics snapshot --nccl-init' (or with --launcher ... "
+    "--nccl-init) to record NCCL's transports"
+)
 
 
 def _rank(family: str) -> int:
@@ -71,12 +73,18 @@ def nccl_ranks(data: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _transports(data) -> dict[str, dict[str, int]]:
-    return {lbl: dict(r["nccl"].get("transports") or {}) for lbl, r in nccl_ranks(data)
-            if r["nccl"].get("backend") == "nccl"}
+    return {
+        lbl: dict(r["nccl"].get("transports") or {})
+        for lbl, r in nccl_ranks(data)
+        if r["nccl"].get("backend") == "nccl"
+    }
 
 
 def _fmt_t(t: dict[str, int]) -> str:
-    return ", ".join(f"{k} x{v}" for k, v in sorted(t.items(), key=lambda kv: -_rank(kv[0]))) or "no connection lines"
+    return (
+        ", ".join(f"{k} x{v}" for k, v in sorted(t.items(), key=lambda kv: -_rank(kv[0])))
+        or "no connection lines"
+    )
 
 
 def _failed(data) -> dict[str, str]:
@@ -89,20 +97,26 @@ def _failed(data) -> dict[str, str]:
         fails = n.get("failures") or []
         hung = n.get("hung")
         if isinstance(hung, dict):
-            where = {"init": "while creating the communicator", "allreduce": "in its first all-reduce"}.get(
-                str(hung.get("phase")), "")
+            where = {
+                "init": "while creating the communicator",
+                "allreduce": "in its first all-reduce",
+            }.get(str(hung.get("phase")), "")
             so_far = _fmt_t(n.get("transports") or {})
             last = (n.get("last_lines") or [""])[-1]
-            text = (f"hung {where} and was killed after {hung.get('killed_after_s', 0):g} s; transport chosen so "
-                    f"far: {so_far}" + (f"; last NCCL line: {last}" if last else ""))
+            text = (
+                f"hung {where} and was killed after {hung.get('killed_after_s', 0):g} s; transport chosen so "
+                f"far: {so_far}" + (f"; last NCCL line: {last}" if last else "")
+            )
             out[lbl] = f"{n.get('backend')} {text}"
             continue
         if fails:
             f = fails[0]
-            text = (f"{f.get('what')} ({f.get('code', 'no code')}), NCCL {f.get('nccl_version')}"
-                    + (f"; last error: {f['last_error']}" if f.get("last_error") else "")
-                    if f["kind"] == "nccl_error" else
-                    f"watchdog timeout of {f['op']} #{f['seq']} after {f['ran_ms'] / 1000:g} s")
+            text = (
+                f"{f.get('what')} ({f.get('code', 'no code')}), NCCL {f.get('nccl_version')}"
+                + (f"; last error: {f['last_error']}" if f.get("last_error") else "")
+                if f["kind"] == "nccl_error"
+                else f"watchdog timeout of {f['op']} #{f['seq']} after {f['ran_ms'] / 1000:g} s"
+            )
         else:
             text = str(n.get("error") or "wrong sum or no result")[:200]
         out[lbl] = f"{n.get('backend')} all-reduce failed: {text}"
@@ -140,7 +154,9 @@ def _ifname_problems(data) -> dict[tuple[str, str], list[str]]:
         v = (entry.get("env") or {}).get("NCCL_SOCKET_IFNAME")
         if isinstance(v, str):
             seen.setdefault(v, channel)
-    return {(where, v): sorted(ifs) for v, where in seen.items() if not socket_ifname_matches(v, ifs)}
+    return {
+        (where, v): sorted(ifs) for v, where in seen.items() if not socket_ifname_matches(v, ifs)
+    }
 
 
 def judge_transport(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
@@ -158,57 +174,132 @@ def judge_transport(before: dict[str, Any] | None, after: dict[str, Any] | None)
             best_b, best_a = max(map(_rank, b)), max(map(_rank, a))
             lost = sorted(set(b) - set(a))
             if best_a < best_b:
-                found.append(implicated(H, Severity.HIGH, f"{lbl}: NCCL transport {_fmt_t(b)} -> {_fmt_t(a)}: "
-                                        f"{', '.join(lost)} no longer used", [
-                                            f"{lbl} before: {_fmt_t(b)}; after: {_fmt_t(a)} (NCCL INFO 'Channel NN : "
-                                            "a -> b via ...' lines)",
-                                            "usual causes: NCCL_P2P_DISABLE/NCCL_P2P_LEVEL, P2P not supported or "
-                                            "blocked (PCIe ACS redirect, IOMMU), a container without IPC; see gpu.topology"],
-                                        relevance=0.9, fields=["nccl_env.nccl_init.ranks.*.nccl.transports"]))
+                found.append(
+                    implicated(
+                        H,
+                        Severity.HIGH,
+                        f"{lbl}: NCCL transport {_fmt_t(b)} -> {_fmt_t(a)}: "
+                        f"{', '.join(lost)} no longer used",
+                        [
+                            f"{lbl} before: {_fmt_t(b)}; after: {_fmt_t(a)} (NCCL INFO 'Channel NN : "
+                            "a -> b via ...' lines)",
+                            "usual causes: NCCL_P2P_DISABLE/NCCL_P2P_LEVEL, P2P not supported or "
+                            "blocked (PCIe ACS redirect, IOMMU), a container without IPC; see gpu.topology",
+                        ],
+                        relevance=0.9,
+                        fields=["nccl_env.nccl_init.ranks.*.nccl.transports"],
+                    )
+                )
             else:
-                found.append(implicated(H, Severity.MEDIUM, f"{lbl}: NCCL transport {_fmt_t(b)} -> {_fmt_t(a)}",
-                                        [f"{lbl} before: {_fmt_t(b)}; after: {_fmt_t(a)}"], relevance=0.6,
-                                        fields=["nccl_env.nccl_init.ranks.*.nccl.transports"]))
+                found.append(
+                    implicated(
+                        H,
+                        Severity.MEDIUM,
+                        f"{lbl}: NCCL transport {_fmt_t(b)} -> {_fmt_t(a)}",
+                        [f"{lbl} before: {_fmt_t(b)}; after: {_fmt_t(a)}"],
+                        relevance=0.6,
+                        fields=["nccl_env.nccl_init.ranks.*.nccl.transports"],
+                    )
+                )
     for lbl, t in sorted(ta.items()):
-        evidence.append(f"{lbl}: {_fmt_t(t)}" + (f" (before: {_fmt_t(tb[lbl])})" if lbl in tb else ""))
+        evidence.append(
+            f"{lbl}: {_fmt_t(t)}" + (f" (before: {_fmt_t(tb[lbl])})" if lbl in tb else "")
+        )
     fb, fa = _failed(before), _failed(after)
     for lbl, text in sorted(fa.items()):
         if before is not None and fb.get(lbl) == text:
-            found.append(implicated(H, Severity.MEDIUM, f"{lbl}: {text} -- on both sides: a standing problem, not "
-                                    "what changed", [text], relevance=0.3))
+            found.append(
+                implicated(
+                    H,
+                    Severity.MEDIUM,
+                    f"{lbl}: {text} -- on both sides: a standing problem, not what changed",
+                    [text],
+                    relevance=0.3,
+                )
+            )
         else:
             ev = [text]
             ev += [f"NCCL WARN {w} ({m})" for w, m in list(_warnings(after)[0].items())[:5]]
-            found.append(implicated(H, Severity.HIGH, f"{lbl}: {text}", ev, relevance=1.0,
-                                    fields=["nccl_env.nccl_init.allreduce_ok"]))
+            found.append(
+                implicated(
+                    H,
+                    Severity.HIGH,
+                    f"{lbl}: {text}",
+                    ev,
+                    relevance=1.0,
+                    fields=["nccl_env.nccl_init.allreduce_ok"],
+                )
+            )
     wb, _ = _warnings(before)
     wa, benign = _warnings(after)
     new_w = {w: m for w, m in wa.items() if w not in wb}
     if new_w and not fa:
-        found.append(implicated(H, Severity.MEDIUM, f"NCCL warned: {next(iter(new_w))}",
-                                [f"NCCL WARN {w}: {m}" for w, m in list(new_w.items())[:8]], relevance=0.6))
+        found.append(
+            implicated(
+                H,
+                Severity.MEDIUM,
+                f"NCCL warned: {next(iter(new_w))}",
+                [f"NCCL WARN {w}: {m}" for w, m in list(new_w.items())[:8]],
+                relevance=0.6,
+            )
+        )
     elif wa and not fa and before is not None:
-        found.append(implicated(H, Severity.LOW, f"NCCL warned on both sides: {next(iter(wa))} (a standing "
-                                "problem, not what changed)", [f"NCCL WARN {w}: {m}" for w, m in list(wa.items())[:8]],
-                                relevance=0.2))
+        found.append(
+            implicated(
+                H,
+                Severity.LOW,
+                f"NCCL warned on both sides: {next(iter(wa))} (a standing "
+                "problem, not what changed)",
+                [f"NCCL WARN {w}: {m}" for w, m in list(wa.items())[:8]],
+                relevance=0.2,
+            )
+        )
     evidence += benign
     pa, pb = _p2p_failures(after), _p2p_failures(before)
     if pa - pb:
-        found.append(implicated(H, Severity.MEDIUM, f"NCCL could not enable P2P between dev {sorted(pa - pb)[0]} "
-                                "(it falls back to shared memory)", [f"Could not enable P2P between dev {p}"
-                                                                      for p in sorted(pa - pb)[:6]], relevance=0.7))
+        found.append(
+            implicated(
+                H,
+                Severity.MEDIUM,
+                f"NCCL could not enable P2P between dev {sorted(pa - pb)[0]} "
+                "(it falls back to shared memory)",
+                [f"Could not enable P2P between dev {p}" for p in sorted(pa - pb)[:6]],
+                relevance=0.7,
+            )
+        )
     ib, ia = _ifname_problems(before), _ifname_problems(after)
     for (where, value), names in sorted(ia.items()):
         standing = any(v == value for _, v in ib)
-        line = (f"{where}: NCCL_SOCKET_IFNAME={value!r} matches none of this host's interfaces with an address "
-                f"({', '.join(names)}, /sys/class/net): NCCL fails with 'Bootstrap : no socket interface found'")
+        line = (
+            f"{where}: NCCL_SOCKET_IFNAME={value!r} matches none of this host's interfaces with an address "
+            f"({', '.join(names)}, /sys/class/net): NCCL fails with 'Bootstrap : no socket interface found'"
+        )
         if standing:
-            found.append(implicated(H, Severity.MEDIUM, line + " -- on both sides, a standing problem", [line],
-                                    relevance=0.3, fields=["nccl_env.parent.env.NCCL_SOCKET_IFNAME"]))
+            found.append(
+                implicated(
+                    H,
+                    Severity.MEDIUM,
+                    line + " -- on both sides, a standing problem",
+                    [line],
+                    relevance=0.3,
+                    fields=["nccl_env.parent.env.NCCL_SOCKET_IFNAME"],
+                )
+            )
         else:
-            found.append(implicated(H, Severity.HIGH, line, [line, "NCCL_SOCKET_IFNAME: prefixes, '^' excludes, "
-                                                             "'=' exact names (NCCL environment variables docs)"],
-                                    relevance=0.9, fields=["nccl_env.parent.env.NCCL_SOCKET_IFNAME"]))
+            found.append(
+                implicated(
+                    H,
+                    Severity.HIGH,
+                    line,
+                    [
+                        line,
+                        "NCCL_SOCKET_IFNAME: prefixes, '^' excludes, "
+                        "'=' exact names (NCCL environment variables docs)",
+                    ],
+                    relevance=0.9,
+                    fields=["nccl_env.parent.env.NCCL_SOCKET_IFNAME"],
+                )
+            )
     if found:
         for f in found:
             f.evidence.extend(e for e in evidence if e not in f.evidence)
@@ -217,7 +308,19 @@ def judge_transport(before: dict[str, Any] | None, after: dict[str, Any] | None)
         return [inconclusive(H, NO_DATA, evidence)]
     if before is None or not tb or not ta:
         side = "BEFORE" if not tb else "AFTER"
-        return [inconclusive(H, f"NCCL's transports recorded on one side only (none in {side}): not compared",
-                             evidence)]
-    return [ruled_out(H, "NCCL used the same transports on both sides (" + "; ".join(
-        f"{lbl}: {_fmt_t(t)}" for lbl, t in sorted(ta.items())) + "); all-reduce ok; no NCCL warning", evidence)]
+        return [
+            inconclusive(
+                H,
+                f"NCCL's transports recorded on one side only (none in {side}): not compared",
+                evidence,
+            )
+        ]
+    return [
+        ruled_out(
+            H,
+            "NCCL used the same transports on both sides ("
+            + "; ".join(f"{lbl}: {_fmt_t(t)}" for lbl, t in sorted(ta.items()))
+            + "); all-reduce ok; no NCCL warning",
+            evidence,
+        )
+    ]

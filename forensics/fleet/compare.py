@@ -21,16 +21,21 @@ the other fleet.
 from __future__ import annotations
 
 import os
-
 from collections import Counter, defaultdict
 from typing import Any
 
 import numpy as np
 
-from forensics.fleet.features import (GPU_CATEGORICAL, METRICS, NODE_FIELDS, UNSET, FleetFacts, facts_of,
-                                       from_records)
+from forensics.fleet.features import (
+    GPU_CATEGORICAL,
+    METRICS,
+    NODE_FIELDS,
+    UNSET,
+    FleetFacts,
+    facts_of,
+    from_records,
+)
 from forensics.fleet.outliers import group_values
-
 
 
 def facts_from_snapshot(snap: dict[str, Any]) -> FleetFacts:
@@ -61,7 +66,9 @@ def _cat_units(facts: FleetFacts) -> dict[str, dict[Any, str]]:
         for f in GPU_CATEGORICAL:
             if f.name in g.categorical:
                 out[f.name][(g.node, g.index)] = g.categorical[f.name]
-    by_node = facts.unit != "rank"  # plain node snapshots: ranks are file order, the node name is the unit
+    by_node = (
+        facts.unit != "rank"
+    )  # plain node snapshots: ranks are file order, the node name is the unit
     for r, env in facts.rank_env.items():
         for k, v in env.items():
             out[f"env.{k}"][facts.rank_node.get(r, r) if by_node else r] = v
@@ -70,7 +77,11 @@ def _cat_units(facts: FleetFacts) -> dict[str, dict[Any, str]]:
 
 def _env_units(facts: FleetFacts) -> list[Any]:
     """The units a variable is compared over: ranks, or node names for plain node snapshots."""
-    return list(facts.rank_env) if facts.unit == "rank" else [facts.rank_node.get(r, r) for r in facts.rank_env]
+    return (
+        list(facts.rank_env)
+        if facts.unit == "rank"
+        else [facts.rank_node.get(r, r) for r in facts.rank_env]
+    )
 
 
 def _label(field: str) -> str:
@@ -109,7 +120,15 @@ def compare(before: FleetFacts, after: FleetFacts) -> dict[str, Any]:
             continue
         if mb != ma:
             share = sum(1 for v in va.values() if v == ma) / max(1, len(va))
-            wide.append({"field": fld, "label": _label(fld), "before": mb, "after": ma, "share": round(share, 4)})
+            wide.append(
+                {
+                    "field": fld,
+                    "label": _label(fld),
+                    "before": mb,
+                    "after": ma,
+                    "share": round(share, 4),
+                }
+            )
             continue
         groups: dict[tuple[str, str], list[Any]] = defaultdict(list)
         for u in vb.keys() & va.keys():
@@ -117,18 +136,40 @@ def compare(before: FleetFacts, after: FleetFacts) -> dict[str, Any]:
                 groups[(vb[u], va[u])].append(u)
         for (old, new), units in sorted(groups.items(), key=lambda kv: -len(kv[1])):
             units.sort(key=str)
-            nodes = sorted({u[0] if isinstance(u, tuple) else (after.rank_node.get(u, "?") if isinstance(u, int) else u)
-                            for u in units})
-            few.append({"field": fld, "label": _label(fld), "before": old, "after": new, "count": len(units),
-                        "units": [_unit_text(u, after) for u in units[:50]], "nodes": nodes[:200]})
+            nodes = sorted(
+                {
+                    u[0]
+                    if isinstance(u, tuple)
+                    else (after.rank_node.get(u, "?") if isinstance(u, int) else u)
+                    for u in units
+                }
+            )
+            few.append(
+                {
+                    "field": fld,
+                    "label": _label(fld),
+                    "before": old,
+                    "after": new,
+                    "count": len(units),
+                    "units": [_unit_text(u, after) for u in units[:50]],
+                    "nodes": nodes[:200],
+                }
+            )
     _numeric(before, after, wide, few)
     nb, na = set(before.nodes), set(after.nodes)
-    out = {"fleet_wide": wide, "few_nodes": few, "nodes_added": sorted(na - nb), "nodes_removed": sorted(nb - na),
-           "matched_nodes": len(na & nb)}
+    out = {
+        "fleet_wide": wide,
+        "few_nodes": few,
+        "nodes_added": sorted(na - nb),
+        "nodes_removed": sorted(nb - na),
+        "matched_nodes": len(na & nb),
+    }
     out["verdict"] = _verdict(out)
     from forensics.redact import Redactor
 
-    return Redactor().sweep(out)  # the values compared come from records and snapshots: no secret in any output
+    return Redactor().sweep(
+        out
+    )  # the values compared come from records and snapshots: no secret in any output
 
 
 def _numeric(before: FleetFacts, after: FleetFacts, wide: list, few: list) -> None:
@@ -136,8 +177,16 @@ def _numeric(before: FleetFacts, after: FleetFacts, wide: list, few: list) -> No
     models = sorted({g.model for g in before.gpus} | {g.model for g in after.gpus})
     for model in models:
         for m in METRICS:
-            xb = {k: g.values[m.name] for k, g in gb.items() if g.model == model and m.name in g.values}
-            xa = {(g.node, g.index): g.values[m.name] for g in after.gpus if g.model == model and m.name in g.values}
+            xb = {
+                k: g.values[m.name]
+                for k, g in gb.items()
+                if g.model == model and m.name in g.values
+            }
+            xa = {
+                (g.node, g.index): g.values[m.name]
+                for g in after.gpus
+                if g.model == model and m.name in g.values
+            }
             if not xb or not xa:
                 continue
             medb, meda = float(np.median(list(xb.values()))), float(np.median(list(xa.values())))
@@ -150,19 +199,39 @@ def _numeric(before: FleetFacts, after: FleetFacts, wide: list, few: list) -> No
                 return abs(b - a) > tol
 
             if moved(medb, meda):
-                wide.append({"field": m.name, "label": f"{m.label} ({model}, median)", "model": model,
-                             "before": _num(medb), "after": _num(meda), "share": 1.0})
+                wide.append(
+                    {
+                        "field": m.name,
+                        "label": f"{m.label} ({model}, median)",
+                        "model": model,
+                        "before": _num(medb),
+                        "after": _num(meda),
+                        "share": 1.0,
+                    }
+                )
                 continue
             changed = sorted(k for k in xb.keys() & xa.keys() if moved(xb[k], xa[k]))
             if changed:
                 one = changed[0]
-                few.append({"field": m.name, "label": f"{m.label} ({model})", "model": model,
-                            "before": _num(xb[one]) if len(changed) == 1 else f"peers' median {_num(medb)}",
-                            "after": _num(xa[one]) if len(changed) == 1 else f"peers' median {_num(meda)}",
-                            "count": len(changed),
-                            "units": [f"GPU {i} of node {n}: {_num(xb[(n, i)])} -> {_num(xa[(n, i)])}"
-                                      for n, i in changed[:50]],
-                            "nodes": sorted({n for n, _ in changed})[:200]})
+                few.append(
+                    {
+                        "field": m.name,
+                        "label": f"{m.label} ({model})",
+                        "model": model,
+                        "before": _num(xb[one])
+                        if len(changed) == 1
+                        else f"peers' median {_num(medb)}",
+                        "after": _num(xa[one])
+                        if len(changed) == 1
+                        else f"peers' median {_num(meda)}",
+                        "count": len(changed),
+                        "units": [
+                            f"GPU {i} of node {n}: {_num(xb[(n, i)])} -> {_num(xa[(n, i)])}"
+                            for n, i in changed[:50]
+                        ],
+                        "nodes": sorted({n for n, _ in changed})[:200],
+                    }
+                )
 
 
 def _num(x: float) -> str:
@@ -172,20 +241,30 @@ def _num(x: float) -> str:
 def _verdict(c: dict[str, Any]) -> str:
     parts = []
     if c["fleet_wide"]:
-        parts.append("fleet-wide: " + "; ".join(f"{w['label']} {w['before']} -> {w['after']}" for w in c["fleet_wide"][:4]))
+        parts.append(
+            "fleet-wide: "
+            + "; ".join(f"{w['label']} {w['before']} -> {w['after']}" for w in c["fleet_wide"][:4])
+        )
     if c["few_nodes"]:
-        parts.append("on a few nodes: " + "; ".join(
-            f"{f['label']} {f['before']} -> {f['after']} on {', '.join(f['nodes'][:3])}"
-            f"{' ...' if len(f['nodes']) > 3 else ''}" for f in c["few_nodes"][:4]))
+        parts.append(
+            "on a few nodes: "
+            + "; ".join(
+                f"{f['label']} {f['before']} -> {f['after']} on {', '.join(f['nodes'][:3])}"
+                f"{' ...' if len(f['nodes']) > 3 else ''}"
+                for f in c["few_nodes"][:4]
+            )
+        )
     moved = []
     for key, word in (("nodes_added", "only after"), ("nodes_removed", "only before")):
         names = c[key]
         if names:
-            moved.append(f"{len(names):,} node{'' if len(names) == 1 else 's'} {word} "
-                         f"({', '.join(names[:3])}{' ...' if len(names) > 3 else ''})")
+            moved.append(
+                f"{len(names):,} node{'' if len(names) == 1 else 's'} {word} "
+                f"({', '.join(names[:3])}{' ...' if len(names) > 3 else ''})"
+            )
     if not parts:
         same = f"nothing changed across the {c['matched_nodes']:,} matched node{'' if c['matched_nodes'] == 1 else 's'}"
-        return (f"{'; '.join(moved)}; {same}." if moved else same[0].upper() + same[1:] + ".")
+        return f"{'; '.join(moved)}; {same}." if moved else same[0].upper() + same[1:] + "."
     return "Changed " + "; ".join(parts + moved) + "."
 
 
@@ -197,31 +276,35 @@ def load_baseline(path) -> FleetFacts:
         forensics.errors.BadInputError: neither a fleet nor a snapshot, or damaged.
         forensics.errors.InconclusiveError: a fleet without any rank record (exit 3).
     """
-    import os
     from pathlib import Path
 
-    from forensics.fleet import document
-
-    from forensics.fleet import nodes
+    from forensics.fleet import document, nodes
 
     path = Path(path)
     if document.is_fleet_file(path) or nodes.is_node_folder(path):
-        facts = facts_of(document.load(path) if document.is_fleet_file(path) else nodes.load([path]))
+        facts = facts_of(
+            document.load(path) if document.is_fleet_file(path) else nodes.load([path])
+        )
         if not facts.rank_env:  # every node would read as added or removed
             from forensics.errors import InconclusiveError
 
-            raise InconclusiveError(f"{path}: the fleet holds no rank record (world size {facts.world_size}, "
-                                    f"{len(facts.missing)} named missing); nothing to compare it with")
+            raise InconclusiveError(
+                f"{path}: the fleet holds no rank record (world size {facts.world_size}, "
+                f"{len(facts.missing)} named missing); nothing to compare it with"
+            )
         return facts
     from forensics import snapshot as snap
-
     from forensics.errors import BadInputError
 
-    if os.path.isdir(path):  # no rank record and no node snapshot in it: say so, not "is a folder" (never raises)
+    if os.path.isdir(
+        path
+    ):  # no rank record and no node snapshot in it: say so, not "is a folder" (never raises)
         nodes.expand([path])
     try:
         loaded = snap.load(path)
     except BadInputError as exc:
-        raise BadInputError(f"{exc} (this side of the comparison must be a fleet file or folder, or a snapshot)") from None
+        raise BadInputError(
+            f"{exc} (this side of the comparison must be a fleet file or folder, or a snapshot)"
+        ) from None
     doc, _ = snap.redact_loaded(loaded)  # a --no-redact snapshot's secrets stay out of the report
     return facts_from_snapshot(doc)

@@ -38,7 +38,15 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from forensics import __version__
-from forensics.docfile import MAX_FILE_BYTES, atomic_writer, check_schema, finite_json, path_error, read_document, utc_now
+from forensics.docfile import (
+    MAX_FILE_BYTES,
+    atomic_writer,
+    check_schema,
+    finite_json,
+    path_error,
+    read_document,
+    utc_now,
+)
 from forensics.errors import BadInputError
 from forensics.snapshot import validate as validate_snapshot
 
@@ -53,12 +61,27 @@ MAX_WORLD_SIZE = 1 << 20
 ``world_size`` of 10**12 would otherwise have the reader list a trillion missing ranks."""
 
 
-def header(*, world_size: int, launcher: str, run_id: str, gather: dict[str, Any],
-           missing: list[dict[str, Any]], label: str = "") -> dict[str, Any]:
+def header(
+    *,
+    world_size: int,
+    launcher: str,
+    run_id: str,
+    gather: dict[str, Any],
+    missing: list[dict[str, Any]],
+    label: str = "",
+) -> dict[str, Any]:
     """The fleet file's top-level fields (everything but ``records``)."""
-    return {"schema": SCHEMA, "created": utc_now(), "label": label,
-            "tool": {"name": "forensics", "version": __version__}, "world_size": world_size,
-            "launcher": launcher, "run_id": run_id, "gather": gather, "missing": missing}
+    return {
+        "schema": SCHEMA,
+        "created": utc_now(),
+        "label": label,
+        "tool": {"name": "forensics", "version": __version__},
+        "world_size": world_size,
+        "launcher": launcher,
+        "run_id": run_id,
+        "gather": gather,
+        "missing": missing,
+    }
 
 
 def write(path: Path, head: dict[str, Any], records: Iterable[dict[str, Any]]) -> Path:
@@ -76,7 +99,11 @@ def write(path: Path, head: dict[str, Any], records: Iterable[dict[str, Any]]) -
     first = json.dumps(finite_json(head), ensure_ascii=False, allow_nan=False)
     with atomic_writer(path) as fh:
         fh.write(first[:-1] + ', "records": [\n')
-        recs = sorted(records, key=lambda r: r.get("rank", 0)) if isinstance(records, list) else records
+        recs = (
+            sorted(records, key=lambda r: r.get("rank", 0))
+            if isinstance(records, list)
+            else records
+        )
         sep = ""
         for rec in recs:
             fh.write(sep)
@@ -96,21 +123,40 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
         raise BadInputError(f"{where}: a record must be a mapping")
     schema = rec.get("schema")
     if schema is not None and schema != RECORD_SCHEMA:
-        if isinstance(schema, str) and schema.rpartition("/")[0] == RECORD_SCHEMA.rpartition("/")[0]:
-            check_schema(rec, Path(where), RECORD_SCHEMA.rpartition("/")[0], int(RECORD_SCHEMA.rpartition("/")[2]))
-        raise BadInputError(f"{where}: schema is {schema!r}, not a fleet record ({RECORD_SCHEMA}); "
-                            + ("a snapshot: compare it with 'forensics diff', or give it as --baseline"
-                               if str(schema).startswith("forensics.snapshot/") else "wrong kind of file"))
+        if (
+            isinstance(schema, str)
+            and schema.rpartition("/")[0] == RECORD_SCHEMA.rpartition("/")[0]
+        ):
+            check_schema(
+                rec,
+                Path(where),
+                RECORD_SCHEMA.rpartition("/")[0],
+                int(RECORD_SCHEMA.rpartition("/")[2]),
+            )
+        raise BadInputError(
+            f"{where}: schema is {schema!r}, not a fleet record ({RECORD_SCHEMA}); "
+            + (
+                "a snapshot: compare it with 'forensics diff', or give it as --baseline"
+                if str(schema).startswith("forensics.snapshot/")
+                else "wrong kind of file"
+            )
+        )
     for key in ("rank", "world_size"):
         v = rec.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise BadInputError(f"{where}: record has no valid {key!r}; the file is damaged or not a fleet record")
+            raise BadInputError(
+                f"{where}: record has no valid {key!r}; the file is damaged or not a fleet record"
+            )
     if rec["world_size"] > MAX_WORLD_SIZE:
-        raise BadInputError(f"{where}: world size {rec['world_size']:,} is beyond any job ({MAX_WORLD_SIZE:,} ranks "
-                            "at most); the record is damaged")
+        raise BadInputError(
+            f"{where}: world size {rec['world_size']:,} is beyond any job ({MAX_WORLD_SIZE:,} ranks "
+            "at most); the record is damaged"
+        )
     if rec["rank"] >= rec["world_size"]:
-        raise BadInputError(f"{where}: rank {rec['rank']} is not below its world size {rec['world_size']}; "
-                            "the record is damaged")
+        raise BadInputError(
+            f"{where}: rank {rec['rank']} is not below its world size {rec['world_size']}; "
+            "the record is damaged"
+        )
     if not isinstance(rec.get("node"), str) or not rec["node"]:
         raise BadInputError(f"{where}: record of rank {rec['rank']} has no node name")
     snap = rec.get("snapshot")
@@ -125,7 +171,9 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
         raise BadInputError(f"{where}: rank {rec['rank']}'s 'errors' must be a list or null")
     figures = (rec.get("bench") or {}).get("figures")
     if figures is not None and not isinstance(figures, dict):
-        raise BadInputError(f"{where}: rank {rec['rank']}'s 'bench.figures' must be a mapping or null")
+        raise BadInputError(
+            f"{where}: rank {rec['rank']}'s 'bench.figures' must be a mapping or null"
+        )
     return rec
 
 
@@ -137,7 +185,12 @@ class Fleet:
         head: the top-level fields (``world_size``, ``missing``...); for a folder, built from its records.
     """
 
-    def __init__(self, path: Path, head: dict[str, Any], records: Iterator[dict[str, Any]] | list[dict[str, Any]]):
+    def __init__(
+        self,
+        path: Path,
+        head: dict[str, Any],
+        records: Iterator[dict[str, Any]] | list[dict[str, Any]],
+    ):
         self.path = path
         self.head = head
         self._records = records
@@ -153,7 +206,9 @@ def is_fleet_file(path: Path) -> bool:
     try:
         if path.is_dir():
             return any(path.glob("rank-*.json"))
-    except OSError:  # a folder above it the user cannot search, a name too long: the loader says which
+    except (
+        OSError
+    ):  # a folder above it the user cannot search, a name too long: the loader says which
         return False
     try:
         with _open_binary(path) as fh:
@@ -190,15 +245,19 @@ def load(path: Path | str) -> Fleet:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file or folder; give a fleet file or an --out-dir folder") from None
+        raise BadInputError(
+            f"{path}: no such file or folder; give a fleet file or an --out-dir folder"
+        ) from None
     except OSError as exc:  # a folder the user cannot search, a name too long
         raise path_error(path, exc, doing="read") from None
     if stat.S_ISDIR(st.st_mode):
         return _load_dir(path)
     size = st.st_size
     if size > FLEET_MAX_BYTES:
-        raise BadInputError(f"{path}: {size / 2**20:.0f} MiB is larger than any fleet file "
-                            f"({FLEET_MAX_BYTES // 2**20} MiB limit)")
+        raise BadInputError(
+            f"{path}: {size / 2**20:.0f} MiB is larger than any fleet file "
+            f"({FLEET_MAX_BYTES // 2**20} MiB limit)"
+        )
     zipped = _is_gzip(path)
     try:
         fh = gzip.open(path, "rt", encoding="utf-8") if zipped else open(path, encoding="utf-8")
@@ -208,7 +267,9 @@ def load(path: Path | str) -> Fleet:
     except EOFError:
         raise BadInputError(f"{path}: the gzip data ends early; the file is truncated") from None
     except (OSError, zlib.error) as exc:
-        raise BadInputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        raise BadInputError(
+            f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     if first.rstrip().endswith('"records": ['):
         try:
             head = json.loads(first.rstrip() + "]}")
@@ -227,21 +288,33 @@ def load(path: Path | str) -> Fleet:
         try:
             doc = json.loads(text)
         except ValueError as exc:
-            raise BadInputError(f"{path}: invalid JSON ({exc}); the file is damaged or truncated") from None
+            raise BadInputError(
+                f"{path}: invalid JSON ({exc}); the file is damaged or truncated"
+            ) from None
         if not isinstance(doc, dict):
-            raise BadInputError(f"{path}: not a fleet file (a JSON {type(doc).__name__}, not a mapping)")
+            raise BadInputError(
+                f"{path}: not a fleet file (a JSON {type(doc).__name__}, not a mapping)"
+            )
     else:
         fh.close()
         doc = read_document(path, "fleet")
     if str(doc.get("schema", "")).startswith("forensics.snapshot/"):
-        raise BadInputError(f"{path}: a snapshot of one machine, not a fleet file; compare it with a fleet "
-                            "through 'forensics diff' or 'fleet report FLEET --baseline' it, or give the snapshots "
-                            "of every node (their files or folder)")
+        raise BadInputError(
+            f"{path}: a snapshot of one machine, not a fleet file; compare it with a fleet "
+            "through 'forensics diff' or 'fleet report FLEET --baseline' it, or give the snapshots "
+            "of every node (their files or folder)"
+        )
     check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
     recs = doc.pop("records", None)
     if not isinstance(recs, list):
-        raise BadInputError(f"{path}: no 'records' list; the file is incomplete or not a fleet file")
-    return Fleet(path, _check_head(doc, path), [_check_record(r, f"{path}: records[{i}]") for i, r in enumerate(recs)])
+        raise BadInputError(
+            f"{path}: no 'records' list; the file is incomplete or not a fleet file"
+        )
+    return Fleet(
+        path,
+        _check_head(doc, path),
+        [_check_record(r, f"{path}: records[{i}]") for i, r in enumerate(recs)],
+    )
 
 
 def _check_head(head: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -249,17 +322,25 @@ def _check_head(head: dict[str, Any], path: Path) -> dict[str, Any]:
     if not isinstance(ws, int) or isinstance(ws, bool) or ws < 1:
         raise BadInputError(f"{path}: 'world_size' must be a whole number >= 1")
     if ws > MAX_WORLD_SIZE:
-        raise BadInputError(f"{path}: world size {ws:,} is beyond any job ({MAX_WORLD_SIZE:,} ranks at most); "
-                            "the file is damaged")
+        raise BadInputError(
+            f"{path}: world size {ws:,} is beyond any job ({MAX_WORLD_SIZE:,} ranks at most); "
+            "the file is damaged"
+        )
     missing = head.get("missing", [])
     if not isinstance(missing, list):
         raise BadInputError(f"{path}: 'missing' must be a list")
     for i, m in enumerate(missing):
         rank = m.get("rank") if isinstance(m, dict) else None
-        if not isinstance(rank, int) or isinstance(rank, bool) or not isinstance(m.get("node"), (str, type(None))) \
-                or not isinstance(m.get("reason", ""), str):
-            raise BadInputError(f"{path}: missing[{i}] must be a mapping with a whole 'rank' (and a 'node' and "
-                                "'reason' text); the file is damaged")
+        if (
+            not isinstance(rank, int)
+            or isinstance(rank, bool)
+            or not isinstance(m.get("node"), (str, type(None)))
+            or not isinstance(m.get("reason", ""), str)
+        ):
+            raise BadInputError(
+                f"{path}: missing[{i}] must be a mapping with a whole 'rank' (and a 'node' and "
+                "'reason' text); the file is damaged"
+            )
     return head
 
 
@@ -271,8 +352,12 @@ def _lines(fh, path: Path, start: int) -> Iterator[str]:
             line = fh.readline()
         except (UnicodeDecodeError, OSError, EOFError, zlib.error) as exc:
             if isinstance(exc, EOFError):
-                raise BadInputError(f"{path}: the gzip data ends after line {lineno}; the file is truncated") from None
-            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot read ({exc})"
+                raise BadInputError(
+                    f"{path}: the gzip data ends after line {lineno}; the file is truncated"
+                ) from None
+            why = (
+                "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else f"cannot read ({exc})"
+            )
             raise BadInputError(f"{path}: {why} after line {lineno}; the file is damaged") from None
         if not line:
             return
@@ -296,10 +381,14 @@ def _stream(fh, path: Path) -> Iterator[dict[str, Any]]:
             try:
                 rec = json.loads(text.rstrip(","))
             except ValueError:
-                raise BadInputError(f"{path}: invalid JSON at line {lineno}; the file is damaged or truncated") from None
+                raise BadInputError(
+                    f"{path}: invalid JSON at line {lineno}; the file is damaged or truncated"
+                ) from None
             yield _check_record(rec, f"{path}: line {lineno}")
         if not closed:
-            raise BadInputError(f"{path}: ends before the closing ']}}'; the file is truncated (gather interrupted?)")
+            raise BadInputError(
+                f"{path}: ends before the closing ']}}'; the file is truncated (gather interrupted?)"
+            )
 
 
 def _ranks_text(ranks: list[int]) -> str:
@@ -314,30 +403,44 @@ def _load_dir(folder: Path) -> Fleet:
         raise path_error(folder, exc, doing="read") from None
     files = sorted(folder.glob("rank-*.json"))
     if not files:
-        fleets = [p.name for p in sorted(folder.glob("*.json"))[:50] if p.is_file() and is_fleet_file(p)]
-        hint = (f"; it holds {', '.join(fleets[:3])}, a fleet file: give that file instead" if fleets else
-                "; is this the --out-dir of a fleet snapshot?")
+        fleets = [
+            p.name for p in sorted(folder.glob("*.json"))[:50] if p.is_file() and is_fleet_file(p)
+        ]
+        hint = (
+            f"; it holds {', '.join(fleets[:3])}, a fleet file: give that file instead"
+            if fleets
+            else "; is this the --out-dir of a fleet snapshot?"
+        )
         raise BadInputError(f"{folder}: no rank-*.json records{hint}")
     recs, skipped = [], []
-    for f in files:  # one stray or damaged file does not hide the other ranks: it is skipped and named
+    for (
+        f
+    ) in files:  # one stray or damaged file does not hide the other ranks: it is skipped and named
         try:
             recs.append(_check_record(read_document(f, "fleet record"), str(f)))
         except BadInputError as exc:
             skipped.append(str(exc))
     if not recs:
-        raise BadInputError(skipped[0] if len(skipped) == 1 else
-                            f"{folder}: none of its {len(files)} rank-*.json files is a fleet record ({skipped[0]})")
+        raise BadInputError(
+            skipped[0]
+            if len(skipped) == 1
+            else f"{folder}: none of its {len(files)} rank-*.json files is a fleet record ({skipped[0]})"
+        )
     runs: dict[str, list[dict[str, Any]]] = {}
     for r in recs:
         runs.setdefault(str(r.get("run_id", "")), []).append(r)
-    if len(runs) > 1:  # a folder used twice: the newest run is the report, the other runs' files are named
+    if (
+        len(runs) > 1
+    ):  # a folder used twice: the newest run is the report, the other runs' files are named
         newest = max(runs, key=lambda k: max(str(r.get("created", "")) for r in runs[k]))
         for run_id, rs in runs.items():
             if run_id != newest:
-                skipped.append(f"{len(rs)} record(s) of another run (run id {run_id!r}, world size "
-                               f"{rs[0]['world_size']}, ranks {_ranks_text([r['rank'] for r in rs])}): the folder "
-                               f"holds {len(runs)} runs and the newest ({newest!r}) is reported; give each run a "
-                               "fresh --out-dir")
+                skipped.append(
+                    f"{len(rs)} record(s) of another run (run id {run_id!r}, world size "
+                    f"{rs[0]['world_size']}, ranks {_ranks_text([r['rank'] for r in rs])}): the folder "
+                    f"holds {len(runs)} runs and the newest ({newest!r}) is reported; give each run a "
+                    "fresh --out-dir"
+                )
         recs = runs[newest]
     world = max(r["world_size"] for r in recs)
     have = {r["rank"] for r in recs}
@@ -355,12 +458,27 @@ def _load_dir(folder: Path) -> Fleet:
         if rank in have:
             continue
         h = hellos.get(rank)
-        why = ("started (pid {}) but wrote no record".format(h.get("pid")) if h else "wrote no record (and never started)")
-        missing.append({"rank": rank, "node": (h or {}).get("node"), "local_rank": (h or {}).get("local_rank"),
-                        "reason": why})
+        why = (
+            "started (pid {}) but wrote no record".format(h.get("pid"))
+            if h
+            else "wrote no record (and never started)"
+        )
+        missing.append(
+            {
+                "rank": rank,
+                "node": (h or {}).get("node"),
+                "local_rank": (h or {}).get("local_rank"),
+                "reason": why,
+            }
+        )
     first = recs[0]
-    head = header(world_size=world, launcher=str(first.get("launcher", "")), run_id=str(first.get("run_id", "")),
-                  gather={"channel": "dir", "folder": folder.name}, missing=missing)
+    head = header(
+        world_size=world,
+        launcher=str(first.get("launcher", "")),
+        run_id=str(first.get("run_id", "")),
+        gather={"channel": "dir", "folder": folder.name},
+        missing=missing,
+    )
     head["created"] = max(str(r.get("created", "")) for r in recs)
     head["skipped"] = skipped
     return Fleet(folder, head, recs)

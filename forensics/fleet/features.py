@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from forensics.model import is_missing
 from forensics.gpu.readings import LOAD_METRICS, PCIE_GEN_LOAD, PCIE_WIDTH_LOAD, SM_CLOCK_LOAD_MHZ
+from forensics.model import is_missing
 
 MIN_BUSY_SAMPLES = 3
 UNSET = "unset"
@@ -71,35 +71,139 @@ _REASON_FRACTIONS = (
 )
 
 METRICS: tuple[Metric, ...] = (
-    Metric(PCIE_GEN_LOAD, "PCIe generation under load", "", "low", "gpu.pcie-link",
-           "busy samples: nvmlDeviceGetCurrPcieLinkGeneration (median)", discrete=True),
-    Metric(PCIE_WIDTH_LOAD, "PCIe width under load", "x", "low", "gpu.pcie-link",
-           "busy samples: nvmlDeviceGetCurrPcieLinkWidth (median)", discrete=True),
-    Metric("pcie_gen_max", "PCIe generation the link can reach", "", "low", "gpu.pcie-link",
-           "nvmlDeviceGetMaxPcieLinkGeneration", discrete=True),
-    Metric("pcie_width_max", "PCIe width the link can reach", "x", "low", "gpu.pcie-link",
-           "nvmlDeviceGetMaxPcieLinkWidth", discrete=True),
-    Metric(SM_CLOCK_LOAD_MHZ, "SM clock under load", "MHz", "low", "gpu.throttling",
-           "busy samples: nvmlDeviceGetClockInfo(SM) (median)", rel_tol=0.10, effect=True),
-    *(Metric(metric, label, "of busy samples", "high", "gpu.throttling",
-             f"busy samples: clocks-event reason bit {bit:#x}", abs_tol=tol)
-      for _, metric, label, bit, tol in _REASON_FRACTIONS),
-    Metric("power_limit_w", "enforced power limit", "W", "low", "gpu.config",
-           "nvmlDeviceGetEnforcedPowerLimit", rel_tol=0.02),
-    Metric("ecc_uncorrected", "uncorrected ECC errors (volatile)", "", "high", "gpu.health",
-           "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)", abs_tol=0.5),
-    Metric("ecc_corrected", "corrected ECC errors (volatile)", "", "high", "gpu.health",
-           "nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)", abs_tol=1000),
-    Metric("remapped_rows_bad", "remapped rows: uncorrectable + pending + failure", "", "high", "gpu.health",
-           "nvmlDeviceGetRemappedRows", abs_tol=0.5),
-    Metric("pcie_replay", "PCIe replays", "", "high", "gpu.health",
-           "nvmlDeviceGetPcieReplayCounter", abs_tol=100),
-    Metric("matmul_tflops", "matmul (bf16 8192^3)", "TFLOP/s", "low", "gpu.throttling",
-           "fleet bench on this GPU's rank", rel_tol=0.10, effect=True),
-    Metric("h2d_gbps", "host-to-device copy", "GB/s", "low", "gpu.pcie-link",
-           "fleet bench on this GPU's rank (pinned, 64 MiB)", rel_tol=0.25, effect=True),
-    Metric("d2h_gbps", "device-to-host copy", "GB/s", "low", "gpu.pcie-link",
-           "fleet bench on this GPU's rank (pinned, 64 MiB)", rel_tol=0.25, effect=True),
+    Metric(
+        PCIE_GEN_LOAD,
+        "PCIe generation under load",
+        "",
+        "low",
+        "gpu.pcie-link",
+        "busy samples: nvmlDeviceGetCurrPcieLinkGeneration (median)",
+        discrete=True,
+    ),
+    Metric(
+        PCIE_WIDTH_LOAD,
+        "PCIe width under load",
+        "x",
+        "low",
+        "gpu.pcie-link",
+        "busy samples: nvmlDeviceGetCurrPcieLinkWidth (median)",
+        discrete=True,
+    ),
+    Metric(
+        "pcie_gen_max",
+        "PCIe generation the link can reach",
+        "",
+        "low",
+        "gpu.pcie-link",
+        "nvmlDeviceGetMaxPcieLinkGeneration",
+        discrete=True,
+    ),
+    Metric(
+        "pcie_width_max",
+        "PCIe width the link can reach",
+        "x",
+        "low",
+        "gpu.pcie-link",
+        "nvmlDeviceGetMaxPcieLinkWidth",
+        discrete=True,
+    ),
+    Metric(
+        SM_CLOCK_LOAD_MHZ,
+        "SM clock under load",
+        "MHz",
+        "low",
+        "gpu.throttling",
+        "busy samples: nvmlDeviceGetClockInfo(SM) (median)",
+        rel_tol=0.10,
+        effect=True,
+    ),
+    *(
+        Metric(
+            metric,
+            label,
+            "of busy samples",
+            "high",
+            "gpu.throttling",
+            f"busy samples: clocks-event reason bit {bit:#x}",
+            abs_tol=tol,
+        )
+        for _, metric, label, bit, tol in _REASON_FRACTIONS
+    ),
+    Metric(
+        "power_limit_w",
+        "enforced power limit",
+        "W",
+        "low",
+        "gpu.config",
+        "nvmlDeviceGetEnforcedPowerLimit",
+        rel_tol=0.02,
+    ),
+    Metric(
+        "ecc_uncorrected",
+        "uncorrected ECC errors (volatile)",
+        "",
+        "high",
+        "gpu.health",
+        "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)",
+        abs_tol=0.5,
+    ),
+    Metric(
+        "ecc_corrected",
+        "corrected ECC errors (volatile)",
+        "",
+        "high",
+        "gpu.health",
+        "nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)",
+        abs_tol=1000,
+    ),
+    Metric(
+        "remapped_rows_bad",
+        "remapped rows: uncorrectable + pending + failure",
+        "",
+        "high",
+        "gpu.health",
+        "nvmlDeviceGetRemappedRows",
+        abs_tol=0.5,
+    ),
+    Metric(
+        "pcie_replay",
+        "PCIe replays",
+        "",
+        "high",
+        "gpu.health",
+        "nvmlDeviceGetPcieReplayCounter",
+        abs_tol=100,
+    ),
+    Metric(
+        "matmul_tflops",
+        "matmul (bf16 8192^3)",
+        "TFLOP/s",
+        "low",
+        "gpu.throttling",
+        "fleet bench on this GPU's rank",
+        rel_tol=0.10,
+        effect=True,
+    ),
+    Metric(
+        "h2d_gbps",
+        "host-to-device copy",
+        "GB/s",
+        "low",
+        "gpu.pcie-link",
+        "fleet bench on this GPU's rank (pinned, 64 MiB)",
+        rel_tol=0.25,
+        effect=True,
+    ),
+    Metric(
+        "d2h_gbps",
+        "device-to-host copy",
+        "GB/s",
+        "low",
+        "gpu.pcie-link",
+        "fleet bench on this GPU's rank (pinned, 64 MiB)",
+        rel_tol=0.25,
+        effect=True,
+    ),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
@@ -151,29 +255,85 @@ class CategoricalField:
 
 
 NODE_FIELDS: tuple[CategoricalField, ...] = (
-    CategoricalField("gpu_count", "GPU count", "gpu.health", 1.0, lambda s: _dig(_data(s, "gpu"), "gpu_count")),
-    CategoricalField("driver", "NVIDIA driver", "driver.version", 0.9, lambda s: _dig(_data(s, "gpu"), "driver_version")),
-    CategoricalField("cuda_driver", "CUDA version of the driver", "driver.version", 0.8,
-                     lambda s: _dig(_data(s, "gpu"), "cuda_driver_version")),
-    CategoricalField("cuda_runtime", "CUDA runtime loaded", "cuda.version", 0.8,
-                     lambda s: _dig(_data(s, "libs"), "cuda_runtime", "version")),
-    CategoricalField("nccl", "NCCL loaded", "nccl.version", 0.8, lambda s: _dig(_data(s, "libs"), "nccl", "version")),
-    CategoricalField("cudnn", "cuDNN loaded", "cuda.version", 0.6, lambda s: _dig(_data(s, "libs"), "cudnn", "version")),
-    CategoricalField("torch", "PyTorch", "torch.version", 0.8,
-                     lambda s: _dig(_data(s, "libs"), "torch", "version_py") or _dig(_data(s, "software"), "torch", "version")),
-    CategoricalField("python", "Python", "python.packages", 0.5, lambda s: _dig(_data(s, "software"), "python", "version")),
+    CategoricalField(
+        "gpu_count", "GPU count", "gpu.health", 1.0, lambda s: _dig(_data(s, "gpu"), "gpu_count")
+    ),
+    CategoricalField(
+        "driver",
+        "NVIDIA driver",
+        "driver.version",
+        0.9,
+        lambda s: _dig(_data(s, "gpu"), "driver_version"),
+    ),
+    CategoricalField(
+        "cuda_driver",
+        "CUDA version of the driver",
+        "driver.version",
+        0.8,
+        lambda s: _dig(_data(s, "gpu"), "cuda_driver_version"),
+    ),
+    CategoricalField(
+        "cuda_runtime",
+        "CUDA runtime loaded",
+        "cuda.version",
+        0.8,
+        lambda s: _dig(_data(s, "libs"), "cuda_runtime", "version"),
+    ),
+    CategoricalField(
+        "nccl",
+        "NCCL loaded",
+        "nccl.version",
+        0.8,
+        lambda s: _dig(_data(s, "libs"), "nccl", "version"),
+    ),
+    CategoricalField(
+        "cudnn",
+        "cuDNN loaded",
+        "cuda.version",
+        0.6,
+        lambda s: _dig(_data(s, "libs"), "cudnn", "version"),
+    ),
+    CategoricalField(
+        "torch",
+        "PyTorch",
+        "torch.version",
+        0.8,
+        lambda s: (
+            _dig(_data(s, "libs"), "torch", "version_py")
+            or _dig(_data(s, "software"), "torch", "version")
+        ),
+    ),
+    CategoricalField(
+        "python",
+        "Python",
+        "python.packages",
+        0.5,
+        lambda s: _dig(_data(s, "software"), "python", "version"),
+    ),
     CategoricalField("git_head", "git HEAD of the workload", "code.change", 0.8, _git_head),
-    CategoricalField("kernel", "kernel", "host.cpu", 0.5, lambda s: _dig(_data(s, "host"), "kernel")),
-    CategoricalField("os", "OS release", "host.cpu", 0.4, lambda s: _dig(_data(s, "host"), "os_release")),
-    CategoricalField("cpu_model", "CPU model", "host.cpu", 0.5, lambda s: _dig(_data(s, "host"), "cpu", "model")),
+    CategoricalField(
+        "kernel", "kernel", "host.cpu", 0.5, lambda s: _dig(_data(s, "host"), "kernel")
+    ),
+    CategoricalField(
+        "os", "OS release", "host.cpu", 0.4, lambda s: _dig(_data(s, "host"), "os_release")
+    ),
+    CategoricalField(
+        "cpu_model", "CPU model", "host.cpu", 0.5, lambda s: _dig(_data(s, "host"), "cpu", "model")
+    ),
 )
 
 GPU_CATEGORICAL: tuple[CategoricalField, ...] = (
     CategoricalField("gpu.model", "GPU model", "gpu.config", 0.9, lambda g: _dig(g, "name")),
     CategoricalField("gpu.vbios", "VBIOS", "gpu.config", 0.5, lambda g: _dig(g, "vbios_version")),
-    CategoricalField("gpu.ecc_mode", "ECC mode", "gpu.config", 0.6, lambda g: _dig(g, "ecc", "mode_current")),
-    CategoricalField("gpu.mig_mode", "MIG mode", "gpu.config", 0.6, lambda g: _dig(g, "modes", "mig_current")),
-    CategoricalField("gpu.compute_mode", "compute mode", "gpu.config", 0.6, lambda g: _dig(g, "modes", "compute")),
+    CategoricalField(
+        "gpu.ecc_mode", "ECC mode", "gpu.config", 0.6, lambda g: _dig(g, "ecc", "mode_current")
+    ),
+    CategoricalField(
+        "gpu.mig_mode", "MIG mode", "gpu.config", 0.6, lambda g: _dig(g, "modes", "mig_current")
+    ),
+    CategoricalField(
+        "gpu.compute_mode", "compute mode", "gpu.config", 0.6, lambda g: _dig(g, "modes", "compute")
+    ),
 )
 
 
@@ -287,7 +447,9 @@ class FleetFacts:
     def add(self, rec: dict[str, Any]) -> None:
         """Take one rank record (:mod:`forensics.fleet.document`); the record is not kept."""
         rank = rec["rank"]
-        if rank in self.rank_env:  # a second record of one rank (two runs' files merged): the first stands
+        if (
+            rank in self.rank_env
+        ):  # a second record of one rank (two runs' files merged): the first stands
             self.duplicates[rank] = self.duplicates.get(rank, 1) + 1
             return
         node = self.nodes.setdefault(rec["node"], NodeFacts(rec["node"]))
@@ -303,14 +465,21 @@ class FleetFacts:
         # Every value is redacted again, whatever the record says of itself: a --no-redact record, one
         # written by an older forensics (fewer patterns) or by another tool must not carry a secret into
         # the report. Values repeat across ranks, so each (name, value) is redacted once.
-        env = {k: self._clean(k, v) for k, v in (rec.get("env") or {}).items()
-               if isinstance(v, str) and k not in PER_RANK_BY_DESIGN}
+        env = {
+            k: self._clean(k, v)
+            for k, v in (rec.get("env") or {}).items()
+            if isinstance(v, str) and k not in PER_RANK_BY_DESIGN
+        }
         self.rank_env[rank] = env
         for err in rec.get("errors") or []:
             if isinstance(err, dict):
-                node.errors.append(self._clean("", f"rank {rank}: {err.get('where')}: {err.get('error')}"))
+                node.errors.append(
+                    self._clean("", f"rank {rank}: {err.get('where')}: {err.get('error')}")
+                )
         snap = rec.get("snapshot")
-        if isinstance(snap, dict) and not node.has_snapshot:  # a second machine of the same name: not mixed in
+        if (
+            isinstance(snap, dict) and not node.has_snapshot
+        ):  # a second machine of the same name: not mixed in
             node.has_snapshot = True
             for f in NODE_FIELDS:
                 v = f.read(snap)
@@ -329,7 +498,9 @@ class FleetFacts:
         for uuid, g in (gdata.get("gpus") or {}).items():
             if not isinstance(g, dict) or not isinstance(g.get("index"), int):
                 continue
-            gf = node.gpus.get(g["index"]) or GpuFacts(node.node, g["index"], str(uuid), str(_dig(g, "name") or "?"))
+            gf = node.gpus.get(g["index"]) or GpuFacts(
+                node.node, g["index"], str(uuid), str(_dig(g, "name") or "?")
+            )
             gf.uuid, gf.model = str(uuid), str(_dig(g, "name") or "?")
             for f in GPU_CATEGORICAL:
                 v = f.read(g)
@@ -347,17 +518,30 @@ class FleetFacts:
             self._put(v, "remapped_rows_bad", sum(nums) if nums else None)
             self._put(v, "pcie_replay", _dig(g, "pcie", "counters", "replay"))
             s = samples.get(uuid) if isinstance(samples, dict) else None
-            if isinstance(s, dict) and isinstance(s.get("busy_samples"), int) and s["busy_samples"] >= MIN_BUSY_SAMPLES:
+            if (
+                isinstance(s, dict)
+                and isinstance(s.get("busy_samples"), int)
+                and s["busy_samples"] >= MIN_BUSY_SAMPLES
+            ):
                 gf.under_load = s["busy_samples"]
-                for key, metric in LOAD_METRICS.items():  # the busy-sample medians, under the fleet's names
+                for (
+                    key,
+                    metric,
+                ) in LOAD_METRICS.items():  # the busy-sample medians, under the fleet's names
                     self._put(v, metric, _dig(s, key, "median"))
                 fr = s.get("reason_fraction") if isinstance(s.get("reason_fraction"), dict) else {}
                 for reason, metric in _REASON_METRIC.items():
                     self._put(v, metric, fr.get(reason, 0.0))
             node.gpus[g["index"]] = gf
 
-    def _add_bench(self, node: NodeFacts, rank: int, gpu: dict[str, Any], bench: dict[str, Any]) -> None:
-        figs = {k: f.get("value") for k, f in (bench.get("figures") or {}).items() if isinstance(f, dict)}
+    def _add_bench(
+        self, node: NodeFacts, rank: int, gpu: dict[str, Any], bench: dict[str, Any]
+    ) -> None:
+        figs = {
+            k: f.get("value")
+            for k, f in (bench.get("figures") or {}).items()
+            if isinstance(f, dict)
+        }
         if bench.get("device") != "cuda":
             cpu: dict[str, float] = {}
             for k, x in figs.items():
@@ -371,10 +555,13 @@ class FleetFacts:
                 target = gf
         if target is None and isinstance(gpu.get("nvml_index"), int):
             target = node.gpus.get(gpu["nvml_index"])
-        if target is None:  # no snapshot of this node (its local rank 0 is missing): keep the figures anyway
+        if (
+            target is None
+        ):  # no snapshot of this node (its local rank 0 is missing): keep the figures anyway
             idx = gpu.get("nvml_index") if isinstance(gpu.get("nvml_index"), int) else 1000 + rank
-            target = node.gpus.setdefault(idx, GpuFacts(node.node, idx, str(uuid or ""),
-                                                        str(bench.get("device_name") or "?")))
+            target = node.gpus.setdefault(
+                idx, GpuFacts(node.node, idx, str(uuid or ""), str(bench.get("device_name") or "?"))
+            )
         target.rank = rank
         for k in ("matmul_tflops", "h2d_gbps", "d2h_gbps"):
             self._put(target.values, k, figs.get(k))
@@ -416,8 +603,11 @@ def _put(values: dict[str, float], key: str, value: Any) -> bool:
     return True
 
 
-def from_records(records: Iterable[dict[str, Any]], missing: list[dict[str, Any]] | None = None,
-                 world_size: int = 0) -> FleetFacts:
+def from_records(
+    records: Iterable[dict[str, Any]],
+    missing: list[dict[str, Any]] | None = None,
+    world_size: int = 0,
+) -> FleetFacts:
     """Read every record once (streamed) into :class:`FleetFacts`."""
     facts = FleetFacts(world_size=world_size, missing=list(missing or []))
     for rec in records:

@@ -82,8 +82,16 @@ class Channel:
 
     def hello(self, pl: Placement) -> None:
         """Say this rank has started (node, pid): a rank that then dies is named, not just counted."""
-        self._put(f"hello/{pl.rank}", {"rank": pl.rank, "node": pl.node, "local_rank": pl.local_rank,
-                                       "pid": os.getpid(), "time": time.time()})
+        self._put(
+            f"hello/{pl.rank}",
+            {
+                "rank": pl.rank,
+                "node": pl.node,
+                "local_rank": pl.local_rank,
+                "pid": os.getpid(),
+                "time": time.time(),
+            },
+        )
 
     def publish(self, rank: int, record: dict[str, Any]) -> None:
         """Store this rank's record and count it done."""
@@ -103,8 +111,13 @@ class Channel:
                 return False
             time.sleep(POLL_S)
 
-    def collect(self, world_size: int, deadline: float, timeout_s: float,
-                on_wait: Callable[[int], None] | None = None) -> Gathered:
+    def collect(
+        self,
+        world_size: int,
+        deadline: float,
+        timeout_s: float,
+        on_wait: Callable[[int], None] | None = None,
+    ) -> Gathered:
         """Rank 0: wait for ``world_size`` records until ``deadline``, then take what is there.
 
         A signal or Ctrl-C during the wait ends it early; the records already
@@ -127,7 +140,9 @@ class Channel:
                     last, last_n = now, n
                     on_wait(n)
                 time.sleep(POLL_S)
-        except BaseException as exc:  # SIGTERM (the launcher tearing the job down), Ctrl-C: keep what arrived
+        except (
+            BaseException
+        ) as exc:  # SIGTERM (the launcher tearing the job down), Ctrl-C: keep what arrived
             out.interrupted = exc
         out.waited_s = round(time.monotonic() - t0, 3)
         for rank in range(world_size):
@@ -139,12 +154,20 @@ class Channel:
             if out.interrupted is not None:
                 why = f"no record when the gather was stopped ({_name(out.interrupted)}) after {out.waited_s:g} s"
             elif hello is not None:
-                why = (f"started (pid {hello.get('pid')}) but sent no record within {timeout_s:g} s: it died, hung "
-                       "or was killed")
+                why = (
+                    f"started (pid {hello.get('pid')}) but sent no record within {timeout_s:g} s: it died, hung "
+                    "or was killed"
+                )
             else:
                 why = f"never reached the gather within {timeout_s:g} s (not started, or could not connect)"
-            out.missing.append({"rank": rank, "node": (hello or {}).get("node"),
-                                "local_rank": (hello or {}).get("local_rank"), "reason": why})
+            out.missing.append(
+                {
+                    "rank": rank,
+                    "node": (hello or {}).get("node"),
+                    "local_rank": (hello or {}).get("local_rank"),
+                    "reason": why,
+                }
+            )
         return out
 
 
@@ -174,20 +197,30 @@ class StoreChannel(Channel):
             BadInputError: no MASTER_ADDR/MASTER_PORT, or the store cannot be reached in ``timeout_s``.
         """
         if not pl.master_addr or not pl.master_port:
-            raise BadInputError("no MASTER_ADDR/MASTER_PORT in the environment, so the ranks cannot meet; run under "
-                                "torchrun, export them (srun/mpirun: the first node's address and a free port), "
-                                "or give --out-dir on a shared folder")
+            raise BadInputError(
+                "no MASTER_ADDR/MASTER_PORT in the environment, so the ranks cannot meet; run under "
+                "torchrun, export them (srun/mpirun: the first node's address and a free port), "
+                "or give --out-dir on a shared folder"
+            )
         import torch.distributed as dist
 
         agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
         try:
-            store = dist.TCPStore(pl.master_addr, pl.master_port, world_size=None,
-                                  is_master=(pl.rank == 0 and not agent), timeout=timedelta(seconds=timeout_s),
-                                  wait_for_workers=False, multi_tenant=True)
+            store = dist.TCPStore(
+                pl.master_addr,
+                pl.master_port,
+                world_size=None,
+                is_master=(pl.rank == 0 and not agent),
+                timeout=timedelta(seconds=timeout_s),
+                wait_for_workers=False,
+                multi_tenant=True,
+            )
         except (RuntimeError, OSError, TimeoutError) as exc:
-            raise BadInputError(f"cannot reach the c10d store at {pl.master_addr}:{pl.master_port} within "
-                                f"{timeout_s:g} s ({str(exc).splitlines()[0][:200]}); check MASTER_ADDR/MASTER_PORT "
-                                "or use --out-dir") from None
+            raise BadInputError(
+                f"cannot reach the c10d store at {pl.master_addr}:{pl.master_port} within "
+                f"{timeout_s:g} s ({str(exc).splitlines()[0][:200]}); check MASTER_ADDR/MASTER_PORT "
+                "or use --out-dir"
+            ) from None
         return cls(dist.PrefixStore(f"forensics/fleet/{pl.run_id}/", store))
 
     def _put(self, key: str, value: dict[str, Any]) -> None:
@@ -198,7 +231,12 @@ class StoreChannel(Channel):
             if not self.store.check([key]):
                 return None
             return json.loads(zlib.decompress(self.store.get(key)))
-        except (RuntimeError, OSError, ValueError, zlib.error):  # the store went away, or a damaged value
+        except (
+            RuntimeError,
+            OSError,
+            ValueError,
+            zlib.error,
+        ):  # the store went away, or a damaged value
             return None
 
     def _incr(self, name: str, who: int) -> None:
@@ -215,12 +253,16 @@ class DirChannel(Channel):
         self.folder = Path(folder)
         self.run_id = run_id
         if not self.folder.is_dir():
-            raise BadInputError(f"--out-dir {folder}: no such folder; create it (on a file system every node sees)")
+            raise BadInputError(
+                f"--out-dir {folder}: no such folder; create it (on a file system every node sees)"
+            )
         self.state = self.folder / STATE_DIR / run_id.replace("/", "_")
         try:
             self.state.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise BadInputError(f"--out-dir {folder}: cannot write there ({exc.strerror})") from None
+            raise BadInputError(
+                f"--out-dir {folder}: cannot write there ({exc.strerror})"
+            ) from None
 
     def _path(self, key: str) -> Path:
         if key.startswith("rec/"):
@@ -238,7 +280,9 @@ class DirChannel(Channel):
             value = json.loads(self._path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if key.startswith("rec/") and (not isinstance(value, dict) or value.get("run_id") != self.run_id):
+        if key.startswith("rec/") and (
+            not isinstance(value, dict) or value.get("run_id") != self.run_id
+        ):
             return None  # an earlier run's record in a reused folder is not this run's rank
         return value
 
@@ -246,4 +290,6 @@ class DirChannel(Channel):
         (self.state / f"{name.replace('/', '__')}.{who}").touch()
 
     def _count(self, name: str) -> int:
-        return len(list(self.state.glob(f"{glob.escape(name.replace('/', '__'))}.*")))  # a node named 'gpu*' counts only its own
+        return len(
+            list(self.state.glob(f"{glob.escape(name.replace('/', '__'))}.*"))
+        )  # a node named 'gpu*' counts only its own

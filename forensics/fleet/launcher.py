@@ -39,10 +39,28 @@ SPLIT_VAR = "FORENSICS_FLEET_RANKS_PER_NODE"
 
 # launcher -> (rank, world size, local rank, node index, node name, local world size) variable names
 _SCHEMES: tuple[tuple[str, tuple[str | None, ...]], ...] = (
-    ("slurm", ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME",
-               "SLURM_NTASKS_PER_NODE")),
-    ("openmpi", ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", None, None,
-                 "OMPI_COMM_WORLD_LOCAL_SIZE")),
+    (
+        "slurm",
+        (
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_LOCALID",
+            "SLURM_NODEID",
+            "SLURMD_NODENAME",
+            "SLURM_NTASKS_PER_NODE",
+        ),
+    ),
+    (
+        "openmpi",
+        (
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            None,
+            None,
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+        ),
+    ),
     ("pmi", ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", None, None, "MPI_LOCALNRANKS")),
 )
 
@@ -94,8 +112,10 @@ def _int(environ: Mapping[str, str], name: str | None, minimum: int = 0) -> int 
         return None
     raw = environ[name].strip()
     if not raw.lstrip("-").isdigit() or int(raw) < minimum:
-        raise BadInputError(f"${name}={environ[name]!r}: expected a whole number >= {minimum}; the launcher "
-                            "environment is broken")
+        raise BadInputError(
+            f"${name}={environ[name]!r}: expected a whole number >= {minimum}; the launcher "
+            "environment is broken"
+        )
     return int(raw)
 
 
@@ -131,8 +151,10 @@ def detect(environ: Mapping[str, str] | None = None, hostname: str | None = None
         # one of the pair alone: a job whose launcher lost the other one; taken for a single process,
         # every rank would write a fleet file of its own claiming to be rank 0
         other = "WORLD_SIZE" if half[0] == "RANK" else "RANK"
-        raise BadInputError(f"${half[0]}={env[half[0]]!r} is set but ${other} is not; the launcher environment is "
-                            f"broken (torchrun sets both; under srun or mpirun set neither, or both)")
+        raise BadInputError(
+            f"${half[0]}={env[half[0]]!r} is set but ${other} is not; the launcher environment is "
+            f"broken (torchrun sets both; under srun or mpirun set neither, or both)"
+        )
     if "RANK" in env and "WORLD_SIZE" in env:
         launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
         rank, world = take("RANK"), take("WORLD_SIZE", 1)
@@ -157,11 +179,15 @@ def detect(environ: Mapping[str, str] | None = None, hostname: str | None = None
     from forensics.fleet.document import MAX_WORLD_SIZE
 
     if world > MAX_WORLD_SIZE:
-        raise BadInputError(f"world size {world:,} ({', '.join(sorted(used))}) is beyond any job ({MAX_WORLD_SIZE:,} "
-                            "ranks at most); the launcher environment is broken")
+        raise BadInputError(
+            f"world size {world:,} ({', '.join(sorted(used))}) is beyond any job ({MAX_WORLD_SIZE:,} "
+            "ranks at most); the launcher environment is broken"
+        )
     if rank >= world:
-        raise BadInputError(f"rank {rank} is not below the world size {world} ({', '.join(sorted(used))}); the "
-                            "launcher environment is broken")
+        raise BadInputError(
+            f"rank {rank} is not below the world size {world} ({', '.join(sorted(used))}); the "
+            "launcher environment is broken"
+        )
     split = _int(env, SPLIT_VAR, 1)
     if split is not None:
         used[SPLIT_VAR] = env[SPLIT_VAR]
@@ -170,16 +196,27 @@ def detect(environ: Mapping[str, str] | None = None, hostname: str | None = None
     if local is None:
         local = 0 if world == 1 else None
     if local is None:
-        raise BadInputError(f"{launcher}: rank {rank} of {world} but no local rank (LOCAL_RANK, SLURM_LOCALID, "
-                            "OMPI_COMM_WORLD_LOCAL_RANK); set LOCAL_RANK so one process per node takes its snapshot")
+        raise BadInputError(
+            f"{launcher}: rank {rank} of {world} but no local rank (LOCAL_RANK, SLURM_LOCALID, "
+            "OMPI_COMM_WORLD_LOCAL_RANK); set LOCAL_RANK so one process per node takes its snapshot"
+        )
     if env.get(NODE_VAR, "").strip():
         node_name = env[NODE_VAR].strip()
         used[NODE_VAR] = node_name
     port = _int(env, "MASTER_PORT", 1)
     return Placement(
-        rank=rank, world_size=world, local_rank=local, local_world_size=local_world,
-        node=node_name or host, node_index=node_index, hostname=host, launcher=launcher,
-        master_addr=env.get("MASTER_ADDR") or None, master_port=port, run_id=_run_id(env), variables=used,
+        rank=rank,
+        world_size=world,
+        local_rank=local,
+        local_world_size=local_world,
+        node=node_name or host,
+        node_index=node_index,
+        hostname=host,
+        launcher=launcher,
+        master_addr=env.get("MASTER_ADDR") or None,
+        master_port=port,
+        run_id=_run_id(env),
+        variables=used,
     )
 
 

@@ -31,7 +31,14 @@ from typing import Any, Iterable, Iterator
 
 from forensics.docfile import MAX_FILE_BYTES, gunzip, is_yaml, read_document
 from forensics.errors import BadInputError
-from forensics.fleet.document import GZIP_MAGIC, MAX_WORLD_SIZE, RECORD_SCHEMA, Fleet, header, is_fleet_file
+from forensics.fleet.document import (
+    GZIP_MAGIC,
+    MAX_WORLD_SIZE,
+    RECORD_SCHEMA,
+    Fleet,
+    header,
+    is_fleet_file,
+)
 
 SUFFIXES = (".json", ".yaml", ".yml", ".json.gz")
 UNIT = "node snapshot"
@@ -47,7 +54,7 @@ def _suffix(path: Path) -> str:
 def stem(path: Path) -> str:
     """The file name without its snapshot suffixes: ``snaps/gpu-a17.json.gz`` -> ``gpu-a17``."""
     suf = _suffix(path)
-    return path.name[:-len(suf)] if suf else path.name
+    return path.name[: -len(suf)] if suf else path.name
 
 
 def candidates(folder: Path) -> list[Path]:
@@ -58,8 +65,11 @@ def candidates(folder: Path) -> list[Path]:
     nodes instead of the node vanishing unseen. Folders, FIFOs and devices are left out.
     """
     with os.scandir(folder) as entries:
-        return sorted(Path(e.path) for e in entries if _suffix(Path(e.name)) and not e.name.startswith(".")
-                      and _maybe_snapshot(e))
+        return sorted(
+            Path(e.path)
+            for e in entries
+            if _suffix(Path(e.name)) and not e.name.startswith(".") and _maybe_snapshot(e)
+        )
 
 
 def _maybe_snapshot(entry: os.DirEntry) -> bool:
@@ -78,7 +88,11 @@ def is_node_folder(path: Path) -> bool:
     ``.json``/``.yaml``/``.json.gz`` file that is not a fleet file (a folder holding only ``fleet.json`` is not)."""
     path = Path(path)
     try:
-        return path.is_dir() and not is_fleet_file(path) and any(not is_fleet_file(p) for p in candidates(path))
+        return (
+            path.is_dir()
+            and not is_fleet_file(path)
+            and any(not is_fleet_file(p) for p in candidates(path))
+        )
     except OSError:
         return False
 
@@ -112,7 +126,9 @@ def read(path: Path) -> dict[str, Any]:
         doc = read_document(path, "snapshot")  # names the problem (or reads YAML)
     schema = str(doc.get("schema", ""))
     if schema.startswith("forensics.fleet"):
-        raise BadInputError(f"{path}: a fleet file, not a node snapshot; give it alone to 'fleet report'")
+        raise BadInputError(
+            f"{path}: a fleet file, not a node snapshot; give it alone to 'fleet report'"
+        )
     return validate(doc, path)
 
 
@@ -121,11 +137,17 @@ def _gunzip(raw: bytes, path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(data)
     except UnicodeDecodeError:
-        raise BadInputError(f"{path}: not UTF-8 text once uncompressed; is this really a snapshot?") from None
+        raise BadInputError(
+            f"{path}: not UTF-8 text once uncompressed; is this really a snapshot?"
+        ) from None
     except (ValueError, RecursionError) as exc:
-        raise BadInputError(f"{path}: invalid JSON once uncompressed ({exc}); the file is damaged or truncated") from None
+        raise BadInputError(
+            f"{path}: invalid JSON once uncompressed ({exc}); the file is damaged or truncated"
+        ) from None
     if not isinstance(doc, dict):
-        raise BadInputError(f"{path}: not a snapshot (a JSON {type(doc).__name__} once uncompressed, not a mapping)")
+        raise BadInputError(
+            f"{path}: not a snapshot (a JSON {type(doc).__name__} once uncompressed, not a mapping)"
+        )
     return doc
 
 
@@ -137,11 +159,18 @@ def _busy(entry: Any) -> int:
 def telemetry(snap: dict[str, Any]) -> dict[str, Any] | None:
     """The GPU samples of a node snapshot, by UUID: ``--sample`` (``probes.gpu.data.sample``) and the
     canary's (``bench.telemetry``), the entry with more busy samples for a GPU both sampled; None without."""
-    gpu = ((snap.get("probes") or {}).get("gpu") or {})
-    sample = ((gpu.get("data") or {}).get("sample") or {}).get("gpus") if isinstance(gpu.get("data"), dict) else None
+    gpu = (snap.get("probes") or {}).get("gpu") or {}
+    sample = (
+        ((gpu.get("data") or {}).get("sample") or {}).get("gpus")
+        if isinstance(gpu.get("data"), dict)
+        else None
+    )
     bench = snap.get("bench")
-    canary = ((bench.get("telemetry") or {}).get("gpus") if isinstance(bench, dict)
-              and isinstance(bench.get("telemetry"), dict) else None)
+    canary = (
+        (bench.get("telemetry") or {}).get("gpus")
+        if isinstance(bench, dict) and isinstance(bench.get("telemetry"), dict)
+        else None
+    )
     merged: dict[str, Any] = {}
     for source in (sample, canary):
         if isinstance(source, dict):
@@ -151,7 +180,9 @@ def telemetry(snap: dict[str, Any]) -> dict[str, Any] | None:
     return {"gpus": merged} if merged else None
 
 
-def record(snap: dict[str, Any], *, node: str, rank: int, world_size: int, source: str = "") -> dict[str, Any]:
+def record(
+    snap: dict[str, Any], *, node: str, rank: int, world_size: int, source: str = ""
+) -> dict[str, Any]:
     """The fleet record (``forensics.fleet-record/1``) of one plain node snapshot: rank ``rank`` of
     ``world_size``, local rank 0, its launching process's variables as the rank's, the snapshot
     itself, its GPU samples as telemetry, each failed or timed-out probe as an error."""
@@ -159,20 +190,53 @@ def record(snap: dict[str, Any], *, node: str, rank: int, world_size: int, sourc
 
     probes = snap.get("probes") if isinstance(snap.get("probes"), dict) else {}
     nccl = probes.get("nccl_env") if isinstance(probes.get("nccl_env"), dict) else {}
-    env = (((nccl.get("data") or {}).get("parent") or {}).get("env") or {}) if nccl.get("status") in ("ok", "partial") \
+    env = (
+        (((nccl.get("data") or {}).get("parent") or {}).get("env") or {})
+        if nccl.get("status") in ("ok", "partial")
         else {}
-    env = {k: v for k, v in env.items() if isinstance(v, str) and k not in RANK_VARS} if isinstance(env, dict) else {}
-    errors = [{"where": f"probe {name}", "error": f"{sec.get('status')}: {sec.get('reason') or 'no reason given'}"}
-              for name, sec in probes.items() if isinstance(sec, dict) and sec.get("status") in _ERROR_STATUSES]
-    return {"schema": RECORD_SCHEMA, "created": str(snap.get("created", "")), "label": str(snap.get("label") or ""),
-            "rank": rank, "local_rank": 0, "world_size": world_size, "local_world_size": 1, "node": node,
-            "hostname": node, "launcher": "snapshot files", "run_id": "", "env": env, "gpu": None, "bench": None,
-            "snapshot": snap, "telemetry": telemetry(snap), "errors": errors, "source": source}
+    )
+    env = (
+        {k: v for k, v in env.items() if isinstance(v, str) and k not in RANK_VARS}
+        if isinstance(env, dict)
+        else {}
+    )
+    errors = [
+        {
+            "where": f"probe {name}",
+            "error": f"{sec.get('status')}: {sec.get('reason') or 'no reason given'}",
+        }
+        for name, sec in probes.items()
+        if isinstance(sec, dict) and sec.get("status") in _ERROR_STATUSES
+    ]
+    return {
+        "schema": RECORD_SCHEMA,
+        "created": str(snap.get("created", "")),
+        "label": str(snap.get("label") or ""),
+        "rank": rank,
+        "local_rank": 0,
+        "world_size": world_size,
+        "local_world_size": 1,
+        "node": node,
+        "hostname": node,
+        "launcher": "snapshot files",
+        "run_id": "",
+        "env": env,
+        "gpu": None,
+        "bench": None,
+        "snapshot": snap,
+        "telemetry": telemetry(snap),
+        "errors": errors,
+        "source": source,
+    }
 
 
 def hostname(snap: dict[str, Any], path: Path) -> str:
     """``machine.hostname`` of a snapshot, else the file name without its suffixes."""
-    name = (snap.get("machine") or {}).get("hostname") if isinstance(snap.get("machine"), dict) else None
+    name = (
+        (snap.get("machine") or {}).get("hostname")
+        if isinstance(snap.get("machine"), dict)
+        else None
+    )
     return name.strip() if isinstance(name, str) and name.strip() else stem(path)
 
 
@@ -201,13 +265,17 @@ def read_hostfile(path: Path) -> list[str]:
     except OSError as exc:
         raise BadInputError(f"{path}: cannot read the hostfile ({exc.strerror or exc})") from None
     if "\x00" in text:
-        raise BadInputError(f"{path}: a binary file, not a hostfile (one hostname per line: scontrol show hostnames)")
+        raise BadInputError(
+            f"{path}: a binary file, not a hostfile (one hostname per line: scontrol show hostnames)"
+        )
     hosts: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
         word = line.split("#", 1)[0].split()
         if word and not _HOSTNAME.fullmatch(word[0]):
-            raise BadInputError(f"{path}: line {number}: {word[0][:60]!r} is not a hostname; a hostfile has one "
-                                "hostname per line (scontrol show hostnames, an MPI hostfile's first column)")
+            raise BadInputError(
+                f"{path}: line {number}: {word[0][:60]!r} is not a hostname; a hostfile has one "
+                "hostname per line (scontrol show hostnames, an MPI hostfile's first column)"
+            )
         if word and word[0] not in hosts:
             hosts.append(word[0])
     if not hosts:
@@ -229,16 +297,24 @@ def expand(sources: Iterable[Path]) -> list[Path]:
             try:
                 found = candidates(src)
             except OSError as exc:
-                raise BadInputError(f"{src}: cannot list the folder ({exc.strerror or exc})") from None
+                raise BadInputError(
+                    f"{src}: cannot list the folder ({exc.strerror or exc})"
+                ) from None
             if not found:
-                raise BadInputError(f"{src}: no node snapshot in it (*.json, *.yaml, *.json.gz); is this the folder "
-                                    "'forensics snapshot -o DIR/%N.json' wrote to?")
+                raise BadInputError(
+                    f"{src}: no node snapshot in it (*.json, *.yaml, *.json.gz); is this the folder "
+                    "'forensics snapshot -o DIR/%N.json' wrote to?"
+                )
             files += found
         elif src.exists():
             files.append(src)
         else:
-            raise BadInputError(f"{src}: no such file or folder; give node snapshots, their folder, or a fleet file")
-    seen: set[str] = set()  # one file given twice (snaps/ snaps/gpu-a17.json, overlapping globs) is one node
+            raise BadInputError(
+                f"{src}: no such file or folder; give node snapshots, their folder, or a fleet file"
+            )
+    seen: set[str] = (
+        set()
+    )  # one file given twice (snaps/ snaps/gpu-a17.json, overlapping globs) is one node
     unique = []
     for f in files:
         key = os.path.realpath(f)
@@ -248,7 +324,9 @@ def expand(sources: Iterable[Path]) -> list[Path]:
     return unique
 
 
-def load(sources: Iterable[Path], *, expect_nodes: int | None = None, hostfile: Path | None = None) -> Fleet:
+def load(
+    sources: Iterable[Path], *, expect_nodes: int | None = None, hostfile: Path | None = None
+) -> Fleet:
     """Open node snapshot files (and folders of them) as a fleet (module docstring).
 
     The records are built while the report reads them (one document alive at a time); the head's
@@ -262,17 +340,29 @@ def load(sources: Iterable[Path], *, expect_nodes: int | None = None, hostfile: 
     given = [Path(s) for s in sources]
     files = expand(given)
     if expect_nodes is not None and not 1 <= expect_nodes <= MAX_WORLD_SIZE:
-        raise BadInputError(f"--expect-nodes {expect_nodes}: expected a whole number from 1 to {MAX_WORLD_SIZE:,}")
+        raise BadInputError(
+            f"--expect-nodes {expect_nodes}: expected a whole number from 1 to {MAX_WORLD_SIZE:,}"
+        )
     hosts = read_hostfile(hostfile) if hostfile is not None else None
-    head = header(world_size=max(1, len(files)), launcher="snapshot files", run_id="",
-                  gather={"channel": "files", "files": len(files)}, missing=[])
+    head = header(
+        world_size=max(1, len(files)),
+        launcher="snapshot files",
+        run_id="",
+        gather={"channel": "files", "files": len(files)},
+        missing=[],
+    )
     head.update(unit=UNIT, notes=[], skipped=[])
     label = given[0] if len(given) == 1 else Path(f"{given[0]} and {len(given) - 1} more")
     return Fleet(label, head, _records(files, head, expect_nodes, hosts, given))
 
 
-def _records(files: list[Path], head: dict[str, Any], expect_nodes: int | None, hosts: list[str] | None,
-             given: list[Path]) -> Iterator[dict[str, Any]]:
+def _records(
+    files: list[Path],
+    head: dict[str, Any],
+    expect_nodes: int | None,
+    hosts: list[str] | None,
+    given: list[Path],
+) -> Iterator[dict[str, Any]]:
     seen: dict[str, Path] = {}
     dups: list[str] = []
     damaged: list[tuple[Path, str]] = []
@@ -286,8 +376,10 @@ def _records(files: list[Path], head: dict[str, Any], expect_nodes: int | None, 
             continue
         node = hostname(snap, path)
         if node in seen:
-            dups.append(f"{seen[node].name} and {path.name} both name host {node}; the second is kept as "
-                        f"'{node} ({path.name})'")
+            dups.append(
+                f"{seen[node].name} and {path.name} both name host {node}; the second is kept as "
+                f"'{node} ({path.name})'"
+            )
             node = f"{node} ({path.name})"
         seen.setdefault(node, path)
         created = max(created, str(snap.get("created", "")))
@@ -296,34 +388,68 @@ def _records(files: list[Path], head: dict[str, Any], expect_nodes: int | None, 
         rank += 1
         yield rec
     if not rank:
-        raise BadInputError(damaged[0][1] if len(damaged) == 1 else
-                            f"none of the {len(files)} files is a readable node snapshot ({damaged[0][1]})")
-    missing = [{"rank": rank + i, "node": stem(p), "local_rank": 0, "reason": f"its snapshot was not read: {why}"}
-               for i, (p, why) in enumerate(damaged)]
+        raise BadInputError(
+            damaged[0][1]
+            if len(damaged) == 1
+            else f"none of the {len(files)} files is a readable node snapshot ({damaged[0][1]})"
+        )
+    missing = [
+        {
+            "rank": rank + i,
+            "node": stem(p),
+            "local_rank": 0,
+            "reason": f"its snapshot was not read: {why}",
+        }
+        for i, (p, why) in enumerate(damaged)
+    ]
     expected = len(files)
     if hosts is not None:
         have = {_short(n) for n in seen} | {_short(stem(p)) for p, _ in damaged}
         absent = [h for h in hosts if _short(h) not in have]
-        missing += [{"rank": rank + len(missing) + i, "node": h, "local_rank": 0,
-                     "reason": "in the hostfile, but no snapshot of it was given"} for i, h in enumerate(absent)]
-        extra = sorted(n for n in seen if _short(n.split(" (")[0]) not in {_short(h) for h in hosts})
+        missing += [
+            {
+                "rank": rank + len(missing) + i,
+                "node": h,
+                "local_rank": 0,
+                "reason": "in the hostfile, but no snapshot of it was given",
+            }
+            for i, h in enumerate(absent)
+        ]
+        extra = sorted(
+            n for n in seen if _short(n.split(" (")[0]) not in {_short(h) for h in hosts}
+        )
         if extra:
-            head["notes"].append(f"{len(extra)} node(s) not in the hostfile were read too: {', '.join(extra[:5])}"
-                                 f"{' ...' if len(extra) > 5 else ''}")
+            head["notes"].append(
+                f"{len(extra)} node(s) not in the hostfile were read too: {', '.join(extra[:5])}"
+                f"{' ...' if len(extra) > 5 else ''}"
+            )
         expected = max(expected, len(hosts) + len(extra))
     if expect_nodes is not None:
         short = expect_nodes - (rank + len(missing))
-        missing += [{"rank": rank + len(missing) + i, "node": None, "local_rank": 0,
-                     "reason": f"--expect-nodes {expect_nodes}: no snapshot for this node"} for i in range(max(0, short))]
+        missing += [
+            {
+                "rank": rank + len(missing) + i,
+                "node": None,
+                "local_rank": 0,
+                "reason": f"--expect-nodes {expect_nodes}: no snapshot for this node",
+            }
+            for i in range(max(0, short))
+        ]
         if short < 0:
-            head["notes"].append(f"{rank + len(missing):,} nodes read or named, more than --expect-nodes {expect_nodes}")
+            head["notes"].append(
+                f"{rank + len(missing):,} nodes read or named, more than --expect-nodes {expect_nodes}"
+            )
     if hosts is None and expect_nodes is None:
-        head["notes"].append(f"read {rank:,} node snapshot{'s' if rank != 1 else ''} from "
-                             f"{', '.join(str(g) for g in given[:3])}{' ...' if len(given) > 3 else ''}; a node that "
-                             "wrote no snapshot cannot be named without --expect-nodes N or --hostfile FILE")
+        head["notes"].append(
+            f"read {rank:,} node snapshot{'s' if rank != 1 else ''} from "
+            f"{', '.join(str(g) for g in given[:3])}{' ...' if len(given) > 3 else ''}; a node that "
+            "wrote no snapshot cannot be named without --expect-nodes N or --hostfile FILE"
+        )
     if dups:
-        head["notes"].append(f"{len(dups)} snapshot(s) name a host already read (two machines answer to one "
-                             f"hostname, or one file was copied twice): {'; '.join(dups[:3])}{' ...' if len(dups) > 3 else ''}")
+        head["notes"].append(
+            f"{len(dups)} snapshot(s) name a host already read (two machines answer to one "
+            f"hostname, or one file was copied twice): {'; '.join(dups[:3])}{' ...' if len(dups) > 3 else ''}"
+        )
     head["missing"] = missing
     head["world_size"] = max(expected, rank + len(missing))
     head["created"] = created

@@ -43,9 +43,15 @@ from typing import Any
 
 import numpy as np
 
+from forensics.fleet.features import (
+    GPU_CATEGORICAL,
+    METRICS,
+    NODE_FIELDS,
+    FleetFacts,
+    GpuFacts,
+    Metric,
+)
 from forensics.gpu.readings import PCIE_GEN_LOAD
-from forensics.fleet.features import (GPU_CATEGORICAL, METRICS, NODE_FIELDS, FleetFacts,
-                                      GpuFacts, Metric)
 
 K_MAD = 5.0
 MAD_SCALE = 1.4826  # MAD x 1.4826 estimates the standard deviation of normal data
@@ -60,8 +66,8 @@ class OutlierKind(str, enum.Enum):
     """What an :class:`Outlier` is about."""
 
     CATEGORICAL = "categorical"  # a rare value of a node, GPU or rank field
-    NUMERIC = "numeric"          # one GPU's numbers against its peers
-    MIXED = "mixed"              # a field with no dominant value (a mixed fleet, not an outlier)
+    NUMERIC = "numeric"  # one GPU's numbers against its peers
+    MIXED = "mixed"  # a field with no dominant value (a mixed fleet, not an outlier)
 
 
 @dataclass
@@ -97,10 +103,20 @@ class Outlier:
 
     def to_json(self) -> dict[str, Any]:
         """All fields, JSON-ready (score rounded to 4 digits)."""
-        return {"kind": OutlierKind(self.kind).value, "field": self.field, "hypothesis": self.hypothesis, "subject": self.subject,
-                "value": self.value, "peers": self.peers, "score": round(self.score, 4), "summary": self.summary,
-                "evidence": list(self.evidence), "nodes": list(self.nodes), "ranks": list(self.ranks),
-                "gpus": [list(g) for g in self.gpus]}
+        return {
+            "kind": OutlierKind(self.kind).value,
+            "field": self.field,
+            "hypothesis": self.hypothesis,
+            "subject": self.subject,
+            "value": self.value,
+            "peers": self.peers,
+            "score": round(self.score, 4),
+            "summary": self.summary,
+            "evidence": list(self.evidence),
+            "nodes": list(self.nodes),
+            "ranks": list(self.ranks),
+            "gpus": [list(g) for g in self.gpus],
+        }
 
 
 @dataclass
@@ -124,8 +140,15 @@ class PeerStats:
     rule: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "metric": self.metric, "n": self.n, "median": self.median, "mad": self.mad,
-                "best": self.best, "rule": self.rule}
+        return {
+            "model": self.model,
+            "metric": self.metric,
+            "n": self.n,
+            "median": self.median,
+            "mad": self.mad,
+            "best": self.best,
+            "rule": self.rule,
+        }
 
 
 def _count(n: int, unit: str) -> str:
@@ -164,9 +187,18 @@ def group_values(units: dict[Any, str]) -> tuple[str | None, int, list[tuple[str
     return top, len(top_units), ranked[1:]
 
 
-def _categorical_outliers(fld_name: str, label: str, hypothesis: str, weight: float, units: dict[Any, str],
-                          unit_word: str, describe, nodes_of, ranks_of=lambda us: [],
-                          gpus_of=lambda us: []) -> list[Outlier]:
+def _categorical_outliers(
+    fld_name: str,
+    label: str,
+    hypothesis: str,
+    weight: float,
+    units: dict[Any, str],
+    unit_word: str,
+    describe,
+    nodes_of,
+    ranks_of=lambda us: [],
+    gpus_of=lambda us: [],
+) -> list[Outlier]:
     """Outliers of one categorical field over ``units`` (module docstring rule)."""
     if len(units) < 2 or len({*units.values()}) < 2:
         return []
@@ -175,12 +207,23 @@ def _categorical_outliers(fld_name: str, label: str, hypothesis: str, weight: fl
     out = []
     if majority is None:
         parts = [f"{v!s} on {_count(len(us), unit_word)}" for v, us in others]
-        out.append(Outlier(OutlierKind.MIXED, fld_name, hypothesis, f"all {_count(total, unit_word)}", "mixed",
-                           "; ".join(parts[:5]), weight * MIXED_SCORE,
-                           f"{label} is mixed across the fleet: {'; '.join(parts[:3])}",
-                           [f"{label} = {v} on {_count(len(us), unit_word)}: {_names([describe(u) for u in us])}"
-                            for v, us in others[:10]],
-                           nodes=sorted({n for _, us in others for n in nodes_of(us)})[:50]))
+        out.append(
+            Outlier(
+                OutlierKind.MIXED,
+                fld_name,
+                hypothesis,
+                f"all {_count(total, unit_word)}",
+                "mixed",
+                "; ".join(parts[:5]),
+                weight * MIXED_SCORE,
+                f"{label} is mixed across the fleet: {'; '.join(parts[:3])}",
+                [
+                    f"{label} = {v} on {_count(len(us), unit_word)}: {_names([describe(u) for u in us])}"
+                    for v, us in others[:10]
+                ],
+                nodes=sorted({n for _, us in others for n in nodes_of(us)})[:50],
+            )
+        )
         return out
     for value, us in others:
         share = len(us) / total
@@ -188,13 +231,30 @@ def _categorical_outliers(fld_name: str, label: str, hypothesis: str, weight: fl
         subject = describe(us[0]) if len(us) == 1 else f"{_count(len(us), unit_word)}"
         peers = f"{majority} on {n_major:,} of {total:,} {unit_word}s"
         nodes = sorted(set(nodes_of(us)))
-        summary = (f"{subject}: {label} {value} (the other {n_major:,} {unit_word}s: {majority})" if rare else
-                   f"{label} {value} on {_count(len(us), unit_word)} ({share:.0%}), {majority} on the rest: a mixed fleet")
-        out.append(Outlier(OutlierKind.CATEGORICAL if rare else OutlierKind.MIXED, fld_name, hypothesis, subject, str(value), peers,
-                           weight * ((1 - share) if rare else MIXED_SCORE), summary,
-                           [f"{label} = {value}: {_names([describe(u) for u in us], 10)}",
-                            f"majority: {label} = {majority} on {n_major:,} {unit_word}s"],
-                           nodes=nodes[:200], ranks=sorted(ranks_of(us))[:200], gpus=gpus_of(us)[:200]))
+        summary = (
+            f"{subject}: {label} {value} (the other {n_major:,} {unit_word}s: {majority})"
+            if rare
+            else f"{label} {value} on {_count(len(us), unit_word)} ({share:.0%}), {majority} on the rest: a mixed fleet"
+        )
+        out.append(
+            Outlier(
+                OutlierKind.CATEGORICAL if rare else OutlierKind.MIXED,
+                fld_name,
+                hypothesis,
+                subject,
+                str(value),
+                peers,
+                weight * ((1 - share) if rare else MIXED_SCORE),
+                summary,
+                [
+                    f"{label} = {value}: {_names([describe(u) for u in us], 10)}",
+                    f"majority: {label} = {majority} on {n_major:,} {unit_word}s",
+                ],
+                nodes=nodes[:200],
+                ranks=sorted(ranks_of(us))[:200],
+                gpus=gpus_of(us)[:200],
+            )
+        )
     return out
 
 
@@ -202,29 +262,59 @@ def categorical(facts: FleetFacts) -> list[Outlier]:
     """Node, GPU and rank categorical outliers (rule in the module docstring)."""
     out: list[Outlier] = []
     for f in NODE_FIELDS:
-        units = {n.node: n.categorical[f.name] for n in facts.nodes.values() if f.name in n.categorical}
-        out += _categorical_outliers(f.name, f.label, f.hypothesis, f.weight, units, "node",
-                                     lambda u: f"node {u}", lambda us: us)
+        units = {
+            n.node: n.categorical[f.name] for n in facts.nodes.values() if f.name in n.categorical
+        }
+        out += _categorical_outliers(
+            f.name,
+            f.label,
+            f.hypothesis,
+            f.weight,
+            units,
+            "node",
+            lambda u: f"node {u}",
+            lambda us: us,
+        )
     gpus = facts.gpus
     for f in GPU_CATEGORICAL:
         groups: dict[str, list[GpuFacts]] = defaultdict(list)
         for g in gpus:
             groups["" if f.name == "gpu.model" else g.model].append(g)
         for model, members in groups.items():
-            units = {(g.node, g.index): g.categorical[f.name] for g in members if f.name in g.categorical}
+            units = {
+                (g.node, g.index): g.categorical[f.name] for g in members if f.name in g.categorical
+            }
             label = f.label if not model else f"{f.label} ({model})"
-            out += _categorical_outliers(f.name, label, f.hypothesis, f.weight, units, "GPU",
-                                         lambda u: f"GPU {u[1]} of node {u[0]}", lambda us: [u[0] for u in us],
-                                         gpus_of=lambda us: [[u[0], u[1]] for u in us])
+            out += _categorical_outliers(
+                f.name,
+                label,
+                f.hypothesis,
+                f.weight,
+                units,
+                "GPU",
+                lambda u: f"GPU {u[1]} of node {u[0]}",
+                lambda us: [u[0] for u in us],
+                gpus_of=lambda us: [[u[0], u[1]] for u in us],
+            )
     names = sorted({k for env in facts.rank_env.values() for k in env})
-    per_rank = facts.unit == "rank"  # plain node snapshots: one launching environment per node, named by node
+    per_rank = (
+        facts.unit == "rank"
+    )  # plain node snapshots: one launching environment per node, named by node
     for name in names:
         units = {r: env[name] for r, env in facts.rank_env.items()}
-        out += _categorical_outliers(f"env.{name}", name, "nccl.env", ENV_WEIGHT, units, "rank" if per_rank else "node",
-                                     (lambda r: f"rank {r} (node {facts.rank_node.get(r, '?')})") if per_rank else
-                                     (lambda r: f"node {facts.rank_node.get(r, '?')}"),
-                                     lambda rs: [facts.rank_node.get(r, "?") for r in rs],
-                                     (lambda rs: list(rs)) if per_rank else (lambda rs: []))
+        out += _categorical_outliers(
+            f"env.{name}",
+            name,
+            "nccl.env",
+            ENV_WEIGHT,
+            units,
+            "rank" if per_rank else "node",
+            (lambda r: f"rank {r} (node {facts.rank_node.get(r, '?')})")
+            if per_rank
+            else (lambda r: f"node {facts.rank_node.get(r, '?')}"),
+            lambda rs: [facts.rank_node.get(r, "?") for r in rs],
+            (lambda rs: list(rs)) if per_rank else (lambda rs: []),
+        )
     return out
 
 
@@ -281,29 +371,52 @@ def numeric(facts: FleetFacts) -> tuple[list[Outlier], list[PeerStats]]:
                 g = have[int(i)]
                 v = float(x[i])
                 unit = f" {m.unit}" if m.unit and m.unit != "x" else ""
-                shown = (lambda z: f"x{_fmt(z)}") if m.unit == "x" else (lambda z, unit=unit: f"{_fmt(z)}{unit}")
+                shown = (
+                    (lambda z: f"x{_fmt(z)}")
+                    if m.unit == "x"
+                    else (lambda z, unit=unit: f"{_fmt(z)}{unit}")
+                )
                 if m.unit == "of busy samples":
                     shown = lambda z: f"{z:.0%} of busy samples"  # noqa: E731
                 elif m.name in (PCIE_GEN_LOAD, "pcie_gen_max"):
                     shown = lambda z: f"Gen{z:.0f}"  # noqa: E731
                 ref_word = "median" if rule == "median/MAD" else "best"
-                line = (f"{m.label}: {shown(v)} vs peers' {ref_word} {shown(ref)} ({_count(n - 1, model + ' peer')}, "
-                        f"{rule}; source: {m.source})")
-                flagged[(g.node, g.index)].append((_severity(m, v, ref), line, f"{shown(v)} (peers {shown(ref)})", m))
+                line = (
+                    f"{m.label}: {shown(v)} vs peers' {ref_word} {shown(ref)} ({_count(n - 1, model + ' peer')}, "
+                    f"{rule}; source: {m.source})"
+                )
+                flagged[(g.node, g.index)].append(
+                    (_severity(m, v, ref), line, f"{shown(v)} (peers {shown(ref)})", m)
+                )
     out = []
     for key, items in flagged.items():
         g = gpu_by_key[key]
         sev = max(t[0] for t in items)
-        items.sort(key=lambda t: (t[3].effect, -t[0]))  # a cause (PCIe Gen3, power cap) before its effects
+        items.sort(
+            key=lambda t: (t[3].effect, -t[0])
+        )  # a cause (PCIe Gen3, power cap) before its effects
         _, _, shown_v, m = items[0]
         words = "; ".join(f"{it[3].label} {it[2]}" for it in items[:3])
         ev = [it[1] for it in items]
         if g.rank is not None:
             ev.append(f"driven by rank {g.rank}")
         value, _, peers = shown_v.partition(" (peers ")
-        out.append(Outlier(OutlierKind.NUMERIC, m.name, m.hypothesis, g.label, value, peers.rstrip(")"),
-                           min(1.0, sev + 0.02 * (len(items) - 1)), f"{g.label} ({g.model}): {words}", ev,
-                           nodes=[g.node], ranks=[g.rank] if g.rank is not None else [], gpus=[[g.node, g.index]]))
+        out.append(
+            Outlier(
+                OutlierKind.NUMERIC,
+                m.name,
+                m.hypothesis,
+                g.label,
+                value,
+                peers.rstrip(")"),
+                min(1.0, sev + 0.02 * (len(items) - 1)),
+                f"{g.label} ({g.model}): {words}",
+                ev,
+                nodes=[g.node],
+                ranks=[g.rank] if g.rank is not None else [],
+                gpus=[[g.node, g.index]],
+            )
+        )
     return out, stats
 
 

@@ -40,7 +40,11 @@ def _summary(per_call_ms: list[float], scale: float) -> dict[str, float]:
     vals = sorted(scale / max(ms, 1e-9) for ms in per_call_ms)
     med = statistics.median(vals)
     q = statistics.quantiles(vals, n=4) if len(vals) >= 2 else [med, med, med]
-    return {"value": med, "noise_iqr_over_median": (q[2] - q[0]) / med if med else 0.0, "blocks": len(vals)}
+    return {
+        "value": med,
+        "noise_iqr_over_median": (q[2] - q[0]) / med if med else 0.0,
+        "blocks": len(vals),
+    }
 
 
 def run(local_rank: int, local_world: int = 1, device: str | None = None) -> dict[str, Any]:
@@ -68,12 +72,23 @@ def run(local_rank: int, local_world: int = 1, device: str | None = None) -> dic
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg = CanaryConfig.defaults(device, 1)
     r = _LocalRank(cfg, local_rank, local_world, torch)
-    out: dict[str, Any] = {"device": device, "torch": torch.__version__,
-                           "config": {"matmul_n": cfg.matmul_n, "copy_bytes": cfg.copy_bytes, "dtype": cfg.dtype,
-                                      "blocks": cfg.blocks, "block_ms": cfg.block_ms}}
+    out: dict[str, Any] = {
+        "device": device,
+        "torch": torch.__version__,
+        "config": {
+            "matmul_n": cfg.matmul_n,
+            "copy_bytes": cfg.copy_bytes,
+            "dtype": cfg.dtype,
+            "blocks": cfg.blocks,
+            "block_ms": cfg.block_ms,
+        },
+    }
     if r.cuda:
-        out.update(device_name=torch.cuda.get_device_name(r.device), cuda_index=r.device.index,
-                   gpu_uuid=_device_uuid(torch, r.device.index))
+        out.update(
+            device_name=torch.cuda.get_device_name(r.device),
+            cuda_index=r.device.index,
+            gpu_uuid=_device_uuid(torch, r.device.index),
+        )
     figs: dict[str, Any] = {}
     dtype = getattr(torch, cfg.dtype)
     with torch.inference_mode():
@@ -82,15 +97,23 @@ def run(local_rank: int, local_world: int = 1, device: str | None = None) -> dic
         b = torch.randn(n, n, device=r.device).to(dtype)
         m = Rank.measure(r, lambda: a @ b)
         if r.cuda:
-            figs["matmul_tflops"] = {**_summary(m["per_call_ms"], 2 * n**3 / 1e9), "unit": "TFLOP/s"}
+            figs["matmul_tflops"] = {
+                **_summary(m["per_call_ms"], 2 * n**3 / 1e9),
+                "unit": "TFLOP/s",
+            }
         else:
-            figs["matmul_gflops"] = {**_summary(m["per_call_ms"], 2 * n**3 / 1e6), "unit": "GFLOP/s"}
+            figs["matmul_gflops"] = {
+                **_summary(m["per_call_ms"], 2 * n**3 / 1e6),
+                "unit": "GFLOP/s",
+            }
         a = b = None  # free both before the next figure
         if r.cuda and cfg.copy_bytes > 0:
             host = torch.empty(cfg.copy_bytes, dtype=torch.uint8, pin_memory=True)
             dev = torch.empty(cfg.copy_bytes, dtype=torch.uint8, device=r.device)
-            for name, fn in (("h2d_gbps", lambda: dev.copy_(host, non_blocking=True)),
-                             ("d2h_gbps", lambda: host.copy_(dev, non_blocking=True))):
+            for name, fn in (
+                ("h2d_gbps", lambda: dev.copy_(host, non_blocking=True)),
+                ("d2h_gbps", lambda: host.copy_(dev, non_blocking=True)),
+            ):
                 m = Rank.measure(r, fn, queue_ahead=True)
                 figs[name] = {**_summary(m["per_call_ms"], cfg.copy_bytes / 1e6), "unit": "GB/s"}
             del host, dev
@@ -118,7 +141,9 @@ class _LocalRank:
                 raise RuntimeError("CUDA is not available to torch in this rank")
             count = torch.cuda.device_count()
             if local_rank >= count:
-                raise RuntimeError(f"local rank {local_rank} but only {count} CUDA device(s) visible")
+                raise RuntimeError(
+                    f"local rank {local_rank} but only {count} CUDA device(s) visible"
+                )
             torch.cuda.set_device(local_rank)
             self.device = torch.device("cuda", local_rank)
         else:

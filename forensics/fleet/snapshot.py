@@ -90,8 +90,11 @@ def rank_env(red: Redactor, environ=os.environ) -> dict[str, str]:
     """
     from forensics.env.workers.record import DEFAULT_SELECT, RANK_VARS, filter_env
 
-    return {k: red.env(k, v, f"env.{k}") for k, v in filter_env(environ, DEFAULT_SELECT).items()
-            if k not in RANK_VARS}
+    return {
+        k: red.env(k, v, f"env.{k}")
+        for k, v in filter_env(environ, DEFAULT_SELECT).items()
+        if k not in RANK_VARS
+    }
 
 
 def assigned_gpu(pl: Placement, environ=os.environ) -> dict[str, Any]:
@@ -124,8 +127,14 @@ def assigned_gpu(pl: Placement, environ=os.environ) -> dict[str, Any]:
 def _node_snapshot(opts: Options) -> dict[str, Any]:
     from forensics.collect import take_snapshot
 
-    return take_snapshot(label=opts.label, only=opts.only, skip=opts.skip, options=dict(opts.probe_options),
-                         timeout_s=opts.timeout_s, redact=opts.redact)
+    return take_snapshot(
+        label=opts.label,
+        only=opts.only,
+        skip=opts.skip,
+        options=dict(opts.probe_options),
+        timeout_s=opts.timeout_s,
+        redact=opts.redact,
+    )
 
 
 def _start_sampler():
@@ -145,9 +154,15 @@ def _start_sampler():
         return None
 
 
-def run_rank(pl: Placement, opts: Options, channel: Channel, *, gather: bool,
-             progress: Callable[[str], None] | None = None,
-             node_snapshot: Callable[[Options], dict[str, Any]] = _node_snapshot) -> tuple[dict[str, Any], Gathered | None]:
+def run_rank(
+    pl: Placement,
+    opts: Options,
+    channel: Channel,
+    *,
+    gather: bool,
+    progress: Callable[[str], None] | None = None,
+    node_snapshot: Callable[[Options], dict[str, Any]] = _node_snapshot,
+) -> tuple[dict[str, Any], Gathered | None]:
     """This rank's whole part: record, publish; rank 0 with ``gather`` also collects.
 
     Args:
@@ -168,12 +183,26 @@ def run_rank(pl: Placement, opts: Options, channel: Channel, *, gather: bool,
     say(f"rank {pl.rank}/{pl.world_size} on node {pl.node} (local rank {pl.local_rank}): started")
     red = Redactor(enabled=opts.redact)
     rec: dict[str, Any] = {
-        "schema": RECORD_SCHEMA, "created": utc_now(), "label": red.text(opts.label or "", "label"),
-        "rank": pl.rank, "local_rank": pl.local_rank, "world_size": pl.world_size,
-        "local_world_size": pl.local_world_size, "node": pl.node, "node_index": pl.node_index,
-        "hostname": pl.hostname, "launcher": pl.launcher, "run_id": pl.run_id, "pid": os.getpid(),
-        "launcher_vars": pl.variables, "env": rank_env(red), "gpu": assigned_gpu(pl),
-        "bench": None, "snapshot": None, "telemetry": None, "errors": [],
+        "schema": RECORD_SCHEMA,
+        "created": utc_now(),
+        "label": red.text(opts.label or "", "label"),
+        "rank": pl.rank,
+        "local_rank": pl.local_rank,
+        "world_size": pl.world_size,
+        "local_world_size": pl.local_world_size,
+        "node": pl.node,
+        "node_index": pl.node_index,
+        "hostname": pl.hostname,
+        "launcher": pl.launcher,
+        "run_id": pl.run_id,
+        "pid": os.getpid(),
+        "launcher_vars": pl.variables,
+        "env": rank_env(red),
+        "gpu": assigned_gpu(pl),
+        "bench": None,
+        "snapshot": None,
+        "telemetry": None,
+        "errors": [],
     }
     node_key = f"node/{pl.node}"
     if pl.local_rank == 0:
@@ -194,17 +223,34 @@ def run_rank(pl: Placement, opts: Options, channel: Channel, *, gather: bool,
     say(f"rank {pl.rank}: record sent ({rec['duration_s']:.1f} s)")
     got = None
     if gather and pl.rank == 0:
-        got = channel.collect(pl.world_size, deadline, opts.gather_timeout_s,
-                              on_wait=lambda n: say(f"gathering: {n} of {pl.world_size} ranks"))
+        got = channel.collect(
+            pl.world_size,
+            deadline,
+            opts.gather_timeout_s,
+            on_wait=lambda n: say(f"gathering: {n} of {pl.world_size} ranks"),
+        )
     return rec, got
 
 
-def _bench(pl: Placement, rec: dict[str, Any], channel: Channel, node_key: str, deadline: float,
-           say: Callable[[str], None]) -> None:
+def _bench(
+    pl: Placement,
+    rec: dict[str, Any],
+    channel: Channel,
+    node_key: str,
+    deadline: float,
+    say: Callable[[str], None],
+) -> None:
     """Step 4 of the module docstring; failures land in ``rec["errors"]``."""
-    if pl.local_rank != 0 and not channel.wait(f"{node_key}/ready", 1, min(deadline, time.monotonic() + READY_WAIT_S)):
-        rec["errors"].append({"where": "bench", "error": "the node's snapshot was not ready in time; benchmarked "
-                                                         "anyway (the snapshot may show this load)"})
+    if pl.local_rank != 0 and not channel.wait(
+        f"{node_key}/ready", 1, min(deadline, time.monotonic() + READY_WAIT_S)
+    ):
+        rec["errors"].append(
+            {
+                "where": "bench",
+                "error": "the node's snapshot was not ready in time; benchmarked "
+                "anyway (the snapshot may show this load)",
+            }
+        )
     sampler = _start_sampler() if pl.local_rank == 0 else None
     try:
         from forensics.fleet import rankbench
@@ -219,9 +265,16 @@ def _bench(pl: Placement, rec: dict[str, Any], channel: Channel, node_key: str, 
         channel.mark(f"{node_key}/benched", pl.rank)
     if sampler is not None:
         peers = pl.local_world_size or 1
-        if not channel.wait(f"{node_key}/benched", peers, deadline - min(30.0, 0.2 * (deadline - time.monotonic()))):
-            rec["errors"].append({"where": "telemetry", "error": f"not all {peers} local ranks finished their bench "
-                                                                 "before the deadline; samples cover those that did"})
+        if not channel.wait(
+            f"{node_key}/benched", peers, deadline - min(30.0, 0.2 * (deadline - time.monotonic()))
+        ):
+            rec["errors"].append(
+                {
+                    "where": "telemetry",
+                    "error": f"not all {peers} local ranks finished their bench "
+                    "before the deadline; samples cover those that did",
+                }
+            )
         try:
             rec["telemetry"] = sampler.stop()
         except Exception as exc:
@@ -233,11 +286,22 @@ def write_fleet(path: Path, pl: Placement, got: Gathered, *, channel: str, opts:
     """Rank 0: write the gathered records as a fleet file (:mod:`forensics.fleet.document`)."""
     from forensics.fleet.document import header, write
 
-    label = Redactor(enabled=opts.redact).text(opts.label or "", "label")  # as in the records and node snapshots
-    head = header(world_size=pl.world_size, launcher=pl.launcher, run_id=pl.run_id, label=label,
-                  gather={"channel": channel, "timeout_s": opts.gather_timeout_s, "waited_s": got.waited_s,
-                          "interrupted": None if got.interrupted is None else type(got.interrupted).__name__},
-                  missing=got.missing)
+    label = Redactor(enabled=opts.redact).text(
+        opts.label or "", "label"
+    )  # as in the records and node snapshots
+    head = header(
+        world_size=pl.world_size,
+        launcher=pl.launcher,
+        run_id=pl.run_id,
+        label=label,
+        gather={
+            "channel": channel,
+            "timeout_s": opts.gather_timeout_s,
+            "waited_s": got.waited_s,
+            "interrupted": None if got.interrupted is None else type(got.interrupted).__name__,
+        },
+        missing=got.missing,
+    )
     return write(path, head, got.records)
 
 
@@ -251,14 +315,18 @@ def name_clashes(records) -> list[str]:
     for r in records:
         key = (r.get("node"), r.get("local_rank"))
         if key in first:
-            out.append(f"node {key[0]}: ranks {first[key]} and {r.get('rank')} are both local rank {key[1]}: two "
-                       "machines share the name; set FORENSICS_FLEET_NODE=NAME on each (the report counts them as one)")
+            out.append(
+                f"node {key[0]}: ranks {first[key]} and {r.get('rank')} are both local rank {key[1]}: two "
+                "machines share the name; set FORENSICS_FLEET_NODE=NAME on each (the report counts them as one)"
+            )
         else:
             first[key] = r.get("rank")
     return out
 
 
-def open_channel(pl: Placement, out_dir: Path | None, gather_timeout_s: float) -> tuple[Channel, str]:
+def open_channel(
+    pl: Placement, out_dir: Path | None, gather_timeout_s: float
+) -> tuple[Channel, str]:
     """How this rank's record reaches rank 0, and the channel's name for the fleet file.
 
     A shared ``out_dir``: one file per rank there (``dir``); a job of one process with no

@@ -35,16 +35,23 @@ import random
 from pathlib import Path
 from typing import Any, Iterator
 
-from forensics.fleet.document import RECORD_SCHEMA, header, write
 from forensics.env.workers.record import DEFAULT_SELECT, RANK_VARS, filter_env
+from forensics.fleet.document import RECORD_SCHEMA, header, write
 from forensics.gpu.readings import CLOCK_SM_MHZ, PCIE_GEN
 
 BASE_SNAPSHOT = "examples/h200x2/snapshot-all-probes.json"
 UNDER_LOAD = "examples/h200x2/gpu-under-load.json"
-TELEMETRY_FILES = ("examples/aa/before.json", "examples/aa/after.json", "examples/nccl-lost/before.json",
-                   "examples/nccl-lost/after.json", "examples/silent-pull/before.json",
-                   "examples/silent-pull/after.json", "examples/h200x2/bench/a1.json",
-                   "examples/h200x2/bench/a2.json", "examples/h200x2/bench/p2p.json")
+TELEMETRY_FILES = (
+    "examples/aa/before.json",
+    "examples/aa/after.json",
+    "examples/nccl-lost/before.json",
+    "examples/nccl-lost/after.json",
+    "examples/silent-pull/before.json",
+    "examples/silent-pull/after.json",
+    "examples/h200x2/bench/a1.json",
+    "examples/h200x2/bench/a2.json",
+    "examples/h200x2/bench/p2p.json",
+)
 OTHER_DRIVER_FILE = "tests/fixtures/cases/case01_power_brake/after.json"
 NCCL_ENV_SET = "examples/h200x2/nccl-env-set.json"
 PLANTS = ("pcie", "driver", "nccl_algo", "power_cap")
@@ -77,8 +84,11 @@ class Sources:
         env_set = json.loads((root / NCCL_ENV_SET).read_text())
         self.nccl_algo = env_set["probes"]["nccl_env"]["data"]["parent"]["env"]["NCCL_ALGO"]
         parent = self.base["probes"]["nccl_env"]["data"]["parent"]["env"]
-        self.env = {k: v for k, v in filter_env(parent, DEFAULT_SELECT).items()
-                    if k not in RANK_VARS and k != "CUDA_VISIBLE_DEVICES"}
+        self.env = {
+            k: v
+            for k, v in filter_env(parent, DEFAULT_SELECT).items()
+            if k not in RANK_VARS and k != "CUDA_VISIBLE_DEVICES"
+        }
         if not self.telemetry or not all(self.figures.values()):
             raise ValueError(f"no canary telemetry or components found under {root}")
 
@@ -91,8 +101,12 @@ def plan(n_nodes: int, plant: bool, gpus_per_node: int = 8) -> dict[str, tuple[i
     """Where each planted outlier goes: name -> (node number, GPU or local rank); fixed, spread out."""
     if not plant:
         return {}
-    spots = {"pcie": (n_nodes * 3 // 7, 3), "driver": (n_nodes * 5 // 9, 0), "nccl_algo": (n_nodes * 2 // 11, 5),
-             "power_cap": (n_nodes * 7 // 8, 6)}
+    spots = {
+        "pcie": (n_nodes * 3 // 7, 3),
+        "driver": (n_nodes * 5 // 9, 0),
+        "nccl_algo": (n_nodes * 2 // 11, 5),
+        "power_cap": (n_nodes * 7 // 8, 6),
+    }
     return {k: (min(v[0], n_nodes - 1), v[1] % gpus_per_node) for k, v in spots.items()}
 
 
@@ -101,8 +115,15 @@ def node_name(i: int) -> str:
     return f"node{i:04d}"
 
 
-def records(src: Sources, n_nodes: int, gpus_per_node: int = 8, *, plant: bool = True, seed: int = 0,
-            peer_power_cap_scale: float = 1.0) -> Iterator[dict[str, Any]]:
+def records(
+    src: Sources,
+    n_nodes: int,
+    gpus_per_node: int = 8,
+    *,
+    plant: bool = True,
+    seed: int = 0,
+    peer_power_cap_scale: float = 1.0,
+) -> Iterator[dict[str, Any]]:
     """Yield the rank records of the fleet, one rank per GPU, rank = node x gpus_per_node + GPU."""
     rng = random.Random(seed)
     spots = plan(n_nodes, plant, gpus_per_node)
@@ -118,7 +139,12 @@ def records(src: Sources, n_nodes: int, gpus_per_node: int = 8, *, plant: bool =
         tel: dict[str, Any] = {}
         for i in range(gpus_per_node):
             u = _uuid(n, i)
-            g = {**base_gpus[i % len(base_gpus)], "index": i, "uuid": u, "pci_bus_id": f"0000:{i + 1:02x}:00.0"}
+            g = {
+                **base_gpus[i % len(base_gpus)],
+                "index": i,
+                "uuid": u,
+                "pci_bus_id": f"0000:{i + 1:02x}:00.0",
+            }
             s = copy.deepcopy(rng.choice(src.telemetry))
             s["index"] = i
             frac = s.get("reason_fraction") or {}
@@ -145,32 +171,82 @@ def records(src: Sources, n_nodes: int, gpus_per_node: int = 8, *, plant: bool =
             env = dict(src.env)
             if spots.get("nccl_algo") == (n, i):
                 env["NCCL_ALGO"] = src.nccl_algo
-            figs = {k: {"value": rng.choice(v), "unit": "TFLOP/s" if k.startswith("matmul") else "GB/s",
-                        "noise_iqr_over_median": 0.01, "blocks": 30} for k, v in src.figures.items()}
+            figs = {
+                k: {
+                    "value": rng.choice(v),
+                    "unit": "TFLOP/s" if k.startswith("matmul") else "GB/s",
+                    "noise_iqr_over_median": 0.01,
+                    "blocks": 30,
+                }
+                for k, v in src.figures.items()
+            }
             if spots.get("pcie") == (n, i):
                 for k in ("h2d_gbps", "d2h_gbps"):
                     figs[k]["value"] = figs[k]["value"] * 8 / 32
             yield {
-                "schema": RECORD_SCHEMA, "created": snap.get("created", ""), "label": "synthetic",
-                "rank": rank, "local_rank": i, "world_size": n_nodes * gpus_per_node,
-                "local_world_size": gpus_per_node, "node": name, "node_index": n, "hostname": name,
-                "launcher": "torchrun", "run_id": "synthetic", "pid": 1000 + i, "launcher_vars": {},
-                "env": env, "gpu": {"cuda_index": i, "uuid": _uuid(n, i), "source": "synthetic"},
-                "bench": {"device": "cuda", "device_name": "NVIDIA H200", "gpu_uuid": _uuid(n, i),
-                          "figures": figs, "duration_s": 20.0},
-                "snapshot": snap if i == 0 else None, "telemetry": telemetry if i == 0 else None,
-                "errors": [], "redactions": [], "duration_s": 25.0,
+                "schema": RECORD_SCHEMA,
+                "created": snap.get("created", ""),
+                "label": "synthetic",
+                "rank": rank,
+                "local_rank": i,
+                "world_size": n_nodes * gpus_per_node,
+                "local_world_size": gpus_per_node,
+                "node": name,
+                "node_index": n,
+                "hostname": name,
+                "launcher": "torchrun",
+                "run_id": "synthetic",
+                "pid": 1000 + i,
+                "launcher_vars": {},
+                "env": env,
+                "gpu": {"cuda_index": i, "uuid": _uuid(n, i), "source": "synthetic"},
+                "bench": {
+                    "device": "cuda",
+                    "device_name": "NVIDIA H200",
+                    "gpu_uuid": _uuid(n, i),
+                    "figures": figs,
+                    "duration_s": 20.0,
+                },
+                "snapshot": snap if i == 0 else None,
+                "telemetry": telemetry if i == 0 else None,
+                "errors": [],
+                "redactions": [],
+                "duration_s": 25.0,
             }
 
 
-def write_fleet(path: Path, root: Path, n_nodes: int = 1000, gpus_per_node: int = 8, *, plant: bool = True,
-                seed: int = 0, peer_power_cap_scale: float = 1.0) -> Path:
+def write_fleet(
+    path: Path,
+    root: Path,
+    n_nodes: int = 1000,
+    gpus_per_node: int = 8,
+    *,
+    plant: bool = True,
+    seed: int = 0,
+    peer_power_cap_scale: float = 1.0,
+) -> Path:
     """Write a synthetic fleet file (streamed: the fleet is never held in memory)."""
     src = Sources(root)
-    head = header(world_size=n_nodes * gpus_per_node, launcher="torchrun", run_id="synthetic",
-                  gather={"channel": "synthetic"}, missing=[], label="synthetic")
-    return write(path, head, records(src, n_nodes, gpus_per_node, plant=plant, seed=seed,
-                                     peer_power_cap_scale=peer_power_cap_scale))
+    head = header(
+        world_size=n_nodes * gpus_per_node,
+        launcher="torchrun",
+        run_id="synthetic",
+        gather={"channel": "synthetic"},
+        missing=[],
+        label="synthetic",
+    )
+    return write(
+        path,
+        head,
+        records(
+            src,
+            n_nodes,
+            gpus_per_node,
+            plant=plant,
+            seed=seed,
+            peer_power_cap_scale=peer_power_cap_scale,
+        ),
+    )
 
 
 NODE_SNAPSHOT = "examples/snapshot-speed/h200/final-main/snapshot.json"
@@ -181,8 +257,9 @@ CANARY_SNAPSHOT = "examples/aa/before.json"
 """A ``forensics snapshot --bench`` of 2 x H200: its embedded canary (results, telemetry) goes into every node's."""
 
 
-def node_snapshots(root: Path, n_nodes: int, gpus_per_node: int = 8, *, plant: bool = True,
-                   seed: int = 0) -> Iterator[tuple[str, dict[str, Any]]]:
+def node_snapshots(
+    root: Path, n_nodes: int, gpus_per_node: int = 8, *, plant: bool = True, seed: int = 0
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield ``(hostname, snapshot)`` for each node: plain ``forensics snapshot --sample`` documents.
 
     Each snapshot is a fresh copy of :data:`NODE_SNAPSHOT` (parsed again from its text, so no two
@@ -214,7 +291,12 @@ def node_snapshots(root: Path, n_nodes: int, gpus_per_node: int = 8, *, plant: b
         for i in range(gpus_per_node):
             u = _uuid(n, i)
             g = copy.deepcopy(nv_gpus[i % len(nv_gpus)])
-            g.update(index=i, uuid=u, pci_bus_id=f"0000:{0x18 + i * 0x10:02X}:00.0", serial=f"{n:07d}{i:06d}")
+            g.update(
+                index=i,
+                uuid=u,
+                pci_bus_id=f"0000:{0x18 + i * 0x10:02X}:00.0",
+                serial=f"{n:07d}{i:06d}",
+            )
             s = copy.deepcopy(rng.choice(src.telemetry))
             s["index"] = i
             if spots.get("pcie") == (n, i):
@@ -227,9 +309,19 @@ def node_snapshots(root: Path, n_nodes: int, gpus_per_node: int = 8, *, plant: b
         gdata["gpus"] = gpus
         gdata["gpu_count"] = gpus_per_node
         cols = [f"GPU{j}" for j in range(gpus_per_node)]
-        gdata["topology"] = {"matrix": {a: {**{b: ("X" if a == b else link) for b in cols}, "CPU Affinity": "0-15",
-                                            "NUMA Affinity": "0", "GPU NUMA ID": "N/A"} for a in cols},
-                             "raw": gdata["topology"]["raw"], "command": gdata["topology"].get("command")}
+        gdata["topology"] = {
+            "matrix": {
+                a: {
+                    **{b: ("X" if a == b else link) for b in cols},
+                    "CPU Affinity": "0-15",
+                    "NUMA Affinity": "0",
+                    "GPU NUMA ID": "N/A",
+                }
+                for a in cols
+            },
+            "raw": gdata["topology"]["raw"],
+            "command": gdata["topology"].get("command"),
+        }
         gdata["sample"] = {"duration_s": 20.0, "interval_s": 0.1, "gpus": samples}
         if spots.get("driver", (None,))[0] == n:
             gdata["driver_version"] = src.other_driver
@@ -238,8 +330,16 @@ def node_snapshots(root: Path, n_nodes: int, gpus_per_node: int = 8, *, plant: b
         yield name, snap
 
 
-def write_node_snapshots(folder: Path, root: Path, n_nodes: int = 1000, gpus_per_node: int = 8, *,
-                         plant: bool = True, seed: int = 0, suffix: str = ".json") -> list[Path]:
+def write_node_snapshots(
+    folder: Path,
+    root: Path,
+    n_nodes: int = 1000,
+    gpus_per_node: int = 8,
+    *,
+    plant: bool = True,
+    seed: int = 0,
+    suffix: str = ".json",
+) -> list[Path]:
     """Write :func:`node_snapshots` as ``folder/<hostname><suffix>`` (``.json``, ``.yaml`` or ``.json.gz``),
     as ``srun forensics snapshot -o snaps/%N.json`` leaves them; returns the paths."""
     import gzip

@@ -41,11 +41,11 @@ _LOG_LOCK = threading.Lock()
 
 # NVML return codes (nvml.h); used when the module lacks the constant.
 _CODE_REASON = {
-    3: MissingReason.NOT_SUPPORTED,       # NVML_ERROR_NOT_SUPPORTED
-    4: MissingReason.NO_PERMISSION,       # NVML_ERROR_NO_PERMISSION
-    10: MissingReason.TIMED_OUT,          # NVML_ERROR_TIMEOUT
+    3: MissingReason.NOT_SUPPORTED,  # NVML_ERROR_NOT_SUPPORTED
+    4: MissingReason.NO_PERMISSION,  # NVML_ERROR_NO_PERMISSION
+    10: MissingReason.TIMED_OUT,  # NVML_ERROR_TIMEOUT
     13: MissingReason.FUNCTION_NOT_FOUND,  # NVML_ERROR_FUNCTION_NOT_FOUND
-    15: MissingReason.GPU_LOST,           # NVML_ERROR_GPU_IS_LOST
+    15: MissingReason.GPU_LOST,  # NVML_ERROR_GPU_IS_LOST
 }
 _NAME_REASON = {
     "NVMLError_NotSupported": MissingReason.NOT_SUPPORTED,
@@ -70,7 +70,10 @@ def _log_not_found(name: str) -> None:
         if name in _LOGGED_NOT_FOUND:
             return
         _LOGGED_NOT_FOUND.add(name)
-    log.info("NVML function %s not found (older driver or nvidia-ml-py); recorded as function_not_found", name)
+    log.info(
+        "NVML function %s not found (older driver or nvidia-ml-py); recorded as function_not_found",
+        name,
+    )
 
 
 class _Hung(Exception):
@@ -239,7 +242,9 @@ class Nvml:
             value = worker.run(fn, args, self._timeout_s)
         except _Hung:
             self.hung = name
-            return missing(MissingReason.TIMED_OUT, f"{name} did not return within {self._timeout_s:g} s")
+            return missing(
+                MissingReason.TIMED_OUT, f"{name} did not return within {self._timeout_s:g} s"
+            )
         except AttributeError as exc:
             _log_not_found(name)
             return missing(MissingReason.FUNCTION_NOT_FOUND, f"{name}: {exc}")
@@ -261,7 +266,9 @@ class Nvml:
         value, used = None, ""
         for name, *args in calls:
             value, used = self.call(name, *args), name
-            if not (is_missing(value) and value["missing"] == MissingReason.FUNCTION_NOT_FOUND.value):
+            if not (
+                is_missing(value) and value["missing"] == MissingReason.FUNCTION_NOT_FOUND.value
+            ):
                 break
         return value, used
 
@@ -286,15 +293,24 @@ class Nvml:
         for name in names:
             fid = self.constant(name)
             if fid is None:
-                out[name] = missing(MissingReason.FUNCTION_NOT_FOUND, f"{name} not in this nvidia-ml-py")
+                out[name] = missing(
+                    MissingReason.FUNCTION_NOT_FOUND, f"{name} not in this nvidia-ml-py"
+                )
             else:
                 wanted.append((name, fid))
         if not wanted:
             return out
         res = self.call("nvmlDeviceGetFieldValues", handle, [fid for _, fid in wanted])
         if is_missing(res):
-            if res["missing"] in (MissingReason.GPU_LOST.value, MissingReason.TIMED_OUT.value,
-                                  MissingReason.NOT_FOUND.value) or len(wanted) == 1:
+            if (
+                res["missing"]
+                in (
+                    MissingReason.GPU_LOST.value,
+                    MissingReason.TIMED_OUT.value,
+                    MissingReason.NOT_FOUND.value,
+                )
+                or len(wanted) == 1
+            ):
                 out.update({name: res for name, _ in wanted})
                 return out
             for name, fid in wanted:  # one by one: a single bad id must not lose the others

@@ -43,8 +43,10 @@ PROC_CMDLINE = "/proc/cmdline"
 ACS_CAP_ID = 0x000D
 EXT_CAP_START = 0x100
 UNPRIVILEGED_CONFIG_BYTES = 64
-NEEDS_ROOT = ("needs root: Linux shows only the first 64 bytes of PCI config space to non-root readers "
-              "(drivers/pci/pci-sysfs.c); ACS is in the extended space")
+NEEDS_ROOT = (
+    "needs root: Linux shows only the first 64 bytes of PCI config space to non-root readers "
+    "(drivers/pci/pci-sysfs.c); ACS is in the extended space"
+)
 
 ACS_BITS: tuple[tuple[str, int, str], ...] = (
     ("src_valid", 0x01, "SrcValid"),
@@ -65,7 +67,9 @@ _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 def sysfs_bdf(bus_id: str) -> str | None:
     """NVML's ``00000000:00:06.0`` (or lspci's ``00:06.0``) -> sysfs's ``0000:00:06.0``; None if not a bus id."""
-    m = re.fullmatch(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])", bus_id.strip())
+    m = re.fullmatch(
+        r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])", bus_id.strip()
+    )
     if not m:
         return None
     dom = int(m.group(1) or "0", 16)
@@ -91,7 +95,7 @@ def find_ext_capability(config: bytes, cap_id: int) -> int | None:
     offset, seen = EXT_CAP_START, set()
     while EXT_CAP_START <= offset <= len(config) - 4 and offset not in seen:
         seen.add(offset)
-        header = int.from_bytes(config[offset:offset + 4], "little")
+        header = int.from_bytes(config[offset : offset + 4], "little")
         if header in (0, 0xFFFFFFFF):
             return None
         if header & 0xFFFF == cap_id:
@@ -113,12 +117,19 @@ def acs_from_config(config: bytes) -> dict[str, Any]:
         return missing(MissingReason.NO_PERMISSION, NEEDS_ROOT)
     off = find_ext_capability(config, ACS_CAP_ID)
     if off is None or off + 8 > len(config):
-        return missing(MissingReason.NOT_SUPPORTED, "no ACS capability (no redirection possible at this port)")
-    cap = int.from_bytes(config[off + 4:off + 6], "little")
-    ctl = int.from_bytes(config[off + 6:off + 8], "little")
+        return missing(
+            MissingReason.NOT_SUPPORTED, "no ACS capability (no redirection possible at this port)"
+        )
+    cap = int.from_bytes(config[off + 4 : off + 6], "little")
+    ctl = int.from_bytes(config[off + 6 : off + 8], "little")
     flags = decode_acs(ctl)
-    return {"offset": f"{off:#x}", "capability": decode_acs(cap), "control": f"{ctl:#06x}",
-            "control_flags": flags, "redirect": any(flags[k] for k in REDIRECT_KEYS)}
+    return {
+        "offset": f"{off:#x}",
+        "capability": decode_acs(cap),
+        "control": f"{ctl:#06x}",
+        "control_flags": flags,
+        "redirect": any(flags[k] for k in REDIRECT_KEYS),
+    }
 
 
 def _read_bytes(path: str) -> bytes | dict[str, str]:
@@ -151,8 +162,11 @@ def numa_node(device_dir: str) -> Any:
     except ValueError:
         return missing(MissingReason.ERROR, f"numa_node reads {raw!r}")
     if node < 0:
-        return missing(MissingReason.NOT_SUPPORTED, "numa_node is -1: the firmware reports no NUMA node for this "
-                       "device (common in VMs and on one-socket hosts)")
+        return missing(
+            MissingReason.NOT_SUPPORTED,
+            "numa_node is -1: the firmware reports no NUMA node for this "
+            "device (common in VMs and on one-socket hosts)",
+        )
     return node
 
 
@@ -175,13 +189,15 @@ def device_topology(bus_id: str, root: str = SYS) -> dict[str, Any]:
         return missing(MissingReason.ERROR, f"not a PCI bus id: {bus_id!r}")
     link = os.path.join(root, "bus", "pci", "devices", bdf)
     if not os.path.exists(link):
-        return missing(MissingReason.NOT_FOUND, f"{link} absent (no sysfs here, e.g. a container without /sys)")
+        return missing(
+            MissingReason.NOT_FOUND, f"{link} absent (no sysfs here, e.g. a container without /sys)"
+        )
     real = os.path.realpath(link)
     parts = real.split(os.sep)
     above = [p for p in parts[:-1] if _BDF.match(p)]
     bridges = []
     for name in reversed(above):
-        folder = os.sep.join(parts[:parts.index(name) + 1]) if name in parts else ""
+        folder = os.sep.join(parts[: parts.index(name) + 1]) if name in parts else ""
         cfg = _read_bytes(os.path.join(folder, "config"))
         bridges.append({"bdf": name, "acs": cfg if isinstance(cfg, dict) else acs_from_config(cfg)})
     cpulist = _read_line(os.path.join(real, "local_cpulist"))
@@ -189,14 +205,29 @@ def device_topology(bus_id: str, root: str = SYS) -> dict[str, Any]:
     if os.path.islink(group_link):
         group = os.path.basename(os.path.realpath(group_link))
         gtype = _read_line(os.path.join(os.path.realpath(group_link), "type"))
-        iommu_type: Any = gtype if gtype else missing(MissingReason.NOT_FOUND, "iommu_groups/<N>/type absent "
-                                                       "(kernel older than 5.11)")
+        iommu_type: Any = (
+            gtype
+            if gtype
+            else missing(
+                MissingReason.NOT_FOUND, "iommu_groups/<N>/type absent (kernel older than 5.11)"
+            )
+        )
     else:
-        group = missing(MissingReason.NOT_APPLICABLE, "no iommu_group link: no IOMMU translates this device")
+        group = missing(
+            MissingReason.NOT_APPLICABLE, "no iommu_group link: no IOMMU translates this device"
+        )
         iommu_type = group
-    return {"bdf": bdf, "sysfs_path": real, "numa_node": numa_node(real),
-            "local_cpulist": cpulist if cpulist is not None else missing(MissingReason.NOT_FOUND, "local_cpulist"),
-            "iommu_group": group, "iommu_type": iommu_type, "bridges": bridges}
+    return {
+        "bdf": bdf,
+        "sysfs_path": real,
+        "numa_node": numa_node(real),
+        "local_cpulist": cpulist
+        if cpulist is not None
+        else missing(MissingReason.NOT_FOUND, "local_cpulist"),
+        "iommu_group": group,
+        "iommu_type": iommu_type,
+        "bridges": bridges,
+    }
 
 
 def iommu_state(root: str = SYS) -> dict[str, Any]:
@@ -209,7 +240,11 @@ def iommu_state(root: str = SYS) -> dict[str, Any]:
     """
     cls = os.path.join(root, "class")
     if not os.path.isdir(cls):
-        return {"units": missing(MissingReason.NOT_FOUND, f"{cls} absent (no sysfs)"), "groups": 0, "group_types": {}}
+        return {
+            "units": missing(MissingReason.NOT_FOUND, f"{cls} absent (no sysfs)"),
+            "groups": 0,
+            "group_types": {},
+        }
     try:
         units = sorted(os.listdir(os.path.join(cls, "iommu")))
     except OSError:
@@ -227,9 +262,24 @@ def iommu_state(root: str = SYS) -> dict[str, Any]:
     return {"units": units, "groups": len(groups), "group_types": dict(sorted(types.items()))}
 
 
-CMDLINE_KEYS = ("iommu", "intel_iommu", "amd_iommu", "iommu.passthrough", "iommu.strict", "pci",
-                "pcie_acs_override", "disable_acs_redir", "config_acs", "isolcpus", "nohz_full", "numa_balancing",
-                "default_hugepagesz", "hugepagesz", "hugepages", "transparent_hugepage")
+CMDLINE_KEYS = (
+    "iommu",
+    "intel_iommu",
+    "amd_iommu",
+    "iommu.passthrough",
+    "iommu.strict",
+    "pci",
+    "pcie_acs_override",
+    "disable_acs_redir",
+    "config_acs",
+    "isolcpus",
+    "nohz_full",
+    "numa_balancing",
+    "default_hugepagesz",
+    "hugepagesz",
+    "hugepages",
+    "transparent_hugepage",
+)
 """Kernel parameters kept apart from the raw command line (IOMMU, ACS, PCI, CPU isolation, huge pages)."""
 
 
@@ -268,7 +318,11 @@ def iommu_mode(params: dict[str, str], state: dict[str, Any], gpu_types: list[An
         return "off"
     if params.get("iommu") == "pt" or params.get("iommu.passthrough") in ("1", "on", "y"):
         return "passthrough"
-    if params.get("iommu") == "off" or params.get("intel_iommu") == "off" or params.get("amd_iommu") == "off":
+    if (
+        params.get("iommu") == "off"
+        or params.get("intel_iommu") == "off"
+        or params.get("amd_iommu") == "off"
+    ):
         return "off"
     return "unknown"
 
@@ -303,7 +357,11 @@ def parse_lspci_acs(text: str) -> dict[str, dict[str, Any]]:
         m = _LSPCI_ACS.match(line)
         if not m:
             continue
-        flags = {names[f["name"]]: f["sign"] == "+" for f in _FLAG.finditer(m["flags"]) if f["name"] in names}
+        flags = {
+            names[f["name"]]: f["sign"] == "+"
+            for f in _FLAG.finditer(m["flags"])
+            if f["name"] in names
+        }
         if m["reg"] == "ACSCap":
             cap = flags
             continue
@@ -311,7 +369,11 @@ def parse_lspci_acs(text: str) -> dict[str, dict[str, Any]]:
         key = current if current and current not in out else f"#{anon}"
         if key.startswith("#"):
             anon += 1
-        out[key] = {"capability": cap or {}, "control": f"{value:#06x}", "control_flags": decode_acs(value),
-                    "redirect": any(flags.get(k) for k in REDIRECT_KEYS)}
+        out[key] = {
+            "capability": cap or {},
+            "control": f"{value:#06x}",
+            "control_flags": decode_acs(value),
+            "redirect": any(flags.get(k) for k in REDIRECT_KEYS),
+        }
         cap = None
     return out

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from forensics.model import is_missing
 from forensics.gpu.nvml import Nvml
+from forensics.model import is_missing
 
 # --- the keys of the readings: one name per quantity ----------------------------------------------
 # An instant reading is what NVML said once, at snapshot time, whatever the GPU was doing then; an
@@ -72,11 +72,27 @@ PCIE_GEN_LOAD = "pcie_gen_load"
 PCIE_WIDTH_LOAD = "pcie_width_load"
 """The fleet's name for the median of :data:`PCIE_WIDTH` over busy samples (output interface, as above)."""
 
-LOAD_METRICS: dict[str, str] = {CLOCK_SM_MHZ: SM_CLOCK_LOAD_MHZ, PCIE_GEN: PCIE_GEN_LOAD, PCIE_WIDTH: PCIE_WIDTH_LOAD}
+LOAD_METRICS: dict[str, str] = {
+    CLOCK_SM_MHZ: SM_CLOCK_LOAD_MHZ,
+    PCIE_GEN: PCIE_GEN_LOAD,
+    PCIE_WIDTH: PCIE_WIDTH_LOAD,
+}
 """Sampler key -> the fleet metric that reports its busy-sample median."""
 
-READING_KEYS = (CURRENT_MHZ, CLOCK_SM_MHZ, CLOCK_MEM_MHZ, POWER_MW, UTIL_GPU_PCT, UTIL_MEM_PCT, TEMP_C, PCIE_GEN,
-                PCIE_WIDTH, SM_CLOCK_LOAD_MHZ, PCIE_GEN_LOAD, PCIE_WIDTH_LOAD)
+READING_KEYS = (
+    CURRENT_MHZ,
+    CLOCK_SM_MHZ,
+    CLOCK_MEM_MHZ,
+    POWER_MW,
+    UTIL_GPU_PCT,
+    UTIL_MEM_PCT,
+    TEMP_C,
+    PCIE_GEN,
+    PCIE_WIDTH,
+    SM_CLOCK_LOAD_MHZ,
+    PCIE_GEN_LOAD,
+    PCIE_WIDTH_LOAD,
+)
 """Every name declared above: no other module of forensics/ or probes/ spells one as a string."""
 
 # nvmlClocksEventReason* bit values (same as nvmlClocksThrottleReason*).
@@ -95,8 +111,15 @@ REASON_BITS: dict[int, str] = {
 }
 IDLE_BIT = 0x1
 # Bits that mean clocks were cut (research/nvml.md section 3.3); 0x2/0x100 are configuration.
-THROTTLE_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                    "hw_power_brake_slowdown", "board_limit", "reliability")
+THROTTLE_REASONS = (
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "board_limit",
+    "reliability",
+)
 CONFIG_REASONS = ("applications_clocks_setting", "display_clock_setting")
 HW_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
@@ -107,10 +130,19 @@ VIOLATION_FIELDS: dict[str, tuple[str, str]] = {
     "thermal": ("NVML_FI_DEV_PERF_POLICY_THERMAL", "NVML_PERF_POLICY_THERMAL"),
     "sync_boost": ("NVML_FI_DEV_PERF_POLICY_SYNC_BOOST", "NVML_PERF_POLICY_SYNC_BOOST"),
     "board_limit": ("NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT", "NVML_PERF_POLICY_BOARD_LIMIT"),
-    "low_utilization": ("NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION", "NVML_PERF_POLICY_LOW_UTILIZATION"),
+    "low_utilization": (
+        "NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION",
+        "NVML_PERF_POLICY_LOW_UTILIZATION",
+    ),
     "reliability": ("NVML_FI_DEV_PERF_POLICY_RELIABILITY", "NVML_PERF_POLICY_RELIABILITY"),
-    "total_app_clocks": ("NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS", "NVML_PERF_POLICY_TOTAL_APP_CLOCKS"),
-    "total_base_clocks": ("NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS", "NVML_PERF_POLICY_TOTAL_BASE_CLOCKS"),
+    "total_app_clocks": (
+        "NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS",
+        "NVML_PERF_POLICY_TOTAL_APP_CLOCKS",
+    ),
+    "total_base_clocks": (
+        "NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS",
+        "NVML_PERF_POLICY_TOTAL_BASE_CLOCKS",
+    ),
 }
 # Accumulated time per clocks-event reason (ns on R580, see research/nvml.md section 4).
 CLOCKS_EVENT_FIELDS: dict[str, str] = {
@@ -161,10 +193,14 @@ def read_reason_masks(nvml: Nvml, handle: Any) -> dict[str, Any]:
     ``nvmlDeviceGetSupportedClocksEventReasons`` (R535+), falling back to the
     deprecated ``...ClocksThrottleReasons`` calls when the new one is absent.
     """
-    cur, used = nvml.first(("nvmlDeviceGetCurrentClocksEventReasons", handle),
-                           ("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
-    sup, _ = nvml.first(("nvmlDeviceGetSupportedClocksEventReasons", handle),
-                        ("nvmlDeviceGetSupportedClocksThrottleReasons", handle))
+    cur, used = nvml.first(
+        ("nvmlDeviceGetCurrentClocksEventReasons", handle),
+        ("nvmlDeviceGetCurrentClocksThrottleReasons", handle),
+    )
+    sup, _ = nvml.first(
+        ("nvmlDeviceGetSupportedClocksEventReasons", handle),
+        ("nvmlDeviceGetSupportedClocksThrottleReasons", handle),
+    )
     return {"current_mask": cur, "supported_mask": sup, "source": used}
 
 
@@ -204,11 +240,16 @@ def read_counters(nvml: Nvml, handle: Any) -> dict[str, Any]:
     for key, fname in CLOCKS_EVENT_FIELDS.items():
         out[f"clocks_event_{key}_ns"] = vals[fname]
     out["pcie_replay"] = vals[PCIE_COUNTER_FIELDS["replay"]]
-    for kind, const in (("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
-                        ("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED")):
-        out[f"ecc_{kind}_volatile"] = nvml.call("nvmlDeviceGetTotalEccErrors", handle,
-                                                nvml.constant(const, 0 if kind == "corrected" else 1),
-                                                nvml.constant("NVML_VOLATILE_ECC", 0))
+    for kind, const in (
+        ("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
+        ("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
+    ):
+        out[f"ecc_{kind}_volatile"] = nvml.call(
+            "nvmlDeviceGetTotalEccErrors",
+            handle,
+            nvml.constant(const, 0 if kind == "corrected" else 1),
+            nvml.constant("NVML_VOLATILE_ECC", 0),
+        )
     out["energy_mj"] = nvml.call("nvmlDeviceGetTotalEnergyConsumption", handle)
     return out
 
@@ -228,17 +269,25 @@ def read_instant(nvml: Nvml, handle: Any) -> dict[str, Any]:
     """
     util = nvml.call("nvmlDeviceGetUtilizationRates", handle)
     mem = nvml.call("nvmlDeviceGetMemoryInfo", handle)
-    reasons, _ = nvml.first(("nvmlDeviceGetCurrentClocksEventReasons", handle),
-                            ("nvmlDeviceGetCurrentClocksThrottleReasons", handle))
+    reasons, _ = nvml.first(
+        ("nvmlDeviceGetCurrentClocksEventReasons", handle),
+        ("nvmlDeviceGetCurrentClocksThrottleReasons", handle),
+    )
     return {
-        CLOCK_SM_MHZ: nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_SM", 1)),
-        CLOCK_MEM_MHZ: nvml.call("nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_MEM", 2)),
+        CLOCK_SM_MHZ: nvml.call(
+            "nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_SM", 1)
+        ),
+        CLOCK_MEM_MHZ: nvml.call(
+            "nvmlDeviceGetClockInfo", handle, nvml.constant("NVML_CLOCK_MEM", 2)
+        ),
         POWER_MW: nvml.call("nvmlDeviceGetPowerUsage", handle),
         UTIL_GPU_PCT: util if is_missing(util) else int(util.gpu),
         UTIL_MEM_PCT: util if is_missing(util) else int(util.memory),
         "mem_used_bytes": mem if is_missing(mem) else int(mem.used),
         "mem_total_bytes": mem if is_missing(mem) else int(mem.total),
-        TEMP_C: nvml.call("nvmlDeviceGetTemperature", handle, nvml.constant("NVML_TEMPERATURE_GPU", 0)),
+        TEMP_C: nvml.call(
+            "nvmlDeviceGetTemperature", handle, nvml.constant("NVML_TEMPERATURE_GPU", 0)
+        ),
         PCIE_GEN: nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", handle),
         PCIE_WIDTH: nvml.call("nvmlDeviceGetCurrPcieLinkWidth", handle),
         "pstate": nvml.call("nvmlDeviceGetPerformanceState", handle),
@@ -257,14 +306,23 @@ ordinary compute-bound load (a bf16 matmul, a device copy) reads several times 5
 def is_spin(sample: dict[str, Any]) -> bool:
     """True for a spin sample (see :data:`SPIN_GPU_UTIL_PCT`); needs ``util_gpu_pct`` and ``util_mem_pct``."""
     g, m = sample.get(UTIL_GPU_PCT), sample.get(UTIL_MEM_PCT)
-    return (isinstance(g, (int, float)) and isinstance(m, (int, float)) and g >= SPIN_GPU_UTIL_PCT
-            and m < SPIN_MEM_UTIL_MAX_PCT)
+    return (
+        isinstance(g, (int, float))
+        and isinstance(m, (int, float))
+        and g >= SPIN_GPU_UTIL_PCT
+        and m < SPIN_MEM_UTIL_MAX_PCT
+    )
 
 
 def is_busy(pstate: Any, util_gpu_pct: Any, reasons: Any) -> bool:
     """True for an under-load reading: P0, utilization > 0 and the GPU-idle bit clear."""
-    return (pstate == 0 and isinstance(util_gpu_pct, (int, float)) and util_gpu_pct > 0
-            and isinstance(reasons, int) and not reasons & IDLE_BIT)
+    return (
+        pstate == 0
+        and isinstance(util_gpu_pct, (int, float))
+        and util_gpu_pct > 0
+        and isinstance(reasons, int)
+        and not reasons & IDLE_BIT
+    )
 
 
 def read_processes(nvml: Nvml, handle: Any) -> list[dict[str, Any]] | dict[str, str]:
@@ -284,17 +342,26 @@ def read_processes(nvml: Nvml, handle: Any) -> list[dict[str, Any]] | dict[str, 
         return compute
     graphics = nvml.call("nvmlDeviceGetGraphicsRunningProcesses", handle)
     seen = set()
-    for kind, procs in (("compute", compute), ("graphics", [] if is_missing(graphics) else graphics)):
+    for kind, procs in (
+        ("compute", compute),
+        ("graphics", [] if is_missing(graphics) else graphics),
+    ):
         for p in procs:
             pid = int(p.pid)
             if (pid, kind) in seen:
                 continue
             seen.add((pid, kind))
             mem = getattr(p, "usedGpuMemory", None)
-            out.append({"pid": pid, "kind": kind,
-                        "used_memory_bytes": int(mem) if isinstance(mem, int) and mem < 2**63 else
-                        missing(MissingReason.NOT_SUPPORTED, "usedGpuMemory unavailable"),
-                        **_process_owner(pid)})
+            out.append(
+                {
+                    "pid": pid,
+                    "kind": kind,
+                    "used_memory_bytes": int(mem)
+                    if isinstance(mem, int) and mem < 2**63
+                    else missing(MissingReason.NOT_SUPPORTED, "usedGpuMemory unavailable"),
+                    **_process_owner(pid),
+                }
+            )
     return out
 
 
@@ -307,8 +374,10 @@ def _process_owner(pid: int) -> dict[str, Any]:
         proc = psutil.Process(pid)
         return {"name": proc.name(), "user": proc.username()}
     except ImportError:
-        return {"name": missing(MissingReason.NOT_FOUND, "psutil not installed"),
-                "user": missing(MissingReason.NOT_FOUND, "psutil not installed")}
+        return {
+            "name": missing(MissingReason.NOT_FOUND, "psutil not installed"),
+            "user": missing(MissingReason.NOT_FOUND, "psutil not installed"),
+        }
     except Exception as exc:  # noqa: BLE001 - NoSuchProcess, AccessDenied, another PID namespace
         m = missing(MissingReason.NOT_FOUND, f"pid {pid} not visible here ({type(exc).__name__})")
         return {"name": m, "user": m}

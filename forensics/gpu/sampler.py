@@ -35,13 +35,36 @@ import threading
 import time
 from typing import Any
 
-from forensics.gpu.readings import (CLOCK_MEM_MHZ, CLOCK_SM_MHZ, PCIE_GEN, PCIE_WIDTH, POWER_MW, TEMP_C, UTIL_GPU_PCT,
-                                    UTIL_MEM_PCT, decode_reasons, is_busy, is_spin, read_counters, read_instant,
-                                    read_processes)
-from forensics.model import MissingReason, is_missing, missing
 from forensics.gpu.nvml import Nvml
+from forensics.gpu.readings import (
+    CLOCK_MEM_MHZ,
+    CLOCK_SM_MHZ,
+    PCIE_GEN,
+    PCIE_WIDTH,
+    POWER_MW,
+    TEMP_C,
+    UTIL_GPU_PCT,
+    UTIL_MEM_PCT,
+    decode_reasons,
+    is_busy,
+    is_spin,
+    read_counters,
+    read_instant,
+    read_processes,
+)
+from forensics.model import MissingReason, is_missing, missing
 
-_STAT_KEYS = (CLOCK_SM_MHZ, CLOCK_MEM_MHZ, POWER_MW, UTIL_GPU_PCT, UTIL_MEM_PCT, TEMP_C, PCIE_GEN, PCIE_WIDTH, "pstate")
+_STAT_KEYS = (
+    CLOCK_SM_MHZ,
+    CLOCK_MEM_MHZ,
+    POWER_MW,
+    UTIL_GPU_PCT,
+    UTIL_MEM_PCT,
+    TEMP_C,
+    PCIE_GEN,
+    PCIE_WIDTH,
+    "pstate",
+)
 _PROCESS_EVERY = 10  # read the process list every Nth tick (it is the slowest call)
 
 
@@ -122,8 +145,11 @@ class Sampler:
             old = self._procs[uuid].get(key)
             p["ours"] = old["ours"] if old is not None else _descends_from_us(p["pid"])
             mem = p["used_memory_bytes"]
-            if old is None or (isinstance(mem, int) and isinstance(old["used_memory_bytes"], int)
-                               and mem > old["used_memory_bytes"]):
+            if old is None or (
+                isinstance(mem, int)
+                and isinstance(old["used_memory_bytes"], int)
+                and mem > old["used_memory_bytes"]
+            ):
                 self._procs[uuid][key] = p
 
     def stop(self) -> dict[str, Any]:
@@ -139,9 +165,19 @@ class Sampler:
         for index, handle, uuid in self._devices:
             self._note_processes(uuid, handle)
             end = read_counters(self.nvml, handle)
-            gpus[uuid] = summarise(index, self._names.get(uuid), list(self._samples[uuid]),
-                                   self._start_counters[uuid], end, list(self._procs[uuid].values()))
-        self.summary = {"duration_s": round(duration, 3), "interval_s": self.interval_s, "gpus": gpus}
+            gpus[uuid] = summarise(
+                index,
+                self._names.get(uuid),
+                list(self._samples[uuid]),
+                self._start_counters[uuid],
+                end,
+                list(self._procs[uuid].values()),
+            )
+        self.summary = {
+            "duration_s": round(duration, 3),
+            "interval_s": self.interval_s,
+            "gpus": gpus,
+        }
         return self.summary
 
     def __enter__(self) -> "Sampler":
@@ -156,37 +192,72 @@ def _stats(values: list[Any]) -> dict[str, Any]:
     if not nums:
         return missing(MissingReason.NOT_APPLICABLE, "no busy samples")
     med = statistics.median(nums)
-    return {"min": min(nums), "median": int(med) if float(med).is_integer() else round(med, 1), "max": max(nums)}
+    return {
+        "min": min(nums),
+        "median": int(med) if float(med).is_integer() else round(med, 1),
+        "max": max(nums),
+    }
 
 
 def _delta(a: Any, b: Any) -> Any:
     if isinstance(a, int) and isinstance(b, int):
         return b - a
-    return b if is_missing(b) else (a if is_missing(a) else missing(MissingReason.ERROR, "not a number"))
+    return (
+        b
+        if is_missing(b)
+        else (a if is_missing(a) else missing(MissingReason.ERROR, "not a number"))
+    )
 
 
-def summarise(index: int, name: Any, samples: list[dict[str, Any]], start: dict[str, Any],
-              end: dict[str, Any], processes: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(
+    index: int,
+    name: Any,
+    samples: list[dict[str, Any]],
+    start: dict[str, Any],
+    end: dict[str, Any],
+    processes: list[dict[str, Any]],
+) -> dict[str, Any]:
     """Summarise one GPU's samples (pure; see the module docstring for the shape)."""
     busy = [s for s in samples if is_busy(s.get("pstate"), s.get(UTIL_GPU_PCT), s.get("reasons"))]
-    out: dict[str, Any] = {"index": index, "name": name, "samples": len(samples), "busy_samples": len(busy)}
+    out: dict[str, Any] = {
+        "index": index,
+        "name": name,
+        "samples": len(samples),
+        "busy_samples": len(busy),
+    }
     for key in _STAT_KEYS:
         out[key] = _stats([s.get(key) for s in busy])
     counts: dict[str, int] = {}
     for s in busy:
         for r in decode_reasons(s["reasons"]):
             counts[r] = counts.get(r, 0) + 1
-    out["reason_fraction"] = {r: round(c / len(busy), 3) for r, c in sorted(counts.items())} if busy else {}
+    out["reason_fraction"] = (
+        {r: round(c / len(busy), 3) for r, c in sorted(counts.items())} if busy else {}
+    )
     out["spin_samples"] = sum(1 for s in busy if is_spin(s))
     used = [s.get("mem_used_bytes") for s in samples]
-    total = next((s.get("mem_total_bytes") for s in samples if isinstance(s.get("mem_total_bytes"), int)), None)
-    out["mem_used_bytes"] = _stats(used) if any(isinstance(u, int) for u in used) else missing(
-        MissingReason.NOT_FOUND, "no memory reading")
-    out["mem_total_bytes"] = total if total else missing(MissingReason.NOT_FOUND, "no memory reading")
+    total = next(
+        (s.get("mem_total_bytes") for s in samples if isinstance(s.get("mem_total_bytes"), int)),
+        None,
+    )
+    out["mem_used_bytes"] = (
+        _stats(used)
+        if any(isinstance(u, int) for u in used)
+        else missing(MissingReason.NOT_FOUND, "no memory reading")
+    )
+    out["mem_total_bytes"] = (
+        total if total else missing(MissingReason.NOT_FOUND, "no memory reading")
+    )
     fracs = [u / total for u in used if isinstance(u, int) and total]
-    out["mem_used_fraction"] = ({"min": round(min(fracs), 4), "median": round(statistics.median(fracs), 4),
-                                 "max": round(max(fracs), 4)} if fracs else
-                                missing(MissingReason.NOT_FOUND, "no memory reading"))
+    out["mem_used_fraction"] = (
+        {
+            "min": round(min(fracs), 4),
+            "median": round(statistics.median(fracs), 4),
+            "max": round(max(fracs), 4),
+        }
+        if fracs
+        else missing(MissingReason.NOT_FOUND, "no memory reading")
+    )
     out["counter_deltas"] = {k: _delta(start.get(k), end.get(k)) for k in end}
     out["processes"] = sorted(processes, key=lambda p: (p["pid"], p["kind"]))
     return out

@@ -33,15 +33,22 @@ from forensics.importers import collect_env, nvidia_smi, nvidia_smi_q, nvidia_sm
 from forensics.importers.assemble import build
 from forensics.importers.common import Part
 from forensics.importers.detect import FORMATS, Span, decode, family, parts_of
-from forensics.snapshot import describe_import as describe, is_imported  # noqa: F401  (in the core: every reader of snapshots)
+from forensics.snapshot import describe_import as describe  # noqa: F401  (in the core: every reader of snapshots)
+from forensics.snapshot import is_imported
 
 __all__ = ["FORMATS", "import_files", "import_text", "load", "is_imported", "looks_like_snapshot"]
 
 MAX_TEXT_BYTES = 64 * 2**20
 """Largest text read (a pasted environment is kilobytes; a 200 KB paste imports in milliseconds)."""
 
-_PARSERS = {"collect-env": collect_env.parse, "vllm": collect_env.parse, "sglang": sglang.parse,
-            "nvidia-smi": nvidia_smi.parse, "nvidia-smi-q": nvidia_smi_q.parse, "pip": pip.parse}
+_PARSERS = {
+    "collect-env": collect_env.parse,
+    "vllm": collect_env.parse,
+    "sglang": sglang.parse,
+    "nvidia-smi": nvidia_smi.parse,
+    "nvidia-smi-q": nvidia_smi_q.parse,
+    "pip": pip.parse,
+}
 
 
 def import_text(text: str, name: str, fmt: str = "auto") -> list[Part]:
@@ -60,13 +67,17 @@ def import_text(text: str, name: str, fmt: str = "auto") -> list[Part]:
             two reports of the same kind in one file (split them to compare them).
     """
     lines, spans = parts_of(text, name, fmt)
-    groups: dict[str, list[Span]] = {}  # fragments of one kind are one part; two whole reports are refused
+    groups: dict[
+        str, list[Span]
+    ] = {}  # fragments of one kind are one part; two whole reports are refused
     for s in spans:
         group = groups.setdefault(family(s.format), [])
         whole = [g for g in group if not g.fragment]
         if whole and not s.fragment:
-            raise BadInputError(f"{name}: holds two {s.format} reports (lines {whole[0].start + 1} and {s.start + 1}); "
-                                "put each machine's text in its own file and diff the two files")
+            raise BadInputError(
+                f"{name}: holds two {s.format} reports (lines {whole[0].start + 1} and {s.start + 1}); "
+                "put each machine's text in its own file and diff the two files"
+            )
         group.append(s)
     parts = []
     for group in groups.values():
@@ -75,10 +86,13 @@ def import_text(text: str, name: str, fmt: str = "auto") -> list[Part]:
         part.fragment = all(g.fragment for g in group)
         body: list[str] = []
         for g in group:
-            body += lines[g.start:g.end] + [""]
+            body += lines[g.start : g.end] + [""]
         if len(group) > 1:
-            part.notes.append(f"read from {len(group)} pieces of the text (lines "
-                              + ", ".join(f"{g.start + 1}-{g.end}" for g in group) + ")")
+            part.notes.append(
+                f"read from {len(group)} pieces of the text (lines "
+                + ", ".join(f"{g.start + 1}-{g.end}" for g in group)
+                + ")"
+            )
         if fmt_ == "nvidia-smi-xml":
             nvidia_smi_xml.parse(body, part, name)
         else:
@@ -91,14 +105,18 @@ def _read(path: Path) -> str:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file; give the text pasted from the ticket (saved to a file)") from None
+        raise BadInputError(
+            f"{path}: no such file; give the text pasted from the ticket (saved to a file)"
+        ) from None
     except OSError as exc:
         raise path_error(path, exc, doing="read") from None
     if path.is_dir():
         raise BadInputError(f"{path}: is a folder; give the text file pasted from the ticket")
     if st.st_size > MAX_TEXT_BYTES:
-        raise BadInputError(f"{path}: {st.st_size / 2**20:.0f} MiB is larger than any environment report "
-                            f"({MAX_TEXT_BYTES // 2**20} MiB limit)")
+        raise BadInputError(
+            f"{path}: {st.st_size / 2**20:.0f} MiB is larger than any environment report "
+            f"({MAX_TEXT_BYTES // 2**20} MiB limit)"
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -106,12 +124,16 @@ def _read(path: Path) -> str:
     if not raw.strip():
         raise BadInputError(f"{path}: file is empty; paste the environment text into it")
     if raw[:2] == b"\x1f\x8b":
-        raise BadInputError(f"{path}: gzip-compressed, not a pasted text; 'forensics show' and 'forensics diff' read a "
-                            "compressed snapshot as it is, a compressed text needs gunzip first")
+        raise BadInputError(
+            f"{path}: gzip-compressed, not a pasted text; 'forensics show' and 'forensics diff' read a "
+            "compressed snapshot as it is, a compressed text needs gunzip first"
+        )
     return decode(raw)
 
 
-def import_files(paths: list[Path | str], fmt: str = "auto", label: str | None = None) -> dict[str, Any]:
+def import_files(
+    paths: list[Path | str], fmt: str = "auto", label: str | None = None
+) -> dict[str, Any]:
     """Import one or more pasted texts into one snapshot (the texts describe one machine).
 
     Returns:
@@ -129,8 +151,10 @@ def import_files(paths: list[Path | str], fmt: str = "auto", label: str | None =
         for part in import_text(_read(path), str(path), fmt):
             kind = "collect-env" if part.format == "vllm" else part.format
             if kind in seen:
-                raise BadInputError(f"{path}: another {part.format} report was already read from {seen[kind]}; "
-                                    "one snapshot describes one machine: import them separately")
+                raise BadInputError(
+                    f"{path}: another {part.format} report was already read from {seen[kind]}; "
+                    "one snapshot describes one machine: import them separately"
+                )
             seen[kind] = str(path)
             parts.append(part)
     return build(parts, names, label)
@@ -169,5 +193,3 @@ def load(path: Path | str) -> dict[str, Any]:
     if looks_like_snapshot(path):
         return snapshot.load(path)
     return import_files([path])
-
-

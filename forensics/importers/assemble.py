@@ -30,23 +30,87 @@ from forensics.snapshot import IMPORTED
 SOURCE = IMPORTED
 
 _TEMPLATES: dict[str, dict[str, Any]] = {
-    "software": {"python": ("version", "implementation", "executable"), "packages": None, "editable": None,
-                 "torch": ("version", "build")},
-    "libs": {"torch": ("version", "version_py", "cuda", "cuda_build_tag"), "cuda_runtime": None, "nccl": None,
-             "cudnn": None, "nvcc": None, "env_claims": None},
-    "gpu": {"driver_version": None, "cuda_driver_version": None, "nvml_version": None, "nvidia_ml_py_version": None,
-            "gpu_count": None, "gpus": None, "topology": None},
-    "host": {"cpu": ("model", "logical_cores", "physical_cores", "affinity_cores", "freq_current_mhz", "freq_min_mhz",
-                     "freq_max_mhz", "governor"),
-             "load_avg_1m": None, "load_avg_5m": None, "load_avg_15m": None, "memory": None, "swap": None,
-             "kernel": None, "os_release": None, "uptime_s": None, "container": None, "cgroup": None,
-             "numa_nodes": None, "thp_enabled": None, "thp_defrag": None, "top_processes": None},
+    "software": {
+        "python": ("version", "implementation", "executable"),
+        "packages": None,
+        "editable": None,
+        "torch": ("version", "build"),
+    },
+    "libs": {
+        "torch": ("version", "version_py", "cuda", "cuda_build_tag"),
+        "cuda_runtime": None,
+        "nccl": None,
+        "cudnn": None,
+        "nvcc": None,
+        "env_claims": None,
+    },
+    "gpu": {
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "nvml_version": None,
+        "nvidia_ml_py_version": None,
+        "gpu_count": None,
+        "gpus": None,
+        "topology": None,
+    },
+    "host": {
+        "cpu": (
+            "model",
+            "logical_cores",
+            "physical_cores",
+            "affinity_cores",
+            "freq_current_mhz",
+            "freq_min_mhz",
+            "freq_max_mhz",
+            "governor",
+        ),
+        "load_avg_1m": None,
+        "load_avg_5m": None,
+        "load_avg_15m": None,
+        "memory": None,
+        "swap": None,
+        "kernel": None,
+        "os_release": None,
+        "uptime_s": None,
+        "container": None,
+        "cgroup": None,
+        "numa_nodes": None,
+        "thp_enabled": None,
+        "thp_defrag": None,
+        "top_processes": None,
+    },
 }
-_GPU_KEYS = ("uuid", "name", "serial", "pci_bus_id", "vbios_version", "board_part_number", "architecture",
-             "compute_capability", "memory", "utilization", "clocks", "pstate", "clocks_event_reasons", "pcie", "power",
-             "temperature", "violation_ns", "clocks_event_ns", "ecc", "remapped_rows", "retired_pages", "modes",
-             "mig_devices", "nvlink", "processes")
-_NOT_FROM_TEXT = {"git": "git state (HEAD, reflog, working tree)", "nccl_env": "the workers' environment and NCCL config"}
+_GPU_KEYS = (
+    "uuid",
+    "name",
+    "serial",
+    "pci_bus_id",
+    "vbios_version",
+    "board_part_number",
+    "architecture",
+    "compute_capability",
+    "memory",
+    "utilization",
+    "clocks",
+    "pstate",
+    "clocks_event_reasons",
+    "pcie",
+    "power",
+    "temperature",
+    "violation_ns",
+    "clocks_event_ns",
+    "ecc",
+    "remapped_rows",
+    "retired_pages",
+    "modes",
+    "mig_devices",
+    "nvlink",
+    "processes",
+)
+_NOT_FROM_TEXT = {
+    "git": "git state (HEAD, reflog, working tree)",
+    "nccl_env": "the workers' environment and NCCL config",
+}
 
 
 def _labels(parts: list[Part]) -> str:
@@ -94,7 +158,7 @@ def _errors(data: dict[str, Any]) -> list[dict[str, str]]:
     gpus = data.get("gpus")
     if isinstance(gpus, dict) and not is_missing(gpus):
         for g in gpus.values():
-            for k, v in (g.items() if isinstance(g, dict) else ()):
+            for k, v in g.items() if isinstance(g, dict) else ():
                 if is_unrecorded(v):
                     out.setdefault(f"gpus.*.{k}", v.get("detail", ""))
     return [{"field": f, "error": e} for f, e in out.items()]
@@ -106,7 +170,11 @@ def _join_gpus(gpu: dict[str, Any], conflicts: list[str]) -> None:
     gpus = gpu.get("gpus")
     if not isinstance(gpus, dict) or is_missing(gpus):
         return
-    by_index = {g.get("index"): k for k, g in gpus.items() if not k.startswith("index-") and isinstance(g, dict)}
+    by_index = {
+        g.get("index"): k
+        for k, g in gpus.items()
+        if not k.startswith("index-") and isinstance(g, dict)
+    }
     for key in [k for k in gpus if k.startswith("index-")]:
         target = by_index.get(gpus[key].get("index"))
         if target is not None:
@@ -147,26 +215,53 @@ def build(parts: list[Part], names: list[str], label: str | None = None) -> dict
         data = merged.get(probe, {})
         src = f"{SOURCE}: {formats}"
         if probe in _NOT_FROM_TEXT:
-            probes[probe] = {"status": ProbeStatus.UNAVAILABLE.value, "duration_s": 0.0, "source": src,
-                             "reason": f"{_NOT_FROM_TEXT[probe]} not in {labels} output", "data": {}, "errors": []}
+            probes[probe] = {
+                "status": ProbeStatus.UNAVAILABLE.value,
+                "duration_s": 0.0,
+                "source": src,
+                "reason": f"{_NOT_FROM_TEXT[probe]} not in {labels} output",
+                "data": {},
+                "errors": [],
+            }
             continue
         if probe in unavailable and not _has_fact({k: v for k, v in data.items() if k != "gpus"}):
-            probes[probe] = {"status": ProbeStatus.UNAVAILABLE.value, "duration_s": 0.0, "source": src,
-                             "reason": unavailable[probe], "data": {}, "errors": []}
+            probes[probe] = {
+                "status": ProbeStatus.UNAVAILABLE.value,
+                "duration_s": 0.0,
+                "source": src,
+                "reason": unavailable[probe],
+                "data": {},
+                "errors": [],
+            }
             continue
         if not _has_fact(data):
-            probes[probe] = {"status": ProbeStatus.UNAVAILABLE.value, "duration_s": 0.0, "source": src,
-                             "reason": f"not in {labels} output", "data": {}, "errors": []}
+            probes[probe] = {
+                "status": ProbeStatus.UNAVAILABLE.value,
+                "duration_s": 0.0,
+                "source": src,
+                "reason": f"not in {labels} output",
+                "data": {},
+                "errors": [],
+            }
             continue
         _fill(data, _TEMPLATES[probe], labels)
         if probe == "gpu":
             _fill_gpus(data.get("gpus"), labels)
-        coverage = {k.split(".", 1)[1]: v for k, v in partial_lists.items() if k.startswith(probe + ".")}
+        coverage = {
+            k.split(".", 1)[1]: v for k, v in partial_lists.items() if k.startswith(probe + ".")
+        }
         if coverage:
             data["coverage"] = coverage
-        errors = _errors(data) + [{"field": f, "error": f"partial list: {why}"} for f, why in coverage.items()]
-        probes[probe] = {"status": ProbeStatus.PARTIAL.value, "duration_s": 0.0, "source": src, "data": data,
-                         "errors": errors}
+        errors = _errors(data) + [
+            {"field": f, "error": f"partial list: {why}"} for f, why in coverage.items()
+        ]
+        probes[probe] = {
+            "status": ProbeStatus.PARTIAL.value,
+            "duration_s": 0.0,
+            "source": src,
+            "data": data,
+            "errors": errors,
+        }
     notes = [f"{n}" for p in parts for n in p.notes]
     doc: dict[str, Any] = {
         "schema": SCHEMA,
@@ -174,15 +269,23 @@ def build(parts: list[Part], names: list[str], label: str | None = None) -> dict
         "label": label or f"imported: {', '.join(names)}",
         "tool": {"name": "forensics", "version": __version__},
         "source": SOURCE,
-        "import": {"files": list(names), "parts": [p.to_json() for p in parts],
-                   "notes": notes, "conflicts": conflicts},
+        "import": {
+            "files": list(names),
+            "parts": [p.to_json() for p in parts],
+            "notes": notes,
+            "conflicts": conflicts,
+        },
         "machine": {"hostname": "unknown (imported text)", "imported": True},
         "options": {},
         "probes": probes,
         "bench": None,
     }
     red = Redactor()
-    for key in ("label", "probes", "import"):  # the label too: --label, or the file names it is made of
+    for key in (
+        "label",
+        "probes",
+        "import",
+    ):  # the label too: --label, or the file names it is made of
         doc[key] = red.sweep(doc[key], key)
     doc["redaction"] = "on"
     doc["redactions"] = [r.to_json() for r in red.records]

@@ -31,8 +31,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.importers.common import (Part, is_na, local_tag, na_value, normalise, parse_topology, set_if,
-                                        version_tuple)
+from forensics.importers.common import (
+    Part,
+    is_na,
+    local_tag,
+    na_value,
+    normalise,
+    parse_topology,
+    set_if,
+    version_tuple,
+)
 from forensics.model import MissingReason, missing
 
 _KV = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z0-9 _./()\-]*?)\s*[:：]\s?(?P<val>.*?)\s*$")
@@ -43,16 +51,38 @@ _ENV_VAR = re.compile(r"^\s*([A-Z][A-Z0-9_]*)=(.*)$")
 
 # Canonical keys: collect_env's label (lower case, any spacing) -> meaning.
 _KEYS = {
-    "pytorch version": "torch_version", "is debug build": "debug", "cuda used to build pytorch": "torch_cuda",
-    "rocm used to build pytorch": "torch_rocm", "os": "os", "gcc version": "gcc", "clang version": "clang",
-    "cmake version": "cmake", "libc version": "libc", "python version": "python", "python platform": "platform",
-    "is cuda available": "cuda_available", "cuda runtime version": "nvcc", "cuda_module_loading set to": "module_loading",
-    "gpu models and configuration": "gpus", "nvidia driver version": "driver", "cudnn version": "cudnn",
-    "hip runtime version": "hip", "miopen runtime version": "miopen", "is xnnpack available": "xnnpack",
-    "is xpu available": "xpu", "caching allocator config": "allocator", "cpu": "cpu",
-    "versions of relevant libraries": "libs", "version of relevant libraries": "libs",
-    "rocm version": "rocm", "neuron sdk version": "neuron", "vllm version": "vllm", "vllm build flags": "vllm_flags",
-    "gpu topology": "topology", "nccl version": "nccl", "pip version": "pip_version",
+    "pytorch version": "torch_version",
+    "is debug build": "debug",
+    "cuda used to build pytorch": "torch_cuda",
+    "rocm used to build pytorch": "torch_rocm",
+    "os": "os",
+    "gcc version": "gcc",
+    "clang version": "clang",
+    "cmake version": "cmake",
+    "libc version": "libc",
+    "python version": "python",
+    "python platform": "platform",
+    "is cuda available": "cuda_available",
+    "cuda runtime version": "nvcc",
+    "cuda_module_loading set to": "module_loading",
+    "gpu models and configuration": "gpus",
+    "nvidia driver version": "driver",
+    "cudnn version": "cudnn",
+    "hip runtime version": "hip",
+    "miopen runtime version": "miopen",
+    "is xnnpack available": "xnnpack",
+    "is xpu available": "xpu",
+    "caching allocator config": "allocator",
+    "cpu": "cpu",
+    "versions of relevant libraries": "libs",
+    "version of relevant libraries": "libs",
+    "rocm version": "rocm",
+    "neuron sdk version": "neuron",
+    "vllm version": "vllm",
+    "vllm build flags": "vllm_flags",
+    "gpu topology": "topology",
+    "nccl version": "nccl",
+    "pip version": "pip_version",
 }
 _BLOCKS = {"gpus", "cudnn", "cpu", "libs", "topology", "vllm_flags"}
 
@@ -61,8 +91,16 @@ def _canon(key: str) -> str | None:
     return _KEYS.get(re.sub(r"\s+", " ", key.strip().lower()))
 
 
-_TITLES = ("System Info", "PyTorch Info", "Python Environment", "CUDA / GPU Info", "CPU Info", "vLLM Info",
-           "Versions of relevant libraries", "Environment Variables")
+_TITLES = (
+    "System Info",
+    "PyTorch Info",
+    "Python Environment",
+    "CUDA / GPU Info",
+    "CPU Info",
+    "vLLM Info",
+    "Versions of relevant libraries",
+    "Environment Variables",
+)
 _LEGEND = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV#|NV\d*|NIC\d+)\s*[=:]|^NIC Legend")
 
 
@@ -102,7 +140,10 @@ def scan(lines: list[str]) -> tuple[dict[str, str], dict[str, list[str]], dict[s
             if not s or _LEGEND.match(s):
                 continue
             block = None
-        if _PIP.match(raw) and block in (None, "libs"):  # the library lines, with or without their header
+        if _PIP.match(raw) and block in (
+            None,
+            "libs",
+        ):  # the library lines, with or without their header
             blocks.setdefault("libs", []).append(s)
             block = "libs"
             continue
@@ -142,19 +183,35 @@ def parse(lines: list[str], part: Part) -> Part:
     """Fill ``part.facts`` from collect_env text (module docstring); only what the text states."""
     values, blocks, env = scan(lines)
     label = part.label
-    sw, libs, gpu, host = part.section("software"), part.section("libs"), part.section("gpu"), part.section("host")
+    sw, libs, gpu, host = (
+        part.section("software"),
+        part.section("libs"),
+        part.section("gpu"),
+        part.section("host"),
+    )
 
     torch_v = values.get("torch_version")
     if torch_v is not None and not is_na(torch_v):
         torch_v = torch_v.split()[0]
-        sw["torch"] = {"version": torch_v, "build": local_tag(torch_v) or missing(
-            MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")}
+        sw["torch"] = {
+            "version": torch_v,
+            "build": local_tag(torch_v)
+            or missing(MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)"),
+        }
         lt = {"version": torch_v, "version_py": torch_v}
         cuda = values.get("torch_cuda")
         if cuda is not None:
-            lt["cuda"] = cuda.strip() if not is_na(cuda) else missing(MissingReason.NOT_APPLICABLE,
-                                                                       f"CUDA used to build PyTorch: {cuda.strip() or 'empty'}")
-        lt["cuda_build_tag"] = local_tag(torch_v) or missing(MissingReason.NOT_APPLICABLE, "no local version tag")
+            lt["cuda"] = (
+                cuda.strip()
+                if not is_na(cuda)
+                else missing(
+                    MissingReason.NOT_APPLICABLE,
+                    f"CUDA used to build PyTorch: {cuda.strip() or 'empty'}",
+                )
+            )
+        lt["cuda_build_tag"] = local_tag(torch_v) or missing(
+            MissingReason.NOT_APPLICABLE, "no local version tag"
+        )
         if values.get("cuda_available") is not None:
             lt["cuda_available"] = values["cuda_available"].strip().lower() in ("true", "yes")
         rocm = values.get("torch_rocm")
@@ -162,8 +219,10 @@ def parse(lines: list[str], part: Part) -> Part:
             lt["rocm"] = rocm.strip()
         libs["torch"] = lt
         if isinstance(lt.get("cuda"), str):
-            libs["cuda_runtime"] = {"version": version_tuple(lt["cuda"]),
-                                    "source": f"torch build ({label}: CUDA used to build PyTorch)"}
+            libs["cuda_runtime"] = {
+                "version": version_tuple(lt["cuda"]),
+                "source": f"torch build ({label}: CUDA used to build PyTorch)",
+            }
     elif torch_v is not None:
         part.notes.append(f"PyTorch version: {torch_v.strip() or 'empty'} (torch not importable)")
 
@@ -188,13 +247,29 @@ def parse(lines: list[str], part: Part) -> Part:
         files = [f for f in blocks.get("cudnn", []) if "cudnn" in f.lower()]
         if cudnn.strip() and not cudnn.lower().startswith("probably") and not is_na(cudnn):
             files = [cudnn.strip()] + files
-        versions = sorted({m.group(1) for f in files if (m := re.search(r"libcudnn[\w]*\.(?:so|dylib)\.(\d+\.\d+\.\d+)", f))})
+        versions = sorted(
+            {
+                m.group(1)
+                for f in files
+                if (m := re.search(r"libcudnn[\w]*\.(?:so|dylib)\.(\d+\.\d+\.\d+)", f))
+            }
+        )
         if files and "cudnn" not in libs:
-            entry: dict[str, Any] = {"source": f"system files listed by {label} (not necessarily the one torch loads)",
-                                     "files": files}
-            entry["version"] = versions[0] if len(versions) == 1 else missing(
-                MissingReason.NOT_RECORDED, f"{label} lists files of {len(versions)} cuDNN versions ({', '.join(versions)}) "
-                "and cannot tell which one is loaded" if versions else f"{label} names the file without a version")
+            entry: dict[str, Any] = {
+                "source": f"system files listed by {label} (not necessarily the one torch loads)",
+                "files": files,
+            }
+            entry["version"] = (
+                versions[0]
+                if len(versions) == 1
+                else missing(
+                    MissingReason.NOT_RECORDED,
+                    f"{label} lists files of {len(versions)} cuDNN versions ({', '.join(versions)}) "
+                    "and cannot tell which one is loaded"
+                    if versions
+                    else f"{label} names the file without a version",
+                )
+            )
             libs["cudnn"] = entry
         elif is_na(cudnn) and "cudnn" not in libs:
             libs["cudnn"] = na_value(cudnn, f"{label} cuDNN version")
@@ -206,12 +281,17 @@ def parse(lines: list[str], part: Part) -> Part:
     if "topology" in blocks:
         matrix = parse_topology(blocks["topology"])
         if matrix:
-            gpu["topology"] = {"matrix": matrix, "raw": "\n".join(blocks["topology"]),
-                               "command": f"nvidia-smi topo -m (as printed by {label})"}
+            gpu["topology"] = {
+                "matrix": matrix,
+                "raw": "\n".join(blocks["topology"]),
+                "command": f"nvidia-smi topo -m (as printed by {label})",
+            }
 
     os_ = values.get("os")
     if os_ is not None and not is_na(os_):
-        host["os_release"] = re.sub(r"\s*\((x86_64|aarch64|arm64|ppc64le|s390x|AMD64)\)\s*$", "", os_.strip())
+        host["os_release"] = re.sub(
+            r"\s*\((x86_64|aarch64|arm64|ppc64le|s390x|AMD64)\)\s*$", "", os_.strip()
+        )
     plat = values.get("platform") or ""
     m = re.match(r"^Linux-(.+?)-(x86_64|aarch64|ppc64le|s390x)(-with-.*)?$", plat.strip())
     if m:
@@ -224,10 +304,22 @@ def parse(lines: list[str], part: Part) -> Part:
     if blocks.get("vllm_flags"):
         part.notes.append("vLLM build flags: " + "; ".join(blocks["vllm_flags"]))
     if env:
-        claims = {k: v for k, v in env.items() if k in ("CUDA_VERSION", "NCCL_VERSION", "CUDNN_VERSION",
-                                                         "NV_CUDA_LIB_VERSION", "NV_CUDA_CUDART_VERSION",
-                                                         "NV_LIBNCCL_PACKAGE_VERSION", "NV_CUDNN_VERSION",
-                                                         "NVIDIA_REQUIRE_CUDA", "CUDA_HOME")}
+        claims = {
+            k: v
+            for k, v in env.items()
+            if k
+            in (
+                "CUDA_VERSION",
+                "NCCL_VERSION",
+                "CUDNN_VERSION",
+                "NV_CUDA_LIB_VERSION",
+                "NV_CUDA_CUDART_VERSION",
+                "NV_LIBNCCL_PACKAGE_VERSION",
+                "NV_CUDNN_VERSION",
+                "NVIDIA_REQUIRE_CUDA",
+                "CUDA_HOME",
+            )
+        }
         if claims:
             libs["env_claims"] = claims
         part.section("nccl_env")["parent"] = {"env": dict(env)}
@@ -255,43 +347,67 @@ def _packages(lines: list[str], sw: dict, libs: dict, part: Part, label: str) ->
             if len(cols) >= 2:
                 conda[normalise(cols[0])] = cols[1]
     ran = (sw.get("torch") or {}).get("version")  # torch.__version__
-    if not ran and pip.get("torch"):  # a fragment without "PyTorch version": the installed distribution's version
-        sw["torch"] = {"version": pip["torch"], "build": local_tag(pip["torch"]) or missing(
-            MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")}
+    if not ran and pip.get(
+        "torch"
+    ):  # a fragment without "PyTorch version": the installed distribution's version
+        sw["torch"] = {
+            "version": pip["torch"],
+            "build": local_tag(pip["torch"])
+            or missing(MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)"),
+        }
     if pip or conda or ran:
         packages = dict(pip)
         if ran:
             listed = pip.get("torch")
             if listed is not None and listed.split("+")[0] != ran.split("+")[0]:
-                part.notes.append(f"pip lists torch=={listed} but the torch that ran is {ran} (another installation "
-                                  "shadows it); torch is taken from 'PyTorch version'")
+                part.notes.append(
+                    f"pip lists torch=={listed} but the torch that ran is {ran} (another installation "
+                    "shadows it); torch is taken from 'PyTorch version'"
+                )
                 listed = None
             # The software probe records the distribution's metadata version: PyPI wheels carry no "+cu130"
             # there, while torch.__version__ does. Use pip's value when it names the same release.
             meta = listed or ran
             packages["torch"] = meta
-            sw["torch"] = {"version": meta, "build": local_tag(meta) or missing(
-                MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")}
+            sw["torch"] = {
+                "version": meta,
+                "build": local_tag(meta)
+                or missing(
+                    MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)"
+                ),
+            }
             if isinstance(libs.get("torch"), dict):
                 libs["torch"]["version"] = meta
         sw["packages"] = dict(sorted({**sw.get("packages", {}), **packages}.items()))
         part.partial_lists["software.packages"] = (
-            f"{label} lists only the libraries it deems relevant (torch, numpy, triton, nvidia-*, ...)" if pip or conda
-            else f"the {label} text holds no library list; only torch, from 'PyTorch version'")
+            f"{label} lists only the libraries it deems relevant (torch, numpy, triton, nvidia-*, ...)"
+            if pip or conda
+            else f"the {label} text holds no library list; only torch, from 'PyTorch version'"
+        )
     if conda:
         sw["conda_packages"] = dict(sorted(conda.items()))
     for name, version in pip.items():
         if re.match(r"^nvidia-nccl-cu\d+$|^nvidia-nccl$", name):
-            libs["nccl"] = {"version": version, "source": f"pip package {name} ({label}; the library itself was not asked)",
-                            "wheel": f"{name} {version}"}
-        if re.match(r"^nvidia-cuda-runtime(-cu\d+)?$", name) and isinstance(libs.get("cuda_runtime"), dict):
+            libs["nccl"] = {
+                "version": version,
+                "source": f"pip package {name} ({label}; the library itself was not asked)",
+                "wheel": f"{name} {version}",
+            }
+        if re.match(r"^nvidia-cuda-runtime(-cu\d+)?$", name) and isinstance(
+            libs.get("cuda_runtime"), dict
+        ):
             libs["cuda_runtime"]["wheel"] = f"{name} {version}"
         if re.match(r"^nvidia-cudnn(-cu\d+)?$", name):
-            libs["cudnn"] = {"version": ".".join(version.split(".")[:3]), "wheel": f"{name} {version}",
-                             "source": f"pip package {name} ({label}; the library itself was not asked)"}
+            libs["cudnn"] = {
+                "version": ".".join(version.split(".")[:3]),
+                "wheel": f"{name} {version}",
+                "source": f"pip package {name} ({label}; the library itself was not asked)",
+            }
 
 
-def _gpus(values: dict[str, str], blocks: dict[str, list[str]], gpu: dict, part: Part, label: str) -> None:
+def _gpus(
+    values: dict[str, str], blocks: dict[str, list[str]], gpu: dict, part: Part, label: str
+) -> None:
     first = values.get("gpus")
     lines = ([first] if first and first.strip() else []) + blocks.get("gpus", [])
     rocm = values.get("torch_rocm")
@@ -306,7 +422,9 @@ def _gpus(values: dict[str, str], blocks: dict[str, list[str]], gpu: dict, part:
     non_nvidia = [n for n in names.values() if re.search(r"\bgfx\d|AMD |Radeon|Instinct", n)]
     if non_nvidia or (rocm and not is_na(rocm) and not names):
         part.notes.append(f"no NVIDIA GPU in the text ({', '.join(non_nvidia) or 'ROCm build'})")
-        gpu["_unavailable"] = f"no NVIDIA GPU in the {label} output ({', '.join(non_nvidia) or 'ROCm build of torch'})"
+        gpu["_unavailable"] = (
+            f"no NVIDIA GPU in the {label} output ({', '.join(non_nvidia) or 'ROCm build of torch'})"
+        )
         return
     if driver is not None and not is_na(driver):
         gpu["driver_version"] = driver.strip()
@@ -316,7 +434,9 @@ def _gpus(values: dict[str, str], blocks: dict[str, list[str]], gpu: dict, part:
         gpu["gpu_count"] = len(names)
         gpu["gpus"] = {f"index-{i}": {"index": i, "name": n} for i, n in sorted(names.items())}
     elif first is not None and is_na(first):
-        gpu["_unavailable"] = f"{label} found no GPU (GPU models and configuration: {first.strip() or 'empty'})"
+        gpu["_unavailable"] = (
+            f"{label} found no GPU (GPU models and configuration: {first.strip() or 'empty'})"
+        )
 
 
 def _cpu(lines: list[str], host: dict) -> None:
@@ -336,6 +456,10 @@ def _cpu(lines: list[str], host: dict) -> None:
         cpu["physical_cores"] = int(cores) * int(sockets)
     if cpu:
         host["cpu"] = cpu
-    numa = {f"node{m.group(1)}": v for k, v in kv.items() if (m := re.match(r"^NUMA node(\d+) CPU\(s\)$", k))}
+    numa = {
+        f"node{m.group(1)}": v
+        for k, v in kv.items()
+        if (m := re.match(r"^NUMA node(\d+) CPU\(s\)$", k))
+    }
     if numa:
         host["numa_nodes"] = numa

@@ -65,8 +65,12 @@ class Part:
         return self.facts.setdefault(probe, {})
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": self.format, "tool": TOOLS.get(self.format, self.format),
-                               "file": self.file, "lines": [self.first_line, self.last_line]}
+        out: dict[str, Any] = {
+            "format": self.format,
+            "tool": TOOLS.get(self.format, self.format),
+            "file": self.file,
+            "lines": [self.first_line, self.last_line],
+        }
         if self.tool_version:
             out["tool_version"] = self.tool_version
         if self.notes:
@@ -81,8 +85,19 @@ def not_recorded(label: str, what: str = "") -> dict[str, str]:
     return missing(MissingReason.NOT_RECORDED, f"{what + ' ' if what else ''}not in {label} output")
 
 
-_NA = {"n/a", "na", "none", "", "could not collect", "no cuda", "not supported", "[not supported]",
-       "unknown error", "[unknown error]", "requested functionality has been deprecated"}
+_NA = {
+    "n/a",
+    "na",
+    "none",
+    "",
+    "could not collect",
+    "no cuda",
+    "not supported",
+    "[not supported]",
+    "unknown error",
+    "[unknown error]",
+    "requested functionality has been deprecated",
+}
 
 
 def is_na(text: str | None) -> bool:
@@ -117,7 +132,7 @@ def as_int(x: float | None) -> int | None:
 
 
 def bytes_of(text: str | None) -> int | None:
-    """"143771 MiB" -> bytes; ``None`` when not a size."""
+    """ "143771 MiB" -> bytes; ``None`` when not a size."""
     if text is None:
         return None
     m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)\s*$", text.strip(), re.I)
@@ -127,7 +142,7 @@ def bytes_of(text: str | None) -> int | None:
 
 
 def mw_of(text: str | None) -> int | None:
-    """"700.00 W" / "64W" -> milliwatts; ``None`` when not a power."""
+    """ "700.00 W" / "64W" -> milliwatts; ``None`` when not a power."""
     m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*W\s*$", text or "", re.I)
     return int(round(float(m.group(1)) * 1000)) if m else None
 
@@ -143,18 +158,23 @@ def pstate_of(text: str | None) -> int | None:
 
 
 def enabled_of(text: str | None) -> str | None:
-    """"Enabled"/"On" -> "enabled", "Disabled"/"Off" -> "disabled", else ``None``."""
+    """ "Enabled"/"On" -> "enabled", "Disabled"/"Off" -> "disabled", else ``None``."""
     t = (text or "").strip().lower()
     return {"enabled": "enabled", "on": "enabled", "disabled": "disabled", "off": "disabled"}.get(t)
 
 
-COMPUTE_MODES = {"default": "default", "exclusive_thread": "exclusive_thread", "prohibited": "prohibited",
-                 "exclusive_process": "exclusive_process", "e. process": "exclusive_process",
-                 "e. thread": "exclusive_thread"}
+COMPUTE_MODES = {
+    "default": "default",
+    "exclusive_thread": "exclusive_thread",
+    "prohibited": "prohibited",
+    "exclusive_process": "exclusive_process",
+    "e. process": "exclusive_process",
+    "e. thread": "exclusive_thread",
+}
 
 
 def version_tuple(version: str) -> str:
-    """"12.1.105" -> "12.1" (major.minor, the libs probe's CUDA runtime form)."""
+    """ "12.1.105" -> "12.1" (major.minor, the libs probe's CUDA runtime form)."""
     parts = version.split(".")
     return ".".join(parts[:2])
 
@@ -180,7 +200,12 @@ def merge_into(dst: dict[str, Any], src: dict[str, Any], path: str, conflicts: l
             dst[k] = v
             continue
         old = dst[k]
-        if isinstance(old, dict) and isinstance(v, dict) and not is_missing(old) and not is_missing(v):
+        if (
+            isinstance(old, dict)
+            and isinstance(v, dict)
+            and not is_missing(old)
+            and not is_missing(v)
+        ):
             merge_into(old, v, where, conflicts)
         elif is_missing(old) and not is_missing(v):
             dst[k] = v
@@ -204,9 +229,9 @@ def parse_topology(lines: list[str]) -> dict[str, dict[str, str]] | None:
         return None
     cols = re.split(r"\s{2,}", rows[header_i].strip())
     links = [c for c in cols if re.match(r"^(GPU|NIC|mlx|CPU\d)\w*$", c) and " " not in c]
-    trailing = cols[len(links):]
+    trailing = cols[len(links) :]
     out: dict[str, dict[str, str]] = {}
-    for ln in rows[header_i + 1:]:
+    for ln in rows[header_i + 1 :]:
         if not ln.strip() or ln.strip().startswith("Legend"):
             break
         cells = ln.split()
@@ -214,8 +239,8 @@ def parse_topology(lines: list[str]) -> dict[str, dict[str, str]] | None:
         if not re.match(r"^GPU\d+$", label):
             continue
         values = cells[1:]
-        row = dict(zip(links, values[:len(links)]))
-        rest = values[len(links):]
+        row = dict(zip(links, values[: len(links)]))
+        rest = values[len(links) :]
         if len(rest) == len(trailing):
             row.update(zip(trailing, rest))
         out[label] = row

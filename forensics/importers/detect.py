@@ -62,14 +62,24 @@ FORMATS = ("collect-env", "vllm", "sglang", "nvidia-smi", "nvidia-smi-q", "nvidi
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})[\w+-]*\s*$")
-_HTML_LINE = re.compile(r"^\s*(</?details[^>]*>|<summary>.*</summary>|</?summary>|<br\s*/?>|</?pre>|</?code>)\s*$", re.I)
-_TORCH_KEYS = re.compile(r"^\s*(PyTorch version|Is debug build|CUDA used to build PyTorch|Is CUDA available|"
-                         r"GPU models and configuration|Nvidia driver version|cuDNN version|CUDA runtime version|"
-                         r"Versions? of relevant libraries)\b", re.I)
-_VLLM_HINT = re.compile(r"^\s*(vLLM Version\s*:|vLLM Build Flags|=+\s*$|\s*vLLM Info\s*$|Neuron SDK Version)|"
-                        r"Automatically detected platform|vllm\._C", re.I)
-_SECTION_HEADER = re.compile(r"^\s*(System Info|PyTorch Info|Python Environment|CUDA / GPU Info|CPU Info|Versions of "
-                             r"relevant libraries|vLLM Info|Environment Variables)\s*$")
+_HTML_LINE = re.compile(
+    r"^\s*(</?details[^>]*>|<summary>.*</summary>|</?summary>|<br\s*/?>|</?pre>|</?code>)\s*$", re.I
+)
+_TORCH_KEYS = re.compile(
+    r"^\s*(PyTorch version|Is debug build|CUDA used to build PyTorch|Is CUDA available|"
+    r"GPU models and configuration|Nvidia driver version|cuDNN version|CUDA runtime version|"
+    r"Versions? of relevant libraries)\b",
+    re.I,
+)
+_VLLM_HINT = re.compile(
+    r"^\s*(vLLM Version\s*:|vLLM Build Flags|=+\s*$|\s*vLLM Info\s*$|Neuron SDK Version)|"
+    r"Automatically detected platform|vllm\._C",
+    re.I,
+)
+_SECTION_HEADER = re.compile(
+    r"^\s*(System Info|PyTorch Info|Python Environment|CUDA / GPU Info|CPU Info|Versions of "
+    r"relevant libraries|vLLM Info|Environment Variables)\s*$"
+)
 
 
 @dataclass
@@ -101,8 +111,11 @@ def clean(text: str) -> list[str]:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
     nonempty = [ln for ln in lines if ln.strip()]
-    quoted = nonempty and sum(1 for ln in nonempty if ln.lstrip().startswith(">")) >= 0.8 * len(nonempty) and \
-        not any(ln.lstrip().startswith("<?xml") for ln in nonempty)
+    quoted = (
+        nonempty
+        and sum(1 for ln in nonempty if ln.lstrip().startswith(">")) >= 0.8 * len(nonempty)
+        and not any(ln.lstrip().startswith("<?xml") for ln in nonempty)
+    )
     out = []
     for ln in lines:
         ln = _ANSI.sub("", ln)
@@ -130,12 +143,17 @@ def _anchor(lines: list[str], i: int) -> str | None:
         return "collect-env"
     if re.match(r"^=+$", ln) and i + 1 < len(lines) and lines[i + 1].strip() == "System Info":
         return "collect-env"
-    if re.match(r"^Python:\s*\d", ln) and any(re.match(r"^\s*(CUDA|ROCM|MUSA) available:", x)
-                                               for x in lines[i + 1:i + 4]):
+    if re.match(r"^Python:\s*\d", ln) and any(
+        re.match(r"^\s*(CUDA|ROCM|MUSA) available:", x) for x in lines[i + 1 : i + 4]
+    ):
         return "sglang"
-    if re.match(r"^Package\s+Version(\s+\S.*)?$", ln) and i + 1 < len(lines) and re.match(r"^-{3,}\s+-{3,}", lines[i + 1].strip()):
+    if (
+        re.match(r"^Package\s+Version(\s+\S.*)?$", ln)
+        and i + 1 < len(lines)
+        and re.match(r"^-{3,}\s+-{3,}", lines[i + 1].strip())
+    ):
         return "pip"
-    if _freeze_line(ln) and sum(1 for x in lines[i:i + 5] if _freeze_line(x.strip())) >= 3:
+    if _freeze_line(ln) and sum(1 for x in lines[i : i + 5] if _freeze_line(x.strip())) >= 3:
         return "pip"
     if re.match(r"^vLLM Version\s*:", ln):
         return "vllm"
@@ -144,21 +162,64 @@ def _anchor(lines: list[str], i: int) -> str | None:
 
 _FREEZE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?\s*(==|===|\s@\s)\s*\S+")
 _KEY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9 _./()\-]*?)\s*[:：]")
-_COLLECT_KEYS = frozenset({
-    "os", "pytorch version", "is debug build", "cuda used to build pytorch", "rocm used to build pytorch", "gcc version",
-    "clang version", "cmake version", "libc version", "python version", "python platform", "is cuda available",
-    "cuda runtime version", "cuda_module_loading set to", "gpu models and configuration", "nvidia driver version",
-    "cudnn version", "hip runtime version", "miopen runtime version", "is xnnpack available", "is xpu available",
-    "caching allocator config", "versions of relevant libraries", "version of relevant libraries"})
+_COLLECT_KEYS = frozenset(
+    {
+        "os",
+        "pytorch version",
+        "is debug build",
+        "cuda used to build pytorch",
+        "rocm used to build pytorch",
+        "gcc version",
+        "clang version",
+        "cmake version",
+        "libc version",
+        "python version",
+        "python platform",
+        "is cuda available",
+        "cuda runtime version",
+        "cuda_module_loading set to",
+        "gpu models and configuration",
+        "nvidia driver version",
+        "cudnn version",
+        "hip runtime version",
+        "miopen runtime version",
+        "is xnnpack available",
+        "is xpu available",
+        "caching allocator config",
+        "versions of relevant libraries",
+        "version of relevant libraries",
+    }
+)
 """collect_env's own key names (torch/utils/collect_env.py); a line counts only with another within 3 lines."""
-_VLLM_SECTIONS = re.compile(r"^(vLLM Build Flags|GPU Topology|ROCM Version|Neuron SDK Version)\s*[:：]", re.I)
-_SGLANG_KEYS = frozenset({"cuda available", "rocm available", "cuda_home", "rocm_home", "nvcc", "hipcc",
-                          "cuda driver version", "rocm driver version", "pytorch", "sglang", "sgl_kernel", "flashinfer",
-                          "flashinfer_python", "nvidia topology", "amd topology", "ulimit soft"})
+_VLLM_SECTIONS = re.compile(
+    r"^(vLLM Build Flags|GPU Topology|ROCM Version|Neuron SDK Version)\s*[:：]", re.I
+)
+_SGLANG_KEYS = frozenset(
+    {
+        "cuda available",
+        "rocm available",
+        "cuda_home",
+        "rocm_home",
+        "nvcc",
+        "hipcc",
+        "cuda driver version",
+        "rocm driver version",
+        "pytorch",
+        "sglang",
+        "sgl_kernel",
+        "flashinfer",
+        "flashinfer_python",
+        "nvidia topology",
+        "amd topology",
+        "ulimit soft",
+    }
+)
 """check_env's key names (sglang/check_env.py) that no other format prints as ``Key: value``."""
 _PIP_ROW = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*\s{2,}v?\d[\w.+!\-]*(\s+/\S*)?\s*$")
 _SMI_COLUMNS = re.compile(r"^\|\s*GPU\s+Name\s+.*\|\s*Bus-Id\b")
-_SMI_ROW1 = re.compile(r"^\|\s*\d+\s+\S.*?\s+(On|Off)\s*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\s")
+_SMI_ROW1 = re.compile(
+    r"^\|\s*\d+\s+\S.*?\s+(On|Off)\s*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\s"
+)
 _Q_GPU = re.compile(r"^\s*GPU\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]\s*$")
 _Q_KV = re.compile(r"^\s*[A-Z][\w .()/-]*?\s+:\s")
 
@@ -171,7 +232,7 @@ def _key(line: str) -> str:
 def _near(lines: list[str], i: int, test, count: int = 3) -> bool:
     """True when ``test`` holds for one of the next ``count`` non-blank lines after line ``i``."""
     seen = 0
-    for ln in lines[i + 1:]:
+    for ln in lines[i + 1 :]:
         if not ln.strip():
             continue
         if test(ln):
@@ -194,25 +255,45 @@ def _section(lines: list[str], i: int) -> str | None:
         return "nvidia-smi"
     if _Q_GPU.match(raw) and _near(lines, i, _Q_KV.match):
         return "nvidia-smi-q"
-    if re.match(r"^(Driver Version|Attached GPUs)\s+:\s*\S", ln) and \
-            _near(lines, i, lambda x: re.match(r"^\s*(CUDA Version|Attached GPUs|Driver Version|Timestamp)\s+:", x)):
+    if re.match(r"^(Driver Version|Attached GPUs)\s+:\s*\S", ln) and _near(
+        lines,
+        i,
+        lambda x: re.match(r"^\s*(CUDA Version|Attached GPUs|Driver Version|Timestamp)\s+:", x),
+    ):
         return "nvidia-smi-q"
     if _VLLM_SECTIONS.match(ln):
         return "vllm"
-    if ln in ("PyTorch Info", "Python Environment", "CUDA / GPU Info", "CPU Info", "vLLM Info",
-              "Versions of relevant libraries", "Environment Variables") and i > 0 and re.match(r"^=+$", lines[i - 1].strip()):
+    if (
+        ln
+        in (
+            "PyTorch Info",
+            "Python Environment",
+            "CUDA / GPU Info",
+            "CPU Info",
+            "vLLM Info",
+            "Versions of relevant libraries",
+            "Environment Variables",
+        )
+        and i > 0
+        and re.match(r"^=+$", lines[i - 1].strip())
+    ):
         return "vllm"
     key = _key(raw)
     if key in ("versions of relevant libraries", "version of relevant libraries"):
         return "collect-env"
-    if re.match(r"^\[(pip\d?|conda)\]\s+\S", ln) and _near(lines, i, lambda x: re.match(r"^\s*\[(pip\d?|conda)\]\s", x), 1):
+    if re.match(r"^\[(pip\d?|conda)\]\s+\S", ln) and _near(
+        lines, i, lambda x: re.match(r"^\s*\[(pip\d?|conda)\]\s", x), 1
+    ):
         return "collect-env"
     if key in _COLLECT_KEYS and _near(lines, i, lambda x: _key(x) in _COLLECT_KEYS):
         return "collect-env"
-    if key in _SGLANG_KEYS and (key == "sglang" and re.search(r"[:：]\s*\d", ln)
-                                or _near(lines, i, lambda x: _key(x) in _SGLANG_KEYS)):
+    if key in _SGLANG_KEYS and (
+        key == "sglang"
+        and re.search(r"[:：]\s*\d", ln)
+        or _near(lines, i, lambda x: _key(x) in _SGLANG_KEYS)
+    ):
         return "sglang"
-    if _PIP_ROW.match(ln) and sum(1 for x in lines[i:i + 3] if _PIP_ROW.match(x.strip())) >= 3:
+    if _PIP_ROW.match(ln) and sum(1 for x in lines[i : i + 3] if _PIP_ROW.match(x.strip())) >= 3:
         return "pip"
     return None
 
@@ -246,8 +327,10 @@ def split(lines: list[str]) -> list[Span]:
             kind = _section(lines, i)
             if kind is None:
                 continue
-            if cur is not None and (family(cur.format) == family(kind) or
-                                    (cur.format == "nvidia-smi-xml" and not _xml_closed(lines, cur.start, i))):
+            if cur is not None and (
+                family(cur.format) == family(kind)
+                or (cur.format == "nvidia-smi-xml" and not _xml_closed(lines, cur.start, i))
+            ):
                 if kind == "vllm" and cur.format == "collect-env":
                     cur.format = "vllm"
                 continue  # a section of the part under way
@@ -258,21 +341,42 @@ def split(lines: list[str]) -> list[Span]:
             seen = set()
             continue
         ln = lines[i].strip()
-        mark = "torch" if ln.startswith("PyTorch version") else ("system" if re.match(r"^=+$", ln) else None)
-        if cur is not None and cur.format in ("collect-env", "vllm") and kind in ("collect-env", "vllm"):
-            if kind == "vllm" or (mark is not None and mark not in seen and not (mark == "system" and "torch" in seen)) \
-                    or (mark is None and not seen):
+        mark = (
+            "torch"
+            if ln.startswith("PyTorch version")
+            else ("system" if re.match(r"^=+$", ln) else None)
+        )
+        if (
+            cur is not None
+            and cur.format in ("collect-env", "vllm")
+            and kind in ("collect-env", "vllm")
+        ):
+            if (
+                kind == "vllm"
+                or (
+                    mark is not None
+                    and mark not in seen
+                    and not (mark == "system" and "torch" in seen)
+                )
+                or (mark is None and not seen)
+            ):
                 if kind == "vllm":
                     cur.format = "vllm"
                 else:
-                    cur.fragment = False  # a report's own beginning: the pieces before it are of that report
+                    cur.fragment = (
+                        False  # a report's own beginning: the pieces before it are of that report
+                    )
                 if mark:
                     seen.add(mark)
                 continue
         elif cur is not None and cur.format == kind == "pip":
             cur.fragment = False
             continue
-        elif cur is not None and cur.format == "nvidia-smi-xml" and not _xml_closed(lines, cur.start, i):
+        elif (
+            cur is not None
+            and cur.format == "nvidia-smi-xml"
+            and not _xml_closed(lines, cur.start, i)
+        ):
             continue  # text inside an XML document is not a new part
         if cur is not None:
             cur.end = i
@@ -284,7 +388,7 @@ def split(lines: list[str]) -> list[Span]:
     for s in spans:
         if s.format != "collect-env":
             continue
-        body = [ln for ln in lines[max(0, s.start - 4):s.end] if not re.match(r"^\s*=+\s*$", ln)]
+        body = [ln for ln in lines[max(0, s.start - 4) : s.end] if not re.match(r"^\s*=+\s*$", ln)]
         if any(_VLLM_HINT.search(ln) or _SECTION_HEADER.match(ln) for ln in body):
             s.format = "vllm"  # vLLM's collect_env: it names vLLM, or uses its sectioned layout (vLLM >= 0.9)
     return [s for s in spans if _has_content(s, lines)]
@@ -296,11 +400,14 @@ def _xml_closed(lines: list[str], start: int, i: int) -> bool:
 
 def _has_content(span: Span, lines: list[str]) -> bool:
     """A collect_env anchor alone ("Collecting environment information..." and nothing) is no part."""
-    body = [ln for ln in lines[span.start:span.end] if ln.strip()]
+    body = [ln for ln in lines[span.start : span.end] if ln.strip()]
     if span.fragment:
         return len(body) >= 1
     if span.format in ("collect-env", "vllm"):
-        return any(_TORCH_KEYS.match(ln) or _SECTION_HEADER.match(ln) or re.match(r"^\s*vLLM Version", ln) for ln in body)
+        return any(
+            _TORCH_KEYS.match(ln) or _SECTION_HEADER.match(ln) or re.match(r"^\s*vLLM Version", ln)
+            for ln in body
+        )
     return len(body) >= 1
 
 
@@ -315,16 +422,27 @@ def parts_of(text: str, name: str, fmt: str = "auto") -> tuple[list[str], list[S
     if fmt != "auto":
         if fmt not in FORMATS:
             raise BadInputError(f"--format {fmt}: expected auto or one of {', '.join(FORMATS)}")
-        same = [{"collect-env", "vllm"}, {"nvidia-smi", "nvidia-smi-q"}]  # --format nvidia-smi: the table or -q text
-        spans = [s for s in split(lines) if s.format == fmt or any({s.format, fmt} <= g for g in same)]
+        same = [
+            {"collect-env", "vllm"},
+            {"nvidia-smi", "nvidia-smi-q"},
+        ]  # --format nvidia-smi: the table or -q text
+        spans = [
+            s for s in split(lines) if s.format == fmt or any({s.format, fmt} <= g for g in same)
+        ]
         if not spans:
-            raise BadInputError(f"{name}: no {fmt} report found in it; check --format (or use --format auto)")
+            raise BadInputError(
+                f"{name}: no {fmt} report found in it; check --format (or use --format auto)"
+            )
         return lines, spans
     spans = split(lines)
     if not spans and re.search(r'^\W*"?schema"?\s*:\s*"?forensics\.', text[:4096], re.MULTILINE):
-        raise BadInputError(f"{name}: already a forensics document, not a pasted text; read it with "
-                            "'forensics show' or compare it with 'forensics diff'")
+        raise BadInputError(
+            f"{name}: already a forensics document, not a pasted text; read it with "
+            "'forensics show' or compare it with 'forensics diff'"
+        )
     if not spans:
-        raise BadInputError(f"{name}: not an environment report (no collect_env, vLLM collect-env, sglang check_env, "
-                            "nvidia-smi, nvidia-smi -q/-x or pip list text found); paste one of those")
+        raise BadInputError(
+            f"{name}: not an environment report (no collect_env, vLLM collect-env, sglang check_env, "
+            "nvidia-smi, nvidia-smi -q/-x or pip list text found); paste one of those"
+        )
     return lines, spans

@@ -18,22 +18,54 @@ from __future__ import annotations
 
 from typing import Any
 
-from forensics.model import is_missing, is_unrecorded
 from forensics.gpu.readings import CURRENT_MHZ
-
-from forensics.importers.common import (COMPUTE_MODES, as_int, bytes_of, enabled_of, is_na, mhz_of, mw_of, na_value,
-                                        not_recorded, number, pstate_of)
+from forensics.importers.common import (
+    COMPUTE_MODES,
+    as_int,
+    bytes_of,
+    enabled_of,
+    is_na,
+    mhz_of,
+    mw_of,
+    na_value,
+    not_recorded,
+    number,
+    pstate_of,
+)
+from forensics.model import is_missing, is_unrecorded
 
 REASON_NAMES = {
-    "gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
-    "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80, "display_clock_setting": 0x100,
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
 }
 """nvmlClocksEventReason bits (the same as forensics.gpu.readings.REASON_BITS), by the probe's names."""
 
-GROUPS = ("memory", "utilization", "clocks", "pstate", "clocks_event_reasons", "pcie", "power", "temperature",
-          "violation_ns", "clocks_event_ns", "ecc", "remapped_rows", "retired_pages", "modes", "mig_devices",
-          "nvlink", "processes")
+GROUPS = (
+    "memory",
+    "utilization",
+    "clocks",
+    "pstate",
+    "clocks_event_reasons",
+    "pcie",
+    "power",
+    "temperature",
+    "violation_ns",
+    "clocks_event_ns",
+    "ecc",
+    "remapped_rows",
+    "retired_pages",
+    "modes",
+    "mig_devices",
+    "nvlink",
+    "processes",
+)
 
 
 def _val(raw: dict[str, Any], key: str, label: str, conv=None, what: str = "") -> Any:
@@ -91,22 +123,32 @@ def to_probe(raw: dict[str, Any], index: int, label: str) -> tuple[str, dict[str
     g["vbios_version"] = _val(raw, "vbios", label, what="VBIOS Version")
     g["board_part_number"] = _val(raw, "board_part", label, what="Board Part Number")
     g["architecture"] = _val(raw, "architecture", label, what="Product Architecture")
-    g["memory"] = {"total_bytes": _val(raw, "fb_total", label, bytes_of, "FB Memory Usage Total"),
-                   "used_bytes": _val(raw, "fb_used", label, bytes_of, "FB Memory Usage Used")}
-    g["utilization"] = {"gpu_pct": _val(raw, "util_gpu", label, _pct, "Utilization GPU"),
-                        "memory_pct": _val(raw, "util_mem", label, _pct, "Utilization Memory")}
+    g["memory"] = {
+        "total_bytes": _val(raw, "fb_total", label, bytes_of, "FB Memory Usage Total"),
+        "used_bytes": _val(raw, "fb_used", label, bytes_of, "FB Memory Usage Used"),
+    }
+    g["utilization"] = {
+        "gpu_pct": _val(raw, "util_gpu", label, _pct, "Utilization GPU"),
+        "memory_pct": _val(raw, "util_mem", label, _pct, "Utilization Memory"),
+    }
     clocks = {}
     for k in ("graphics", "sm", "mem", "video"):
-        clocks[k] = {CURRENT_MHZ: _val(raw, f"clk_{k}", label, mhz_of, f"Clocks {k}"),
-                     "max_mhz": _val(raw, f"max_{k}", label, mhz_of, f"Max Clocks {k}"),
-                     "app_mhz": _val(raw, f"app_{k}", label, mhz_of, f"Applications Clocks {k}"),
-                     "default_app_mhz": _val(raw, f"default_app_{k}", label, mhz_of, f"Default Applications Clocks {k}")}
+        clocks[k] = {
+            CURRENT_MHZ: _val(raw, f"clk_{k}", label, mhz_of, f"Clocks {k}"),
+            "max_mhz": _val(raw, f"max_{k}", label, mhz_of, f"Max Clocks {k}"),
+            "app_mhz": _val(raw, f"app_{k}", label, mhz_of, f"Applications Clocks {k}"),
+            "default_app_mhz": _val(
+                raw, f"default_app_{k}", label, mhz_of, f"Default Applications Clocks {k}"
+            ),
+        }
     g["clocks"] = clocks
     g["pstate"] = _val(raw, "pstate", label, pstate_of, "Performance State")
     reasons = raw.get("reasons") or {}
     if reasons:
-        active = sorted((n for n, v in reasons.items() if v.strip().lower() == "active"),
-                        key=lambda n: REASON_NAMES.get(n, 1 << 20))
+        active = sorted(
+            (n for n, v in reasons.items() if v.strip().lower() == "active"),
+            key=lambda n: REASON_NAMES.get(n, 1 << 20),
+        )
         listed = [n for n in reasons if n in REASON_NAMES]
         g["clocks_event_reasons"] = {
             "current_mask": sum(REASON_NAMES[n] for n in active if n in REASON_NAMES),
@@ -129,7 +171,9 @@ def to_probe(raw: dict[str, Any], index: int, label: str) -> tuple[str, dict[str
     g["power"] = {
         "draw_mw": _val(raw, draw, label, mw_of, "Power Draw"),
         "limit_mw": _val(raw, "power_limit", label, mw_of, "Power Limit (requested)"),
-        "enforced_limit_mw": _val(raw, "enforced_limit", label, mw_of, "Enforced / Current Power Limit"),
+        "enforced_limit_mw": _val(
+            raw, "enforced_limit", label, mw_of, "Enforced / Current Power Limit"
+        ),
         "default_limit_mw": _val(raw, "default_limit", label, mw_of, "Default Power Limit"),
         "min_limit_mw": _val(raw, "min_limit", label, mw_of, "Min Power Limit"),
         "max_limit_mw": _val(raw, "max_limit", label, mw_of, "Max Power Limit"),
@@ -144,39 +188,69 @@ def to_probe(raw: dict[str, Any], index: int, label: str) -> tuple[str, dict[str
     }
     g["violation_ns"] = not_recorded(label, "violation counters are")
     counters = raw.get("reason_counters") or {}
-    g["clocks_event_ns"] = {k: _val(counters, k, label, _us_to_ns, f"Clocks Event Reasons Counters {k}")
-                            for k in ("sw_power_cap", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                                      "hw_power_brake_slowdown")} if counters else not_recorded(
-        label, "Clocks Event Reasons Counters")
-    g["ecc"] = {"mode_current": _val(raw, "ecc_current", label, enabled_of, "ECC Mode Current"),
-                "mode_pending": _val(raw, "ecc_pending", label, enabled_of, "ECC Mode Pending"),
-                "corrected_volatile": not_recorded(label, "ECC error totals in NVML's form are"),
-                "uncorrected_volatile": not_recorded(label, "ECC error totals in NVML's form are"),
-                "corrected_aggregate": not_recorded(label, "ECC error totals in NVML's form are"),
-                "uncorrected_aggregate": not_recorded(label, "ECC error totals in NVML's form are")}
+    g["clocks_event_ns"] = (
+        {
+            k: _val(counters, k, label, _us_to_ns, f"Clocks Event Reasons Counters {k}")
+            for k in (
+                "sw_power_cap",
+                "sync_boost",
+                "sw_thermal_slowdown",
+                "hw_thermal_slowdown",
+                "hw_power_brake_slowdown",
+            )
+        }
+        if counters
+        else not_recorded(label, "Clocks Event Reasons Counters")
+    )
+    g["ecc"] = {
+        "mode_current": _val(raw, "ecc_current", label, enabled_of, "ECC Mode Current"),
+        "mode_pending": _val(raw, "ecc_pending", label, enabled_of, "ECC Mode Pending"),
+        "corrected_volatile": not_recorded(label, "ECC error totals in NVML's form are"),
+        "uncorrected_volatile": not_recorded(label, "ECC error totals in NVML's form are"),
+        "corrected_aggregate": not_recorded(label, "ECC error totals in NVML's form are"),
+        "uncorrected_aggregate": not_recorded(label, "ECC error totals in NVML's form are"),
+    }
     if any(k.startswith("remap_") for k in raw) or raw.get("remapped_rows") is not None:
         if raw.get("remapped_rows") is not None and is_na(raw["remapped_rows"]):
             g["remapped_rows"] = na_value(raw["remapped_rows"], f"{label}: Remapped Rows")
         else:
-            g["remapped_rows"] = {"correctable": _val(raw, "remap_corr", label, _int, "Remapped Rows Correctable Error"),
-                                  "uncorrectable": _val(raw, "remap_unc", label, _int, "Remapped Rows Uncorrectable Error"),
-                                  "pending": _val(raw, "remap_pending", label, _yes, "Remapped Rows Pending"),
-                                  "failure": _val(raw, "remap_failure", label, _yes, "Remapping Failure Occurred")}
+            g["remapped_rows"] = {
+                "correctable": _val(
+                    raw, "remap_corr", label, _int, "Remapped Rows Correctable Error"
+                ),
+                "uncorrectable": _val(
+                    raw, "remap_unc", label, _int, "Remapped Rows Uncorrectable Error"
+                ),
+                "pending": _val(raw, "remap_pending", label, _yes, "Remapped Rows Pending"),
+                "failure": _val(raw, "remap_failure", label, _yes, "Remapping Failure Occurred"),
+            }
     else:
         g["remapped_rows"] = not_recorded(label, "Remapped Rows")
     if any(k.startswith("retired_") for k in raw):
-        g["retired_pages"] = {"single_bit_ecc": _val(raw, "retired_sbe", label, _int, "Retired Pages Single Bit ECC"),
-                              "double_bit_ecc": _val(raw, "retired_dbe", label, _int, "Retired Pages Double Bit ECC"),
-                              "pending": _val(raw, "retired_pending", label, lambda t: {"yes": True, "no": False}.get(
-                                  t.strip().lower()), "Retired Pages Pending")}
+        g["retired_pages"] = {
+            "single_bit_ecc": _val(raw, "retired_sbe", label, _int, "Retired Pages Single Bit ECC"),
+            "double_bit_ecc": _val(raw, "retired_dbe", label, _int, "Retired Pages Double Bit ECC"),
+            "pending": _val(
+                raw,
+                "retired_pending",
+                label,
+                lambda t: {"yes": True, "no": False}.get(t.strip().lower()),
+                "Retired Pages Pending",
+            ),
+        }
     else:
         g["retired_pages"] = not_recorded(label, "Retired Pages")
     compute = raw.get("compute_mode")
-    g["modes"] = {"persistence": _val(raw, "persistence", label, enabled_of, "Persistence Mode"),
-                  "compute": (COMPUTE_MODES.get(compute.strip().lower(), compute.strip().lower())
-                              if compute and not is_na(compute) else _val(raw, "compute_mode", label, what="Compute Mode")),
-                  "mig_current": _val(raw, "mig_current", label, enabled_of, "MIG Mode Current"),
-                  "mig_pending": _val(raw, "mig_pending", label, enabled_of, "MIG Mode Pending")}
+    g["modes"] = {
+        "persistence": _val(raw, "persistence", label, enabled_of, "Persistence Mode"),
+        "compute": (
+            COMPUTE_MODES.get(compute.strip().lower(), compute.strip().lower())
+            if compute and not is_na(compute)
+            else _val(raw, "compute_mode", label, what="Compute Mode")
+        ),
+        "mig_current": _val(raw, "mig_current", label, enabled_of, "MIG Mode Current"),
+        "mig_pending": _val(raw, "mig_pending", label, enabled_of, "MIG Mode Pending"),
+    }
     g["mig_devices"] = not_recorded(label, "MIG devices are")
     g["nvlink"] = not_recorded(label, "NVLink state (nvidia-smi nvlink -s) is")
     procs = raw.get("processes")
@@ -188,15 +262,27 @@ def to_probe(raw: dict[str, Any], index: int, label: str) -> tuple[str, dict[str
             pid = _int(p.get("pid", "") or "")
             if pid is None:
                 continue
-            kind = {"C": "compute", "G": "graphics", "C+G": "compute"}.get((p.get("type") or "").strip(), "compute")
+            kind = {"C": "compute", "G": "graphics", "C+G": "compute"}.get(
+                (p.get("type") or "").strip(), "compute"
+            )
             mem = bytes_of(p.get("used") or "")
-            out.append({"pid": pid, "kind": kind, "name": (p.get("name") or "").strip() or not_recorded(label, "name"),
-                        "used_memory_bytes": mem if mem is not None else na_value(p.get("used") or "", label),
-                        "user": not_recorded(label, "the process owner is")})
+            out.append(
+                {
+                    "pid": pid,
+                    "kind": kind,
+                    "name": (p.get("name") or "").strip() or not_recorded(label, "name"),
+                    "used_memory_bytes": mem
+                    if mem is not None
+                    else na_value(p.get("used") or "", label),
+                    "user": not_recorded(label, "the process owner is"),
+                }
+            )
         g["processes"] = out
     for k, v in list(g.items()):
         if isinstance(v, dict) and not is_missing(v) and _all_unrecorded(v):
-            g[k] = not_recorded(label, {"memory": "FB Memory Usage", "pcie": "PCI"}.get(k, k.replace("_", " ")))
+            g[k] = not_recorded(
+                label, {"memory": "FB Memory Usage", "pcie": "PCI"}.get(k, k.replace("_", " "))
+            )
     return key, g
 
 

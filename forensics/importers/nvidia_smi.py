@@ -18,15 +18,31 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.importers.common import COMPUTE_MODES, Part, enabled_of, is_na, mw_of, na_value, not_recorded
+from forensics.importers.common import (
+    COMPUTE_MODES,
+    Part,
+    enabled_of,
+    is_na,
+    mw_of,
+    na_value,
+    not_recorded,
+)
 
-_HEADER = re.compile(r"NVIDIA-SMI\s+(\d+\.\d+\S*)\s+Driver Version:\s*(\d\S*)(?:\s+CUDA Version:\s*(\S+))?")
-_ROW1 = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])"
-                   r"\s+(On|Off)\s*\|\s*(\S+)\s*\|")
-_ROW2 = re.compile(r"^\|\s*(\S+)\s+(\S+)\s+(P\d+|ERR!|N/A)\s+(\S+)\s*/\s*(\S+)\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|"
-                   r"\s*(\d+%|N/A)\s+(.+?)\s*\|")
+_HEADER = re.compile(
+    r"NVIDIA-SMI\s+(\d+\.\d+\S*)\s+Driver Version:\s*(\d\S*)(?:\s+CUDA Version:\s*(\S+))?"
+)
+_ROW1 = re.compile(
+    r"^\|\s*(\d+)\s+(.+?)\s+(On|Off)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])"
+    r"\s+(On|Off)\s*\|\s*(\S+)\s*\|"
+)
+_ROW2 = re.compile(
+    r"^\|\s*(\S+)\s+(\S+)\s+(P\d+|ERR!|N/A)\s+(\S+)\s*/\s*(\S+)\s*\|\s*(\d+)MiB\s*/\s*(\d+)MiB\s*\|"
+    r"\s*(\d+%|N/A)\s+(.+?)\s*\|"
+)
 _ROW3 = re.compile(r"^\|\s+\|\s+\|\s*(\S.*?)\s*\|$")
-_PROC = re.compile(r"^\|\s*(\d+)\s+(?:(\S+)\s+(\S+)\s+)?(\d+)\s+(C\+G|C|G)\s+(.+?)\s+(\d+)MiB\s*\|$")
+_PROC = re.compile(
+    r"^\|\s*(\d+)\s+(?:(\S+)\s+(\S+)\s+)?(\d+)\s+(C\+G|C|G)\s+(.+?)\s+(\d+)MiB\s*\|$"
+)
 
 
 def parse(lines: list[str], part: Part) -> Part:
@@ -54,16 +70,26 @@ def parse(lines: list[str], part: Part) -> Part:
             p = _PROC.match(s)
             if p:
                 procs.setdefault(int(p.group(1)), []).append(
-                    {"pid": int(p.group(4)), "kind": "graphics" if p.group(5) == "G" else "compute",
-                     "name": p.group(6).strip(), "used_memory_bytes": int(p.group(7)) * 2**20,
-                     "user": not_recorded(label, "the process owner is")})
+                    {
+                        "pid": int(p.group(4)),
+                        "kind": "graphics" if p.group(5) == "G" else "compute",
+                        "name": p.group(6).strip(),
+                        "used_memory_bytes": int(p.group(7)) * 2**20,
+                        "user": not_recorded(label, "the process owner is"),
+                    }
+                )
             continue
         m1 = _ROW1.match(s)
         if m1:
             idx, name = int(m1.group(1)), m1.group(2).strip()
-            cur = {"index": idx, "pci_bus_id": m1.group(4),
-                   "name": name if not name.endswith("...") else not_recorded(label, f"the full name (cut to {name!r}) is"),
-                   "modes": {"persistence": enabled_of(m1.group(3))}}
+            cur = {
+                "index": idx,
+                "pci_bus_id": m1.group(4),
+                "name": name
+                if not name.endswith("...")
+                else not_recorded(label, f"the full name (cut to {name!r}) is"),
+                "modes": {"persistence": enabled_of(m1.group(3))},
+            }
             ecc = m1.group(6)
             if ecc.isdigit():
                 cur["ecc"] = {"mode_current": "enabled", "uncorrected_volatile": int(ecc)}
@@ -78,15 +104,30 @@ def parse(lines: list[str], part: Part) -> Part:
             m2 = _ROW2.match(s)
             if m2:
                 temp = m2.group(2)
-                cur["temperature"] = {"gpu_c": int(temp[:-1]) if re.match(r"^\d+C$", temp) else na_value(temp, label)}
+                cur["temperature"] = {
+                    "gpu_c": int(temp[:-1]) if re.match(r"^\d+C$", temp) else na_value(temp, label)
+                }
                 ps = m2.group(3)
-                cur["pstate"] = int(ps[1:]) if ps.startswith("P") else na_value(ps, f"{label}: Perf")
+                cur["pstate"] = (
+                    int(ps[1:]) if ps.startswith("P") else na_value(ps, f"{label}: Perf")
+                )
                 draw, cap = mw_of(m2.group(4)), mw_of(m2.group(5))
-                cur["power"] = {"draw_mw": draw if draw is not None else na_value(m2.group(4), f"{label}: Pwr:Usage"),
-                                "enforced_limit_mw": cap if cap is not None else na_value(m2.group(5), f"{label}: Pwr:Cap")}
-                cur["memory"] = {"used_bytes": int(m2.group(6)) * 2**20, "total_bytes": int(m2.group(7)) * 2**20}
+                cur["power"] = {
+                    "draw_mw": draw
+                    if draw is not None
+                    else na_value(m2.group(4), f"{label}: Pwr:Usage"),
+                    "enforced_limit_mw": cap
+                    if cap is not None
+                    else na_value(m2.group(5), f"{label}: Pwr:Cap"),
+                }
+                cur["memory"] = {
+                    "used_bytes": int(m2.group(6)) * 2**20,
+                    "total_bytes": int(m2.group(7)) * 2**20,
+                }
                 util = m2.group(8)
-                cur["utilization"] = {"gpu_pct": int(util[:-1]) if util.endswith("%") else na_value(util, label)}
+                cur["utilization"] = {
+                    "gpu_pct": int(util[:-1]) if util.endswith("%") else na_value(util, label)
+                }
                 mode = m2.group(9).strip().lower()
                 cur["modes"]["compute"] = COMPUTE_MODES.get(mode, mode)
                 row = 2
@@ -101,10 +142,14 @@ def parse(lines: list[str], part: Part) -> Part:
         if in_procs:
             g["processes"] = procs.get(g["index"], [])
     if gpus:
-        if part.tool_version or not part.fragment:  # the whole table (its header seen) lists every GPU
+        if (
+            part.tool_version or not part.fragment
+        ):  # the whole table (its header seen) lists every GPU
             gpu["gpu_count"] = len(gpus)
         else:
-            part.notes.append(f"a piece of the nvidia-smi table: {len(gpus)} GPU box(es) without the header; the "
-                              "machine's GPU count and driver are not recorded")
+            part.notes.append(
+                f"a piece of the nvidia-smi table: {len(gpus)} GPU box(es) without the header; the "
+                "machine's GPU count and driver are not recorded"
+            )
         gpu["gpus"] = gpus
     return part

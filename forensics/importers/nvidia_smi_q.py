@@ -21,22 +21,38 @@ _GPU = re.compile(r"^\s*GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[
 
 # canonical -> ((section names or None for "anywhere"), key names)
 _LOOKUP: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
-    "name": (None, ("Product Name",)), "architecture": (None, ("Product Architecture",)),
-    "uuid": (None, ("GPU UUID",)), "serial": (None, ("Serial Number",)), "vbios": (None, ("VBIOS Version",)),
-    "board_part": (None, ("Board Part Number",)), "bus_id": (("PCI",), ("Bus Id",)),
-    "persistence": (None, ("Persistence Mode",)), "compute_mode": (None, ("Compute Mode",)),
-    "mig_current": (("MIG Mode",), ("Current",)), "mig_pending": (("MIG Mode",), ("Pending",)),
+    "name": (None, ("Product Name",)),
+    "architecture": (None, ("Product Architecture",)),
+    "uuid": (None, ("GPU UUID",)),
+    "serial": (None, ("Serial Number",)),
+    "vbios": (None, ("VBIOS Version",)),
+    "board_part": (None, ("Board Part Number",)),
+    "bus_id": (("PCI",), ("Bus Id",)),
+    "persistence": (None, ("Persistence Mode",)),
+    "compute_mode": (None, ("Compute Mode",)),
+    "mig_current": (("MIG Mode",), ("Current",)),
+    "mig_pending": (("MIG Mode",), ("Pending",)),
     "pstate": (None, ("Performance State",)),
-    "fb_total": (("FB Memory Usage",), ("Total",)), "fb_used": (("FB Memory Usage",), ("Used",)),
-    "util_gpu": (("Utilization",), ("GPU", "Gpu")), "util_mem": (("Utilization",), ("Memory",)),
-    "pcie_gen_max": (("PCIe Generation",), ("Max",)), "pcie_gen_current": (("PCIe Generation",), ("Current",)),
+    "fb_total": (("FB Memory Usage",), ("Total",)),
+    "fb_used": (("FB Memory Usage",), ("Used",)),
+    "util_gpu": (("Utilization",), ("GPU", "Gpu")),
+    "util_mem": (("Utilization",), ("Memory",)),
+    "pcie_gen_max": (("PCIe Generation",), ("Max",)),
+    "pcie_gen_current": (("PCIe Generation",), ("Current",)),
     "pcie_gen_device_max": (("PCIe Generation",), ("Device Max",)),
-    "pcie_width_max": (("Link Width",), ("Max",)), "pcie_width_current": (("Link Width",), ("Current",)),
+    "pcie_width_max": (("Link Width",), ("Max",)),
+    "pcie_width_current": (("Link Width",), ("Current",)),
     "replay": (None, ("Replays Since Reset", "Replays since reset")),
     "power_draw": (("Power Readings",), ("Power Draw",)),
     "power_draw_avg": (("GPU Power Readings",), ("Average Power Draw",)),
-    "power_limit": (("Power Readings", "GPU Power Readings"), ("Requested Power Limit", "Power Limit")),
-    "enforced_limit": (("Power Readings", "GPU Power Readings"), ("Enforced Power Limit", "Current Power Limit")),
+    "power_limit": (
+        ("Power Readings", "GPU Power Readings"),
+        ("Requested Power Limit", "Power Limit"),
+    ),
+    "enforced_limit": (
+        ("Power Readings", "GPU Power Readings"),
+        ("Enforced Power Limit", "Current Power Limit"),
+    ),
     "default_limit": (("Power Readings", "GPU Power Readings"), ("Default Power Limit",)),
     "min_limit": (("Power Readings", "GPU Power Readings"), ("Min Power Limit",)),
     "max_limit": (("Power Readings", "GPU Power Readings"), ("Max Power Limit",)),
@@ -45,13 +61,18 @@ _LOOKUP: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
     "temp_shutdown": (("Temperature",), ("GPU Shutdown Temp",)),
     "temp_max_gpu": (("Temperature",), ("GPU Max Operating Temp",)),
     "temp_mem_max": (("Temperature",), ("Memory Max Operating Temp",)),
-    "ecc_current": (("ECC Mode", "Ecc Mode"), ("Current",)), "ecc_pending": (("ECC Mode", "Ecc Mode"), ("Pending",)),
+    "ecc_current": (("ECC Mode", "Ecc Mode"), ("Current",)),
+    "ecc_pending": (("ECC Mode", "Ecc Mode"), ("Pending",)),
     "remap_corr": (("Remapped Rows",), ("Correctable Error",)),
     "remap_unc": (("Remapped Rows",), ("Uncorrectable Error",)),
     "remap_pending": (("Remapped Rows",), ("Pending",)),
     "remap_failure": (("Remapped Rows",), ("Remapping Failure Occurred",)),
-    "retired_sbe": (("Retired Pages",), ("Single Bit ECC",)), "retired_dbe": (("Retired Pages",), ("Double Bit ECC",)),
-    "retired_pending": (("Retired Pages",), ("Pending Page Blacklist", "Pending Page Retirement", "Pending")),
+    "retired_sbe": (("Retired Pages",), ("Single Bit ECC",)),
+    "retired_dbe": (("Retired Pages",), ("Double Bit ECC",)),
+    "retired_pending": (
+        ("Retired Pages",),
+        ("Pending Page Blacklist", "Pending Page Retirement", "Pending"),
+    ),
 }
 for _k, _sec in (("graphics", "Graphics"), ("sm", "SM"), ("mem", "Memory"), ("video", "Video")):
     _LOOKUP[f"clk_{_k}"] = (("Clocks",), (_sec,))
@@ -59,12 +80,24 @@ for _k, _sec in (("graphics", "Graphics"), ("sm", "SM"), ("mem", "Memory"), ("vi
     _LOOKUP[f"app_{_k}"] = (("Applications Clocks",), (_sec,))
     _LOOKUP[f"default_app_{_k}"] = (("Default Applications Clocks",), (_sec,))
 
-_REASON_KEYS = {"Idle": "gpu_idle", "Applications Clocks Setting": "applications_clocks_setting",
-                "SW Power Cap": "sw_power_cap", "HW Slowdown": "hw_slowdown", "HW Thermal Slowdown": "hw_thermal_slowdown",
-                "HW Power Brake Slowdown": "hw_power_brake_slowdown", "Sync Boost": "sync_boost",
-                "SW Thermal Slowdown": "sw_thermal_slowdown", "Display Clock Setting": "display_clock_setting"}
-_COUNTER_KEYS = {"SW Power Capping": "sw_power_cap", "Sync Boost": "sync_boost", "SW Thermal Slowdown": "sw_thermal_slowdown",
-                 "HW Thermal Slowdown": "hw_thermal_slowdown", "HW Power Braking": "hw_power_brake_slowdown"}
+_REASON_KEYS = {
+    "Idle": "gpu_idle",
+    "Applications Clocks Setting": "applications_clocks_setting",
+    "SW Power Cap": "sw_power_cap",
+    "HW Slowdown": "hw_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown",
+    "HW Power Brake Slowdown": "hw_power_brake_slowdown",
+    "Sync Boost": "sync_boost",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "Display Clock Setting": "display_clock_setting",
+}
+_COUNTER_KEYS = {
+    "SW Power Capping": "sw_power_cap",
+    "Sync Boost": "sync_boost",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown",
+    "HW Power Braking": "hw_power_brake_slowdown",
+}
 _REASON_SECTIONS = ("Clocks Event Reasons", "Clocks Throttle Reasons", "Clocks Throttle Reason")
 _COUNTER_SECTIONS = ("Clocks Event Reasons Counters", "Clocks Throttle Reasons Counters")
 
@@ -101,15 +134,24 @@ def _raw(entries: list[tuple[str, str, str]]) -> dict[str, Any]:
             if key in keys and (sections is None or sec in sections):
                 raw.setdefault(canon, val)
                 break
-    reasons = {_REASON_KEYS[k]: v for s, k, v in entries if s in _REASON_SECTIONS and k in _REASON_KEYS}
+    reasons = {
+        _REASON_KEYS[k]: v for s, k, v in entries if s in _REASON_SECTIONS and k in _REASON_KEYS
+    }
     if not reasons:  # trimmed paste: the nested "HW Thermal Slowdown" keeps its own section
-        reasons = {_REASON_KEYS[k]: v for s, k, v in entries if s in ("HW Slowdown",) + _REASON_SECTIONS
-                   and k in _REASON_KEYS}
+        reasons = {
+            _REASON_KEYS[k]: v
+            for s, k, v in entries
+            if s in ("HW Slowdown",) + _REASON_SECTIONS and k in _REASON_KEYS
+        }
     else:
-        reasons.update({_REASON_KEYS[k]: v for s, k, v in entries if s == "HW Slowdown" and k in _REASON_KEYS})
+        reasons.update(
+            {_REASON_KEYS[k]: v for s, k, v in entries if s == "HW Slowdown" and k in _REASON_KEYS}
+        )
     if reasons:
         raw["reasons"] = reasons
-    counters = {_COUNTER_KEYS[k]: v for s, k, v in entries if s in _COUNTER_SECTIONS and k in _COUNTER_KEYS}
+    counters = {
+        _COUNTER_KEYS[k]: v for s, k, v in entries if s in _COUNTER_SECTIONS and k in _COUNTER_KEYS
+    }
     if counters:
         raw["reason_counters"] = counters
     procs: list[dict[str, str]] = []
@@ -149,7 +191,9 @@ def parse(lines: list[str], part: Part) -> Part:
     if cuda and not is_na(cuda):
         gpu["cuda_driver_version"] = cuda.strip()
     if head.get("Timestamp"):
-        part.notes.append(f"nvidia-smi timestamp (the machine's local time): {head['Timestamp'].strip()}")
+        part.notes.append(
+            f"nvidia-smi timestamp (the machine's local time): {head['Timestamp'].strip()}"
+        )
     attached = head.get("Attached GPUs", "").strip()
     gpus: dict[str, Any] = {}
     for i, (bus, block) in enumerate(blocks):
@@ -160,12 +204,16 @@ def parse(lines: list[str], part: Part) -> Part:
     if attached.isdigit():
         gpu["gpu_count"] = int(attached)
         if blocks and len(blocks) < int(attached):
-            part.notes.append(f"Attached GPUs: {attached}, but the text holds {len(blocks)} GPU block(s) (cut off?)")
+            part.notes.append(
+                f"Attached GPUs: {attached}, but the text holds {len(blocks)} GPU block(s) (cut off?)"
+            )
     elif blocks and not part.fragment:
         gpu["gpu_count"] = len(blocks)
     elif blocks:
-        part.notes.append(f"a piece of nvidia-smi -q: {len(blocks)} GPU block(s), no 'Attached GPUs' line; the machine's "
-                          "GPU count is not recorded")
+        part.notes.append(
+            f"a piece of nvidia-smi -q: {len(blocks)} GPU block(s), no 'Attached GPUs' line; the machine's "
+            "GPU count is not recorded"
+        )
     if gpus:
         gpu["gpus"] = gpus
     return part

@@ -51,7 +51,9 @@ class Element:
         """The first descendant along ``path`` (child tag names), or ``None``."""
         node: Element | None = self
         for tag in path:
-            node = next((c for c in node.children if c.tag == tag), None) if node is not None else None
+            node = (
+                next((c for c in node.children if c.tag == tag), None) if node is not None else None
+            )
         return node
 
     def findall(self, tag: str) -> list["Element"]:
@@ -68,15 +70,19 @@ def parse_xml(text: str, name: str) -> tuple[Element | None, str | None]:
             larger than :data:`MAX_BYTES`.
     """
     if len(text.encode("utf-8", "replace")) > MAX_BYTES:
-        raise BadInputError(f"{name}: the XML is larger than {MAX_BYTES // 2**20} MiB; no nvidia-smi log is")
+        raise BadInputError(
+            f"{name}: the XML is larger than {MAX_BYTES // 2**20} MiB; no nvidia-smi log is"
+        )
     p = expat.ParserCreate()
     p.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
     root: list[Element] = []
     stack: list[Element] = []
 
     def refuse(*_args):
-        raise BadInputError(f"{name}: the XML declares entities (<!ENTITY>), which nvidia-smi never writes; refused "
-                            "(entity expansion is how 'billion laughs' and external-entity attacks work)")
+        raise BadInputError(
+            f"{name}: the XML declares entities (<!ENTITY>), which nvidia-smi never writes; refused "
+            "(entity expansion is how 'billion laughs' and external-entity attacks work)"
+        )
 
     def start(tag, attrib):
         el = Element(tag, dict(attrib))
@@ -175,8 +181,17 @@ def _raw(g: Element) -> dict[str, Any]:
         put("remap_failure", ("remapped_rows", "remapped_row_failure"))
     put("retired_sbe", ("retired_pages", "multiple_single_bit_retirement", "retired_count"))
     put("retired_dbe", ("retired_pages", "double_bit_retirement", "retired_count"))
-    put("retired_pending", ("retired_pages", "pending_retirement"), ("retired_pages", "pending_blacklist"))
-    for k, tag in (("graphics", "graphics_clock"), ("sm", "sm_clock"), ("mem", "mem_clock"), ("video", "video_clock")):
+    put(
+        "retired_pending",
+        ("retired_pages", "pending_retirement"),
+        ("retired_pages", "pending_blacklist"),
+    )
+    for k, tag in (
+        ("graphics", "graphics_clock"),
+        ("sm", "sm_clock"),
+        ("mem", "mem_clock"),
+        ("video", "video_clock"),
+    ):
         put(f"clk_{k}", ("clocks", tag))
         put(f"max_{k}", ("max_clocks", tag))
         put(f"app_{k}", ("applications_clocks", tag))
@@ -192,8 +207,13 @@ def _raw(g: Element) -> dict[str, Any]:
             raw["reasons"] = out
     counters = g.find("clocks_event_reasons_counters") or g.find("clocks_throttle_reasons_counters")
     if counters is not None:
-        names = {"sw_power_cap": "sw_power_cap", "sync_boost": "sync_boost", "sw_therm_slowdown": "sw_thermal_slowdown",
-                 "hw_therm_slowdown": "hw_thermal_slowdown", "hw_power_brake": "hw_power_brake_slowdown"}
+        names = {
+            "sw_power_cap": "sw_power_cap",
+            "sync_boost": "sync_boost",
+            "sw_therm_slowdown": "sw_thermal_slowdown",
+            "hw_therm_slowdown": "hw_thermal_slowdown",
+            "hw_power_brake": "hw_power_brake_slowdown",
+        }
         out = {}
         for c in counters.children:
             short = re.sub(r"^clocks_(event|throttle)_reasons_counters_", "", c.tag)
@@ -203,8 +223,15 @@ def _raw(g: Element) -> dict[str, Any]:
             raw["reason_counters"] = out
     procs = g.find("processes")
     if procs is not None:
-        raw["processes"] = [{"pid": _t(p, "pid") or "", "type": _t(p, "type") or "", "name": _t(p, "process_name") or "",
-                             "used": _t(p, "used_memory") or ""} for p in procs.findall("process_info")]
+        raw["processes"] = [
+            {
+                "pid": _t(p, "pid") or "",
+                "type": _t(p, "type") or "",
+                "name": _t(p, "process_name") or "",
+                "used": _t(p, "used_memory") or "",
+            }
+            for p in procs.findall("process_info")
+        ]
     return raw
 
 
@@ -215,13 +242,17 @@ def parse(lines: list[str], part: Part, name: str = "text") -> Part:
         BadInputError: entity declarations, or no ``nvidia_smi_log`` element at all.
     """
     text = "\n".join(lines)
-    start = min((i for i in (text.find("<?xml"), text.find("<nvidia_smi_log")) if i >= 0), default=-1)
+    start = min(
+        (i for i in (text.find("<?xml"), text.find("<nvidia_smi_log")) if i >= 0), default=-1
+    )
     if start < 0:  # a piece (<gpu> elements, header lines) without the log around it
         first = re.search(r"<(gpu id=|driver_version>|attached_gpus>)", text)
-        text = text[first.start() if first else 0:]
+        text = text[first.start() if first else 0 :]
         cut = text.rfind("</nvidia_smi_log>")
         text = "<nvidia_smi_log>\n" + (text[:cut] if cut >= 0 else text) + "\n</nvidia_smi_log>\n"
-        part.notes.append("a piece of nvidia-smi -q -x: read inside an <nvidia_smi_log> element of our own")
+        part.notes.append(
+            "a piece of nvidia-smi -q -x: read inside an <nvidia_smi_log> element of our own"
+        )
     else:
         text = text[start:]
     m = re.search(r'<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+"nvsmi_device_(v\d+)\.dtd"', text)
@@ -229,8 +260,10 @@ def parse(lines: list[str], part: Part, name: str = "text") -> Part:
         part.tool_version = f"DTD nvsmi_device_{m.group(1)}"
     root, problem = parse_xml(text, name)
     if root is None or root.tag != "nvidia_smi_log":
-        raise BadInputError(f"{name}: the XML part is not an nvidia-smi log (no <nvidia_smi_log> element"
-                            f"{'; ' + problem if problem else ''})")
+        raise BadInputError(
+            f"{name}: the XML part is not an nvidia-smi log (no <nvidia_smi_log> element"
+            f"{'; ' + problem if problem else ''})"
+        )
     if problem:
         part.notes.append(f"the XML is cut off or damaged ({problem}); what came before is kept")
     gpu = part.section("gpu")
@@ -250,7 +283,9 @@ def parse(lines: list[str], part: Part, name: str = "text") -> Part:
     if attached and attached.isdigit():
         gpu["gpu_count"] = int(attached)
         if len(gpus) < int(attached):
-            part.notes.append(f"attached_gpus is {attached}, but the text holds {len(gpus)} <gpu> element(s) (cut off?)")
+            part.notes.append(
+                f"attached_gpus is {attached}, but the text holds {len(gpus)} <gpu> element(s) (cut off?)"
+            )
     if gpus:
         gpu["gpus"] = gpus
     ts = _t(root, "timestamp")

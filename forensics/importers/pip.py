@@ -39,12 +39,17 @@ def parse(lines: list[str], part: Part) -> Part:
         if table:
             m = _ROW.match(s)
             if re.match(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$", s) and s == last:
-                cut = s  # a name without its version on the text's last line: the paste was cut here
+                cut = (
+                    s  # a name without its version on the text's last line: the paste was cut here
+                )
                 continue
             if m and re.match(r"^\d|^[a-f0-9]{7,}$", m.group(2)):
                 packages[normalise(m.group(1))] = m.group(2)
                 if m.group(3) and m.group(3).startswith("/"):
-                    editable[normalise(m.group(1))] = {"path": m.group(3).strip(), "url": f"file://{m.group(3).strip()}"}
+                    editable[normalise(m.group(1))] = {
+                        "path": m.group(3).strip(),
+                        "url": f"file://{m.group(3).strip()}",
+                    }
             elif packages and not m:
                 break
             continue
@@ -52,7 +57,9 @@ def parse(lines: list[str], part: Part) -> Part:
         if m:
             name = normalise(m.group(1))
             if m.group(2).strip() == "@":
-                packages[name] = not_recorded(part.label, "a version (installed from a direct reference) is")
+                packages[name] = not_recorded(
+                    part.label, "a version (installed from a direct reference) is"
+                )
             else:
                 packages[name] = m.group(3)
             continue
@@ -60,8 +67,10 @@ def parse(lines: list[str], part: Part) -> Part:
         if e and "#egg=" in e.group(1):
             name = normalise(e.group(1).split("#egg=", 1)[1].split("&")[0])
             packages[name] = not_recorded(part.label, "a version (editable install) is")
-            editable[name] = {"path": missing(MissingReason.NOT_RECORDED, "pip freeze gives the URL only"),
-                              "url": e.group(1)}
+            editable[name] = {
+                "path": missing(MissingReason.NOT_RECORDED, "pip freeze gives the URL only"),
+                "url": e.group(1),
+            }
             continue
         if packages:
             break  # the list ended
@@ -69,11 +78,18 @@ def parse(lines: list[str], part: Part) -> Part:
         sw["packages"] = dict(sorted(packages.items()))
         torch = packages.get("torch")
         if isinstance(torch, str):
-            sw["torch"] = {"version": torch, "build": local_tag(torch) or missing(
-                MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")}
+            sw["torch"] = {
+                "version": torch,
+                "build": local_tag(torch)
+                or missing(
+                    MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)"
+                ),
+            }
     if editable:
         sw["editable"] = editable
     if cut is not None:
-        part.notes.append(f"the pip list is cut off at {cut!r}: packages after it are not in the text")
+        part.notes.append(
+            f"the pip list is cut off at {cut!r}: packages after it are not in the text"
+        )
         part.partial_lists["software.packages"] = f"the pip list in the text is cut off at {cut!r}"
     return part

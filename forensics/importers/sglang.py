@@ -13,14 +13,40 @@ from __future__ import annotations
 
 import re
 
-from forensics.importers.common import Part, is_na, local_tag, normalise, parse_topology, version_tuple
+from forensics.importers.common import (
+    Part,
+    is_na,
+    local_tag,
+    normalise,
+    parse_topology,
+    version_tuple,
+)
 from forensics.model import MissingReason, missing
 
 _KV = re.compile(r"^\s*([A-Za-z_][\w .\-/]*?|GPU [\d,]+(?: Compute Capability)?)\s*:\s?(.*?)\s*$")
 _ALIASES = {"pil": "pillow", "zmq": "pyzmq", "multipart": "python-multipart"}
-_NOT_PACKAGES = {"python", "cuda available", "rocm available", "musa available", "cuda_home", "rocm_home", "musa_home",
-                 "nvcc", "hipcc", "mcc", "cuda driver version", "rocm driver version", "musa driver version", "pytorch",
-                 "nvidia topology", "amd topology", "mthreads topology", "ulimit soft", "hypervisor vendor", "legend"}
+_NOT_PACKAGES = {
+    "python",
+    "cuda available",
+    "rocm available",
+    "musa available",
+    "cuda_home",
+    "rocm_home",
+    "musa_home",
+    "nvcc",
+    "hipcc",
+    "mcc",
+    "cuda driver version",
+    "rocm driver version",
+    "musa driver version",
+    "pytorch",
+    "nvidia topology",
+    "amd topology",
+    "mthreads topology",
+    "ulimit soft",
+    "hypervisor vendor",
+    "legend",
+}
 
 
 def parse(lines: list[str], part: Part) -> Part:
@@ -71,28 +97,49 @@ def parse(lines: list[str], part: Part) -> Part:
     torch = values.get("pytorch")
     if torch and not is_na(torch) and torch != "Module Not Found":
         packages["torch"] = torch
-        sw["torch"] = {"version": torch, "build": local_tag(torch) or missing(
-            MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)")}
-        libs["torch"] = {"version": torch, "version_py": torch,
-                         "cuda_build_tag": local_tag(torch) or missing(MissingReason.NOT_APPLICABLE, "no local version tag")}
+        sw["torch"] = {
+            "version": torch,
+            "build": local_tag(torch)
+            or missing(MissingReason.NOT_SUPPORTED, "no local version tag (PyPI default build)"),
+        }
+        libs["torch"] = {
+            "version": torch,
+            "version_py": torch,
+            "cuda_build_tag": local_tag(torch)
+            or missing(MissingReason.NOT_APPLICABLE, "no local version tag"),
+        }
         if "cuda available" in values:
             libs["torch"]["cuda_available"] = values["cuda available"].lower() == "true"
     if packages:
         sw["packages"] = dict(sorted(packages.items()))
-        part.partial_lists["software.packages"] = "sglang check_env lists only the packages SGLang depends on"
+        part.partial_lists["software.packages"] = (
+            "sglang check_env lists only the packages SGLang depends on"
+        )
     nvcc = values.get("nvcc")
     if nvcc:
         m = re.search(r"release (\d+\.\d+), V([\d.]+)", nvcc)
-        libs["nvcc"] = {"version": m.group(1), "build": m.group(2)} if m else missing(
-            MissingReason.NOT_FOUND, f"sglang check_env NVCC: {nvcc}")
-    if any(k in values for k in ("rocm available", "musa available")) and "cuda available" not in values:
+        libs["nvcc"] = (
+            {"version": m.group(1), "build": m.group(2)}
+            if m
+            else missing(MissingReason.NOT_FOUND, f"sglang check_env NVCC: {nvcc}")
+        )
+    if (
+        any(k in values for k in ("rocm available", "musa available"))
+        and "cuda available" not in values
+    ):
         which = "ROCm" if "rocm available" in values else "MUSA"
-        gpu["_unavailable"] = f"no NVIDIA GPU in the sglang check_env output ({which} build: " \
-                              f"{', '.join(sorted(set(gpus.values()))) or 'no GPU named'})"
+        gpu["_unavailable"] = (
+            f"no NVIDIA GPU in the sglang check_env output ({which} build: "
+            f"{', '.join(sorted(set(gpus.values()))) or 'no GPU named'})"
+        )
         return part
     drv = values.get("cuda driver version")
     if drv:
-        gpu["driver_version"] = drv if not is_na(drv) else missing(MissingReason.NOT_FOUND, f"CUDA Driver Version: {drv}")
+        gpu["driver_version"] = (
+            drv
+            if not is_na(drv)
+            else missing(MissingReason.NOT_FOUND, f"CUDA Driver Version: {drv}")
+        )
     if gpus:
         gpu["gpu_count"] = len(gpus)
         gpu["gpus"] = {}
@@ -103,13 +150,18 @@ def parse(lines: list[str], part: Part) -> Part:
             gpu["gpus"][f"index-{i}"] = entry
     matrix = parse_topology(topo)
     if matrix:
-        gpu["topology"] = {"matrix": matrix, "raw": "\n".join(topo).rstrip() + "\n",
-                           "command": "nvidia-smi topo -m (as printed by sglang check_env)"}
+        gpu["topology"] = {
+            "matrix": matrix,
+            "raw": "\n".join(topo).rstrip() + "\n",
+            "command": "nvidia-smi topo -m (as printed by sglang check_env)",
+        }
     if isinstance(libs.get("torch"), dict) and isinstance(libs["torch"].get("cuda_build_tag"), str):
         tag = libs["torch"]["cuda_build_tag"]
         if re.match(r"^cu\d{3,}$", tag):
             # torch wheels tagged cu121 bundle the CUDA 12.1 runtime; check_env prints no torch.version.cuda
             major_minor = f"{tag[2:-1]}.{tag[-1]}"
-            libs["cuda_runtime"] = {"version": version_tuple(major_minor),
-                                    "source": f"torch build tag {tag} (sglang check_env: PyTorch {torch})"}
+            libs["cuda_runtime"] = {
+                "version": version_tuple(major_minor),
+                "source": f"torch build tag {tag} (sglang check_env: PyTorch {torch})",
+            }
     return part

@@ -51,9 +51,16 @@ def _time_like(xs: Sequence[float], higher_is_better: bool) -> list[float]:
     return [1.0 / x for x in xs] if higher_is_better else [float(x) for x in xs]
 
 
-def share_recovered(baseline: Sequence[float] | None, today: Sequence[float], a: Sequence[float],
-                    b: Sequence[float], *, higher_is_better: bool = False, today_is_a: bool = True,
-                    seed: int = 0) -> Share:
+def share_recovered(
+    baseline: Sequence[float] | None,
+    today: Sequence[float],
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    higher_is_better: bool = False,
+    today_is_a: bool = True,
+    seed: int = 0,
+) -> Share:
     """The share of the slowdown (baseline -> today) that going from A to B recovers.
 
     Args:
@@ -68,22 +75,33 @@ def share_recovered(baseline: Sequence[float] | None, today: Sequence[float], a:
         a :class:`Share`; ``point`` is ``None`` (with ``note``) when there is no
         baseline, or today is not slower than the baseline in these samples.
     """
-    import numpy as np
     import statistics
+
+    import numpy as np
 
     med = statistics.median
     if not a or not b:
         return Share(None, note="no measurements")
-    shown = Share(None, baseline=med(baseline) if baseline else None, today=med(today), intervention=med(b))
+    shown = Share(
+        None, baseline=med(baseline) if baseline else None, today=med(today), intervention=med(b)
+    )
     if not baseline:
         shown.note = "the baseline snapshot has no measurement of this result, so the share of the slowdown is unknown"
         return shown
-    xb, xt = np.asarray(_time_like(baseline, higher_is_better)), np.asarray(_time_like(today, higher_is_better))
-    xa, xi = np.asarray(_time_like(a, higher_is_better)), np.asarray(_time_like(b, higher_is_better))
+    xb, xt = (
+        np.asarray(_time_like(baseline, higher_is_better)),
+        np.asarray(_time_like(today, higher_is_better)),
+    )
+    xa, xi = (
+        np.asarray(_time_like(a, higher_is_better)),
+        np.asarray(_time_like(b, higher_is_better)),
+    )
     gap = float(np.median(xt) - np.median(xb))
     if gap <= 0:
-        shown.note = ("today's measurement is not slower than the baseline's here, so there is no slowdown to "
-                      "recover a share of")
+        shown.note = (
+            "today's measurement is not slower than the baseline's here, so there is no slowdown to "
+            "recover a share of"
+        )
         return shown
     shown.point = float((np.median(xa) - np.median(xi)) / gap)
     rng = np.random.default_rng(seed)
@@ -94,8 +112,10 @@ def share_recovered(baseline: Sequence[float] | None, today: Sequence[float], a:
     den = rt - rb
     ok = den > 0
     if ok.mean() < 0.95:
-        shown.note = (f"the slowdown itself is not resolved by these samples (today is slower than the baseline in "
-                      f"only {ok.mean():.0%} of bootstrap resamples), so the share's interval is undefined")
+        shown.note = (
+            f"the slowdown itself is not resolved by these samples (today is slower than the baseline in "
+            f"only {ok.mean():.0%} of bootstrap resamples), so the share's interval is undefined"
+        )
         return shown
     shares = (ra[ok] - ri[ok]) / den[ok]
     lo, hi = np.quantile(shares, [0.025, 0.975])
@@ -103,8 +123,13 @@ def share_recovered(baseline: Sequence[float] | None, today: Sequence[float], a:
     return shown
 
 
-def decide(comparison: Comparison, share: Share, *, min_share: float = DEFAULT_MIN_SHARE,
-           refute_share: float = REFUTE_SHARE) -> tuple[Outcome, str]:
+def decide(
+    comparison: Comparison,
+    share: Share,
+    *,
+    min_share: float = DEFAULT_MIN_SHARE,
+    refute_share: float = REFUTE_SHARE,
+) -> tuple[Outcome, str]:
     """Apply the rule of the module docstring to one A/B.
 
     Args:
@@ -120,32 +145,48 @@ def decide(comparison: Comparison, share: Share, *, min_share: float = DEFAULT_M
     """
     v = comparison.verdict
     has_share = share.point is not None and share.low is not None and share.high is not None
-    need = f" (about {comparison.processes_needed} processes a side would resolve it)" \
-        if comparison.processes_needed > min(comparison.a.n, comparison.b.n) else ""
+    need = (
+        f" (about {comparison.processes_needed} processes a side would resolve it)"
+        if comparison.processes_needed > min(comparison.a.n, comparison.b.n)
+        else ""
+    )
     rng = f"{share.point:.0%} (95% CI {share.low:.0%} to {share.high:.0%})" if has_share else ""
     if v in (Verdict.FASTER, Verdict.SMALL_FASTER):
-        what = ("significantly faster" if v is Verdict.FASTER else
-                f"a small real change, significantly faster but inside the {comparison.threshold:.0%} threshold")
+        what = (
+            "significantly faster"
+            if v is Verdict.FASTER
+            else f"a small real change, significantly faster but inside the {comparison.threshold:.0%} threshold"
+        )
         if not has_share:
             return Outcome.INCONCLUSIVE, f"{what}, but {share.note or 'the share is unknown'}"
         if share.low >= min_share:  # type: ignore[operator]
-            return Outcome.CONFIRMED, (f"{what} (p={comparison.p_value:.2g}, CI of the ratio excludes 1, beyond "
-                                       f"twice the A/A noise floor) and recovers {rng} of the slowdown, lower end "
-                                       f">= {min_share:.0%}")
+            return Outcome.CONFIRMED, (
+                f"{what} (p={comparison.p_value:.2g}, CI of the ratio excludes 1, beyond "
+                f"twice the A/A noise floor) and recovers {rng} of the slowdown, lower end "
+                f">= {min_share:.0%}"
+            )
         if share.high < min_share:  # type: ignore[operator]
-            return Outcome.PARTIAL, (f"{what} but recovers only {rng} of the slowdown (below {min_share:.0%}): it "
-                                     "contributes; something else explains the rest")
-        return Outcome.INCONCLUSIVE, (f"{what}; it recovers {rng} of the slowdown, an interval that straddles "
-                                      f"{min_share:.0%}{need}")
+            return Outcome.PARTIAL, (
+                f"{what} but recovers only {rng} of the slowdown (below {min_share:.0%}): it "
+                "contributes; something else explains the rest"
+            )
+        return Outcome.INCONCLUSIVE, (
+            f"{what}; it recovers {rng} of the slowdown, an interval that straddles "
+            f"{min_share:.0%}{need}"
+        )
     if v in (Verdict.SLOWER, Verdict.SMALL_SLOWER):
         return Outcome.REFUTED, f"the intervention made it slower ({comparison.sentence()})"
     if v is Verdict.SAME and (not has_share or share.high < min_share):  # type: ignore[operator]
         why = f"; share recovered {rng}" if has_share else ""
-        return Outcome.REFUTED, (f"no change: not significant (p={comparison.p_value:.2g}) and the whole CI of the "
-                                 f"ratio inside the +-{comparison.noise_band:.1%} noise band{why}")
+        return Outcome.REFUTED, (
+            f"no change: not significant (p={comparison.p_value:.2g}) and the whole CI of the "
+            f"ratio inside the +-{comparison.noise_band:.1%} noise band{why}"
+        )
     if has_share and share.high < refute_share:  # type: ignore[operator]
-        return Outcome.REFUTED, (f"not significantly faster, and it recovers at most {share.high:.0%} of the "
-                                 f"slowdown (share {rng}, upper end below {refute_share:.0%}): it cannot explain it")
+        return Outcome.REFUTED, (
+            f"not significantly faster, and it recovers at most {share.high:.0%} of the "
+            f"slowdown (share {rng}, upper end below {refute_share:.0%}): it cannot explain it"
+        )
     reasons = "; ".join(comparison.reasons) or "not decided"
     tail = f"; share recovered {rng}" if has_share else ""
     return Outcome.INCONCLUSIVE, f"{reasons}{tail}{need if 'need about' not in reasons else ''}"
@@ -181,17 +222,33 @@ class Residual:
     processes: int
 
     def sentence(self) -> str:
-        what = {"within": "within noise", "beyond": "still beyond the threshold", "undecided": "not decided"}
-        return (f"today with the confirmed interventions applied is {self.ratio:.3f}x the baseline (95% CI "
-                f"{self.low:.3f}-{self.high:.3f}, {self.processes} processes): {what[self.status]}")
+        what = {
+            "within": "within noise",
+            "beyond": "still beyond the threshold",
+            "undecided": "not decided",
+        }
+        return (
+            f"today with the confirmed interventions applied is {self.ratio:.3f}x the baseline (95% CI "
+            f"{self.low:.3f}-{self.high:.3f}, {self.processes} processes): {what[self.status]}"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "ratio": self.ratio, "ci95": [self.low, self.high],
-                "unexplained": self.unexplained.to_json(), "processes": self.processes}
+        return {
+            "status": self.status,
+            "ratio": self.ratio,
+            "ci95": [self.low, self.high],
+            "unexplained": self.unexplained.to_json(),
+            "processes": self.processes,
+        }
 
 
-def versus_baseline(baseline: Sequence[float], values: Sequence[float], *, threshold: float,
-                    higher_is_better: bool = False) -> tuple[str, float, float, float]:
+def versus_baseline(
+    baseline: Sequence[float],
+    values: Sequence[float],
+    *,
+    threshold: float,
+    higher_is_better: bool = False,
+) -> tuple[str, float, float, float]:
     """``values`` against the baseline: (``within`` | ``beyond`` | ``undecided``, ratio, CI low, CI high).
 
     With a baseline of several processes, :func:`forensics.bench.compare.compare_values` decides (``slower``
@@ -212,24 +269,39 @@ def versus_baseline(baseline: Sequence[float], values: Sequence[float], *, thres
     if len(baseline) >= 3:
         from forensics.bench.compare import compare_values
 
-        _, c = compare_values(list(baseline), list(values), threshold=threshold, higher_is_better=higher_is_better)
+        _, c = compare_values(
+            list(baseline), list(values), threshold=threshold, higher_is_better=higher_is_better
+        )
         beyond = c.verdict is Verdict.SLOWER
     else:
         beyond = lo > 1 and ratio >= 1 + threshold
     return ("beyond" if beyond else "undecided"), ratio, lo, hi
 
 
-def residual(baseline: Sequence[float], today: Sequence[float], applied: Sequence[float], *, threshold: float,
-             higher_is_better: bool = False, seed: int = 1) -> Residual:
+def residual(
+    baseline: Sequence[float],
+    today: Sequence[float],
+    applied: Sequence[float],
+    *,
+    threshold: float,
+    higher_is_better: bool = False,
+    seed: int = 1,
+) -> Residual:
     """The residual slowdown once the confirmed interventions are applied (see :class:`Residual`)."""
     import numpy as np
 
-    status, ratio, lo, hi = versus_baseline(baseline, applied, threshold=threshold, higher_is_better=higher_is_better)
+    status, ratio, lo, hi = versus_baseline(
+        baseline, applied, threshold=threshold, higher_is_better=higher_is_better
+    )
     xb = np.asarray(_time_like(baseline, higher_is_better))
     xt = np.asarray(_time_like(today, higher_is_better))
     xr = np.asarray(_time_like(applied, higher_is_better))
-    share = Share(None, baseline=float(np.median(baseline)), today=float(np.median(today)),
-                  intervention=float(np.median(applied)))
+    share = Share(
+        None,
+        baseline=float(np.median(baseline)),
+        today=float(np.median(today)),
+        intervention=float(np.median(applied)),
+    )
     gap = float(np.median(xt) - np.median(xb))
     if gap > 0:
         share.point = float((np.median(xr) - np.median(xb)) / gap)

@@ -40,8 +40,15 @@ from typing import Any, Callable
 from forensics.errors import BadInputError
 from forensics.gpu.readings import PCIE_GEN, PCIE_WIDTH
 from forensics.investigate.decide import decide, fmt_value, share_recovered
-from forensics.investigate.measure import (MAX_PROCESSES, ROUND, STARTUP_S, Subject, ab, canary_once,
-                                           results_of)
+from forensics.investigate.measure import (
+    MAX_PROCESSES,
+    ROUND,
+    STARTUP_S,
+    Subject,
+    ab,
+    canary_once,
+    results_of,
+)
 from forensics.investigate.model import Experiment, Kind, Outcome
 from forensics.model import HypothesisStatus, is_missing
 from forensics.redact import REDACTED
@@ -107,7 +114,9 @@ class Context:
         """Per-process values already measured for ``sha`` under ``env`` (default: the confirmed overlay)."""
         return list(self.seeds.get((sha, self.env_key(self.overlay if env is None else env)), []))
 
-    def remember(self, sha: str, values: list[float], env: dict[str, str | None] | None = None) -> None:
+    def remember(
+        self, sha: str, values: list[float], env: dict[str, str | None] | None = None
+    ) -> None:
         """Keep ``values`` of ``sha`` under ``env`` for later experiments (replaces a shorter sample)."""
         key = (sha, self.env_key(self.overlay if env is None else env))
         if len(values) >= len(self.seeds.get(key, [])):
@@ -125,34 +134,57 @@ class Context:
         if self.subject is None or self.subject.kind != "cmd":
             return ""
         return f"--cmd {shlex.quote(self.subject.cmd)}" + (
-            f" --metric-regex {shlex.quote(self.subject.metric_regex)}" if self.subject.metric_regex else "")
+            f" --metric-regex {shlex.quote(self.subject.metric_regex)}"
+            if self.subject.metric_regex
+            else ""
+        )
 
 
-def _finish_ab(ctx: Context, exp: Experiment, a: list[float], b: list[float], *, today: list[float] | None = None,
-               what: str) -> None:
+def _finish_ab(
+    ctx: Context,
+    exp: Experiment,
+    a: list[float],
+    b: list[float],
+    *,
+    today: list[float] | None = None,
+    what: str,
+) -> None:
     """Compare A and B like ``bench compare``, compute the share, apply the rule, write the sentence."""
     from forensics.bench.compare import compare_values
 
     s = ctx.subject
     assert s is not None
     exp.a, exp.b = list(a), list(b)
-    exp.noise_floor, exp.comparison = compare_values(a, b, threshold=ctx.threshold,
-                                                     higher_is_better=s.higher_is_better, name=s.name)
-    exp.share = share_recovered(ctx.baseline_values(s.name), today if today is not None else a, a, b,
-                                higher_is_better=s.higher_is_better, today_is_a=today is None)
+    exp.noise_floor, exp.comparison = compare_values(
+        a, b, threshold=ctx.threshold, higher_is_better=s.higher_is_better, name=s.name
+    )
+    exp.share = share_recovered(
+        ctx.baseline_values(s.name),
+        today if today is not None else a,
+        a,
+        b,
+        higher_is_better=s.higher_is_better,
+        today_is_a=today is None,
+    )
     exp.details["processes_per_side"] = [len(a), len(b)]
     rest = None
     if (ctx.overlay or ctx.reverts) and today is not None:
         # on top of causes already confirmed, this one is judged on the slowdown they left (side A against the
         # baseline); its share of the whole slowdown is what the accounting adds up
-        rest = share_recovered(ctx.baseline_values(s.name), a, a, b, higher_is_better=s.higher_is_better)
+        rest = share_recovered(
+            ctx.baseline_values(s.name), a, a, b, higher_is_better=s.higher_is_better
+        )
         exp.details["share_of_remaining"] = rest.to_json()
     exp.outcome, exp.reason = decide(exp.comparison, rest or exp.share, min_share=ctx.min_share)
     if rest is not None:
-        exp.reason += " (shares here are of the slowdown left after " + ", ".join(_on_top(ctx)) + ")"
+        exp.reason += (
+            " (shares here are of the slowdown left after " + ", ".join(_on_top(ctx)) + ")"
+        )
     sh, c = exp.share, exp.comparison
-    moved = (f"{what} brings {'the step' if s.kind == 'cmd' else 'the canary'} from "
-             f"{fmt_value(c.a.median, s.unit)} to {fmt_value(c.b.median, s.unit)}")
+    moved = (
+        f"{what} brings {'the step' if s.kind == 'cmd' else 'the canary'} from "
+        f"{fmt_value(c.a.median, s.unit)} to {fmt_value(c.b.median, s.unit)}"
+    )
     if sh.point is not None and sh.low is not None:
         part = f"recovers {sh.point:.0%} of the slowdown (95% CI {sh.low:.0%} to {sh.high:.0%}"
         part += f"; baseline {fmt_value(sh.baseline, s.unit)})"
@@ -162,28 +194,39 @@ def _finish_ab(ctx: Context, exp: Experiment, a: list[float], b: list[float], *,
         part = sh.note or "share unknown"
     if rest is not None and rest.point is not None and rest.low is not None:
         part += f", {rest.point:.0%} ({rest.low:.0%} to {rest.high:.0%}) of what was left after {', '.join(_on_top(ctx))}"
-    label = {Outcome.CONFIRMED: "confirmed", Outcome.PARTIAL: "a partial cause", Outcome.REFUTED: "refuted",
-             Outcome.INCONCLUSIVE: "inconclusive"}.get(exp.outcome, exp.outcome.value)
+    label = {
+        Outcome.CONFIRMED: "confirmed",
+        Outcome.PARTIAL: "a partial cause",
+        Outcome.REFUTED: "refuted",
+        Outcome.INCONCLUSIVE: "inconclusive",
+    }.get(exp.outcome, exp.outcome.value)
     exp.sentence = f"{moved}: {part}; {label}"
 
 
 def _on_top(ctx: Context) -> list[str]:
     """The interventions already confirmed, in words ("CUDA_LAUNCH_BLOCKING unset", "commit 1a2b3c4d5e taken out")."""
-    return ([f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()]
-            + [f"commit {sha[:10]} taken out" for sha in ctx.reverts])
+    return [f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()] + [
+        f"commit {sha[:10]} taken out" for sha in ctx.reverts
+    ]
 
 
 def _hopeless(exp: Experiment, ctx: Context) -> bool:
     """More processes cannot decide it within the cap: the noise needs more than ``ctx.max_processes``."""
     c = exp.comparison
-    return c is not None and c.processes_needed > ctx.max_processes and c.verdict.value == "inconclusive"
+    return (
+        c is not None
+        and c.processes_needed > ctx.max_processes
+        and c.verdict.value == "inconclusive"
+    )
 
 
 class EnvExperiment:
     """Restore the baseline's value of changed variables in the step's own environment (``nccl.env``)."""
 
     hypotheses = ("nccl.env", "nccl.env-propagation")
-    GROUP_FROM = 3  # with this many variables, first restore them all at once (one A/B can refute them all)
+    GROUP_FROM = (
+        3  # with this many variables, first restore them all at once (one A/B can refute them all)
+    )
 
     @staticmethod
     def _parent_env(doc: dict[str, Any]) -> dict[str, Any]:
@@ -204,7 +247,9 @@ class EnvExperiment:
         return out
 
     @classmethod
-    def propose(cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]) -> list[Experiment]:
+    def propose(
+        cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]
+    ) -> list[Experiment]:
         before, after = cls._parent_env(ctx.baseline), cls._parent_env(ctx.now)
         restore: dict[str, str | None] = {}
         out: list[Experiment] = []
@@ -215,18 +260,37 @@ class EnvExperiment:
             old, new = before.get(var), after.get(var)
             old = None if old is None or is_missing(old) else str(old)
             new = None if new is None or is_missing(new) else str(new)
-            if old == new:  # a propagation problem: same value in the launching process on both sides
-                out.append(Experiment(next_id("env"), Kind.NONE, hyp.id, f"{var} reaches the workers differently",
-                                      outcome=Outcome.NOT_RUN, reason=(
-                                          f"{var} has the same value in the launching process on both sides; the "
-                                          "launch path changes what the workers see, and the tool does not change "
-                                          "launch paths: set it where the workers start (the launcher's --env or "
-                                          "config) and run investigate again")))
+            if (
+                old == new
+            ):  # a propagation problem: same value in the launching process on both sides
+                out.append(
+                    Experiment(
+                        next_id("env"),
+                        Kind.NONE,
+                        hyp.id,
+                        f"{var} reaches the workers differently",
+                        outcome=Outcome.NOT_RUN,
+                        reason=(
+                            f"{var} has the same value in the launching process on both sides; the "
+                            "launch path changes what the workers see, and the tool does not change "
+                            "launch paths: set it where the workers start (the launcher's --env or "
+                            "config) and run investigate again"
+                        ),
+                    )
+                )
                 continue
             if (old and REDACTED in old) or (new and REDACTED in new):
-                out.append(Experiment(next_id("env"), Kind.ENV, hyp.id, f"restore {var}", outcome=Outcome.NOT_RUN,
-                                      reason=f"{var}'s value is redacted in a snapshot, so it cannot be restored; "
-                                             "take the baseline with --no-redact to test it"))
+                out.append(
+                    Experiment(
+                        next_id("env"),
+                        Kind.ENV,
+                        hyp.id,
+                        f"restore {var}",
+                        outcome=Outcome.NOT_RUN,
+                        reason=f"{var}'s value is redacted in a snapshot, so it cannot be restored; "
+                        "take the baseline with --no-redact to test it",
+                    )
+                )
                 continue
             restore[var] = old
         if not restore:
@@ -242,16 +306,22 @@ class EnvExperiment:
     @classmethod
     def _one(cls, ctx: Context, hyp, restore: dict[str, str | None], eid: str) -> Experiment:
         what = ", ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in restore.items())
-        title = (f"restore {what} (the baseline's value{'s' if len(restore) > 1 else ''}) in "
-                 f"{'the step' if ctx.subject and ctx.subject.kind == 'cmd' else 'the canary'}'s environment")
+        title = (
+            f"restore {what} (the baseline's value{'s' if len(restore) > 1 else ''}) in "
+            f"{'the step' if ctx.subject and ctx.subject.kind == 'cmd' else 'the canary'}'s environment"
+        )
         exp = Experiment(eid, Kind.ENV, hyp.id, title, b_label=f"today with {what}")
         exp.params["restore"] = restore
         exp.details["restore"] = {k: v if v is not None else None for k, v in restore.items()}
-        opts = " ".join(f"--b-env {shlex.quote(f'{k}={v}')}" if v is not None else f"--b-unset {k}"
-                        for k, v in restore.items())
+        opts = " ".join(
+            f"--b-env {shlex.quote(f'{k}={v}')}" if v is not None else f"--b-unset {k}"
+            for k, v in restore.items()
+        )
         hint = ctx.bench_hint()
-        exp.command = (f"forensics bench {hint + ' ' if hint else ''}--processes {ctx.processes} {opts} "
-                       "-o today.json --b-output restored.json")
+        exp.command = (
+            f"forensics bench {hint + ' ' if hint else ''}--processes {ctx.processes} {opts} "
+            "-o today.json --b-output restored.json"
+        )
         return exp
 
     @staticmethod
@@ -265,24 +335,45 @@ class EnvExperiment:
         restore = exp.params["restore"]
         sets = ", ".join(f"{k}={v}" for k, v in restore.items() if v is not None)
         unsets = ", ".join(k for k, v in restore.items() if v is None)
-        gone = "set now, known to cost speed" if "known_cost" in exp.details else "unset in the baseline"
-        what = " and ".join(([f"Restoring {sets}"] if sets else []) + (
-            [f"{'unsetting' if sets else 'Unsetting'} {unsets} ({gone})"] if unsets else []))
+        gone = (
+            "set now, known to cost speed"
+            if "known_cost" in exp.details
+            else "unset in the baseline"
+        )
+        what = " and ".join(
+            ([f"Restoring {sets}"] if sets else [])
+            + ([f"{'unsetting' if sets else 'Unsetting'} {unsets} ({gone})"] if unsets else [])
+        )
         if ctx.overlay:
-            what += " on top of " + ", ".join(f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items())
+            what += " on top of " + ", ".join(
+                f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()
+            )
         on_top = dict(ctx.overlay)
         a: list[float] = []
         b: list[float] = []
         n = ctx.processes
         while True:  # adaptive: the first round decides a large effect; more only while undecided
-            ra, rb = ab(ctx.subject, a_env=on_top or None, b_env={**on_top, **restore}, processes=n,
-                        budget_s=max(ctx.left_s() / 2, 1.0), on_process=ctx.on_process)
+            ra, rb = ab(
+                ctx.subject,
+                a_env=on_top or None,
+                b_env={**on_top, **restore},
+                processes=n,
+                budget_s=max(ctx.left_s() / 2, 1.0),
+                on_process=ctx.on_process,
+            )
             a, b = a + ra, b + rb
             _finish_ab(ctx, exp, a, b, today=ctx.today if on_top and ctx.today else None, what=what)
             n = min(ROUND, ctx.max_processes - len(a))
-            if exp.outcome is not Outcome.INCONCLUSIVE or n <= 0 or not ctx.can_add(2, n) or _hopeless(exp, ctx):
+            if (
+                exp.outcome is not Outcome.INCONCLUSIVE
+                or n <= 0
+                or not ctx.can_add(2, n)
+                or _hopeless(exp, ctx)
+            ):
                 break
-        cwd = ctx.cache.get("cwd_sha") or "checkout"  # the checkout runs HEAD's code when it is clean
+        cwd = (
+            ctx.cache.get("cwd_sha") or "checkout"
+        )  # the checkout runs HEAD's code when it is clean
         ctx.remember(cwd, a, on_top)
         ctx.remember(cwd, b, {**on_top, **restore})
 
@@ -300,7 +391,9 @@ class CommitExperiment:
         return None
 
     @classmethod
-    def propose(cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]) -> list[Experiment]:
+    def propose(
+        cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]
+    ) -> list[Experiment]:
         out: list[Experiment] = []
         for rc in ctx.analysis.repos:
             if not rc.changed or rc.path in taken:
@@ -308,52 +401,114 @@ class CommitExperiment:
             taken.add(rc.path)
             name = Path(rc.path).name or rc.path
             if rc.role != "main":
-                out.append(Experiment(next_id("commit"), Kind.COMMIT, hyp.id, f"{name} ({rc.role}): test its commits",
-                                      outcome=Outcome.NOT_RUN, reason=(
-                                          f"{rc.path} is an installed package's repository ({rc.role}), not the "
-                                          "folder the step runs in: testing its commits needs the step to import it "
-                                          "from a worktree; run forensics bisect --repo on it with a --setup that "
-                                          "installs it")))
+                out.append(
+                    Experiment(
+                        next_id("commit"),
+                        Kind.COMMIT,
+                        hyp.id,
+                        f"{name} ({rc.role}): test its commits",
+                        outcome=Outcome.NOT_RUN,
+                        reason=(
+                            f"{rc.path} is an installed package's repository ({rc.role}), not the "
+                            "folder the step runs in: testing its commits needs the step to import it "
+                            "from a worktree; run forensics bisect --repo on it with a --setup that "
+                            "installs it"
+                        ),
+                    )
+                )
                 continue
             if not rc.commits:
-                why = rc.availability if rc.availability != "ok" else (
-                    "no new commits (uncommitted changes or a reset): no commit to test; the tool never changes your "
-                    "working tree")
-                out.append(Experiment(next_id("commit"), Kind.COMMIT, hyp.id, f"{name}: test the suspect commit",
-                                      outcome=Outcome.NOT_RUN, reason=why))
+                why = (
+                    rc.availability
+                    if rc.availability != "ok"
+                    else (
+                        "no new commits (uncommitted changes or a reset): no commit to test; the tool never changes your "
+                        "working tree"
+                    )
+                )
+                out.append(
+                    Experiment(
+                        next_id("commit"),
+                        Kind.COMMIT,
+                        hyp.id,
+                        f"{name}: test the suspect commit",
+                        outcome=Outcome.NOT_RUN,
+                        reason=why,
+                    )
+                )
                 continue
             from forensics.diff.commits import classify, suspects
-            top = (suspects(rc) or rc.commits)[0]  # the strongest suspect by what it changed (issue 25)
-            exp = Experiment(next_id("commit"), Kind.COMMIT, hyp.id,
-                             f"{name}: {top.sha[:10]} \"{top.subject}\" against its parent",
-                             a_label=f"{top.sha[:10]}", b_label="its parent")
-            exp.details.update({"repository": rc.path, "commit": top.sha, "subject": top.subject,
-                                "hot_lines": top.hot_lines, "commits_in_range": len(rc.commits),
-                                "why": classify(top).why,
-                                "good": rc.before_sha, "bad": rc.after_sha})
+
+            top = (suspects(rc) or rc.commits)[
+                0
+            ]  # the strongest suspect by what it changed (issue 25)
+            exp = Experiment(
+                next_id("commit"),
+                Kind.COMMIT,
+                hyp.id,
+                f'{name}: {top.sha[:10]} "{top.subject}" against its parent',
+                a_label=f"{top.sha[:10]}",
+                b_label="its parent",
+            )
+            exp.details.update(
+                {
+                    "repository": rc.path,
+                    "commit": top.sha,
+                    "subject": top.subject,
+                    "hot_lines": top.hot_lines,
+                    "commits_in_range": len(rc.commits),
+                    "why": classify(top).why,
+                    "good": rc.before_sha,
+                    "bad": rc.after_sha,
+                }
+            )
             folder = cls._folder(ctx, rc)
             hint = ctx.bench_hint()
-            exp.command = (f"forensics bisect --repo {shlex.quote(folder or rc.path)} --good {top.sha[:12]}^ "
-                           f"--bad {top.sha[:12]} {hint or '--cmd STEP'}")
+            exp.command = (
+                f"forensics bisect --repo {shlex.quote(folder or rc.path)} --good {top.sha[:12]}^ "
+                f"--bad {top.sha[:12]} {hint or '--cmd STEP'}"
+            )
             exp.params.update({"folder": folder, "sha": top.sha, "head": rc.after_sha})
             if not ctx.has_step:
-                exp.outcome, exp.reason = Outcome.NOT_RUN, (
-                    "no step given: the canary does not run your code, so a commit cannot change it; give --cmd or "
-                    "--callable")
+                exp.outcome, exp.reason = (
+                    Outcome.NOT_RUN,
+                    (
+                        "no step given: the canary does not run your code, so a commit cannot change it; give --cmd or "
+                        "--callable"
+                    ),
+                )
             elif folder is None:
-                exp.outcome, exp.reason = Outcome.NOT_RUN, (
-                    f"the repository {rc.path} is not on this machine; give --repo with a clone of it")
+                exp.outcome, exp.reason = (
+                    Outcome.NOT_RUN,
+                    (
+                        f"the repository {rc.path} is not on this machine; give --repo with a clone of it"
+                    ),
+                )
             out.append(exp)
             if len(rc.commits) > 1 and rc.before_sha and rc.after_sha:
-                bis = Experiment(next_id("bisect"), Kind.BISECT, hyp.id,
-                                 f"{name}: bisect the {len(rc.commits)} commits {rc.before_sha[:10]}..{rc.after_sha[:10]}")
+                bis = Experiment(
+                    next_id("bisect"),
+                    Kind.BISECT,
+                    hyp.id,
+                    f"{name}: bisect the {len(rc.commits)} commits {rc.before_sha[:10]}..{rc.after_sha[:10]}",
+                )
                 free = _behaviour_free(rc.commits)
-                bis.params.update({"folder": folder, "good": rc.before_sha, "bad": rc.after_sha,
-                                   "depends_on": exp.id, "n": len(rc.commits) - len(free), "free": free})
+                bis.params.update(
+                    {
+                        "folder": folder,
+                        "good": rc.before_sha,
+                        "bad": rc.after_sha,
+                        "depends_on": exp.id,
+                        "n": len(rc.commits) - len(free),
+                        "free": free,
+                    }
+                )
                 if free:
                     bis.details["behaviour_free"] = [sha[:10] for sha in free]
-                bis.command = (f"forensics bisect --repo {shlex.quote(folder or rc.path)} --good {rc.before_sha[:12]} "
-                               f"--bad {rc.after_sha[:12]} {hint or '--cmd STEP'} -o bisect.html")
+                bis.command = (
+                    f"forensics bisect --repo {shlex.quote(folder or rc.path)} --good {rc.before_sha[:12]} "
+                    f"--bad {rc.after_sha[:12]} {hint or '--cmd STEP'} -o bisect.html"
+                )
                 if exp.outcome is Outcome.NOT_RUN:
                     bis.outcome, bis.reason = Outcome.NOT_RUN, exp.reason
                 out.append(bis)
@@ -376,12 +531,20 @@ def _spec(ctx: Context):
     from forensics.bisect.measure import StepSpec
 
     s = ctx.subject
-    return StepSpec(cmd=s.cmd, metric=s.metric, metric_regex=s.metric_regex, higher_is_better=s.higher_is_better,
-                    timeout_s=s.timeout_s, env=dict(ctx.overlay) or None, drop_warmup=True)
+    return StepSpec(
+        cmd=s.cmd,
+        metric=s.metric,
+        metric_regex=s.metric_regex,
+        higher_is_better=s.higher_is_better,
+        timeout_s=s.timeout_s,
+        env=dict(ctx.overlay) or None,
+        drop_warmup=True,
+    )
 
 
-def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head: str | None,
-                     fresh: int = 0) -> None:
+def commit_vs_parent(
+    ctx: Context, exp: Experiment, folder: str, sha: str, head: str | None, fresh: int = 0
+) -> None:
     """A/B of ``sha`` (A) against its first parent (B) in private worktrees, interleaved, with the interventions
     already confirmed applied on both sides (``ctx.overlay``); fills ``exp`` by the rule of :mod:`decide`.
 
@@ -408,9 +571,13 @@ def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head:
             label = {sha: "A", parent: "B"}.get(which, "HEAD")
             ctx.on_process(label, len(m.samples.get(which, [])), {"value": value})
 
-    what = f"Going back from {sha[:10]} \"{subject}\" to its parent {parent[:10]}"
+    what = f'Going back from {sha[:10]} "{subject}" to its parent {parent[:10]}'
     if ctx.overlay:
-        what += " (with " + ", ".join(f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()) + ")"
+        what += (
+            " (with "
+            + ", ".join(f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items())
+            + ")"
+        )
     reused = {c: len(ctx.seed(c)) for c, _ in sides}
     with WorktreePool(top) as pool:
         m = Measurer(pool, _spec(ctx), on_process)
@@ -423,22 +590,38 @@ def commit_vs_parent(ctx: Context, exp: Experiment, folder: str, sha: str, head:
                 m.top_up(sides, n)
             except StepFailed as exc:
                 raise BadInputError(f"the step failed in a worktree: {exc}") from None
-            _finish_ab(ctx, exp, m.samples[sha], m.samples[parent], today=ctx.today or None, what=what)
+            _finish_ab(
+                ctx, exp, m.samples[sha], m.samples[parent], today=ctx.today or None, what=what
+            )
             step = min(ROUND, ctx.max_processes - n)
-            if exp.outcome is not Outcome.INCONCLUSIVE or step <= 0 or not ctx.can_add(2, step) \
-                    or _hopeless(exp, ctx):
+            if (
+                exp.outcome is not Outcome.INCONCLUSIVE
+                or step <= 0
+                or not ctx.can_add(2, step)
+                or _hopeless(exp, ctx)
+            ):
                 break
             n += step
     for c, _ in sides:
         ctx.remember(c, m.samples[c])
     exp.a_label, exp.b_label = sha[:10], f"its parent {parent[:10]}"
     exp.details["reused_processes"] = {c[:10]: k for c, k in reused.items() if k}
-    exp.details["isolation"] = "each commit ran in its own private git worktree; your checkout was not touched"
+    exp.details["isolation"] = (
+        "each commit ran in its own private git worktree; your checkout was not touched"
+    )
 
 
-def measure_revision(ctx: Context, folder: str, sha: str, *, reverts: tuple[str, ...] = (),
-                     against: list[float] | None = None, higher_is_better: bool = False,
-                     role: str = "baseline", decided: Callable[[list[float]], bool] | None = None) -> list[float]:
+def measure_revision(
+    ctx: Context,
+    folder: str,
+    sha: str,
+    *,
+    reverts: tuple[str, ...] = (),
+    against: list[float] | None = None,
+    higher_is_better: bool = False,
+    role: str = "baseline",
+    decided: Callable[[list[float]], bool] | None = None,
+) -> list[float]:
     """Measure the step at ``sha`` (with ``reverts`` reverted, uncommitted) in a private worktree, the confirmed
     overlay applied: ``ctx.processes`` fresh processes, then rounds of :data:`ROUND` while its comparison with
     ``against`` (today's step) is undecided, or while ``decided(values)`` is false, up to ``ctx.max_processes``.
@@ -455,15 +638,24 @@ def measure_revision(ctx: Context, folder: str, sha: str, *, reverts: tuple[str,
     top = git(folder, "rev-parse", "--show-toplevel")
     key = sha if not reverts else f"{sha}-revert-{'-'.join(r[:12] for r in reverts)}"
     with WorktreePool(top) as pool:
-        m = Measurer(pool, _spec(ctx), lambda which, v: ctx.on_process and ctx.on_process(
-            role, len(m.samples.get(which, [])), {"value": v}))
+        m = Measurer(
+            pool,
+            _spec(ctx),
+            lambda which, v: (
+                ctx.on_process and ctx.on_process(role, len(m.samples.get(which, [])), {"value": v})
+            ),
+        )
         if ctx.seed(key):
             m.samples[key] = ctx.seed(key)
         if reverts:
             try:  # the reverse diff applied to the files only: nothing is written to the repository's objects
                 tree = pool.add(role, sha)
-                for r in sorted(reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())):  # newest first
-                    patch = git(top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{r}^", r, "--")
+                for r in sorted(
+                    reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())
+                ):  # newest first
+                    patch = git(
+                        top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{r}^", r, "--"
+                    )
                     if patch.strip():
                         fd, name = tempfile.mkstemp(prefix="forensics-revert-", suffix=".patch")
                         try:
@@ -473,8 +665,10 @@ def measure_revision(ctx: Context, folder: str, sha: str, *, reverts: tuple[str,
                         finally:
                             os.unlink(name)
             except GitError as exc:
-                raise BadInputError(f"reverting {', '.join(r[:10] for r in reverts)} on {sha[:10]} in a private "
-                                    f"worktree failed: {exc}") from None
+                raise BadInputError(
+                    f"reverting {', '.join(r[:10] for r in reverts)} on {sha[:10]} in a private "
+                    f"worktree failed: {exc}"
+                ) from None
             m._ready[key] = tree
         n = ctx.processes
         while True:
@@ -489,8 +683,12 @@ def measure_revision(ctx: Context, folder: str, sha: str, *, reverts: tuple[str,
                 if decided(list(m.samples[key])):
                     break
             else:
-                _, c = compare_values(against, m.samples[key], threshold=ctx.threshold,
-                                      higher_is_better=higher_is_better)
+                _, c = compare_values(
+                    against,
+                    m.samples[key],
+                    threshold=ctx.threshold,
+                    higher_is_better=higher_is_better,
+                )
                 if c.verdict is not Verdict.INCONCLUSIVE or c.processes_needed > ctx.max_processes:
                     break
             n += step
@@ -532,13 +730,22 @@ class BisectExperiment:
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
-        from forensics.bisect.run import BisectConfig, Outcome as BOutcome, run_bisect
+        from forensics.bisect.run import BisectConfig, run_bisect
+        from forensics.bisect.run import Outcome as BOutcome
 
         good, bad = exp.params["good"], exp.params["bad"]
         seeds = {c: ctx.seed(c) for c in (good, bad) if ctx.seed(c)}
-        cfg = BisectConfig(exp.params["folder"], good, bad, _spec(ctx), processes=max(5, min(ctx.processes, 8)),
-                           threshold=ctx.threshold, confirm_factor=0, seeds=seeds,
-                           free=frozenset(exp.params.get("free") or ()))
+        cfg = BisectConfig(
+            exp.params["folder"],
+            good,
+            bad,
+            _spec(ctx),
+            processes=max(5, min(ctx.processes, 8)),
+            threshold=ctx.threshold,
+            confirm_factor=0,
+            seeds=seeds,
+            free=frozenset(exp.params.get("free") or ()),
+        )
         exp.details["reused_endpoints"] = {c[:10]: len(v) for c, v in seeds.items()}
 
         def on_process(sha, value):
@@ -546,30 +753,47 @@ class BisectExperiment:
                 ctx.on_process(sha[:7], 0, {"value": value})
 
         res = run_bisect(cfg, None, on_process)
-        for rec in res.records:  # the commits it measured serve the confirmation below (and later experiments)
+        for rec in (
+            res.records
+        ):  # the commits it measured serve the confirmation below (and later experiments)
             if rec.samples and rec.cls.value not in ("skipped",):
                 ctx.remember(rec.info.sha, rec.samples)
-        exp.details["bisect"] = {"outcome": res.outcome.value, "sentence": res.sentence,
-                                 "culprit": res.culprit.to_json() if res.culprit else None,
-                                 "confirmed": res.confirmed, "gap_share": res.gap_share, "notes": res.notes,
-                                 "rounds": res.rounds}
-        exp.details["bisect_confirmation"] = res.confirmation.to_json() if res.confirmation else None
+        exp.details["bisect"] = {
+            "outcome": res.outcome.value,
+            "sentence": res.sentence,
+            "culprit": res.culprit.to_json() if res.culprit else None,
+            "confirmed": res.confirmed,
+            "gap_share": res.gap_share,
+            "notes": res.notes,
+            "rounds": res.rounds,
+        }
+        exp.details["bisect_confirmation"] = (
+            res.confirmation.to_json() if res.confirmation else None
+        )
         if res.outcome is BOutcome.CULPRIT and res.culprit is not None:
             # bisect's own confirmation has no A/A floor or noise gate: the culprit is tested again against its
             # parent with the same rule as every other experiment, in fresh processes
             exp.details["subject"] = res.culprit.subject
             if ctx.left_s() < CommitExperiment.estimate(ctx, exp):
                 exp.outcome = Outcome.INCONCLUSIVE
-                exp.reason = (f"bisect named {res.culprit.short}, but the budget is spent before the A/B that would "
-                              f"confirm it: forensics bisect --good {res.culprit.short}^ --bad {res.culprit.short}")
+                exp.reason = (
+                    f"bisect named {res.culprit.short}, but the budget is spent before the A/B that would "
+                    f"confirm it: forensics bisect --good {res.culprit.short}^ --bad {res.culprit.short}"
+                )
                 exp.sentence = f"forensics bisect: {res.sentence}"
                 return
-            commit_vs_parent(ctx, exp, exp.params["folder"], res.culprit.sha, exp.params["bad"], fresh=ROUND)
-            exp.sentence = f"bisect named {res.culprit.short}; {exp.sentence[0].lower()}{exp.sentence[1:]}"
+            commit_vs_parent(
+                ctx, exp, exp.params["folder"], res.culprit.sha, exp.params["bad"], fresh=ROUND
+            )
+            exp.sentence = (
+                f"bisect named {res.culprit.short}; {exp.sentence[0].lower()}{exp.sentence[1:]}"
+            )
             return
         if res.outcome is BOutcome.ENVIRONMENT:
             exp.outcome = Outcome.REFUTED
-            exp.reason = "the old and the new commit measure the same now: the code is not the cause"
+            exp.reason = (
+                "the old and the new commit measure the same now: the code is not the cause"
+            )
         else:
             exp.outcome = Outcome.INCONCLUSIVE
             exp.reason = f"bisect ended with {res.outcome.value}: {res.sentence}"
@@ -578,9 +802,15 @@ class BisectExperiment:
 
 # which canary results a condition shows in, and the words for it
 _COMPONENTS = {
-    "gpu.contention": (["canary.compute_ms", "component.matmul_tflops"], "another process on the GPU"),
+    "gpu.contention": (
+        ["canary.compute_ms", "component.matmul_tflops"],
+        "another process on the GPU",
+    ),
     "gpu.throttling": (["component.matmul_tflops", "canary.compute_ms"], "clocks cut under load"),
-    "gpu.pcie-link": (["component.h2d_gbps", "component.d2h_gbps"], "a PCIe link below its maximum"),
+    "gpu.pcie-link": (
+        ["component.h2d_gbps", "component.d2h_gbps"],
+        "a PCIe link below its maximum",
+    ),
 }
 
 
@@ -590,20 +820,35 @@ class RemeasureExperiment:
     hypotheses = tuple(_COMPONENTS)
 
     @classmethod
-    def propose(cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]) -> list[Experiment]:
+    def propose(
+        cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]
+    ) -> list[Experiment]:
         comps, words = _COMPONENTS[hyp.id]
-        exp = Experiment(next_id("remeasure"), Kind.REMEASURE, hyp.id,
-                         f"re-measure {', '.join(comps)} now ({words}; the tool never changes GPU settings or "
-                         "other people's processes)", a_label="baseline", b_label="now")
+        exp = Experiment(
+            next_id("remeasure"),
+            Kind.REMEASURE,
+            hyp.id,
+            f"re-measure {', '.join(comps)} now ({words}; the tool never changes GPU settings or "
+            "other people's processes)",
+            a_label="baseline",
+            b_label="now",
+        )
         exp.params["components"] = comps
         exp.command = f"forensics bench --processes {max(ctx.processes, 5)} -o now.json && forensics bench compare BASELINE-BENCH.json now.json"
         if not ctx.canary:
-            exp.outcome, exp.reason = Outcome.NOT_RUN, ctx.cache.get("no_canary_reason", "the canary cannot run here")
+            exp.outcome, exp.reason = (
+                Outcome.NOT_RUN,
+                ctx.cache.get("no_canary_reason", "the canary cannot run here"),
+            )
         return [exp]
 
     @staticmethod
     def estimate(ctx: Context, exp: Experiment) -> float:
-        return 0.0 if "remeasure" in ctx.cache else max(ctx.processes, 5) * ctx.canary_process_s + STARTUP_S
+        return (
+            0.0
+            if "remeasure" in ctx.cache
+            else max(ctx.processes, 5) * ctx.canary_process_s + STARTUP_S
+        )
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
@@ -611,8 +856,12 @@ class RemeasureExperiment:
         from forensics.stats import Verdict
 
         if "remeasure" not in ctx.cache:
-            ctx.cache["remeasure"] = canary_once(ctx.canary_options, processes=max(ctx.processes, 5),
-                                                 budget_s=max(ctx.left_s(), 1.0), on_process=ctx.on_process)
+            ctx.cache["remeasure"] = canary_once(
+                ctx.canary_options,
+                processes=max(ctx.processes, 5),
+                budget_s=max(ctx.left_s(), 1.0),
+                on_process=ctx.on_process,
+            )
         doc = ctx.cache["remeasure"]
         now = {r["name"]: r for r in doc["results"]}
         lines, verdicts = [], []
@@ -622,29 +871,47 @@ class RemeasureExperiment:
                 lines.append(f"{name}: not measured on both sides")
                 continue
             r = now[name]
-            floor, c = compare_values(base, r["process_medians"], threshold=ctx.threshold,
-                                      higher_is_better=bool(r.get("higher_is_better")), name=name)
+            floor, c = compare_values(
+                base,
+                r["process_medians"],
+                threshold=ctx.threshold,
+                higher_is_better=bool(r.get("higher_is_better")),
+                name=name,
+            )
             verdicts.append(c)
             if exp.comparison is None:
                 exp.comparison, exp.noise_floor, exp.subject = c, floor, name
                 exp.a, exp.b = list(base), list(r["process_medians"])
-            lines.append(f"{name} {c.a.median:.4g} -> {c.b.median:.4g} {r.get('unit', '')}: {c.sentence()}")
+            lines.append(
+                f"{name} {c.a.median:.4g} -> {c.b.median:.4g} {r.get('unit', '')}: {c.sentence()}"
+            )
         tel = doc.get("telemetry")
         cond = []
         if exp.hypothesis == "gpu.contention":
             for gpu, procs in foreign_processes(doc).items():
                 cond.append(f"{gpu} also runs {', '.join(procs[:4])}")
         elif exp.hypothesis == "gpu.throttling":
-            cond += [f"{k} in {v:.0%} of busy samples" for k, v in throttled(tel).items() if v > 0.05]
-        elif exp.hypothesis == "gpu.pcie-link" and isinstance(tel, dict) and isinstance(tel.get("gpus"), dict):
+            cond += [
+                f"{k} in {v:.0%} of busy samples" for k, v in throttled(tel).items() if v > 0.05
+            ]
+        elif (
+            exp.hypothesis == "gpu.pcie-link"
+            and isinstance(tel, dict)
+            and isinstance(tel.get("gpus"), dict)
+        ):
             for g in tel["gpus"].values():
-                gen, width = (g.get(PCIE_GEN) or {}).get("median"), (g.get(PCIE_WIDTH) or {}).get("median")
+                gen, width = (
+                    (g.get(PCIE_GEN) or {}).get("median"),
+                    (g.get(PCIE_WIDTH) or {}).get("median"),
+                )
                 if gen is not None:
                     cond.append(f"GPU {g.get('index')} PCIe Gen{gen} x{width} under load")
         if not isinstance(tel, dict) or "gpus" not in tel:
             cond_note = "no GPU telemetry here, so the condition itself cannot be seen"
         else:
-            cond_note = "; ".join(cond) if cond else "the condition is not seen in this run's telemetry"
+            cond_note = (
+                "; ".join(cond) if cond else "the condition is not seen in this run's telemetry"
+            )
         exp.details.update({"components": lines, "condition": cond_note})
         measured = [ln for ln in lines if not ln.endswith("not measured on both sides")]
         lines = measured + [ln for ln in lines if ln not in measured]
@@ -654,8 +921,10 @@ class RemeasureExperiment:
             exp.sentence = f"Still present: {cond_note}; {lines[0]}"
         elif verdicts and all(c.ci_high < 1 + ctx.threshold for c in verdicts):
             exp.outcome = Outcome.GONE
-            exp.reason = (f"the component is back: a slowdown of {ctx.threshold:.0%} or more against the baseline is "
-                          "ruled out (the CI of the ratio ends below it)")
+            exp.reason = (
+                f"the component is back: a slowdown of {ctx.threshold:.0%} or more against the baseline is "
+                "ruled out (the CI of the ratio ends below it)"
+            )
             exp.sentence = f"Gone now: {lines[0]}; {cond_note}"
         else:
             exp.outcome = Outcome.INCONCLUSIVE
@@ -663,9 +932,11 @@ class RemeasureExperiment:
             exp.sentence = f"Could not tell whether it is still present: {exp.reason}"
 
 
-_PKG_NAMES = {"torch.version": lambda n: n.lower() == "torch",
-              "nccl.version": lambda n: n.lower().startswith("nvidia-nccl"),
-              "python.packages": lambda n: n.lower() != "torch" and not n.lower().startswith("nvidia-nccl")}
+_PKG_NAMES = {
+    "torch.version": lambda n: n.lower() == "torch",
+    "nccl.version": lambda n: n.lower().startswith("nvidia-nccl"),
+    "python.packages": lambda n: n.lower() != "torch" and not n.lower().startswith("nvidia-nccl"),
+}
 
 
 class PackageExperiment:
@@ -682,33 +953,61 @@ class PackageExperiment:
         return {str(k): str(v) for k, v in pk.items()} if isinstance(pk, dict) else {}
 
     @classmethod
-    def propose(cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]) -> list[Experiment]:
+    def propose(
+        cls, ctx: Context, hyp, taken: set[str], next_id: Callable[[str], str]
+    ) -> list[Experiment]:
         before, after = cls._packages(ctx.baseline), cls._packages(ctx.now)
         pick = _PKG_NAMES[hyp.id]
-        names = [n for n in sorted(set(before) & set(after)) if before[n] != after[n] and pick(n) and n not in taken]
+        names = [
+            n
+            for n in sorted(set(before) & set(after))
+            if before[n] != after[n] and pick(n) and n not in taken
+        ]
         out = []
-        for name in names[:cls.MAX_PER_HYPOTHESIS]:
+        for name in names[: cls.MAX_PER_HYPOTHESIS]:
             taken.add(name)
             old = before[name]
-            exp = Experiment(next_id("package"), Kind.PACKAGE, hyp.id,
-                             f"{name} {old} (the baseline's) instead of {after[name]}, in a temporary overlay",
-                             b_label=f"today with {name}=={old}")
+            exp = Experiment(
+                next_id("package"),
+                Kind.PACKAGE,
+                hyp.id,
+                f"{name} {old} (the baseline's) instead of {after[name]}, in a temporary overlay",
+                b_label=f"today with {name}=={old}",
+            )
             exp.params.update({"name": name, "old": old})
-            exp.details.update({"package": name, "baseline_version": old, "today_version": after[name]})
+            exp.details.update(
+                {"package": name, "baseline_version": old, "today_version": after[name]}
+            )
             hint = ctx.bench_hint() or "--cmd STEP"
-            exp.command = (f"pip download --no-deps -d WHEELS {name}=={old} && forensics investigate --baseline "
-                           f"BASELINE.json {hint} --wheelhouse WHEELS")
+            exp.command = (
+                f"pip download --no-deps -d WHEELS {name}=={old} && forensics investigate --baseline "
+                f"BASELINE.json {hint} --wheelhouse WHEELS"
+            )
             if ctx.wheelhouse is None:
-                exp.outcome, exp.reason = Outcome.NOT_RUN, (
-                    f"{name}=={old} is not available offline: give --wheelhouse DIR holding its wheel")
+                exp.outcome, exp.reason = (
+                    Outcome.NOT_RUN,
+                    (
+                        f"{name}=={old} is not available offline: give --wheelhouse DIR holding its wheel"
+                    ),
+                )
             elif not ctx.has_step and not ctx.canary:
-                exp.outcome, exp.reason = Outcome.NOT_RUN, "no step to measure (give --cmd or --callable)"
+                exp.outcome, exp.reason = (
+                    Outcome.NOT_RUN,
+                    "no step to measure (give --cmd or --callable)",
+                )
             out.append(exp)
         if not names:
-            out.append(Experiment(next_id("package"), Kind.PACKAGE, hyp.id, "swap a package back",
-                                  outcome=Outcome.NOT_RUN,
-                                  reason="no distribution with a version on both sides changed (added or removed "
-                                         "packages, or a library outside pip): nothing to swap back"))
+            out.append(
+                Experiment(
+                    next_id("package"),
+                    Kind.PACKAGE,
+                    hyp.id,
+                    "swap a package back",
+                    outcome=Outcome.NOT_RUN,
+                    reason="no distribution with a version on both sides changed (added or removed "
+                    "packages, or a library outside pip): nothing to swap back",
+                )
+            )
         return out
 
     @classmethod
@@ -721,30 +1020,67 @@ class PackageExperiment:
         name, old = exp.params["name"], exp.params["old"]
         overlay = tempfile.mkdtemp(prefix="forensics-overlay-")
         try:
-            argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--find-links",
-                    str(ctx.wheelhouse), "--target", overlay, f"{name}=={old}"]
+            argv = [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--no-index",
+                "--find-links",
+                str(ctx.wheelhouse),
+                "--target",
+                overlay,
+                f"{name}=={old}",
+            ]
             try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, errors="replace",
-                                      stdin=subprocess.DEVNULL)
+                proc = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                    errors="replace",
+                    stdin=subprocess.DEVNULL,
+                )
             except subprocess.TimeoutExpired:
                 exp.outcome, exp.reason = Outcome.NOT_RUN, f"pip install {name}=={old} timed out"
                 return
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-                exp.outcome, exp.reason = Outcome.NOT_RUN, f"{name}=={old} could not be installed from the wheelhouse: {last}"
+                exp.outcome, exp.reason = (
+                    Outcome.NOT_RUN,
+                    f"{name}=={old} could not be installed from the wheelhouse: {last}",
+                )
                 return
-            path = os.pathsep.join([overlay] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-            exp.details["overlay"] = "pip --target into a temporary folder, first on PYTHONPATH for side B only; " \
-                                     "--no-deps, so its dependencies stay today's; removed afterwards"
-            a, b = ab(ctx.subject, b_env={"PYTHONPATH": path}, processes=ctx.processes,
-                      budget_s=max(ctx.left_s() / 2, 1.0), on_process=ctx.on_process)
-            _finish_ab(ctx, exp, a, b, what=f"{name} {old} instead of {exp.details['today_version']}")
+            path = os.pathsep.join(
+                [overlay] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+            )
+            exp.details["overlay"] = (
+                "pip --target into a temporary folder, first on PYTHONPATH for side B only; "
+                "--no-deps, so its dependencies stay today's; removed afterwards"
+            )
+            a, b = ab(
+                ctx.subject,
+                b_env={"PYTHONPATH": path},
+                processes=ctx.processes,
+                budget_s=max(ctx.left_s() / 2, 1.0),
+                on_process=ctx.on_process,
+            )
+            _finish_ab(
+                ctx, exp, a, b, what=f"{name} {old} instead of {exp.details['today_version']}"
+            )
         finally:
             shutil.rmtree(overlay, ignore_errors=True)
 
 
-KINDS: dict[Kind, Any] = {Kind.ENV: EnvExperiment, Kind.COMMIT: CommitExperiment, Kind.BISECT: BisectExperiment,
-                          Kind.REMEASURE: RemeasureExperiment, Kind.PACKAGE: PackageExperiment}
+KINDS: dict[Kind, Any] = {
+    Kind.ENV: EnvExperiment,
+    Kind.COMMIT: CommitExperiment,
+    Kind.BISECT: BisectExperiment,
+    Kind.REMEASURE: RemeasureExperiment,
+    Kind.PACKAGE: PackageExperiment,
+}
 """kind -> the class that estimates and runs it."""
 
 PROPOSERS = [EnvExperiment, CommitExperiment, RemeasureExperiment, PackageExperiment]

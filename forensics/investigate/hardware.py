@@ -37,14 +37,26 @@ def ceilings() -> dict[str, Any]:
 
     import yaml
 
-    text = importlib.resources.files("forensics.investigate").joinpath("ceilings.yaml").read_text(encoding="utf-8")
+    text = (
+        importlib.resources.files("forensics.investigate")
+        .joinpath("ceilings.yaml")
+        .read_text(encoding="utf-8")
+    )
     return yaml.safe_load(text)
 
 
-def _check(what: str, measured: Any, expected: str, ok: bool | None, source: str, unit: str = "") -> dict[str, Any]:
+def _check(
+    what: str, measured: Any, expected: str, ok: bool | None, source: str, unit: str = ""
+) -> dict[str, Any]:
     status = "unknown" if ok is None else ("ok" if ok else "below")
-    return {"check": what, "measured": measured, "unit": unit, "expected": expected, "status": status,
-            "source": source}
+    return {
+        "check": what,
+        "measured": measured,
+        "unit": unit,
+        "expected": expected,
+        "status": status,
+        "source": source,
+    }
 
 
 def judge_alone(now: dict[str, Any]) -> tuple[list[dict[str, Any]], str, int]:
@@ -56,8 +68,10 @@ def judge_alone(now: dict[str, Any]) -> tuple[list[dict[str, Any]], str, int]:
     """
     data = ceilings()
     tol = float(data.get("tolerance", 0.1))
-    gpu = ((now.get("probes") or {}).get("gpu") or {})
-    gpus = (gpu.get("data") or {}).get("gpus") or {} if gpu.get("status") in ("ok", "partial") else {}
+    gpu = (now.get("probes") or {}).get("gpu") or {}
+    gpus = (
+        (gpu.get("data") or {}).get("gpus") or {} if gpu.get("status") in ("ok", "partial") else {}
+    )
     bench = now.get("bench") or {}
     tel = (bench.get("telemetry") or {}).get("gpus") or {}
     tp = int((bench.get("config") or {}).get("tp") or 0)
@@ -72,22 +86,62 @@ def judge_alone(now: dict[str, Any]) -> tuple[list[dict[str, Any]], str, int]:
         pcie, t = g.get("pcie") or {}, tel.get(uuid) or {}
         gen, width = (t.get(PCIE_GEN) or {}).get("median"), (t.get(PCIE_WIDTH) or {}).get("median")
         gmax, wmax = pcie.get("gen_max"), pcie.get("width_max")
-        if isinstance(gen, (int, float)) and isinstance(gmax, int) and isinstance(width, (int, float)) \
-                and isinstance(wmax, int):
-            checks.append(_check(f"GPU {idx} PCIe link under load", f"Gen{gen:g} x{width:g}", f"Gen{gmax} x{wmax}",
-                                 gen >= gmax and width >= wmax, "NVML during the canary; max from the gpu probe"))
+        if (
+            isinstance(gen, (int, float))
+            and isinstance(gmax, int)
+            and isinstance(width, (int, float))
+            and isinstance(wmax, int)
+        ):
+            checks.append(
+                _check(
+                    f"GPU {idx} PCIe link under load",
+                    f"Gen{gen:g} x{width:g}",
+                    f"Gen{gmax} x{wmax}",
+                    gen >= gmax and width >= wmax,
+                    "NVML during the canary; max from the gpu probe",
+                )
+            )
         else:
-            checks.append(_check(f"GPU {idx} PCIe link under load", "not measured under load",
-                                 f"Gen{gmax} x{wmax}", None, "needs the canary's GPU telemetry"))
-        clk, cmax = (t.get(CLOCK_SM_MHZ) or {}).get("median"), ((g.get("clocks") or {}).get("sm") or {}).get("max_mhz")
+            checks.append(
+                _check(
+                    f"GPU {idx} PCIe link under load",
+                    "not measured under load",
+                    f"Gen{gmax} x{wmax}",
+                    None,
+                    "needs the canary's GPU telemetry",
+                )
+            )
+        clk, cmax = (
+            (t.get(CLOCK_SM_MHZ) or {}).get("median"),
+            ((g.get("clocks") or {}).get("sm") or {}).get("max_mhz"),
+        )
         if isinstance(clk, (int, float)) and isinstance(cmax, (int, float)) and cmax > 0:
-            checks.append(_check(f"GPU {idx} SM clock under load (median)", clk, f">= {CLOCK_SHARE:.0%} of {cmax:g} MHz",
-                                 clk >= CLOCK_SHARE * cmax, "NVML during the canary", "MHz"))
+            checks.append(
+                _check(
+                    f"GPU {idx} SM clock under load (median)",
+                    clk,
+                    f">= {CLOCK_SHARE:.0%} of {cmax:g} MHz",
+                    clk >= CLOCK_SHARE * cmax,
+                    "NVML during the canary",
+                    "MHz",
+                )
+            )
         model = (data.get("models") or {}).get(name)
-        links = (g.get("nvlink") or {}).get("active_links") if isinstance(g.get("nvlink"), dict) else None
+        links = (
+            (g.get("nvlink") or {}).get("active_links")
+            if isinstance(g.get("nvlink"), dict)
+            else None
+        )
         if model and model.get("nvlink_active_links") and len(gpus) >= 2 and isinstance(links, int):
-            checks.append(_check(f"GPU {idx} NVLink active links", links, str(model["nvlink_active_links"]),
-                                 links >= model["nvlink_active_links"], "NVML nvmlDeviceGetNvLinkState"))
+            checks.append(
+                _check(
+                    f"GPU {idx} NVLink active links",
+                    links,
+                    str(model["nvlink_active_links"]),
+                    links >= model["nvlink_active_links"],
+                    "NVML nvmlDeviceGetNvLinkState",
+                )
+            )
     results = {r.get("name"): r for r in bench.get("results") or [] if isinstance(r, dict)}
     known = [m for m in models if m in (data.get("models") or {})]
     for name in known:
@@ -98,22 +152,56 @@ def judge_alone(now: dict[str, Any]) -> tuple[list[dict[str, Any]], str, int]:
                 continue
             measured = float(r["median"])
             ok = measured >= fig["low"] * (1 - tol)
-            checks.append(_check(f"{key} ({fig.get('what', '')})", round(measured, 3),
-                                 f"{fig['low']:g}-{fig['high']:g} {fig['unit']} ({measured / fig['high']:.0%} of the best)",
-                                 ok, f"recorded on {name}: {model.get('source', '')}".strip(), fig["unit"]))
+            checks.append(
+                _check(
+                    f"{key} ({fig.get('what', '')})",
+                    round(measured, 3),
+                    f"{fig['low']:g}-{fig['high']:g} {fig['unit']} ({measured / fig['high']:.0%} of the best)",
+                    ok,
+                    f"recorded on {name}: {model.get('source', '')}".strip(),
+                    fig["unit"],
+                )
+            )
     below = [c for c in checks if c["status"] == "below"]
     judged = [c for c in checks if c["status"] != "unknown"]
     if not gpus:
-        return checks, ("Cannot judge this machine alone: no GPU seen (the gpu probe has no data); give --baseline "
-                        "to compare with an earlier snapshot."), EXIT_INCONCLUSIVE
+        return (
+            checks,
+            (
+                "Cannot judge this machine alone: no GPU seen (the gpu probe has no data); give --baseline "
+                "to compare with an earlier snapshot."
+            ),
+            EXIT_INCONCLUSIVE,
+        )
     unknown = sorted(models - set(known))
-    caveat = (f" No recorded figures for {', '.join(unknown)}: only PCIe, clocks and NVLink were judged."
-              if unknown else "")
+    caveat = (
+        f" No recorded figures for {', '.join(unknown)}: only PCIe, clocks and NVLink were judged."
+        if unknown
+        else ""
+    )
     if below:
-        what = "; ".join(f"{c['check']}: {c['measured']} {c['unit']} (expected {c['expected']})".replace("  ", " ")
-                         for c in below)
-        return checks, f"{len(below)} deviation(s) from what this hardware should give: {what}.{caveat}", EXIT_REGRESSION
+        what = "; ".join(
+            f"{c['check']}: {c['measured']} {c['unit']} (expected {c['expected']})".replace(
+                "  ", " "
+            )
+            for c in below
+        )
+        return (
+            checks,
+            f"{len(below)} deviation(s) from what this hardware should give: {what}.{caveat}",
+            EXIT_REGRESSION,
+        )
     if not judged:
-        return checks, f"Cannot judge this machine alone: nothing measured under load.{caveat}", EXIT_INCONCLUSIVE
-    return checks, (f"No deviation: {len(judged)} checks against what {', '.join(sorted(models))} should give "
-                    f"passed.{caveat}"), EXIT_OK
+        return (
+            checks,
+            f"Cannot judge this machine alone: nothing measured under load.{caveat}",
+            EXIT_INCONCLUSIVE,
+        )
+    return (
+        checks,
+        (
+            f"No deviation: {len(judged)} checks against what {', '.join(sorted(models))} should give "
+            f"passed.{caveat}"
+        ),
+        EXIT_OK,
+    )

@@ -62,8 +62,13 @@ def callable_command(target: str) -> str:
     return cc(target)
 
 
-def _user_result(doc: dict[str, Any], subject: Subject, processes: int, budget_s: float,
-                 on_process: Callable[[str, int, dict], None] | None) -> None:
+def _user_result(
+    doc: dict[str, Any],
+    subject: Subject,
+    processes: int,
+    budget_s: float,
+    on_process: Callable[[str, int, dict], None] | None,
+) -> None:
     """Run the user's step ``processes`` times and append its result (kind ``user``) to ``doc``."""
     from forensics.bench.user import run_cmd_process, user_result
 
@@ -74,8 +79,12 @@ def _user_result(doc: dict[str, Any], subject: Subject, processes: int, budget_s
         if i >= 5 and spent + spent / i > budget_s:
             break
         p0 = time.perf_counter()
-        rec = run_cmd_process(subject.cmd, metric=subject.metric or (recs[0]["metric"] if recs else None),
-                              metric_regex=subject.metric_regex, timeout_s=subject.timeout_s)
+        rec = run_cmd_process(
+            subject.cmd,
+            metric=subject.metric or (recs[0]["metric"] if recs else None),
+            metric_regex=subject.metric_regex,
+            timeout_s=subject.timeout_s,
+        )
         walls.append(time.perf_counter() - p0)
         recs.append(rec)
         if on_process:
@@ -84,17 +93,34 @@ def _user_result(doc: dict[str, Any], subject: Subject, processes: int, budget_s
     subject.name = f"user.{recs[0]['metric']}"
     subject.unit = "per s" if subject.higher_is_better else "ms"
     subject.process_s = statistics.median(walls)
-    result = user_result(subject.name, recs, unit=subject.unit, higher_is_better=subject.higher_is_better)
+    result = user_result(
+        subject.name, recs, unit=subject.unit, higher_is_better=subject.higher_is_better
+    )
     doc["results"].append(result)
-    doc.setdefault("config", {})["user_step"] = {"command": subject.cmd, "metric": subject.metric,
-                                                 "metric_regex": subject.metric_regex,
-                                                 "higher_is_better": subject.higher_is_better, "processes": len(recs)}
-    doc["summary"] = f"{doc.get('summary', '')}; {subject.name} {result['median']:.4g} {result['unit']}".lstrip("; ")
+    doc.setdefault("config", {})["user_step"] = {
+        "command": subject.cmd,
+        "metric": subject.metric,
+        "metric_regex": subject.metric_regex,
+        "higher_is_better": subject.higher_is_better,
+        "processes": len(recs),
+    }
+    doc["summary"] = (
+        f"{doc.get('summary', '')}; {subject.name} {result['median']:.4g} {result['unit']}".lstrip(
+            "; "
+        )
+    )
 
 
-def measure_now(step: Subject | None, *, canary: bool, canary_options: dict[str, Any], processes: int,
-                budget_s: float, on_process: Callable[[str, int, dict], None] | None = None,
-                notes: list[str] | None = None) -> tuple[dict | None, float]:
+def measure_now(
+    step: Subject | None,
+    *,
+    canary: bool,
+    canary_options: dict[str, Any],
+    processes: int,
+    budget_s: float,
+    on_process: Callable[[str, int, dict], None] | None = None,
+    notes: list[str] | None = None,
+) -> tuple[dict | None, float]:
     """The benchmark part of the snapshot taken now: the canary (unless ``canary`` is false) and the step.
 
     With ``notes`` and a step, a canary that fails here (a variable it cannot run under) is noted
@@ -122,14 +148,24 @@ def measure_now(step: Subject | None, *, canary: bool, canary_options: dict[str,
                 on_process("canary", i, {"value": result.get("wall_s", 0.0)})
 
         try:
-            doc = run_canary(cfg, processes=processes, budget_s=budget_s, label="snapshot", on_process=cb)[0]
-        except BadInputError as exc:  # forensics' own code failing in this environment is itself a finding
+            doc = run_canary(
+                cfg, processes=processes, budget_s=budget_s, label="snapshot", on_process=cb
+            )[0]
+        except (
+            BadInputError
+        ) as exc:  # forensics' own code failing in this environment is itself a finding
             if notes is None or step is None:
                 raise
-            notes.append(f"the canary failed in this environment ({exc}); only your step was measured now")
+            notes.append(
+                f"the canary failed in this environment ({exc}); only your step was measured now"
+            )
             doc = None
         else:
-            walls = [p.get("wall_s") for p in doc.get("processes", []) if isinstance(p.get("wall_s"), (int, float))]
+            walls = [
+                p.get("wall_s")
+                for p in doc.get("processes", [])
+                if isinstance(p.get("wall_s"), (int, float))
+            ]
             canary_s = statistics.median(walls) if walls else 10.0
     if step is not None:
         if doc is None:
@@ -139,18 +175,32 @@ def measure_now(step: Subject | None, *, canary: bool, canary_options: dict[str,
             doc = {"results": []}
             with telemetry(visible_gpus() > 0) as tel:
                 _user_result(doc, step, processes, budget_s, on_process)
-            config = {"kind": "user", "step": "cmd", "command": step.cmd, "metric": step.metric,
-                      "metric_regex": step.metric_regex, "processes_asked": processes, "budget_s": budget_s}
+            config = {
+                "kind": "user",
+                "step": "cmd",
+                "command": step.cmd,
+                "metric": step.metric,
+                "metric_regex": step.metric_regex,
+                "processes_asked": processes,
+                "budget_s": budget_s,
+            }
             doc = build(config, doc["results"], telemetry=tel, label="snapshot")
         else:
             _user_result(doc, step, processes, budget_s, on_process)
     return doc, canary_s
 
 
-def ab(subject: Subject, *, b_env: dict[str, str | None] | None = None, b_cmd: str | None = None,
-       processes: int, budget_s: float, cwd: str | None = None,
-       on_process: Callable[[str, int, dict], None] | None = None,
-       a_env: dict[str, str | None] | None = None) -> tuple[list[float], list[float]]:
+def ab(
+    subject: Subject,
+    *,
+    b_env: dict[str, str | None] | None = None,
+    b_cmd: str | None = None,
+    processes: int,
+    budget_s: float,
+    cwd: str | None = None,
+    on_process: Callable[[str, int, dict], None] | None = None,
+    a_env: dict[str, str | None] | None = None,
+) -> tuple[list[float], list[float]]:
     """Interleaved A/B of ``subject``: A as it is today (with ``a_env``: the interventions already
     confirmed), B with ``b_env`` (``None`` unsets) and/or ``b_cmd``.
 
@@ -163,35 +213,64 @@ def ab(subject: Subject, *, b_env: dict[str, str | None] | None = None, b_cmd: s
     if subject.kind == "cmd":
         from forensics.bench.user import run_user_ab
 
-        ra, rb = run_user_ab(subject.cmd, b_cmd or subject.cmd, a_env=a_env, b_env=b_env, processes=processes,
-                             budget_s=budget_s, timeout_s=subject.timeout_s, metric=subject.metric,
-                             metric_regex=subject.metric_regex, cwd=cwd, on_process=on_process)
+        ra, rb = run_user_ab(
+            subject.cmd,
+            b_cmd or subject.cmd,
+            a_env=a_env,
+            b_env=b_env,
+            processes=processes,
+            budget_s=budget_s,
+            timeout_s=subject.timeout_s,
+            metric=subject.metric,
+            metric_regex=subject.metric_regex,
+            cwd=cwd,
+            on_process=on_process,
+        )
         return [r["value"] for r in ra], [r["value"] for r in rb]
     if b_cmd:
-        raise BadInputError("an A/B with another command needs the user's step (--cmd or --callable)")
+        raise BadInputError(
+            "an A/B with another command needs the user's step (--cmd or --callable)"
+        )
     if a_env:
         b_env = {**a_env, **(b_env or {})}  # the canary's A side runs in this process's environment
-    docs = run_canary_ab(subject, b_env=b_env, processes=processes, budget_s=budget_s, on_process=on_process)
+    docs = run_canary_ab(
+        subject, b_env=b_env, processes=processes, budget_s=budget_s, on_process=on_process
+    )
     return _values(docs[0], subject.name), _values(docs[1], subject.name)
 
 
-def run_canary_ab(subject: Subject, *, b_env: dict[str, str | None] | None, processes: int, budget_s: float,
-                  on_process: Callable[[str, int, dict], None] | None = None) -> list[dict]:
+def run_canary_ab(
+    subject: Subject,
+    *,
+    b_env: dict[str, str | None] | None,
+    processes: int,
+    budget_s: float,
+    on_process: Callable[[str, int, dict], None] | None = None,
+) -> list[dict]:
     """The canary, A and B interleaved (B with ``b_env``); two bench documents."""
     from forensics.bench import SNAPSHOT_BLOCKS, SNAPSHOT_WARMUP_S
     from forensics.bench.session import canary_config, run_canary
 
-    cfg = canary_config({"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **subject.canary})
+    cfg = canary_config(
+        {"blocks": SNAPSHOT_BLOCKS, "warmup_s": SNAPSHOT_WARMUP_S, **subject.canary}
+    )
 
     def cb(side, i, result):
         if on_process:
             on_process(side.name, i, {"value": result.get("wall_s", 0.0)})
 
-    return run_canary(cfg, processes=processes, budget_s=budget_s, b_env=dict(b_env or {}), on_process=cb)
+    return run_canary(
+        cfg, processes=processes, budget_s=budget_s, b_env=dict(b_env or {}), on_process=cb
+    )
 
 
-def canary_once(options: dict[str, Any], *, processes: int, budget_s: float,
-                on_process: Callable[[str, int, dict], None] | None = None) -> dict:
+def canary_once(
+    options: dict[str, Any],
+    *,
+    processes: int,
+    budget_s: float,
+    on_process: Callable[[str, int, dict], None] | None = None,
+) -> dict:
     """One fresh canary run (every component), for re-measuring a condition now."""
     from forensics.bench import SNAPSHOT_BLOCKS, SNAPSHOT_WARMUP_S
     from forensics.bench.session import canary_config, run_canary
@@ -202,7 +281,9 @@ def canary_once(options: dict[str, Any], *, processes: int, budget_s: float,
         if on_process:
             on_process("canary", i, {"value": result.get("wall_s", 0.0)})
 
-    return run_canary(cfg, processes=processes, budget_s=budget_s, label="re-measure", on_process=cb)[0]
+    return run_canary(
+        cfg, processes=processes, budget_s=budget_s, label="re-measure", on_process=cb
+    )[0]
 
 
 def _values(doc: dict, name: str) -> list[float]:
@@ -242,8 +323,10 @@ def spread_note(doc: dict[str, Any] | None, name: str) -> str:
     head = f"your step's processes spread by {spread:.0%} (IQR/median)"
     tel = doc.get("telemetry") if isinstance(doc, dict) else None
     if not isinstance(tel, dict) or not isinstance(tel.get("gpus"), dict) or not tel["gpus"]:
-        return (f"{head}; no GPU telemetry was read during the step, so the cause cannot be seen: quiet the machine, "
-                "or time more iterations per process")
+        return (
+            f"{head}; no GPU telemetry was read during the step, so the cause cannot be seen: quiet the machine, "
+            "or time more iterations per process"
+        )
     why: list[str] = []
     for g in tel["gpus"].values():
         if not isinstance(g, dict):
@@ -251,17 +334,35 @@ def spread_note(doc: dict[str, Any] | None, name: str) -> str:
         gpu = f"GPU {g.get('index', '?')}"
         clk = g.get(CLOCK_SM_MHZ) if isinstance(g.get(CLOCK_SM_MHZ), dict) else {}
         lo, hi = clk.get("min"), clk.get("max")
-        if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and hi > 0 and lo < 0.85 * hi:
-            why.append(f"{gpu}'s SM clock ranged {lo:.0f}-{hi:.0f} MHz while busy (clocks still ramping in short "
-                       "processes, or cut): time more iterations per process, after a warm-up")
+        if (
+            isinstance(lo, (int, float))
+            and isinstance(hi, (int, float))
+            and hi > 0
+            and lo < 0.85 * hi
+        ):
+            why.append(
+                f"{gpu}'s SM clock ranged {lo:.0f}-{hi:.0f} MHz while busy (clocks still ramping in short "
+                "processes, or cut): time more iterations per process, after a warm-up"
+            )
         busy, samples = g.get("busy_samples"), g.get("samples")
-        if isinstance(busy, int) and isinstance(samples, int) and samples >= 10 and busy < 0.5 * samples:
-            why.append(f"{gpu} was busy in only {busy / samples:.0%} of the samples: each process spends most of its "
-                       "time starting up, so start-up noise dominates; time a longer step in each process")
+        if (
+            isinstance(busy, int)
+            and isinstance(samples, int)
+            and samples >= 10
+            and busy < 0.5 * samples
+        ):
+            why.append(
+                f"{gpu} was busy in only {busy / samples:.0%} of the samples: each process spends most of its "
+                "time starting up, so start-up noise dominates; time a longer step in each process"
+            )
     for gpu, procs in foreign_processes(doc).items():
-        why.append(f"{gpu} also ran {', '.join(procs[:3])}: another process shares the GPU; run when it is idle")
+        why.append(
+            f"{gpu} also ran {', '.join(procs[:3])}: another process shares the GPU; run when it is idle"
+        )
     why += [f"{k} in {v:.0%} of busy samples" for k, v in throttled(tel).items() if v > 0.05]
     if not why:
-        return (f"{head}; the GPU telemetry shows no cause (steady clocks, no other process, no throttling): the "
-                "spread is on the host (CPU load, the step's own variance); more processes per side resolve it")
+        return (
+            f"{head}; the GPU telemetry shows no cause (steady clocks, no other process, no throttling): the "
+            "spread is on the host (CPU load, the step's own variance); more processes per side resolve it"
+        )
     return f"{head}: " + "; ".join(why)

@@ -75,7 +75,11 @@ def main_repo(snapshot: Mapping[str, Any]) -> dict[str, Any] | None:
     """The git probe's record of the main repository in a snapshot (``role == "main"``), or None."""
     repos = (((snapshot.get("probes") or {}).get("git") or {}).get("data") or {}).get("repos")
     for r in repos if isinstance(repos, list) else []:
-        if isinstance(r, dict) and r.get("role", "main") == "main" and isinstance(r.get("path"), str):
+        if (
+            isinstance(r, dict)
+            and r.get("role", "main") == "main"
+            and isinstance(r.get("path"), str)
+        ):
             return r
     return None
 
@@ -97,18 +101,30 @@ def reflog_point(rec: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
             continue
         op = action.split(" (", 1)[0] if " (" in action.split(":", 1)[0] else ""
         j = i
-        while op and j + 1 < len(log) and str(log[j + 1].get("action", "")).startswith(op + " (") \
-                and "(start)" not in str(log[j].get("action", "")):
+        while (
+            op
+            and j + 1 < len(log)
+            and str(log[j + 1].get("action", "")).startswith(op + " (")
+            and "(start)" not in str(log[j].get("action", ""))
+        ):
             j += 1
         old = str(log[j].get("old", ""))
         if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", old) and not set(old) <= {"0"}:
-            return j, {**log[j], "action": action if j == i else str(log[j].get("action", action)),
-                       "time": str(e.get("time", ""))}
+            return j, {
+                **log[j],
+                "action": action if j == i else str(log[j].get("action", action)),
+                "time": str(e.get("time", "")),
+            }
     return None
 
 
-def code_point(now: Mapping[str, Any], *, since: str | None = None, repo: Path | None = None,
-               baseline: Mapping[str, Any] | None = None) -> tuple[CodePoint | None, str]:
+def code_point(
+    now: Mapping[str, Any],
+    *,
+    since: str | None = None,
+    repo: Path | None = None,
+    baseline: Mapping[str, Any] | None = None,
+) -> tuple[CodePoint | None, str]:
     """The baseline commit: ``--since``, else the baseline snapshot's HEAD when it differs, else the reflog's.
 
     Returns:
@@ -132,18 +148,35 @@ def code_point(now: Mapping[str, Any], *, since: str | None = None, repo: Path |
         brec = main_repo(baseline)
         old = _head(brec) if brec else ""
         if old and old != head:
-            return CodePoint(root, old, head, "the baseline snapshot's HEAD", when=str(baseline.get("created", "")),
-                             clean=clean), ""
+            return CodePoint(
+                root,
+                old,
+                head,
+                "the baseline snapshot's HEAD",
+                when=str(baseline.get("created", "")),
+                clean=clean,
+            ), ""
         if old:
             return None, "the baseline snapshot's HEAD is today's: no code changed"
     found = reflog_point(rec)
     if found is None:
-        return None, "the reflog holds no pull, checkout, reset or rebase (git reflog); name a point with --since REV"
+        return (
+            None,
+            "the reflog holds no pull, checkout, reset or rebase (git reflog); name a point with --since REV",
+        )
     i, e = found
     if e["old"] == head:
         return None, f"the last move in the reflog ({e['action']}) left HEAD where it was"
-    return CodePoint(root, e["old"], head, f"HEAD@{{{i + 1}}}", str(e.get("action", "")), str(e.get("time", "")),
-                     clean, i), ""
+    return CodePoint(
+        root,
+        e["old"],
+        head,
+        f"HEAD@{{{i + 1}}}",
+        str(e.get("action", "")),
+        str(e.get("time", "")),
+        clean,
+        i,
+    ), ""
 
 
 def resolve_since(since: str, repo: str | Path) -> str:
@@ -158,12 +191,17 @@ def resolve_since(since: str, repo: str | Path) -> str:
         return git(repo, "rev-parse", "--verify", "-q", "--end-of-options", f"{since}^{{commit}}")
     except GitError as exc:
         if exc.not_a_repository:
-            raise BadInputError(f"--since {since}: {repo} is not in a git repository; give --repo") from None
-        raise BadInputError(f"--since {since}: no such commit in {repo}; give a sha, a tag, a branch or "
-                            "HEAD~3") from None
+            raise BadInputError(
+                f"--since {since}: {repo} is not in a git repository; give --repo"
+            ) from None
+        raise BadInputError(
+            f"--since {since}: no such commit in {repo}; give a sha, a tag, a branch or HEAD~3"
+        ) from None
 
 
-_EXPECT = re.compile(r"^\s*(?P<v>\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|ns|(?:[a-z]+)?/s)?\s*$", re.I)
+_EXPECT = re.compile(
+    r"^\s*(?P<v>\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|ns|(?:[a-z]+)?/s)?\s*$", re.I
+)
 
 
 def parse_expect(text: str, *, higher_is_better: bool) -> tuple[float, bool]:
@@ -177,15 +215,19 @@ def parse_expect(text: str, *, higher_is_better: bool) -> tuple[float, bool]:
     """
     m = _EXPECT.match(text or "")
     if not m:
-        raise BadInputError(f"--expect {text!r}: expected the step's old value with its unit, e.g. 19ms, 0.019s "
-                            "or 94tok/s")
+        raise BadInputError(
+            f"--expect {text!r}: expected the step's old value with its unit, e.g. 19ms, 0.019s "
+            "or 94tok/s"
+        )
     v, unit = float(m.group("v")), (m.group("u") or "").lower()
     if v <= 0:
         raise BadInputError(f"--expect {text!r}: must be more than 0")
     if unit.endswith("/s"):
         return v, True
     if higher_is_better and unit:
-        raise BadInputError(f"--expect {text!r} is a time, but --higher-is-better says the metric is a throughput")
+        raise BadInputError(
+            f"--expect {text!r} is a time, but --higher-is-better says the metric is a throughput"
+        )
     scale = {"": 1.0, "ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}[unit]
     return v * scale, higher_is_better
 
@@ -195,7 +237,11 @@ def costly_table() -> tuple[dict[str, Any], ...]:
     """The rows of ``costly_env.yaml`` (``name``, ``costly``, ``effect``, ``source``)."""
     import yaml
 
-    text = importlib.resources.files("forensics.investigate").joinpath("costly_env.yaml").read_text(encoding="utf-8")
+    text = (
+        importlib.resources.files("forensics.investigate")
+        .joinpath("costly_env.yaml")
+        .read_text(encoding="utf-8")
+    )
     return tuple(yaml.safe_load(text)["variables"])
 
 
@@ -213,8 +259,9 @@ def costly_set_now(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]
     return out
 
 
-def recent_distributions(*, days: float = 14.0, limit: int = 8,
-                         now: float | None = None) -> list[dict[str, str]]:
+def recent_distributions(
+    *, days: float = 14.0, limit: int = 8, now: float | None = None
+) -> list[dict[str, str]]:
     """Distributions whose metadata folder changed in the last ``days`` days, newest first.
 
     Source: ``importlib.metadata.distributions()`` and the ``st_mtime`` of each one's
@@ -237,14 +284,27 @@ def recent_distributions(*, days: float = 14.0, limit: int = 8,
         key = re.sub(r"[-_.]+", "-", name).lower()
         if mtime < cutoff or (key in seen and seen[key]["t"] >= mtime):
             continue
-        seen[key] = {"t": mtime, "name": name, "version": dist.version or "", "location": str(path.parent),
-                     "installed": dt.datetime.fromtimestamp(mtime, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")}
+        seen[key] = {
+            "t": mtime,
+            "name": name,
+            "version": dist.version or "",
+            "location": str(path.parent),
+            "installed": dt.datetime.fromtimestamp(mtime, dt.timezone.utc).strftime(
+                "%Y-%m-%d %H:%M"
+            ),
+        }
     rows = sorted(seen.values(), key=lambda r: -r["t"])[:limit]
     return [{k: v for k, v in r.items() if k != "t"} for r in rows]
 
 
-def synthetic_baseline(now: Mapping[str, Any], result: dict[str, Any], *, point: CodePoint | None,
-                       source: Mapping[str, Any] | None = None, label: str) -> dict[str, Any]:
+def synthetic_baseline(
+    now: Mapping[str, Any],
+    result: dict[str, Any],
+    *,
+    point: CodePoint | None,
+    source: Mapping[str, Any] | None = None,
+    label: str,
+) -> dict[str, Any]:
     """A baseline document: ``source`` (the baseline snapshot) or a copy of ``now``, with the step's
     result measured for it and, for a copy of ``now``, the main repository at ``point.old`` and the
     reflog cut before the move.
@@ -255,17 +315,27 @@ def synthetic_baseline(now: Mapping[str, Any], result: dict[str, Any], *, point:
     doc = copy.deepcopy(dict(source if source is not None else now))
     bench = doc.get("bench") if isinstance(doc.get("bench"), dict) else None
     if source is None or bench is None:
-        bench = {"schema": "forensics.bench/1", "results": [], "config": {"kind": "user", "remembered": label}}
-    bench["results"] = [r for r in bench.get("results") or [] if isinstance(r, dict)
-                        and r.get("name") != result["name"]] + [result]
+        bench = {
+            "schema": "forensics.bench/1",
+            "results": [],
+            "config": {"kind": "user", "remembered": label},
+        }
+    bench["results"] = [
+        r
+        for r in bench.get("results") or []
+        if isinstance(r, dict) and r.get("name") != result["name"]
+    ] + [result]
     doc["bench"] = bench
     doc["label"] = label
     if source is None and point is not None:
         rec = main_repo(doc)
         if rec is not None:
             rec["head"] = {"sha": point.old}
-            rec["reflog"] = [e for e in rec.get("reflog") or []][point.reflog_index + 1:] \
-                if point.reflog_index >= 0 else []
+            rec["reflog"] = (
+                [e for e in rec.get("reflog") or []][point.reflog_index + 1 :]
+                if point.reflog_index >= 0
+                else []
+            )
     return doc
 
 
@@ -277,7 +347,11 @@ def wheel_versions(wheelhouse: Path, name: str) -> list[str]:
     out = []
     for f in sorted(Path(wheelhouse).glob("*.whl")):
         parts = f.name[:-4].split("-")
-        if len(parts) >= 5 and re.sub(r"[-_.]+", "_", parts[0]).lower() == want and parts[1] not in out:
+        if (
+            len(parts) >= 5
+            and re.sub(r"[-_.]+", "_", parts[0]).lower() == want
+            and parts[1] not in out
+        ):
             out.append(parts[1])
     try:
         from packaging.version import InvalidVersion, Version
@@ -289,4 +363,5 @@ def wheel_versions(wheelhouse: Path, name: str) -> list[str]:
             return (0, Version(v), v)
         except InvalidVersion:  # an unparsable version last, by its text
             return (1, Version("0"), v)
+
     return sorted(out, key=key)

@@ -17,12 +17,14 @@ from forensics.stats import Comparison
 class Kind(str, enum.Enum):
     """What an experiment does (DESIGN section 13)."""
 
-    ENV = "environment"          # restore the baseline's value of variables in the step's own environment
-    COMMIT = "commit"            # the suspect commit against its parent, in private worktrees
-    BISECT = "bisect"            # bisect the pulled range (forensics bisect)
-    REMEASURE = "re-measure"     # a condition the tool may not change: measure the matching component again
-    PACKAGE = "package"          # the baseline's version of a package in a temporary overlay
-    NONE = "no experiment"       # a hypothesis no experiment can test (driver, firmware, topology)
+    ENV = "environment"  # restore the baseline's value of variables in the step's own environment
+    COMMIT = "commit"  # the suspect commit against its parent, in private worktrees
+    BISECT = "bisect"  # bisect the pulled range (forensics bisect)
+    REMEASURE = (
+        "re-measure"  # a condition the tool may not change: measure the matching component again
+    )
+    PACKAGE = "package"  # the baseline's version of a package in a temporary overlay
+    NONE = "no experiment"  # a hypothesis no experiment can test (driver, firmware, topology)
 
 
 class Outcome(str, enum.Enum):
@@ -33,15 +35,17 @@ class Outcome(str, enum.Enum):
     ``gone`` only from a re-measurement.
     """
 
-    CONFIRMED = "confirmed"          # moves the step back and recovers the stated share of the slowdown
-    PARTIAL = "partial"              # moves the step back significantly, but recovers less than that share
-    REFUTED = "refuted"              # no change within the threshold and the noise floor
-    INCONCLUSIVE = "inconclusive"    # ran, could not decide (reason and what to run say why)
-    STILL_PRESENT = "still-present"  # re-measured now: the condition and its slowdown are still there
-    GONE = "gone"                    # re-measured now: the component is back to the baseline
-    NOT_RUN = "not-run"              # could not run: no step, no repository, budget spent (reason given)
-    PLANNED = "planned"              # --plan: not run yet
-    INTERRUPTED = "interrupted"      # Ctrl-C / SIGTERM during this experiment
+    CONFIRMED = "confirmed"  # moves the step back and recovers the stated share of the slowdown
+    PARTIAL = "partial"  # moves the step back significantly, but recovers less than that share
+    REFUTED = "refuted"  # no change within the threshold and the noise floor
+    INCONCLUSIVE = "inconclusive"  # ran, could not decide (reason and what to run say why)
+    STILL_PRESENT = (
+        "still-present"  # re-measured now: the condition and its slowdown are still there
+    )
+    GONE = "gone"  # re-measured now: the component is back to the baseline
+    NOT_RUN = "not-run"  # could not run: no step, no repository, budget spent (reason given)
+    PLANNED = "planned"  # --plan: not run yet
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM during this experiment
 
 
 @dataclass
@@ -114,13 +118,27 @@ class Experiment:
     params: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind.value, "hypothesis": self.hypothesis, "title": self.title,
-                "subject": self.subject, "estimate_s": round(self.estimate_s, 1), "outcome": self.outcome.value,
-                "sentence": self.sentence, "reason": self.reason, "command": self.command,
-                "a_label": self.a_label, "b_label": self.b_label, "a": list(self.a), "b": list(self.b),
-                "comparison": self.comparison.to_json() if self.comparison else None,
-                "noise_floor": self.noise_floor, "share": self.share.to_json() if self.share else None,
-                "elapsed_s": round(self.elapsed_s, 2), "details": self.details}
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "hypothesis": self.hypothesis,
+            "title": self.title,
+            "subject": self.subject,
+            "estimate_s": round(self.estimate_s, 1),
+            "outcome": self.outcome.value,
+            "sentence": self.sentence,
+            "reason": self.reason,
+            "command": self.command,
+            "a_label": self.a_label,
+            "b_label": self.b_label,
+            "a": list(self.a),
+            "b": list(self.b),
+            "comparison": self.comparison.to_json() if self.comparison else None,
+            "noise_floor": self.noise_floor,
+            "share": self.share.to_json() if self.share else None,
+            "elapsed_s": round(self.elapsed_s, 2),
+            "details": self.details,
+        }
 
 
 class Regression(str, enum.Enum):

@@ -40,8 +40,10 @@ def costly_env(ctx: Context, plan: list[Experiment], next_id) -> list[Experiment
     for row in costly_set_now():
         if row["name"] in planned:
             continue
-        exp = EnvExperiment._one(ctx, SimpleNamespace(id="nccl.env"), {row["name"]: None}, next_id("env"))
-        exp.title = (f"unset {row['name']} (set now to {row['value']!r}; known to cost speed: {row['effect']})")
+        exp = EnvExperiment._one(
+            ctx, SimpleNamespace(id="nccl.env"), {row["name"]: None}, next_id("env")
+        )
+        exp.title = f"unset {row['name']} (set now to {row['value']!r}; known to cost speed: {row['effect']})"
         exp.details["known_cost"] = {"effect": row["effect"], "source": row["source"]}
         out.append(exp)
     return out
@@ -63,12 +65,23 @@ def recent_packages(ctx: Context, next_id) -> list[Experiment]:
             continue
         older = [v for v in others if _older(v, dist["version"])]
         old = (older or others)[-1]  # the newest version before today's, else the newest other
-        exp = Experiment(next_id("package"), Kind.PACKAGE, "python.packages",
-                         f"{dist['name']} {old} (in --wheelhouse) instead of {dist['version']} (installed "
-                         f"{dist['installed']}), in a temporary overlay", b_label=f"today with {dist['name']}=={old}")
+        exp = Experiment(
+            next_id("package"),
+            Kind.PACKAGE,
+            "python.packages",
+            f"{dist['name']} {old} (in --wheelhouse) instead of {dist['version']} (installed "
+            f"{dist['installed']}), in a temporary overlay",
+            b_label=f"today with {dist['name']}=={old}",
+        )
         exp.params.update({"name": dist["name"], "old": old})
-        exp.details.update({"package": dist["name"], "baseline_version": old, "today_version": dist["version"],
-                            "installed": dist["installed"]})
+        exp.details.update(
+            {
+                "package": dist["name"],
+                "baseline_version": old,
+                "today_version": dist["version"],
+                "installed": dist["installed"],
+            }
+        )
         exp.estimate_s = PackageExperiment.estimate(ctx, exp)
         out.append(exp)
     return out
@@ -103,13 +116,23 @@ def build_plan(ctx: Context) -> list[Experiment]:
         cls = by_hyp.get(hyp.id)
         if cls is None:
             why = UNTESTABLE.get(hyp.id, "no experiment tests this hypothesis")
-            plan.append(Experiment(next_id("none"), Kind.NONE, hyp.id, f"{hyp.id}: {hyp.summary}",
-                                   outcome=Outcome.NOT_RUN, reason=why))
+            plan.append(
+                Experiment(
+                    next_id("none"),
+                    Kind.NONE,
+                    hyp.id,
+                    f"{hyp.id}: {hyp.summary}",
+                    outcome=Outcome.NOT_RUN,
+                    reason=why,
+                )
+            )
             continue
         plan.extend(cls.propose(ctx, hyp, taken.setdefault(cls, set()), next_id))
     plan.extend(costly_env(ctx, plan, next_id))
     plan.extend(recent_packages(ctx, next_id))
-    plan.sort(key=lambda e: e.kind is not Kind.ENV)  # the cheapest experiments first (stable: ledger order kept)
+    plan.sort(
+        key=lambda e: e.kind is not Kind.ENV
+    )  # the cheapest experiments first (stable: ledger order kept)
     for exp in plan:
         if exp.kind in KINDS:
             exp.estimate_s = KINDS[exp.kind].estimate(ctx, exp)

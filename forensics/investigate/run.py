@@ -83,13 +83,17 @@ class Settings:
     keep_going: bool = False
     timeout_s: float = 300.0
     redact: bool = True
-    baseline_doc: dict[str, Any] | None = None  # the loaded baseline, when the caller has read it already
-    since: str | None = None        # --since REV: the code baseline instead of the reflog's
-    expect: str | None = None       # --expect 19ms: the step's remembered value, the baseline's value
+    baseline_doc: dict[str, Any] | None = (
+        None  # the loaded baseline, when the caller has read it already
+    )
+    since: str | None = None  # --since REV: the code baseline instead of the reflog's
+    expect: str | None = None  # --expect 19ms: the step's remembered value, the baseline's value
     max_processes: int = MAX_PROCESSES
 
     @classmethod
-    def from_options(cls, step: StepOptions, *, tp: int | None = None, **options: Any) -> "Settings":
+    def from_options(
+        cls, step: StepOptions, *, tp: int | None = None, **options: Any
+    ) -> "Settings":
         """Settings from the command's options: the user's step (``--cmd``/``--callable``, metric,
         processes per side, timeout) from ``step``, the canary's tensor-parallel ranks from ``tp``
         (None: all visible GPUs), every other field by its name in ``options``.
@@ -97,15 +101,30 @@ class Settings:
         Raises:
             TypeError: an option that is no field of :class:`Settings`.
         """
-        return cls(cmd=step.cmd, target=step.target, metric=step.metric, metric_regex=step.metric_regex,
-                   higher_is_better=step.higher_is_better, processes=step.processes, timeout_s=step.timeout_s,
-                   canary_options={"tp": tp} if tp else {}, **options)
+        return cls(
+            cmd=step.cmd,
+            target=step.target,
+            metric=step.metric,
+            metric_regex=step.metric_regex,
+            higher_is_better=step.higher_is_better,
+            processes=step.processes,
+            timeout_s=step.timeout_s,
+            canary_options={"tp": tp} if tp else {},
+            **options,
+        )
 
     @property
     def step(self) -> StepOptions:
         """The user's step as :class:`forensics.step.spec.StepOptions`."""
-        return StepOptions(cmd=self.cmd, target=self.target, metric=self.metric, metric_regex=self.metric_regex,
-                           higher_is_better=self.higher_is_better, processes=self.processes, timeout_s=self.timeout_s)
+        return StepOptions(
+            cmd=self.cmd,
+            target=self.target,
+            metric=self.metric,
+            metric_regex=self.metric_regex,
+            higher_is_better=self.higher_is_better,
+            processes=self.processes,
+            timeout_s=self.timeout_s,
+        )
 
 
 @dataclass
@@ -165,18 +184,24 @@ class Investigation:
 def _load_baseline(path: Path, doc: dict[str, Any] | None = None) -> dict[str, Any]:
     from forensics.diff.files import load_side
 
-    return load_side(doc if doc is not None else path).doc  # a snapshot or a pasted text, swept again
+    return load_side(
+        doc if doc is not None else path
+    ).doc  # a snapshot or a pasted text, swept again
 
 
 def _step_subject(s: Settings) -> Subject | None:
     if s.cmd:
-        return Subject("cmd", s.cmd, s.metric, s.metric_regex, s.higher_is_better, timeout_s=s.timeout_s)
+        return Subject(
+            "cmd", s.cmd, s.metric, s.metric_regex, s.higher_is_better, timeout_s=s.timeout_s
+        )
     if s.target:
         from forensics.bench.user import CALLABLE_RE
 
         if not CALLABLE_RE.match(s.target):
             raise BadInputError(f"--callable {s.target!r}: expected package.module:function")
-        return Subject("cmd", callable_command(s.target), "call_ms", None, False, timeout_s=s.timeout_s)
+        return Subject(
+            "cmd", callable_command(s.target), "call_ms", None, False, timeout_s=s.timeout_s
+        )
     return None
 
 
@@ -189,29 +214,43 @@ def check_settings(s: Settings) -> None:
     """
     s.step.check()
     if s.wheelhouse is not None and not s.wheelhouse.is_dir():
-        raise BadInputError(f"{s.wheelhouse}: no such folder; give a folder of wheels (pip download -d DIR)",
-                            option="wheelhouse")
+        raise BadInputError(
+            f"{s.wheelhouse}: no such folder; give a folder of wheels (pip download -d DIR)",
+            option="wheelhouse",
+        )
     if s.expect is not None:
         from forensics.investigate.memory import parse_expect
 
         if not (s.cmd or s.target):
-            raise BadInputError("is the old value of your step; give the step with {cmd} or {target}",
-                                option="expect", names=("cmd", "target"))
+            raise BadInputError(
+                "is the old value of your step; give the step with {cmd} or {target}",
+                option="expect",
+                names=("cmd", "target"),
+            )
         parse_expect(s.expect, higher_is_better=s.higher_is_better)
     if s.since is not None and not (s.cmd or s.target):
-        raise BadInputError("names the code to measure as the baseline; give the step with {cmd} or {target}",
-                            option="since", names=("cmd", "target"))
+        raise BadInputError(
+            "names the code to measure as the baseline; give the step with {cmd} or {target}",
+            option="since",
+            names=("cmd", "target"),
+        )
     if s.processes < 5:
-        raise BadInputError(f"{s.processes}: at least 5 a side (with fewer Mann-Whitney U cannot reach "
-                            "p <= 0.01, so nothing could be confirmed)", option="processes")
+        raise BadInputError(
+            f"{s.processes}: at least 5 a side (with fewer Mann-Whitney U cannot reach "
+            "p <= 0.01, so nothing could be confirmed)",
+            option="processes",
+        )
     if not 0 < s.budget_s < math.inf:
         raise BadInputError("must be a positive duration, e.g. 120, 15m or 1h", option="budget")
     if not 0 < s.min_share <= 1:
         raise BadInputError("{min_share} must be between 0% and 100%", names=("min_share",))
 
 
-def investigate(s: Settings, on_event: EventFn | None = None,
-                interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt,)) -> Investigation:
+def investigate(
+    s: Settings,
+    on_event: EventFn | None = None,
+    interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt,),
+) -> Investigation:
     """Run the whole method (module docstring); returns what was learned, also when interrupted.
 
     Raises:
@@ -226,20 +265,32 @@ def investigate(s: Settings, on_event: EventFn | None = None,
     canary = s.canary
     no_canary_reason = ""
     if canary and importlib.util.find_spec("torch") is None:
-        canary, no_canary_reason = False, "PyTorch is not installed in this Python, so the canary cannot run"
+        canary, no_canary_reason = (
+            False,
+            "PyTorch is not installed in this Python, so the canary cannot run",
+        )
     elif canary and baseline is not None and CANARY_RESULT not in results_of(baseline):
         canary, no_canary_reason = False, "the baseline has no canary measurement to compare with"
     elif canary and baseline is None and step is not None:
-        canary, no_canary_reason = False, ("there is no baseline snapshot to compare it with (forensics investigate "
-                                           "without --cmd judges this machine against its hardware)")
+        canary, no_canary_reason = (
+            False,
+            (
+                "there is no baseline snapshot to compare it with (forensics investigate "
+                "without --cmd judges this machine against its hardware)"
+            ),
+        )
     elif not canary:
         no_canary_reason = "--no-canary"
     if no_canary_reason and s.canary:
         notes.append(f"the canary was not run: {no_canary_reason}")
-    measure_canary = canary and not s.plan_only  # --plan measures the step only: the canary is the slow part
+    measure_canary = (
+        canary and not s.plan_only
+    )  # --plan measures the step only: the canary is the slow part
     if canary and s.plan_only:
-        notes.append("--plan: the canary was not run now; its experiments are estimated from the baseline's "
-                     "canary processes")
+        notes.append(
+            "--plan: the canary was not run now; its experiments are estimated from the baseline's "
+            "canary processes"
+        )
     refuse_early(s, baseline, step, measure_canary)
     if s.since:  # a revision that names nothing is bad input before the snapshot, not after it
         from forensics.investigate.memory import resolve_since
@@ -248,11 +299,23 @@ def investigate(s: Settings, on_event: EventFn | None = None,
     canary_s = [0.0 if measure_canary else _baseline_canary_s(baseline)]
 
     def bench():
-        emit("phase", text="measuring now: " + " and ".join(
-            (["the canary"] if measure_canary else []) + (["your step"] if step else [])) + " in fresh processes")
-        doc, took = measure_now(step, canary=measure_canary, canary_options=s.canary_options,
-                                processes=s.snapshot_processes, budget_s=45.0, notes=notes,
-                                on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
+        emit(
+            "phase",
+            text="measuring now: "
+            + " and ".join(
+                (["the canary"] if measure_canary else []) + (["your step"] if step else [])
+            )
+            + " in fresh processes",
+        )
+        doc, took = measure_now(
+            step,
+            canary=measure_canary,
+            canary_options=s.canary_options,
+            processes=s.snapshot_processes,
+            budget_s=45.0,
+            notes=notes,
+            on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec),
+        )
         if measure_canary:
             canary_s[0] = took
         return doc
@@ -279,55 +342,111 @@ def investigate(s: Settings, on_event: EventFn | None = None,
         if remembered is not None:
             baseline, source, seeds, cwd_sha = remembered
     rec = main_repo(now)
-    if step is not None and rec is not None and rec.get("state", "ok") == "ok" and not rec.get("dirty") \
-            and not rec.get("operation") and (rec.get("head") or {}).get("sha"):
-        cwd_sha = cwd_sha or rec["head"]["sha"]  # the checkout runs HEAD's code: today's processes serve for HEAD
+    if (
+        step is not None
+        and rec is not None
+        and rec.get("state", "ok") == "ok"
+        and not rec.get("dirty")
+        and not rec.get("operation")
+        and (rec.get("head") or {}).get("sha")
+    ):
+        cwd_sha = (
+            cwd_sha or rec["head"]["sha"]
+        )  # the checkout runs HEAD's code: today's processes serve for HEAD
         today_now = (results_of(now).get(step.name) or {}).get("process_medians")
         if today_now and cwd_sha == rec["head"]["sha"]:
             seeds.setdefault((cwd_sha, ""), [float(x) for x in today_now])
     if baseline is None:
         from forensics.investigate.hardware import judge_alone
 
-        if step is not None and not _has_canary(now) and s.canary and not s.plan_only \
-                and importlib.util.find_spec("torch") is not None:
-            _add_canary(now, s, notes, emit)  # nothing remembered either: judge the hardware, as without --cmd
+        if (
+            step is not None
+            and not _has_canary(now)
+            and s.canary
+            and not s.plan_only
+            and importlib.util.find_spec("torch") is not None
+        ):
+            _add_canary(
+                now, s, notes, emit
+            )  # nothing remembered either: judge the hardware, as without --cmd
         inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
         if s.plan_only:
             inv.verdict, inv.exit_code = (
                 f"Plan: without --baseline, the canary runs in {s.snapshot_processes} fresh processes and this "
                 "machine is judged against what its GPUs should give (PCIe and SM clock under load, NVLink, the "
-                "canary's figures); nothing was run.", EXIT_OK)
+                "canary's figures); nothing was run.",
+                EXIT_OK,
+            )
         else:
             inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
         inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": time.monotonic() - t0}
         return inv
     from forensics.diff.files import Side, analyse_files
 
-    name = str(s.baseline) if s.baseline is not None else (
-        source.split(",")[0].split(";")[0].removeprefix("baseline: ") + " (remembered)")
+    name = (
+        str(s.baseline)
+        if s.baseline is not None
+        else (source.split(",")[0].split(";")[0].removeprefix("baseline: ") + " (remembered)")
+    )
     analysis = analyse_files(Side(baseline, name), Side(now, "now"), repo=s.repo, config=s.config)
-    subject, regression, sentence = _regression(analysis, baseline, step, canary, canary_s[0], s, notes)
+    subject, regression, sentence = _regression(
+        analysis, baseline, step, canary, canary_s[0], s, notes
+    )
     if s.expect and step is not None:
         regression, sentence = _versus_expect(baseline, now, step, s)
-    inv = Investigation(s, baseline, now, analysis, subject, regression, sentence, notes=notes,
-                        names=(name, "now"), baseline_source=source)
-    today = list((results_of(now).get(subject.name) or {}).get("process_medians") or []) if subject else []
-    ctx = Context(baseline, now, analysis, subject, step is not None, processes=s.processes, threshold=s.threshold,
-                  min_share=s.min_share, repo=s.repo, wheelhouse=s.wheelhouse, canary=canary,
-                  canary_options=dict(s.canary_options), canary_process_s=canary_s[0] or 10.0,
-                  deadline=t0 + s.budget_s, max_processes=max(s.max_processes, s.processes),
-                  today=[float(x) for x in today], seeds=seeds,
-                  on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
+    inv = Investigation(
+        s,
+        baseline,
+        now,
+        analysis,
+        subject,
+        regression,
+        sentence,
+        notes=notes,
+        names=(name, "now"),
+        baseline_source=source,
+    )
+    today = (
+        list((results_of(now).get(subject.name) or {}).get("process_medians") or [])
+        if subject
+        else []
+    )
+    ctx = Context(
+        baseline,
+        now,
+        analysis,
+        subject,
+        step is not None,
+        processes=s.processes,
+        threshold=s.threshold,
+        min_share=s.min_share,
+        repo=s.repo,
+        wheelhouse=s.wheelhouse,
+        canary=canary,
+        canary_options=dict(s.canary_options),
+        canary_process_s=canary_s[0] or 10.0,
+        deadline=t0 + s.budget_s,
+        max_processes=max(s.max_processes, s.processes),
+        today=[float(x) for x in today],
+        seeds=seeds,
+        on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec),
+    )
     ctx.cache["no_canary_reason"] = f"the canary cannot run: {no_canary_reason}"
     ctx.cache["cwd_sha"] = cwd_sha
     ctx.cache["memory"] = bool(source) and s.baseline is None
     if regression is Regression.YES or (s.plan_only and regression is Regression.UNKNOWN):
-        inv.experiments = build_plan(ctx)  # --plan shows what would run, also when the slowdown is not yet measured
+        inv.experiments = build_plan(
+            ctx
+        )  # --plan shows what would run, also when the slowdown is not yet measured
         if not s.plan_only:
             _run_all(inv, ctx, emit, interrupts)
     t_exp = sum(e.elapsed_s for e in inv.experiments)
-    inv.timings = {"snapshot_s": t_snap, "experiments_s": t_exp, "total_s": time.monotonic() - t0,
-                   "budget_s": s.budget_s}
+    inv.timings = {
+        "snapshot_s": t_snap,
+        "experiments_s": t_exp,
+        "total_s": time.monotonic() - t0,
+        "budget_s": s.budget_s,
+    }
     if "baseline_s" in ctx.cache:
         inv.timings["baseline_s"] = ctx.cache["baseline_s"]
     inv.verdict, inv.exit_code = _verdict(inv)
@@ -342,8 +461,13 @@ def _add_canary(now: dict[str, Any], s: Settings, notes: list[str], emit: EventF
     """Measure the canary now and add its results to the snapshot's bench document (hardware checks)."""
     emit("phase", text="no baseline remembered: measuring the canary for the hardware checks")
     try:
-        doc, _ = measure_now(None, canary=True, canary_options=s.canary_options, processes=s.snapshot_processes,
-                             budget_s=45.0)
+        doc, _ = measure_now(
+            None,
+            canary=True,
+            canary_options=s.canary_options,
+            processes=s.snapshot_processes,
+            budget_s=45.0,
+        )
     except BadInputError as exc:
         notes.append(f"the canary failed in this environment ({exc})")
         return
@@ -357,8 +481,16 @@ def _add_canary(now: dict[str, Any], s: Settings, notes: list[str], emit: EventF
         bench.setdefault("telemetry", doc.get("telemetry"))
 
 
-def _remember(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None, step: Subject, notes: list[str],
-              *, deadline: float, emit: EventFn) -> tuple[dict[str, Any], str, dict, str] | None:
+def _remember(
+    s: Settings,
+    now: dict[str, Any],
+    baseline: dict[str, Any] | None,
+    step: Subject,
+    notes: list[str],
+    *,
+    deadline: float,
+    emit: EventFn,
+) -> tuple[dict[str, Any], str, dict, str] | None:
     """The baseline from the machine's memory (:mod:`forensics.investigate.memory`): a document with the step's
     baseline value, the sentence naming it, the samples measured (seeds for the experiments) and HEAD's sha
     when the checkout runs HEAD's code ("" otherwise). None (with a note) when nothing is remembered."""
@@ -378,26 +510,43 @@ def _remember(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None,
     if s.expect:
         value, hib = memory.parse_expect(s.expect, higher_is_better=step.higher_is_better)
         if hib != step.higher_is_better:
-            raise BadInputError(f"--expect {s.expect} is a throughput; the step's metric {step.name} is a time (give "
-                                "--higher-is-better for a throughput metric, or --expect in ms)")
+            raise BadInputError(
+                f"--expect {s.expect} is a throughput; the step's metric {step.name} is a time (give "
+                "--higher-is-better for a throughput metric, or --expect in ms)"
+            )
         values = [value]
         parts.append(f"--expect {s.expect} (the value you remember)")
     if point is not None and s.plan_only:
-        notes.append(f"--plan: the baseline would be {point.sentence()}, measured in a private worktree "
-                     f"({s.processes} processes or more, about {s.processes * step.process_s:.0f} s); nothing was run")
+        notes.append(
+            f"--plan: the baseline would be {point.sentence()}, measured in a private worktree "
+            f"({s.processes} processes or more, about {s.processes * step.process_s:.0f} s); nothing was run"
+        )
         return None
     if point is not None and step.cmd and point.repo.rstrip("/") + "/" in step.cmd:
-        notes.append(f"your step's command names the checkout itself ({point.repo}): run in the baseline's worktree "
-                     "it still runs today's files there, so the baseline would measure today's code; give the "
-                     "command with paths relative to the repository (it runs in the repository's folder)")
+        notes.append(
+            f"your step's command names the checkout itself ({point.repo}): run in the baseline's worktree "
+            "it still runs today's files there, so the baseline would measure today's code; give the "
+            "command with paths relative to the repository (it runs in the repository's folder)"
+        )
     if point is not None:
-        ctx = Context({}, now, None, step, True, processes=s.processes, threshold=s.threshold, deadline=deadline,
-                      max_processes=max(s.max_processes, s.processes),
-                      on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec))
+        ctx = Context(
+            {},
+            now,
+            None,
+            step,
+            True,
+            processes=s.processes,
+            threshold=s.threshold,
+            deadline=deadline,
+            max_processes=max(s.max_processes, s.processes),
+            on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec),
+        )
         emit("phase", text=f"measuring the baseline {point.sentence()} in a private worktree")
         t = time.monotonic()
         try:
-            measured = measure_revision(ctx, point.repo, point.old, against=today, higher_is_better=hib)
+            measured = measure_revision(
+                ctx, point.repo, point.old, against=today, higher_is_better=hib
+            )
         except BadInputError as exc:
             notes.append(f"the baseline {point.sentence()} could not be measured: {exc}")
             measured = []
@@ -407,16 +556,22 @@ def _remember(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None,
                 seeds[(point.new, "")] = [float(x) for x in today]
             if not values:
                 values = measured
-                parts.append(f"{point.sentence()}, measured now in a private worktree ({len(measured)} processes, "
-                             f"{time.monotonic() - t:.0f} s)")
+                parts.append(
+                    f"{point.sentence()}, measured now in a private worktree ({len(measured)} processes, "
+                    f"{time.monotonic() - t:.0f} s)"
+                )
             else:
                 parts.append(f"commits since {point.sentence()} are the code suspects")
             if not point.clean:
-                notes.append("your checkout has uncommitted changes (or an operation in progress): today's step runs "
-                             "them, the baseline commit does not; they are part of the measured slowdown")
+                notes.append(
+                    "your checkout has uncommitted changes (or an operation in progress): today's step runs "
+                    "them, the baseline commit does not; they are part of the measured slowdown"
+                )
     elif not values:
-        notes.append(f"no baseline in this machine's memory: {why}; give --expect with the value you remember, or "
-                     "--since REV")
+        notes.append(
+            f"no baseline in this machine's memory: {why}; give --expect with the value you remember, or "
+            "--since REV"
+        )
     if not values:
         return None
     if baseline is None:
@@ -424,22 +579,36 @@ def _remember(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None,
 
         recent = recent_distributions()
         if recent:
-            notes.append("distributions installed or upgraded in the last 14 days (dist-info times; their old versions "
-                          "are not known without a baseline snapshot): " + ", ".join(
-                              f"{r['name']} {r['version']} ({r['installed']})" for r in recent))
-    result = make_result(step.name, "user", step.unit, values, higher_is_better=hib,
-                         description="the baseline measured now or remembered (forensics investigate)")
+            notes.append(
+                "distributions installed or upgraded in the last 14 days (dist-info times; their old versions "
+                "are not known without a baseline snapshot): "
+                + ", ".join(f"{r['name']} {r['version']} ({r['installed']})" for r in recent)
+            )
+    result = make_result(
+        step.name,
+        "user",
+        step.unit,
+        values,
+        higher_is_better=hib,
+        description="the baseline measured now or remembered (forensics investigate)",
+    )
     files = (results_of(now).get(step.name) or {}).get("loaded_files")
     if isinstance(files, list):
         result["loaded_files"] = files
     label = "baseline: " + "; ".join(parts)
-    doc = memory.synthetic_baseline(now, result, point=point if baseline is None else None, source=baseline,
-                                    label=label.removeprefix("baseline: ")[:120])
+    doc = memory.synthetic_baseline(
+        now,
+        result,
+        point=point if baseline is None else None,
+        source=baseline,
+        label=label.removeprefix("baseline: ")[:120],
+    )
     return doc, label, seeds, point.new if point is not None and point.clean else ""
 
 
-def _versus_expect(baseline: dict[str, Any], now: dict[str, Any], step: Subject, s: Settings
-                   ) -> tuple[Regression, str]:
+def _versus_expect(
+    baseline: dict[str, Any], now: dict[str, Any], step: Subject, s: Settings
+) -> tuple[Regression, str]:
     """Did the step get slower than the remembered figure (``--expect``)? The bootstrap CI of today's median
     over the figure (:func:`forensics.investigate.decide.versus_baseline`)."""
     from forensics.investigate.decide import versus_baseline
@@ -447,10 +616,17 @@ def _versus_expect(baseline: dict[str, Any], now: dict[str, Any], step: Subject,
     base = (results_of(baseline).get(step.name) or {}).get("process_medians") or []
     today = (results_of(now).get(step.name) or {}).get("process_medians") or []
     if not base or not today:
-        return Regression.UNKNOWN, "could not tell whether the step got slower: no measurement of it now"
-    status, ratio, lo, hi = versus_baseline(base, today, threshold=s.threshold, higher_is_better=step.higher_is_better)
-    text = (f"{step.name}: {ratio:.3f}x the value you remember ({base[0]:.4g} {step.unit}; 95% CI {lo:.3f}-{hi:.3f}, "
-            f"{len(today)} processes now)")
+        return (
+            Regression.UNKNOWN,
+            "could not tell whether the step got slower: no measurement of it now",
+        )
+    status, ratio, lo, hi = versus_baseline(
+        base, today, threshold=s.threshold, higher_is_better=step.higher_is_better
+    )
+    text = (
+        f"{step.name}: {ratio:.3f}x the value you remember ({base[0]:.4g} {step.unit}; 95% CI {lo:.3f}-{hi:.3f}, "
+        f"{len(today)} processes now)"
+    )
     if status == "beyond":
         return Regression.YES, text
     if status == "within":
@@ -458,37 +634,73 @@ def _versus_expect(baseline: dict[str, Any], now: dict[str, Any], step: Subject,
     return Regression.UNKNOWN, text
 
 
-def _regression(analysis, baseline, step: Subject | None, canary: bool, canary_s: float, s: Settings,
-                notes: list[str]) -> tuple[Subject | None, Regression, str]:
+def _regression(
+    analysis,
+    baseline,
+    step: Subject | None,
+    canary: bool,
+    canary_s: float,
+    s: Settings,
+    notes: list[str],
+) -> tuple[Subject | None, Regression, str]:
     """The subject of the experiments and whether it got slower (from the two snapshots' measurements)."""
     results = {r.name: r for r in (analysis.bench.results if analysis.bench else [])}
     subject = step
     judged = None
-    if s.plan_only and step is None and canary:  # --plan ran no canary now: the plan is for it, if it slowed down
-        return (Subject("canary", name=CANARY_RESULT, unit="ms", process_s=canary_s or 10.0,
-                        canary=dict(s.canary_options), timeout_s=s.timeout_s),
-                Regression.UNKNOWN, "not measured now (--plan runs no canary)")
+    if (
+        s.plan_only and step is None and canary
+    ):  # --plan ran no canary now: the plan is for it, if it slowed down
+        return (
+            Subject(
+                "canary",
+                name=CANARY_RESULT,
+                unit="ms",
+                process_s=canary_s or 10.0,
+                canary=dict(s.canary_options),
+                timeout_s=s.timeout_s,
+            ),
+            Regression.UNKNOWN,
+            "not measured now (--plan runs no canary)",
+        )
     if step is not None:
         judged = results.get(step.name)
         if judged is None or judged.comparison is None:
-            notes.append(f"the baseline has no measurement of your step ({step.name}); take it with "
-                         f"`forensics snapshot --bench --bench-cmd \"{step.cmd}\"`: the share of the slowdown an "
-                         "experiment recovers, and so any confirmation, needs it")
+            notes.append(
+                f"the baseline has no measurement of your step ({step.name}); take it with "
+                f'`forensics snapshot --bench --bench-cmd "{step.cmd}"`: the share of the slowdown an '
+                "experiment recovers, and so any confirmation, needs it"
+            )
             judged = results.get(CANARY_RESULT)
     else:
         judged = results.get(CANARY_RESULT)
         if judged is not None and judged.comparison is not None and canary:
-            subject = Subject("canary", name=CANARY_RESULT, unit=judged.unit or "ms", process_s=canary_s or 10.0,
-                              canary=dict(s.canary_options), timeout_s=s.timeout_s)
+            subject = Subject(
+                "canary",
+                name=CANARY_RESULT,
+                unit=judged.unit or "ms",
+                process_s=canary_s or 10.0,
+                canary=dict(s.canary_options),
+                timeout_s=s.timeout_s,
+            )
     if judged is None or judged.comparison is None:
         why = "neither snapshot has a measurement on both sides"
-        return subject, Regression.UNKNOWN, (f"could not tell whether the step got slower: {why} (take the baseline "
-                                             "with `forensics snapshot --bench`, and --cmd for your step)")
+        return (
+            subject,
+            Regression.UNKNOWN,
+            (
+                f"could not tell whether the step got slower: {why} (take the baseline "
+                "with `forensics snapshot --bench`, and --cmd for your step)"
+            ),
+        )
     c = judged.comparison
     text = f"{judged.name}: {c.sentence()}"
     if c.verdict is Verdict.SLOWER:
         return subject, Regression.YES, text
-    if c.verdict in (Verdict.SAME, Verdict.FASTER) or c.verdict.small or c.ci_high < 1 + s.threshold:
+    if (
+        c.verdict in (Verdict.SAME, Verdict.FASTER)
+        or c.verdict.small
+        or c.ci_high < 1 + s.threshold
+    ):
         # the threshold gates it (DESIGN section 7): a slowdown of the threshold or more is ruled out
         if c.verdict not in (Verdict.SAME, Verdict.FASTER) and not c.verdict.small:
             text += f"; a slowdown of {s.threshold:.0%} or more is ruled out (the CI ends at {c.ci_high:.3f})"
@@ -505,8 +717,18 @@ def _baseline_canary_walls(baseline: dict[str, Any] | None) -> list[float]:
     """Wall seconds of each canary process in the baseline's embedded bench (``bench.processes[].wall_s``)."""
     bench = (baseline or {}).get("bench")
     procs = bench.get("processes") if isinstance(bench, dict) else None
-    return [float(p["wall_s"]) for p in procs if isinstance(p, dict) and isinstance(p.get("wall_s"), (int, float))
-            and not isinstance(p["wall_s"], bool) and 0 < p["wall_s"] < math.inf] if isinstance(procs, list) else []
+    return (
+        [
+            float(p["wall_s"])
+            for p in procs
+            if isinstance(p, dict)
+            and isinstance(p.get("wall_s"), (int, float))
+            and not isinstance(p["wall_s"], bool)
+            and 0 < p["wall_s"] < math.inf
+        ]
+        if isinstance(procs, list)
+        else []
+    )
 
 
 def _baseline_canary_s(baseline: dict[str, Any] | None) -> float:
@@ -515,7 +737,9 @@ def _baseline_canary_s(baseline: dict[str, Any] | None) -> float:
     return statistics.median(walls) if walls else 0.0
 
 
-def refuse_early(s: Settings, baseline: dict[str, Any] | None, step: Subject | None, measure_canary: bool) -> None:
+def refuse_early(
+    s: Settings, baseline: dict[str, Any] | None, step: Subject | None, measure_canary: bool
+) -> None:
     """Say what cannot be done before doing any work (the snapshot and its canary take minutes on a CPU).
 
     - No baseline, no step (``--cmd``/``--callable``) and no GPU visible (NVML
@@ -539,19 +763,23 @@ def refuse_early(s: Settings, baseline: dict[str, Any] | None, step: Subject | N
             raise InconclusiveError(
                 "cannot judge this machine: without --baseline it is judged against what its GPUs should give, "
                 "and no GPU is visible here; give --baseline BEFORE.json (forensics snapshot --bench when it was "
-                "fast) or your step with --cmd")
+                "fast) or your step with --cmd"
+            )
     if s.plan_only or not measure_canary:
         return
     walls = _baseline_canary_walls(baseline)
     each = min(walls) if walls else CANARY_PROCESS_MIN_S
     need = s.snapshot_processes * each
     if s.budget_s < need:
-        source = "the baseline's fastest canary process" if walls else "a fresh canary process's least"
+        source = (
+            "the baseline's fastest canary process" if walls else "a fresh canary process's least"
+        )
         raise BadInputError(
             f"--budget {s.budget_s:g}s is shorter than the snapshot taken now: it runs the canary in "
             f"{s.snapshot_processes} fresh processes of at least {each:.1f} s each ({source}), {need:.0f} s "
             f"before any experiment; give --budget {math.ceil(need / 60)}m or more (experiments need more), "
-            "or --no-canary")
+            "or --no-canary"
+        )
 
 
 def _dependency(exp: Experiment, done: dict[str, Experiment]) -> tuple[Outcome, str] | None:
@@ -566,11 +794,16 @@ def _dependency(exp: Experiment, done: dict[str, Experiment]) -> tuple[Outcome, 
             return Outcome.NOT_RUN, dep.reason
         return None
     if exp.kind is Kind.ENV and dep.outcome is Outcome.REFUTED:
-        return Outcome.REFUTED, f"restoring all of them together ({dep.id}) did not move the step: {dep.reason}"
+        return (
+            Outcome.REFUTED,
+            f"restoring all of them together ({dep.id}) did not move the step: {dep.reason}",
+        )
     return None
 
 
-def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[type[BaseException], ...]) -> None:
+def _run_all(
+    inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[type[BaseException], ...]
+) -> None:
     """Run the plan in order. After each confirmed cause its intervention is kept (``ctx.overlay`` for a
     variable, ``ctx.reverts`` for a commit) and today with every confirmed intervention applied is measured
     against the baseline (:func:`_account`); while that residual is beyond the threshold the next suspects
@@ -582,24 +815,36 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
         if inv.interrupted:
             exp.outcome, exp.reason = Outcome.NOT_RUN, f"not run: interrupted ({inv.interrupted})"
             continue
-        narrows = exp.params.get("depends_on") in {e.id for e in inv.confirmed}  # which one of a confirmed group
+        narrows = exp.params.get("depends_on") in {
+            e.id for e in inv.confirmed
+        }  # which one of a confirmed group
         if inv.confirmed and not inv.settings.keep_going and not narrows and not _beyond(inv):
             exp.outcome = Outcome.NOT_RUN
-            exp.reason = (f"not needed: {', '.join(e.id for e in inv.confirmed)} confirmed "
-                          + (f"and account for the slowdown ({inv.residual.sentence()})" if inv.residual is not None
-                             else "a cause") + " (--keep-going runs the rest)")
+            exp.reason = (
+                f"not needed: {', '.join(e.id for e in inv.confirmed)} confirmed "
+                + (
+                    f"and account for the slowdown ({inv.residual.sentence()})"
+                    if inv.residual is not None
+                    else "a cause"
+                )
+                + " (--keep-going runs the rest)"
+            )
             continue
         forced = _dependency(exp, done)
         if forced is not None:
             exp.outcome, exp.reason = forced
             done[exp.id] = exp
             continue
-        exp.estimate_s = KINDS[exp.kind].estimate(ctx, exp)  # again: a re-measurement already made costs nothing
+        exp.estimate_s = KINDS[exp.kind].estimate(
+            ctx, exp
+        )  # again: a re-measurement already made costs nothing
         left = ctx.left_s()
         if exp.estimate_s > left:
             exp.outcome = Outcome.NOT_RUN
-            exp.reason = (f"budget spent: needs about {exp.estimate_s:.0f} s, {max(left, 0):.0f} s of the "
-                          f"{inv.settings.budget_s:.0f} s budget left (raise --budget, or run it: {exp.command})")
+            exp.reason = (
+                f"budget spent: needs about {exp.estimate_s:.0f} s, {max(left, 0):.0f} s of the "
+                f"{inv.settings.budget_s:.0f} s budget left (raise --budget, or run it: {exp.command})"
+            )
             done[exp.id] = exp
             continue
         if ctx.overlay or ctx.reverts:
@@ -609,11 +854,19 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
         try:
             KINDS[exp.kind].run(ctx, exp)
         except interrupts as exc:
-            inv.interrupted = type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
-            exp.outcome, exp.reason = Outcome.INTERRUPTED, "stopped by the user; its processes were ended"
+            inv.interrupted = (
+                type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
+            )
+            exp.outcome, exp.reason = (
+                Outcome.INTERRUPTED,
+                "stopped by the user; its processes were ended",
+            )
             exp.sentence = f"{exp.title}: interrupted"
         except BadInputError as exc:
-            exp.outcome, exp.reason = Outcome.INCONCLUSIVE, f"the experiment could not finish: {exc}"
+            exp.outcome, exp.reason = (
+                Outcome.INCONCLUSIVE,
+                f"the experiment could not finish: {exc}",
+            )
             exp.sentence = f"{exp.title}: could not finish ({exc})"
         exp.elapsed_s = time.monotonic() - t
         done[exp.id] = exp
@@ -625,7 +878,11 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
             try:
                 _account(inv, ctx, exp, emit)
             except interrupts as exc:
-                inv.interrupted = type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
+                inv.interrupted = (
+                    type(exc).__name__
+                    if not getattr(exc, "signum", None)
+                    else f"signal {exc.signum}"
+                )
             except BadInputError as exc:
                 inv.notes.append(f"the residual could not be measured: {exc}")
             exp.elapsed_s += time.monotonic() - t
@@ -640,8 +897,9 @@ def _run_all(inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[
     elif any(e.reason.startswith("budget spent") for e in inv.experiments):
         inv.stopped = "the budget is spent with part of the slowdown unexplained"
     else:
-        inv.stopped = "no suspect left to test" + ("" if inv.residual.status == "beyond" else
-                                                   " (the residual is not decided)")
+        inv.stopped = "no suspect left to test" + (
+            "" if inv.residual.status == "beyond" else " (the residual is not decided)"
+        )
 
 
 def _beyond(inv: Investigation) -> bool:
@@ -672,8 +930,15 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
         return
     applied: list[float] | None = None
 
-    def settled(xs: list[float]) -> bool:  # more processes of the applied side only while the residual is undecided
-        return versus_baseline(base, xs, threshold=ctx.threshold, higher_is_better=s.higher_is_better)[0] != "undecided"
+    def settled(
+        xs: list[float],
+    ) -> bool:  # more processes of the applied side only while the residual is undecided
+        return (
+            versus_baseline(base, xs, threshold=ctx.threshold, higher_is_better=s.higher_is_better)[
+                0
+            ]
+            != "undecided"
+        )
 
     if exp.kind is Kind.ENV:
         ctx.overlay.update(exp.params["restore"])
@@ -692,18 +957,29 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
             applied = list(exp.b)  # HEAD's parent, the overlay applied: today without the commit
         elif head and exp.params.get("folder"):
             emit("phase", text="measuring today with every confirmed intervention applied")
-            applied = measure_revision(ctx, exp.params["folder"], head, reverts=tuple(ctx.reverts), role="applied",
-                                       decided=settled)
+            applied = measure_revision(
+                ctx,
+                exp.params["folder"],
+                head,
+                reverts=tuple(ctx.reverts),
+                role="applied",
+                decided=settled,
+            )
     elif exp.kind is Kind.PACKAGE:
         applied = list(exp.b) if not ctx.reverts and not ctx.overlay else None
     if applied is None and ctx.reverts and "code" in ctx.cache and exp.kind is Kind.ENV:
-        folder, head = ctx.cache["code"]  # a variable confirmed after a commit: HEAD without it, the overlay on
+        folder, head = ctx.cache[
+            "code"
+        ]  # a variable confirmed after a commit: HEAD without it, the overlay on
         emit("phase", text="measuring today with every confirmed intervention applied")
-        applied = measure_revision(ctx, folder, head, reverts=tuple(ctx.reverts), role="applied",
-                                       decided=settled)
+        applied = measure_revision(
+            ctx, folder, head, reverts=tuple(ctx.reverts), role="applied", decided=settled
+        )
     if applied is None:
         return
-    inv.residual = residual(base, today, applied, threshold=ctx.threshold, higher_is_better=s.higher_is_better)
+    inv.residual = residual(
+        base, today, applied, threshold=ctx.threshold, higher_is_better=s.higher_is_better
+    )
     exp.details["residual"] = inv.residual.to_json()
 
 
@@ -730,7 +1006,9 @@ def _pct_range(share) -> str:
 def accounting(inv: Investigation) -> str:
     """``CUDA_LAUNCH_BLOCKING: 69% (68% to 74%); commit ebecb14: 30% (25% to 36%); unexplained: 1% (-4% to 6%);
     stopped: the residual is within noise`` ("" before any cause is confirmed)."""
-    narrowed = {e.params.get("depends_on") for e in inv.confirmed}  # a group whose one-by-one A/Bs said which
+    narrowed = {
+        e.params.get("depends_on") for e in inv.confirmed
+    }  # a group whose one-by-one A/Bs said which
     conf = [e for e in inv.confirmed if e.id not in narrowed]
     if not conf:
         return ""
@@ -752,23 +1030,44 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         runnable = [e for e in inv.experiments if e.outcome is Outcome.PLANNED]
         cost = sum(e.estimate_s for e in runnable)
         lead = f"most likely {top.id} ({top.summary})" if top else "nothing implicated"
-        measured = (f"measured slower ({inv.regression_sentence})" if inv.regression is Regression.YES else
-                    f"{inv.regression_sentence}; if it did get slower")
-        return (f"Plan: {measured}: {lead}; {plural(len(runnable), 'experiment')}, about {cost:.0f} s.", EXIT_OK)
+        measured = (
+            f"measured slower ({inv.regression_sentence})"
+            if inv.regression is Regression.YES
+            else f"{inv.regression_sentence}; if it did get slower"
+        )
+        return (
+            f"Plan: {measured}: {lead}; {plural(len(runnable), 'experiment')}, about {cost:.0f} s.",
+            EXIT_OK,
+        )
     if inv.regression is Regression.UNKNOWN:
-        unmeasured = "neither snapshot has a measurement" in inv.regression_sentence  # the sentence says what to do
-        return (f"Could not tell whether it got slower: {inv.regression_sentence.removeprefix('could not tell whether the step got slower: ')}; no experiment was run"
-                + ("." if unmeasured else ": rerun with more processes (--snapshot-processes) on a quieter machine."),
-                EXIT_INCONCLUSIVE)
+        unmeasured = (
+            "neither snapshot has a measurement" in inv.regression_sentence
+        )  # the sentence says what to do
+        return (
+            f"Could not tell whether it got slower: {inv.regression_sentence.removeprefix('could not tell whether the step got slower: ')}; no experiment was run"
+            + (
+                "."
+                if unmeasured
+                else ": rerun with more processes (--snapshot-processes) on a quieter machine."
+            ),
+            EXIT_INCONCLUSIVE,
+        )
     # one variable before a group; among causes accounted together, the largest share of the slowdown first
-    conf = sorted(inv.confirmed, key=lambda e: (len(e.params.get("restore") or {}) > 1,
-                                                -(e.share.point if e.share and e.share.point is not None else 0)))
+    conf = sorted(
+        inv.confirmed,
+        key=lambda e: (
+            len(e.params.get("restore") or {}) > 1,
+            -(e.share.point if e.share and e.share.point is not None else 0),
+        ),
+    )
     if conf:
         head = conf[0]
         also = [e for e in conf[1:]]
         text = f"Confirmed by experiment: {head.hypothesis}: {head.sentence}."
         if also:
-            text += " Also confirmed: " + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in also) + "."
+            text += (
+                " Also confirmed: " + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in also) + "."
+            )
         shares = accounting(inv)
         if shares and (also or inv.residual is not None):
             text += f" Shares of the slowdown: {shares}."

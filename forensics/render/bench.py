@@ -22,8 +22,14 @@ def print_results(c, doc: dict) -> None:
         t.add_column(col, justify="right", overflow="fold")
     for r in doc["results"]:
         within = r.get("within_process_iqr_over_median")
-        t.add_row(r["name"], f"{r['median']:.4g}", r["unit"], str(len(r["process_medians"])),
-                  f"{r['noise_iqr_over_median']:.1%}", f"{within:.1%}" if within is not None else "-")
+        t.add_row(
+            r["name"],
+            f"{r['median']:.4g}",
+            r["unit"],
+            str(len(r["process_medians"])),
+            f"{r['noise_iqr_over_median']:.1%}",
+            f"{within:.1%}" if within is not None else "-",
+        )
     c.print(t)
     c.print(doc["summary"])
 
@@ -56,18 +62,32 @@ def print_comparison(c, result) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(show_header=True, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
-              collapse_padding=True)
+    t = Table(
+        show_header=True,
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     t.add_column("result", justify="left", overflow="fold")
     for col in ("A", "B", "change", "p"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("verdict", justify="left", no_wrap=True)
     for name, cmp in result.results.items():
-        t.add_row(escape(name), f"{cmp.a.median:.4g}", f"{cmp.b.median:.4g}", change_text(cmp.a.median, cmp.b.median),
-                  f"{cmp.p_value:.2g}", cmp.verdict.value)
+        t.add_row(
+            escape(name),
+            f"{cmp.a.median:.4g}",
+            f"{cmp.b.median:.4g}",
+            change_text(cmp.a.median, cmp.b.median),
+            f"{cmp.p_value:.2g}",
+            cmp.verdict.value,
+        )
     c.print(t)
     head = result.results[result.headline]
-    c.print(f"[bold]{escape(result.headline)}: {result.verdict.value}[/bold] - {escape(head.sentence())}")
+    c.print(
+        f"[bold]{escape(result.headline)}: {result.verdict.value}[/bold] - {escape(head.sentence())}"
+    )
     if result.noise_floor is not None:
         c.print(f"A/A noise floor (alternate pairs of processes): {result.noise_floor:.1%}")
     if result.pointing:

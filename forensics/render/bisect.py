@@ -33,8 +33,12 @@ def report_data(result) -> dict:
     from forensics.redact import Redactor
 
     red = Redactor()
-    data = {"schema": SCHEMA, "created": utc_now(), "tool": {"name": "forensics", "version": __version__},
-            **red.sweep(result.to_json())}
+    data = {
+        "schema": SCHEMA,
+        "created": utc_now(),
+        "tool": {"name": "forensics", "version": __version__},
+        **red.sweep(result.to_json()),
+    }
     data["redactions"] = [r.to_json() for r in red.records]
     return data
 
@@ -56,12 +60,30 @@ def strip_plot(data: dict) -> dict:
     for i, r in enumerate(rows):
         y = _PAD + i * _ROW_H + _ROW_H / 2
         med = statistics.median(r["samples"])
-        out.append({"label": f"{r['commit']['short']} {r['class']}", "cls": r["class"], "y": y,
-                    "dots": [x(v) for v in r["samples"]], "median_x": x(med), "median": med, "n": len(r["samples"])})
+        out.append(
+            {
+                "label": f"{r['commit']['short']} {r['class']}",
+                "cls": r["class"],
+                "y": y,
+                "dots": [x(v) for v in r["samples"]],
+                "median_x": x(med),
+                "median": med,
+                "n": len(r["samples"]),
+            }
+        )
     height = _PAD * 2 + len(rows) * _ROW_H + 24
-    ticks = [{"x": x(lo + (hi - lo) * k / 4), "label": f"{lo + (hi - lo) * k / 4:.4g}"} for k in range(5)]
-    return {"rows": out, "width": _LABEL_W + _PLOT_W + 20, "height": height, "axis_y": height - 20, "ticks": ticks,
-            "plot_x0": _LABEL_W, "plot_x1": _LABEL_W + _PLOT_W}
+    ticks = [
+        {"x": x(lo + (hi - lo) * k / 4), "label": f"{lo + (hi - lo) * k / 4:.4g}"} for k in range(5)
+    ]
+    return {
+        "rows": out,
+        "width": _LABEL_W + _PLOT_W + 20,
+        "height": height,
+        "axis_y": height - 20,
+        "ticks": ticks,
+        "plot_x0": _LABEL_W,
+        "plot_x1": _LABEL_W + _PLOT_W,
+    }
 
 
 def render(result, fmt: str) -> str:

@@ -26,18 +26,32 @@ def context(rep) -> dict[str, Any]:
     from forensics.fleet.outliers import OutlierKind
 
     return {
-        "source": rep.source, "created": rep.created, "verdict": rep.verdict, "counts": rep.counts,
-        "outliers_real": rep.real_outliers, "mixed": [o for o in rep.outliers if o.kind == OutlierKind.MIXED],
-        "missing": rep.missing, "notes": rep.notes, "heat": rep.heat, "checked": rep.checked,
-        "peers": rep.peers, "baseline": rep.baseline, "top_n": TOP_N, "version": __version__,
-        "generated": utc_now(), "unit": getattr(rep, "unit", "rank"),
+        "source": rep.source,
+        "created": rep.created,
+        "verdict": rep.verdict,
+        "counts": rep.counts,
+        "outliers_real": rep.real_outliers,
+        "mixed": [o for o in rep.outliers if o.kind == OutlierKind.MIXED],
+        "missing": rep.missing,
+        "notes": rep.notes,
+        "heat": rep.heat,
+        "checked": rep.checked,
+        "peers": rep.peers,
+        "baseline": rep.baseline,
+        "top_n": TOP_N,
+        "version": __version__,
+        "generated": utc_now(),
+        "unit": getattr(rep, "unit", "rank"),
     }
 
 
 def render(rep, fmt: str) -> str:
     """``html``, ``md`` or ``json`` text of the report."""
     if fmt == "json":
-        return json.dumps(finite_json(rep.to_json()), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+        return (
+            json.dumps(finite_json(rep.to_json()), indent=1, ensure_ascii=False, allow_nan=False)
+            + "\n"
+        )
     name = "fleet.html.j2" if fmt == "html" else "fleet.md.j2"
     return templating.render(name, **context(rep))
 
@@ -50,9 +64,15 @@ def render_diff(c: dict[str, Any], before: str, after: str, fmt: str) -> str:
 
     before, after, c = Redactor().sweep((before, after, c))
     if fmt == "json":
-        doc = {"schema": DIFF_SCHEMA, "tool": {"name": "forensics", "version": __version__},
-               "before": before, "after": after, **c}
+        doc = {
+            "schema": DIFF_SCHEMA,
+            "tool": {"name": "forensics", "version": __version__},
+            "before": before,
+            "after": after,
+            **c,
+        }
         return json.dumps(finite_json(doc), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     name = "fleet-diff.html.j2" if fmt == "html" else "fleet-diff.md.j2"
-    return templating.render(name, c=c, before=before, after=after, version=__version__,
-                                                         generated=utc_now())
+    return templating.render(
+        name, c=c, before=before, after=after, version=__version__, generated=utc_now()
+    )

@@ -33,18 +33,26 @@ from forensics.render.report import format_from_name
 def rule(inv) -> dict[str, Any]:
     """The decision rule with this run's settings, as the report states it."""
     s = inv.settings
-    return {"confirmed": (f"B significantly faster than A (Mann-Whitney U on per-process medians, p <= 0.01; bootstrap "
-                          f"95% CI of the ratio excludes 1; beyond the {s.threshold:.0%} threshold and twice the A/A "
-                          f"noise floor; IQR/median <= 10%) and the lower end of the 95% CI of the share of the "
-                          f"slowdown recovered >= {s.min_share:.0%}"),
-            "partial": f"B significantly faster, but the share's upper end below {s.min_share:.0%}",
-            "refuted": (f"no change: the whole CI of the ratio within +-{s.threshold:.0%} (and the share's upper end "
-                        f"below {s.min_share:.0%}), or B slower"),
-            "inconclusive": "anything else; the reason says what would decide it",
-            "share": "(today - intervention) / (today - baseline) on the medians; baseline = the baseline "
-                     "snapshot's measurement of the same result; 95% CI by bootstrap over processes",
-            "threshold": s.threshold, "min_share": s.min_share, "processes_per_side": s.processes,
-            "default_min_share": DEFAULT_MIN_SHARE}
+    return {
+        "confirmed": (
+            f"B significantly faster than A (Mann-Whitney U on per-process medians, p <= 0.01; bootstrap "
+            f"95% CI of the ratio excludes 1; beyond the {s.threshold:.0%} threshold and twice the A/A "
+            f"noise floor; IQR/median <= 10%) and the lower end of the 95% CI of the share of the "
+            f"slowdown recovered >= {s.min_share:.0%}"
+        ),
+        "partial": f"B significantly faster, but the share's upper end below {s.min_share:.0%}",
+        "refuted": (
+            f"no change: the whole CI of the ratio within +-{s.threshold:.0%} (and the share's upper end "
+            f"below {s.min_share:.0%}), or B slower"
+        ),
+        "inconclusive": "anything else; the reason says what would decide it",
+        "share": "(today - intervention) / (today - baseline) on the medians; baseline = the baseline "
+        "snapshot's measurement of the same result; 95% CI by bootstrap over processes",
+        "threshold": s.threshold,
+        "min_share": s.min_share,
+        "processes_per_side": s.processes,
+        "default_min_share": DEFAULT_MIN_SHARE,
+    }
 
 
 def to_json(inv) -> dict[str, Any]:
@@ -54,16 +62,28 @@ def to_json(inv) -> dict[str, Any]:
     if inv.analysis is not None:
         doc = inv.analysis.to_json()
     else:
-        doc = {"verdict": "", "hypotheses": [], "changes": [], "commits": [], "bench": None, "notes": [],
-               "snapshots": {"now": {"label": inv.now.get("label", ""), "created": inv.now.get("created", "")}}}
+        doc = {
+            "verdict": "",
+            "hypotheses": [],
+            "changes": [],
+            "commits": [],
+            "bench": None,
+            "notes": [],
+            "snapshots": {
+                "now": {"label": inv.now.get("label", ""), "created": inv.now.get("created", "")}
+            },
+        }
     doc["diff_verdict"] = doc.get("verdict", "")
     doc["schema"] = "forensics.investigate/1"
     doc["verdict"] = inv.verdict
     doc["exit_code"] = inv.exit_code
-    doc["regression"] = {"status": inv.regression.value, "sentence": inv.regression_sentence,
-                         "subject": inv.subject.name if inv.subject else None,
-                         "subject_kind": inv.subject.kind if inv.subject else None,
-                         "step": inv.subject.cmd if inv.subject and inv.subject.kind == "cmd" else None}
+    doc["regression"] = {
+        "status": inv.regression.value,
+        "sentence": inv.regression_sentence,
+        "subject": inv.subject.name if inv.subject else None,
+        "subject_kind": inv.subject.kind if inv.subject else None,
+        "step": inv.subject.cmd if inv.subject and inv.subject.kind == "cmd" else None,
+    }
     doc["baseline_source"] = getattr(inv, "baseline_source", "")
     residual = getattr(inv, "residual", None)
     doc["residual"] = residual.to_json() if residual is not None else None
@@ -98,9 +118,9 @@ def _diff_parts(inv, fmt: str) -> tuple[str, str]:
         lines = text.splitlines()
         body = "\n".join(("#" + ln) if ln.startswith("#") else ln for ln in lines)  # one level down
         return "", body
-    style = text[text.find("<style>") + 7:text.find("</style>")] if "<style>" in text else ""
-    body = text[text.find("<main>") + 6:text.rfind("</main>")] if "<main>" in text else ""
-    body = body.replace("<h1>", "<h2 class=\"ledger-title\">", 1).replace("</h1>", "</h2>", 1)
+    style = text[text.find("<style>") + 7 : text.find("</style>")] if "<style>" in text else ""
+    body = text[text.find("<main>") + 6 : text.rfind("</main>")] if "<main>" in text else ""
+    body = body.replace("<h1>", '<h2 class="ledger-title">', 1).replace("</h1>", "</h2>", 1)
     return style, body
 
 
@@ -110,13 +130,19 @@ def render(inv, fmt: str) -> str:
     if fmt == "json":
         from forensics.docfile import finite_json
 
-        return json.dumps(finite_json(data), indent=1, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+        return (
+            json.dumps(
+                finite_json(data), indent=1, ensure_ascii=False, default=str, allow_nan=False
+            )
+            + "\n"
+        )
     from markupsafe import Markup
 
     style, body = _diff_parts(inv, fmt)
     name = "investigate.html.j2" if fmt == "html" else "investigate.md.j2"
-    return templating.render(name, r=data, diff_style=Markup(style), diff_body=Markup(body) if fmt == "html"
-                                         else body)
+    return templating.render(
+        name, r=data, diff_style=Markup(style), diff_body=Markup(body) if fmt == "html" else body
+    )
 
 
 def write_report(inv, path: Path) -> None:
@@ -152,17 +178,27 @@ def print_investigation(c, inv, outputs: list[Path], safe) -> None:
             c.print(f"note: {escape(safe(note))}")
     c.print(f"[bold]{escape(safe(inv.verdict))}[/bold]")
     if inv.experiments:
-        c.print("[bold]experiments[/bold] (A = today, B = the intervention; ratio B/A with its 95% CI; share of the "
-                "slowdown recovered with its 95% CI):")
+        c.print(
+            "[bold]experiments[/bold] (A = today, B = the intervention; ratio B/A with its 95% CI; share of the "
+            "slowdown recovered with its 95% CI):"
+        )
         for e in inv.experiments:
             cmp, sh = e.comparison, e.share
             bits = [f"{e.id:<11}", f"{e.outcome.value:<13}", e.hypothesis]
             if cmp:
-                bits.append(f"{cmp.a.median:.4g} -> {cmp.b.median:.4g}, ratio {cmp.time_ratio:.3f} "
-                            f"({cmp.ci_low:.3f}-{cmp.ci_high:.3f})")
+                bits.append(
+                    f"{cmp.a.median:.4g} -> {cmp.b.median:.4g}, ratio {cmp.time_ratio:.3f} "
+                    f"({cmp.ci_low:.3f}-{cmp.ci_high:.3f})"
+                )
             if sh and sh.point is not None:
-                bits.append(f"share {sh.point:.0%}" + (f" ({sh.low:.0%}..{sh.high:.0%})" if sh.low is not None else ""))
-            bits.append(f"est. {e.estimate_s:.0f} s" + (f", took {e.elapsed_s:.0f} s" if e.elapsed_s else ""))
+                bits.append(
+                    f"share {sh.point:.0%}"
+                    + (f" ({sh.low:.0%}..{sh.high:.0%})" if sh.low is not None else "")
+                )
+            bits.append(
+                f"est. {e.estimate_s:.0f} s"
+                + (f", took {e.elapsed_s:.0f} s" if e.elapsed_s else "")
+            )
             c.print(escape(safe("  ".join(bits))), soft_wrap=True)
         for e in inv.experiments:
             if e.outcome.value in ("not-run", "inconclusive", "partial", "planned"):
@@ -177,11 +213,15 @@ def print_investigation(c, inv, outputs: list[Path], safe) -> None:
         c.print(escape(safe(f"  residual: {inv.residual.sentence()}")))
     for check in inv.hardware:
         mark = {"ok": "ok", "below": "BELOW", "unknown": "?"}[check["status"]]
-        c.print(f"  [{mark}] {escape(check['check'])}: {escape(str(check['measured']))} {escape(check['unit'])} "
-                f"(expected {escape(check['expected'])})")
+        c.print(
+            f"  [{mark}] {escape(check['check'])}: {escape(str(check['measured']))} {escape(check['unit'])} "
+            f"(expected {escape(check['expected'])})"
+        )
     t = inv.timings
     if t:
-        c.print(f"took {t.get('total_s', 0):.0f} s: snapshot {t.get('snapshot_s', 0):.0f} s, experiments "
-                f"{t.get('experiments_s', 0):.0f} s")
+        c.print(
+            f"took {t.get('total_s', 0):.0f} s: snapshot {t.get('snapshot_s', 0):.0f} s, experiments "
+            f"{t.get('experiments_s', 0):.0f} s"
+        )
     for out in outputs:
         c.print(f"wrote [bold]{escape(str(out))}[/bold]")

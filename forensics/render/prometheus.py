@@ -40,19 +40,47 @@ def render(rep) -> str:
     gauge("forensics_fleet_nodes", "Nodes with at least one rank record.", [("", c["nodes"])])
     gauge("forensics_fleet_gpus", "GPUs seen in the node snapshots.", [("", c["gpus"])])
     gauge("forensics_fleet_ranks", "Ranks that sent a record.", [("", c["ranks"])])
-    gauge("forensics_fleet_ranks_missing", "Ranks without a record (died, hung, or never started).",
-          [("", len(rep.missing))])
+    gauge(
+        "forensics_fleet_ranks_missing",
+        "Ranks without a record (died, hung, or never started).",
+        [("", len(rep.missing))],
+    )
     from forensics.fleet.outliers import OutlierKind
 
     kinds = Counter(OutlierKind(o.kind) for o in rep.outliers)
-    gauge("forensics_fleet_outliers", "Outliers found, by kind.",
-          [(_labels(kind=k.value), kinds.get(k, 0)) for k in OutlierKind])
-    gauge("forensics_fleet_outlier_score", "Score (0..1) of each outlier; higher is worse.",
-          [(_labels(subject=o.subject, field=o.field, hypothesis=o.hypothesis, node=(o.nodes or [""])[0]), o.score)
-           for o in rep.outliers])
-    gauge("forensics_fleet_gpu_score", "Worst outlier score of each GPU (0 = within its peers).",
-          [(_labels(node=r.node, gpu=cell.index, model=cell.model), round(cell.score, 4))
-           for r in rep.heat for cell in r.cells])
-    gauge("forensics_fleet_rank_missing", "1 for each rank without a record.",
-          [(_labels(rank=m.get("rank"), node=m.get("node") or ""), 1) for m in rep.missing])
+    gauge(
+        "forensics_fleet_outliers",
+        "Outliers found, by kind.",
+        [(_labels(kind=k.value), kinds.get(k, 0)) for k in OutlierKind],
+    )
+    gauge(
+        "forensics_fleet_outlier_score",
+        "Score (0..1) of each outlier; higher is worse.",
+        [
+            (
+                _labels(
+                    subject=o.subject,
+                    field=o.field,
+                    hypothesis=o.hypothesis,
+                    node=(o.nodes or [""])[0],
+                ),
+                o.score,
+            )
+            for o in rep.outliers
+        ],
+    )
+    gauge(
+        "forensics_fleet_gpu_score",
+        "Worst outlier score of each GPU (0 = within its peers).",
+        [
+            (_labels(node=r.node, gpu=cell.index, model=cell.model), round(cell.score, 4))
+            for r in rep.heat
+            for cell in r.cells
+        ],
+    )
+    gauge(
+        "forensics_fleet_rank_missing",
+        "1 for each rank without a record.",
+        [(_labels(rank=m.get("rank"), node=m.get("node") or ""), 1) for m in rep.missing],
+    )
     return "\n".join(lines) + "\n"

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from forensics import __version__
+from forensics.docfile import utc_now, write_atomic
 from forensics.errors import BadInputError
 from forensics.model import HypothesisStatus
-from forensics.docfile import utc_now, write_atomic
 from forensics.render import templating
 from forensics.render.templating import show_value
 
@@ -39,8 +39,10 @@ def format_for(path: Path, fmt: str | None = None) -> str:
             raise BadInputError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
         implied = _SUFFIX.get(Path(path).suffix.lower())
         if implied is not None and implied != fmt:
-            raise BadInputError(f"--format {fmt} does not match the file name {path} (a {implied} name); "
-                                "change one of them")
+            raise BadInputError(
+                f"--format {fmt} does not match the file name {path} (a {implied} name); "
+                "change one of them"
+            )
         return fmt
     try:
         return _SUFFIX[Path(path).suffix.lower()]
@@ -49,8 +51,10 @@ def format_for(path: Path, fmt: str | None = None) -> str:
 
         if written_in_place(Path(path)):  # -o /dev/null, a FIFO: the default format
             return "html"
-        raise BadInputError(f"{path}: cannot tell the report format from the name; end it in .html, .md or "
-                            ".json, or give --format") from None
+        raise BadInputError(
+            f"{path}: cannot tell the report format from the name; end it in .html, .md or "
+            ".json, or give --format"
+        ) from None
 
 
 def format_from_name(path: Path, in_place: str | None = None) -> str:
@@ -80,7 +84,9 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}" if math.isfinite(x) else str(x)
 
 
-def strip_chart(before: list[float], after: list[float], width: int = 224, row_h: int = 24) -> dict[str, Any]:
+def strip_chart(
+    before: list[float], after: list[float], width: int = 224, row_h: int = 24
+) -> dict[str, Any]:
     """Geometry of a two-row strip + box plot of per-process medians (numbers only; the template draws it).
 
     Returns:
@@ -102,11 +108,27 @@ def strip_chart(before: list[float], after: list[float], width: int = 224, row_h
     for i, (label, xs) in enumerate((("before", before), ("after", after))):
         s = summarize(xs)
         y = 14 + i * (row_h + 8)
-        rows.append({"label": label, "y": y, "h": row_h, "q1": x(s.q1), "q3": x(s.q3), "med": x(s.median),
-                     "points": [{"x": x(v), "y": y + row_h / 2 + ((j % 5) - 2) * 2.5} for j, v in enumerate(xs)]})
+        rows.append(
+            {
+                "label": label,
+                "y": y,
+                "h": row_h,
+                "q1": x(s.q1),
+                "q3": x(s.q3),
+                "med": x(s.median),
+                "points": [
+                    {"x": x(v), "y": y + row_h / 2 + ((j % 5) - 2) * 2.5} for j, v in enumerate(xs)
+                ],
+            }
+        )
     ticks = [{"x": x(v), "text": _fmt(v)} for v in (lo + pad, (lo + hi) / 2, hi - pad)]
-    return {"width": width, "height": 14 + 2 * (row_h + 8) + 16, "rows": rows, "ticks": ticks,
-            "axis_y": 14 + 2 * (row_h + 8)}
+    return {
+        "width": width,
+        "height": 14 + 2 * (row_h + 8) + 16,
+        "rows": rows,
+        "ticks": ticks,
+        "axis_y": 14 + 2 * (row_h + 8),
+    }
 
 
 def context(analysis) -> dict[str, Any]:
@@ -120,12 +142,25 @@ def context(analysis) -> dict[str, Any]:
     by_status = {s.value: [h for h in hyps if h["status"] == s.value] for s in HypothesisStatus}
     groups: dict[str, list[dict[str, Any]]] = {}
     for c in analysis.changes:
-        groups.setdefault(c.probe, []).append({
-            "path": c.path, "kind": c.kind.value, "before": show_value(c.before), "after": show_value(c.after),
-            "volatile": c.volatile, "label": c.label, "unit": c.unit})
+        groups.setdefault(c.probe, []).append(
+            {
+                "path": c.path,
+                "kind": c.kind.value,
+                "before": show_value(c.before),
+                "after": show_value(c.after),
+                "volatile": c.volatile,
+                "label": c.label,
+                "unit": c.unit,
+            }
+        )
     # per probe: the fields that matter, then the volatile ones (load, uptime, process lists), collapsed
-    split = {probe: {"steady": [r for r in rows if not r["volatile"]], "volatile": [r for r in rows if r["volatile"]]}
-             for probe, rows in groups.items()}
+    split = {
+        probe: {
+            "steady": [r for r in rows if not r["volatile"]],
+            "volatile": [r for r in rows if r["volatile"]],
+        }
+        for probe, rows in groups.items()
+    }
     bench = None
     if doc["bench"] is not None:
         bench = dict(doc["bench"])
@@ -149,16 +184,31 @@ def context(analysis) -> dict[str, Any]:
                     todo.append(x["id"])
         return out
 
-    causes = [dict(h, mechanisms=mechanisms(h)) for h in implicated if h.get("explained_by") not in ids]
+    causes = [
+        dict(h, mechanisms=mechanisms(h)) for h in implicated if h.get("explained_by") not in ids
+    ]
     return {
-        "doc": doc, "verdict": doc["verdict"], "machine_note": doc["machine_note"],
-        "implicated": causes, "n_implicated": len(implicated), "ruled_out": by_status["ruled-out"],
-        "inconclusive": by_status["inconclusive"], "changes": groups, "changes_split": split,
-        "ledger_rows": ledger_rows(by_status["implicated"] + by_status["inconclusive"] + by_status["ruled-out"]),
-        "n_changes": len(analysis.changes), "n_volatile": sum(c.volatile for c in analysis.changes),
+        "doc": doc,
+        "verdict": doc["verdict"],
+        "machine_note": doc["machine_note"],
+        "implicated": causes,
+        "n_implicated": len(implicated),
+        "ruled_out": by_status["ruled-out"],
+        "inconclusive": by_status["inconclusive"],
+        "changes": groups,
+        "changes_split": split,
+        "ledger_rows": ledger_rows(
+            by_status["implicated"] + by_status["inconclusive"] + by_status["ruled-out"]
+        ),
+        "n_changes": len(analysis.changes),
+        "n_volatile": sum(c.volatile for c in analysis.changes),
         "repos": [r for r, rc in zip(doc["commits"], analysis.repos) if rc.changed],
-        "n_repos_unchanged": sum(not rc.changed for rc in analysis.repos), "bench": bench, "notes": doc["notes"], "snapshots": doc["snapshots"],
-        "version": __version__, "generated": utc_now(),
+        "n_repos_unchanged": sum(not rc.changed for rc in analysis.repos),
+        "bench": bench,
+        "notes": doc["notes"],
+        "snapshots": doc["snapshots"],
+        "version": __version__,
+        "generated": utc_now(),
     }
 
 
@@ -223,9 +273,14 @@ def render_markdown(analysis, limit: int = MD_LIMIT) -> str:
     if len(text) <= limit:
         return text
     for key in ("implicated", "inconclusive", "ruled_out"):
-        ctx[key] = [dict(h, evidence=h["evidence"][:3],
-                         mechanisms=[dict(m, evidence=m["evidence"][:3]) for m in h.get("mechanisms", [])])
-                    for h in ctx[key]]
+        ctx[key] = [
+            dict(
+                h,
+                evidence=h["evidence"][:3],
+                mechanisms=[dict(m, evidence=m["evidence"][:3]) for m in h.get("mechanisms", [])],
+            )
+            for h in ctx[key]
+        ]
     text = with_rows(0)
     if len(text) <= limit:
         return text
@@ -237,7 +292,16 @@ def render_json(analysis) -> str:
     """The JSON report: :meth:`Analysis.to_json`, indented."""
     from forensics.docfile import finite_json
 
-    return json.dumps(finite_json(analysis.to_json()), indent=1, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+    return (
+        json.dumps(
+            finite_json(analysis.to_json()),
+            indent=1,
+            ensure_ascii=False,
+            default=str,
+            allow_nan=False,
+        )
+        + "\n"
+    )
 
 
 def render(analysis, fmt: str) -> str:

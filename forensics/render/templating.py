@@ -35,7 +35,9 @@ def show_value(value: Any) -> str:
     elif isinstance(value, float):
         text = f"{value:.6g}"
     elif isinstance(value, (dict, list)):
-        text = json.dumps(value, ensure_ascii=False, sort_keys=False, default=str, separators=(", ", ": "))
+        text = json.dumps(
+            value, ensure_ascii=False, sort_keys=False, default=str, separators=(", ", ": ")
+        )
     else:
         text = str(value)
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "\u2026"
@@ -106,14 +108,27 @@ def environment():
     """The Jinja2 environment of all reports (built on first use, then shared; imports jinja2 lazily)."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("forensics_reports", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "html.j2"], default_for_string=False),
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters.update({
-        "value": show_value, "md": md_escape, "mdcode": md_code, "mdcell": md_cell, "dotbreak": dot_break,
-        "bucket": bucket, "num": fixed, "sig": significant, "pct": percent, "secs": seconds,
-        "short": lambda s: str(s)[:10] if s else "?",
-    })
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("forensics_reports", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "html.j2"], default_for_string=False),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        {
+            "value": show_value,
+            "md": md_escape,
+            "mdcode": md_code,
+            "mdcell": md_cell,
+            "dotbreak": dot_break,
+            "bucket": bucket,
+            "num": fixed,
+            "sig": significant,
+            "pct": percent,
+            "secs": seconds,
+            "short": lambda s: str(s)[:10] if s else "?",
+        }
+    )
     return env
 
 

@@ -37,7 +37,9 @@ def _fields_failed(n: int) -> str:
     return f"({n} field{'s' if n != 1 else ''} failed)"
 
 
-def print_snapshot_summary(doc: dict[str, Any], detail: bool = False, stream=None, wrote: str | None = None) -> None:
+def print_snapshot_summary(
+    doc: dict[str, Any], detail: bool = False, stream=None, wrote: str | None = None
+) -> None:
     """Print a snapshot's header and one row per probe (status, duration, headline).
 
     Plain text through :class:`forensics.render.text.Printer` (no rich: this is printed after every
@@ -58,15 +60,19 @@ def print_snapshot_summary(doc: dict[str, Any], detail: bool = False, stream=Non
     machine = doc.get("machine") if isinstance(doc.get("machine"), dict) else {}
     tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
     label = doc.get("label") or "-"
-    out.line(f"{out.style('snapshot', 'bold')} {clean(label)}  {clean(doc.get('created', ''))}  "
-             f"host {clean(machine.get('hostname', '?'))}  forensics {clean(tool.get('version', '?'))}")
+    out.line(
+        f"{out.style('snapshot', 'bold')} {clean(label)}  {clean(doc.get('created', ''))}  "
+        f"host {clean(machine.get('hostname', '?'))}  forensics {clean(tool.get('version', '?'))}"
+    )
     imported = ""
     if doc.get("source"):  # only a snapshot built from a pasted text has one
         from forensics.snapshot import describe_import as describe
 
         imported = describe(doc)
     if imported:
-        out.line(f"{out.style(clean(imported), 'bold')}: fields the text does not hold are not recorded")
+        out.line(
+            f"{out.style(clean(imported), 'bold')}: fields the text does not hold are not recorded"
+        )
         for note in (doc.get("import") or {}).get("notes") or []:
             out.line(f"  {out.style(clean(note), 'dim')}")
     rows = []
@@ -76,21 +82,38 @@ def print_snapshot_summary(doc: dict[str, Any], detail: bool = False, stream=Non
             facts = _headline(name, section.get("data") or {})
             if status == "partial" and imported:
                 n = len(section.get("errors") or [])
-                facts = (facts + "  " if facts else "") + f"({n} field group{'s' if n != 1 else ''} not in the text)"
+                facts = (
+                    facts + "  " if facts else ""
+                ) + f"({n} field group{'s' if n != 1 else ''} not in the text)"
             elif status == "partial":
-                facts = (facts + "  " if facts else "") + _fields_failed(len(section.get('errors') or []))
+                facts = (facts + "  " if facts else "") + _fields_failed(
+                    len(section.get("errors") or [])
+                )
         else:
             facts = section.get("reason", "")
-        rows.append([(clean(name), ""), (clean(status), _STATUS_STYLE.get(status, "")),
-                     (f"{float(section.get('duration_s', 0)):.2f}s", ""), (clean(facts), "")])
-    columns = [Column("probe"), Column("status"), Column("time", right=True), Column("facts", fold=True)]
+        rows.append(
+            [
+                (clean(name), ""),
+                (clean(status), _STATUS_STYLE.get(status, "")),
+                (f"{float(section.get('duration_s', 0)):.2f}s", ""),
+                (clean(facts), ""),
+            ]
+        )
+    columns = [
+        Column("probe"),
+        Column("status"),
+        Column("time", right=True),
+        Column("facts", fold=True),
+    ]
     for line in table(out, columns, rows):
         out.line(line)
     if detail:
         for name, section in (doc.get("probes") or {}).items():
             for err in section.get("errors") or []:
-                out.line(f"  {out.style(clean(name), 'yellow')} {clean(err.get('field', ''))}: "
-                         f"{clean(err.get('error', ''))}")
+                out.line(
+                    f"  {out.style(clean(name), 'yellow')} {clean(err.get('field', ''))}: "
+                    f"{clean(err.get('error', ''))}"
+                )
     red = doc.get("redactions") or []
     if red:
         places = sorted({str(r.get("where", "?")) for r in red})

@@ -125,7 +125,9 @@ class Column:
     fold: bool = False
 
 
-def table(printer: Printer, columns: Sequence[Column], rows: Sequence[Sequence[tuple[str, str]]]) -> list[str]:
+def table(
+    printer: Printer, columns: Sequence[Column], rows: Sequence[Sequence[tuple[str, str]]]
+) -> list[str]:
     """The lines of a boxed table fitting ``printer.width`` (folding columns wrapped to fit).
 
     Args:
@@ -140,8 +142,13 @@ def table(printer: Printer, columns: Sequence[Column], rows: Sequence[Sequence[t
         still cannot fit is wider.
     """
     rows = [[(text.expandtabs(8), style) for text, style in row] for row in rows]  # rich's tab size
-    widths = [max([cell_len(c.header)] + [cell_len(line) for row in rows for line in row[i][0].split("\n")])
-              for i, c in enumerate(columns)]
+    widths = [
+        max(
+            [cell_len(c.header)]
+            + [cell_len(line) for row in rows for line in row[i][0].split("\n")]
+        )
+        for i, c in enumerate(columns)
+    ]
     over = sum(w + 3 for w in widths) + 1 - printer.width
     for i in reversed(range(len(columns))):  # shrink folding columns, the last first
         if over <= 0:
@@ -153,9 +160,13 @@ def table(printer: Printer, columns: Sequence[Column], rows: Sequence[Sequence[t
                 over -= cut
     fold = [c.fold for c in columns]
     floor = [cell_len(c.header) for c in columns]
-    while over > 0:  # a 40-column terminal: the other columns give way, the one with most to spare first, then all
-        i = max(range(len(columns)), key=lambda k: (widths[k] > floor[k] and not columns[k].fold,
-                                                     widths[k] - floor[k], k))
+    while (
+        over > 0
+    ):  # a 40-column terminal: the other columns give way, the one with most to spare first, then all
+        i = max(
+            range(len(columns)),
+            key=lambda k: (widths[k] > floor[k] and not columns[k].fold, widths[k] - floor[k], k),
+        )
         if widths[i] <= floor[i]:
             break
         widths[i] -= 1
@@ -163,7 +174,10 @@ def table(printer: Printer, columns: Sequence[Column], rows: Sequence[Sequence[t
         fold[i] = True  # cut below its widest cell: wrapped like a folding column
 
     def cells(texts: Sequence[tuple[str, str]]) -> list[str]:
-        parts = [wrap(text, widths[i]) if fold[i] else text.split("\n") for i, (text, _) in enumerate(texts)]
+        parts = [
+            wrap(text, widths[i]) if fold[i] else text.split("\n")
+            for i, (text, _) in enumerate(texts)
+        ]
         lines = []
         for n in range(max(len(p) for p in parts)):
             out = []
@@ -175,10 +189,16 @@ def table(printer: Printer, columns: Sequence[Column], rows: Sequence[Sequence[t
             lines.append(out)
         return lines
 
-    box = _BOX if str(getattr(printer.stream, "encoding", None) or "utf-8").lower().startswith("utf") else _ASCII_BOX
+    box = (
+        _BOX
+        if str(getattr(printer.stream, "encoding", None) or "utf-8").lower().startswith("utf")
+        else _ASCII_BOX
+    )
     rule, light = [box[1] * (w + 2) for w in widths], [box[13] * (w + 2) for w in widths]
     lines = [box[0] + box[2].join(rule) + box[3]]
-    lines += [box[4] + box[4].join(cl) + box[4] for cl in cells([(c.header, "bold") for c in columns])]
+    lines += [
+        box[4] + box[4].join(cl) + box[4] for cl in cells([(c.header, "bold") for c in columns])
+    ]
     lines.append(box[5] + box[6].join(rule) + box[7])
     for row in rows:
         lines += [box[8] + box[8].join(cl) + box[8] for cl in cells(row)]

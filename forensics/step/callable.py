@@ -71,7 +71,9 @@ def load(target: str):
 
 def _inside(path: str, folder: str) -> bool:
     try:
-        return os.path.commonpath([os.path.realpath(path), os.path.realpath(folder)]) == os.path.realpath(folder)
+        return os.path.commonpath(
+            [os.path.realpath(path), os.path.realpath(folder)]
+        ) == os.path.realpath(folder)
     except ValueError:
         return False
 
@@ -83,8 +85,15 @@ def _sync() -> Callable[[], None]:
     return lambda: None
 
 
-def time_blocks(fn: Callable[[], object], *, blocks: int, min_block_ms: float, warmup_s: float, warmup_calls: int,
-                clock: Callable[[], float] = time.perf_counter):
+def time_blocks(
+    fn: Callable[[], object],
+    *,
+    blocks: int,
+    min_block_ms: float,
+    warmup_s: float,
+    warmup_calls: int,
+    clock: Callable[[], float] = time.perf_counter,
+):
     """Warm up, calibrate a loop to >= ``min_block_ms``, then yield ms per call of each of ``blocks`` blocks."""
     t0 = time.perf_counter()
     fn()
@@ -139,25 +148,40 @@ def time_callable(fn: Callable[[], object], blocks: int, block_ms: float, warmup
             converged = abs(b / a - 1) < 0.02
             if converged or elapsed >= 10 * warmup_s + 1:
                 break
-    return {"per_call_ms": [block() for _ in range(blocks)], "calls_per_block": n,
-            "warmup": {"blocks": len(warm), "converged": converged}}
+    return {
+        "per_call_ms": [block() for _ in range(blocks)],
+        "calls_per_block": n,
+        "warmup": {"blocks": len(warm), "converged": converged},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (see the module docstring)."""
     ap = argparse.ArgumentParser(prog=PROG)
     ap.add_argument("target", help="package.module:function (called with no arguments)")
-    ap.add_argument("--summary", action="store_true", help="print one JSON summary (forensics bench) instead of "
-                    "one metric line per block (forensics bisect)")
+    ap.add_argument(
+        "--summary",
+        action="store_true",
+        help="print one JSON summary (forensics bench) instead of "
+        "one metric line per block (forensics bisect)",
+    )
     ap.add_argument("--blocks", type=int, default=15)
     ap.add_argument("--min-block-ms", type=float, default=5.0)
-    ap.add_argument("--warmup-s", type=float, default=0.2, help="warm up at least this long and --warmup-calls "
-                    "calls (but stop after 5 x this)")
+    ap.add_argument(
+        "--warmup-s",
+        type=float,
+        default=0.2,
+        help="warm up at least this long and --warmup-calls calls (but stop after 5 x this)",
+    )
     ap.add_argument("--warmup-calls", type=int, default=20)
     ap.add_argument("--metric", default="call_ms")
     ap.add_argument("--expect-under", default=None)
-    ap.add_argument("--timer", choices=("wall", "cpu"), default="wall",
-                    help="wall: time.perf_counter (default); cpu: time.process_time of this process")
+    ap.add_argument(
+        "--timer",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: time.perf_counter (default); cpu: time.process_time of this process",
+    )
     try:
         args = ap.parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage line
@@ -167,7 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module, fn = load(args.target)
     except ImportError as exc:
-        print(f"cannot import {args.target.partition(':')[0]} ({exc}); is it on PYTHONPATH?", file=sys.stderr)
+        print(
+            f"cannot import {args.target.partition(':')[0]} ({exc}); is it on PYTHONPATH?",
+            file=sys.stderr,
+        )
         return 2
     except Exception as exc:  # errors of the user's code at import are reported, not raised
         print(f"cannot load {args.target}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -176,16 +203,28 @@ def main(argv: list[str] | None = None) -> int:
     if not args.summary:
         print(json.dumps({"module_file": where}), flush=True)
     if args.expect_under and not _inside(where, args.expect_under):
-        print(f"{module.__name__} was imported from {where or '(no file)'}, not from "
-              f"{args.expect_under}: an installed copy shadows the code under test", file=sys.stderr)
+        print(
+            f"{module.__name__} was imported from {where or '(no file)'}, not from "
+            f"{args.expect_under}: an installed copy shadows the code under test",
+            file=sys.stderr,
+        )
         return 3
     try:
         if args.summary:
-            print(json.dumps(time_callable(fn, args.blocks, args.min_block_ms, args.warmup_s)), flush=True)
+            print(
+                json.dumps(time_callable(fn, args.blocks, args.min_block_ms, args.warmup_s)),
+                flush=True,
+            )
             return 0
         clock = time.process_time if args.timer == "cpu" else time.perf_counter
-        for ms in time_blocks(fn, blocks=args.blocks, min_block_ms=args.min_block_ms, warmup_s=args.warmup_s,
-                              warmup_calls=args.warmup_calls, clock=clock):
+        for ms in time_blocks(
+            fn,
+            blocks=args.blocks,
+            min_block_ms=args.min_block_ms,
+            warmup_s=args.warmup_s,
+            warmup_calls=args.warmup_calls,
+            clock=clock,
+        ):
             print(json.dumps({"metric": args.metric, "value": ms}), flush=True)
     except Exception as exc:  # the user's function failed: one line, the caller reports it
         print(f"the function raised {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -41,8 +41,12 @@ class StepRun:
     stderr_tail: str = ""
 
 
-def parse_output(text: str, metric: str | None = None, metric_regex: str | None = None,
-                 rejected: list[str] | None = None) -> tuple[str, list[float]]:
+def parse_output(
+    text: str,
+    metric: str | None = None,
+    metric_regex: str | None = None,
+    rejected: list[str] | None = None,
+) -> tuple[str, list[float]]:
     """Extract measurements from a step's stdout.
 
     Args:
@@ -63,9 +67,13 @@ def parse_output(text: str, metric: str | None = None, metric_regex: str | None 
         try:
             rx = re.compile(metric_regex)
         except re.error as exc:
-            raise BadInputError(f"--metric-regex {metric_regex!r} is not a valid regular expression ({exc})") from None
+            raise BadInputError(
+                f"--metric-regex {metric_regex!r} is not a valid regular expression ({exc})"
+            ) from None
         if rx.groups < 1:
-            raise BadInputError(f"--metric-regex {metric_regex!r} needs a group around the number, e.g. 'step (\\d+\\.?\\d*) ms'")
+            raise BadInputError(
+                f"--metric-regex {metric_regex!r} needs a group around the number, e.g. 'step (\\d+\\.?\\d*) ms'"
+            )
         for m in rx.finditer(text):
             raw = m.group("value") if "value" in rx.groupindex else m.group(1)
             try:
@@ -104,9 +112,15 @@ def parse_output(text: str, metric: str | None = None, metric_regex: str | None 
     return chosen or (metric or "value"), values
 
 
-def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None = None,
-                timeout_s: float = 600.0, metric: str | None = None,
-                metric_regex: str | None = None) -> StepRun:
+def run_command(
+    cmd: str,
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 600.0,
+    metric: str | None = None,
+    metric_regex: str | None = None,
+) -> StepRun:
     """Run the user's step once (one fresh process) and parse its measurements.
 
     Args:
@@ -130,7 +144,9 @@ def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None 
     except OSError as exc:
         raise BadInputError(f"step command could not start ({exc.strerror}): {cmd}") from None
     if code is None:
-        raise BadInputError(f"step command timed out after {timeout_s:g} s (its processes were stopped): {cmd}")
+        raise BadInputError(
+            f"step command timed out after {timeout_s:g} s (its processes were stopped): {cmd}"
+        )
     proc = subprocess.CompletedProcess(cmd, code, stdout, stderr)
     tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
     if proc.returncode != 0:
@@ -139,8 +155,12 @@ def run_command(cmd: str, *, cwd: str | None = None, env: dict[str, str] | None 
     rejected: list[str] = []
     name, values = parse_output(proc.stdout, metric, metric_regex, rejected)
     if not values:
-        how = f"no line matched --metric-regex {metric_regex!r}" if metric_regex else \
-            'no JSON line like {"metric": "step_ms", "value": 19.3}' + (f" with metric {metric!r}" if metric else "")
+        how = (
+            f"no line matched --metric-regex {metric_regex!r}"
+            if metric_regex
+            else 'no JSON line like {"metric": "step_ms", "value": 19.3}'
+            + (f" with metric {metric!r}" if metric else "")
+        )
         if rejected:
             how = f"no usable measurement (its JSON line's {rejected[0]}; print a finite number of ms)"
         raise BadInputError(f"step command printed {how}: {cmd}")
@@ -171,14 +191,42 @@ def check_launcher(launcher: str) -> list[str]:
     except ValueError as exc:
         raise BadInputError(f"--launcher {launcher!r}: {exc}; quote it as one shell word") from None
     if not prefix:
-        raise BadInputError("--launcher is empty; give a command prefix such as 'torchrun --nproc-per-node 2'")
+        raise BadInputError(
+            "--launcher is empty; give a command prefix such as 'torchrun --nproc-per-node 2'"
+        )
     if shutil.which(prefix[0]) is None:
         raise BadInputError(f"--launcher: {prefix[0]!r} not found on PATH (or not executable)")
     return prefix
 
 
-_SHELL_WORDS = {"cd", "exec", "env", "time", "nice", "if", "for", "while", "case", "{", "(", "!", "export", ".",
-                "source", "set", "eval", "command", "builtin", "test", "[", "true", "false", "echo", "printf", ":"}
+_SHELL_WORDS = {
+    "cd",
+    "exec",
+    "env",
+    "time",
+    "nice",
+    "if",
+    "for",
+    "while",
+    "case",
+    "{",
+    "(",
+    "!",
+    "export",
+    ".",
+    "source",
+    "set",
+    "eval",
+    "command",
+    "builtin",
+    "test",
+    "[",
+    "true",
+    "false",
+    "echo",
+    "printf",
+    ":",
+}
 
 
 def check_step_command(cmd: str, option: str = "--cmd") -> None:
@@ -207,7 +255,9 @@ def check_step_command(cmd: str, option: str = "--cmd") -> None:
         if not (os.path.isfile(prog) and os.access(prog, os.X_OK)):
             raise BadInputError(f"{option}: {prog!r} is not an executable file")
     elif shutil.which(prog) is None:
-        raise BadInputError(f"{option}: {prog!r} not found on PATH; check the command before the benchmark runs")
+        raise BadInputError(
+            f"{option}: {prog!r} not found on PATH; check the command before the benchmark runs"
+        )
 
 
 def child_env(extra: dict[str, str | None] | None = None) -> dict[str, str]:

@@ -30,7 +30,9 @@ def recording_env(env: dict[str, str]) -> tuple[dict[str, str], str]:
     out = dict(env)
     folder = tempfile.mkdtemp(prefix="forensics-loaded-")
     out[ENV_VAR] = folder
-    out["PYTHONPATH"] = os.pathsep.join([str(HOOK_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    out["PYTHONPATH"] = os.pathsep.join(
+        [str(HOOK_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
     return out, folder
 
 
@@ -47,7 +49,11 @@ def collect_all(folder: str) -> tuple[list[str], list[str]]:
         for kind, names in found.items():
             for entry in Path(folder).glob(f"*.{kind}"):
                 try:
-                    names.update(ln.strip() for ln in entry.read_text(encoding="utf-8").splitlines() if ln.strip())
+                    names.update(
+                        ln.strip()
+                        for ln in entry.read_text(encoding="utf-8").splitlines()
+                        if ln.strip()
+                    )
                 except (OSError, UnicodeDecodeError):
                     continue
     finally:

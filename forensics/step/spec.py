@@ -55,5 +55,7 @@ class StepOptions:
         if self.cmd is not None and not self.cmd.strip():
             raise BadInputError("is empty; give the command that runs your step", option="cmd")
         if (self.metric or self.metric_regex) and not self.cmd:
-            raise BadInputError("{metric} and {metric_regex} read the output of {cmd}; give {cmd} too",
-                                names=("metric", "metric_regex", "cmd"))
+            raise BadInputError(
+                "{metric} and {metric_regex} read the output of {cmd}; give {cmd} too",
+                names=("metric", "metric_regex", "cmd"),
+            )

@@ -53,19 +53,33 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from forensics_probes.git.read import (
+    dirty_stat,
+    parse_head,
+    parse_remotes,
+    parse_status_v2,
+    parse_submodules,
+    shown,
+    worktree_fields,
+)
+
 from forensics.errors import ProbeUnavailable
 from forensics.gitio import Calls, GitError
-from forensics_probes.git.read import (dirty_stat, parse_head, parse_remotes, parse_status_v2, shown, parse_submodules,
-                                       worktree_fields)
 from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
-from forensics.words import plural
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics.readers import read_text
+from forensics.words import plural
 
 REFLOG_ENTRIES = 100
 UNTRACKED_LIST = 200
-_OPERATIONS = (("rebase-merge", "rebase"), ("rebase-apply", "rebase"), ("MERGE_HEAD", "merge"),
-               ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"), ("BISECT_LOG", "bisect"))
+_OPERATIONS = (
+    ("rebase-merge", "rebase"),
+    ("rebase-apply", "rebase"),
+    ("MERGE_HEAD", "merge"),
+    ("CHERRY_PICK_HEAD", "cherry-pick"),
+    ("REVERT_HEAD", "revert"),
+    ("BISECT_LOG", "bisect"),
+)
 
 
 def _well_typed(rec: dict[str, Any]) -> dict[str, Any]:
@@ -139,7 +153,9 @@ def _same_dirty(br: dict[str, Any], ar: dict[str, Any]) -> list[str] | None:
     if not bdirty and not adirty:
         return []
     bst, ast = br.get("dirty_stat"), ar.get("dirty_stat")
-    if not (isinstance(bst, dict) and isinstance(ast, dict)) or any(p not in bst or p not in ast for p in adirty):
+    if not (isinstance(bst, dict) and isinstance(ast, dict)) or any(
+        p not in bst or p not in ast for p in adirty
+    ):
         return None
     return sorted(adirty)
 
@@ -182,13 +198,29 @@ class GitProbe(Probe):
     name = "git"
     description = "git HEAD, branch/detached, upstream ahead/behind, dirty files, stash, reflog of the code under test"
     hypotheses = ("code.change",)
-    map_fields = ("repos.*.remotes", "repos.*.dirty_stat")  # remote names and file paths are data, not keys
-    types = {"repos": "list", "repos.*": "mapping", "repos.*.path": "string", "repos.*.branch": "string?",
-             "repos.*.detached": "boolean", "repos.*.dirty": "boolean", "repos.*.head": "mapping?",
-             "repos.*.head.sha": "string", "repos.*.reflog": "list", "repos.*.reflog.*": "mapping",
-             "repos.*.modified": "list", "repos.*.staged": "list", "repos.*.untracked": "list", "repos.*.tool_outputs": "list",
-             "repos.*.remotes": "mapping", "repos.*.stash_count": "integer>=0",
-             "repos.*.dirty_stat": "mapping"}
+    map_fields = (
+        "repos.*.remotes",
+        "repos.*.dirty_stat",
+    )  # remote names and file paths are data, not keys
+    types = {
+        "repos": "list",
+        "repos.*": "mapping",
+        "repos.*.path": "string",
+        "repos.*.branch": "string?",
+        "repos.*.detached": "boolean",
+        "repos.*.dirty": "boolean",
+        "repos.*.head": "mapping?",
+        "repos.*.head.sha": "string",
+        "repos.*.reflog": "list",
+        "repos.*.reflog.*": "mapping",
+        "repos.*.modified": "list",
+        "repos.*.staged": "list",
+        "repos.*.untracked": "list",
+        "repos.*.tool_outputs": "list",
+        "repos.*.remotes": "mapping",
+        "repos.*.stash_count": "integer>=0",
+        "repos.*.dirty_stat": "mapping",
+    }
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:
         targets: list[tuple[Path, str, str | None]] = []
@@ -201,8 +233,10 @@ class GitProbe(Probe):
                 targets.append((root, "main", None))
         targets += self._editable_sources()
         if not targets:
-            raise ProbeUnavailable("the current folder is not in a git repository and no editable install is "
-                                   "(use --repo PATH to name the code under test)")
+            raise ProbeUnavailable(
+                "the current folder is not in a git repository and no editable install is "
+                "(use --repo PATH to name the code under test)"
+            )
         if shutil.which("git") is None:
             raise ProbeUnavailable("git is not on PATH: install git to record the code under test")
         repos, seen = [], set()
@@ -217,13 +251,15 @@ class GitProbe(Probe):
 
     @staticmethod
     def _editable_sources() -> list[tuple[Path, str, str | None]]:
-        from importlib import metadata
         import json
+        from importlib import metadata
 
         out = []
         for dist in metadata.distributions():
             folder = getattr(dist, "_path", None)
-            if folder is not None and not os.path.isfile(os.path.join(str(folder), "direct_url.json")):
+            if folder is not None and not os.path.isfile(
+                os.path.join(str(folder), "direct_url.json")
+            ):
                 continue  # one stat, not pathlib's open, for the ~200 distributions that have no such file
             try:
                 raw = dist.read_text("direct_url.json")
@@ -241,38 +277,62 @@ class GitProbe(Probe):
                     out.append((src, "editable", dist.metadata["Name"]))
         return out
 
-    def _read_repo(self, path: Path, root: Path | None, role: str, dist: str | None,
-                   ctx: ProbeContext) -> dict[str, Any]:
+    def _read_repo(
+        self, path: Path, root: Path | None, role: str, dist: str | None, ctx: ProbeContext
+    ) -> dict[str, Any]:
         """One ``repos`` entry, with :func:`shown` text throughout (names and paths that are not UTF-8
         included: the folder's own path, git's output, the error lines and redaction labels)."""
         return shown(self._read_repo_raw(path, root, role, dist, ctx))
 
-    def _read_repo_raw(self, path: Path, root: Path | None, role: str, dist: str | None,
-                       ctx: ProbeContext) -> dict[str, Any]:
-        rec: dict[str, Any] = {"path": str((root or path).absolute()), "role": role, "distribution": dist}
+    def _read_repo_raw(
+        self, path: Path, root: Path | None, role: str, dist: str | None, ctx: ProbeContext
+    ) -> dict[str, Any]:
+        rec: dict[str, Any] = {
+            "path": str((root or path).absolute()),
+            "role": role,
+            "distribution": dist,
+        }
         if root is None:
             rec["state"] = "bare" if is_git_dir(path) else "not_a_repository"
             return rec
-        calls = Calls(root, ctx.timeout_s + 5, ceiling=True)  # the runner's timeout comes first and ends the groups
+        calls = Calls(
+            root, ctx.timeout_s + 5, ceiling=True
+        )  # the runner's timeout comes first and ends the groups
         dirs = calls.start("rev-parse", "--absolute-git-dir", "--git-common-dir")
         status = calls.start("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
-        log = calls.start("log", "-1", "--encoding=UTF-8", "--no-show-signature",
-                          "--format=%H%x00%an%x00%at%x00%ct%x00%B", "HEAD")
+        log = calls.start(
+            "log",
+            "-1",
+            "--encoding=UTF-8",
+            "--no-show-signature",
+            "--format=%H%x00%an%x00%at%x00%ct%x00%B",
+            "HEAD",
+        )
         remotes = calls.start("remote", "-v")
-        subs = calls.start("submodule", "status", "--recursive") if (root / ".gitmodules").exists() else None
+        subs = (
+            calls.start("submodule", "status", "--recursive")
+            if (root / ".gitmodules").exists()
+            else None
+        )
         try:
             try:
                 lines = calls.result(dirs).splitlines()
             except GitError as exc:  # git does not see a repository here: nothing else can be read
-                rec.update(state="not_a_repository" if exc.not_a_repository else "error", error=str(exc))
-                if not exc.not_a_repository:  # a folder that is not a repository is a state, not a failed read
+                rec.update(
+                    state="not_a_repository" if exc.not_a_repository else "error", error=str(exc)
+                )
+                if (
+                    not exc.not_a_repository
+                ):  # a folder that is not a repository is a state, not a failed read
                     ctx.error(shown(f"repos[{rec['path']}]"), shown(rec["error"]))
                 return rec
             git_dir = Path(lines[0])
             common = Path(lines[1]) if len(lines) > 1 else git_dir
             common = common if common.is_absolute() else root / common
             rec["operation"] = operation_in_progress(git_dir)
-            if rec["operation"] == "rebase":  # HEAD is detached mid-rebase; say which branch is being rebased
+            if (
+                rec["operation"] == "rebase"
+            ):  # HEAD is detached mid-rebase; say which branch is being rebased
                 rec["rebasing_branch"] = rebasing_branch(git_dir)
             rec["shallow"] = (common / "shallow").exists()
             problems: list[str] = []
@@ -281,22 +341,36 @@ class GitProbe(Probe):
                 try:
                     return parse(calls.result(handle))
                 except (GitError, ValueError) as exc:
-                    problems.append(str(exc) if isinstance(exc, GitError) else f"{type(exc).__name__}: {exc}")
+                    problems.append(
+                        str(exc) if isinstance(exc, GitError) else f"{type(exc).__name__}: {exc}"
+                    )
                     return None
 
             where = f"git.{shown(root.name)}"  # the redactor's records name the repository as the record does
-            rec["remotes"] = {name: ctx.redactor.text(url, shown(f"{where}.remotes.{name}"))
-                              for name, url in (read(remotes, parse_remotes) or {}).items()}
+            rec["remotes"] = {
+                name: ctx.redactor.text(url, shown(f"{where}.remotes.{name}"))
+                for name, url in (read(remotes, parse_remotes) or {}).items()
+            }
             st = read(status, parse_status_v2)
             head = read(log, parse_head) if st is None or st["oid"] is not None else None
-            if st is None:  # the branch from the HEAD file itself ("ref: refs/heads/main"; else detached)
+            if (
+                st is None
+            ):  # the branch from the HEAD file itself ("ref: refs/heads/main"; else detached)
                 ref = (read_text(git_dir / "HEAD") or "").strip()
-                rec.update(branch=ref[len("ref: refs/heads/"):] if ref.startswith("ref: refs/heads/") else None,
-                           detached=not ref.startswith("ref: "))
+                rec.update(
+                    branch=ref[len("ref: refs/heads/") :]
+                    if ref.startswith("ref: refs/heads/")
+                    else None,
+                    detached=not ref.startswith("ref: "),
+                )
             else:
-                rec.update(branch=st["branch"], detached=st["branch"] is None and st["oid"] is not None)
+                rec.update(
+                    branch=st["branch"], detached=st["branch"] is None and st["oid"] is not None
+                )
                 rec.update(worktree_fields(st, UNTRACKED_LIST, root))
-                rec["dirty_stat"] = dirty_stat(root, rec["modified"] + rec["staged"], UNTRACKED_LIST)
+                rec["dirty_stat"] = dirty_stat(
+                    root, rec["modified"] + rec["staged"], UNTRACKED_LIST
+                )
                 rec["upstream"] = st["upstream"]
             rec["head"] = head
             if subs is not None:
@@ -314,13 +388,19 @@ class GitProbe(Probe):
             for e in rec["reflog"]:
                 e["action"] = ctx.redactor.text(e["action"], f"{where}.reflog")
             if st is None or (st["oid"] is not None and head is None):
-                rec["state"] = "error"  # the worktree or HEAD could not be read: what was read is kept
+                rec["state"] = (
+                    "error"  # the worktree or HEAD could not be read: what was read is kept
+                )
             else:
                 rec["state"] = "ok" if st["oid"] is not None else "no_commits"
             if problems:
                 rec["error"] = "; ".join(problems)
                 ctx.error(shown(f"repos[{rec['path']}]"), shown(rec["error"]))
-        except (OSError, ValueError, IndexError) as exc:  # odd repository states are recorded, never crash
+        except (
+            OSError,
+            ValueError,
+            IndexError,
+        ) as exc:  # odd repository states are recorded, never crash
             rec.update(state="error", error=f"{type(exc).__name__}: {exc}")
             ctx.error(shown(f"repos[{rec['path']}]"), shown(rec["error"]))
         finally:
@@ -350,8 +430,12 @@ class GitProbe(Probe):
             parts.append(f"{name} {where}@{str(head.get('sha', ''))[:10]}{extra}")
         return "; ".join(parts)
 
-    def judge(self, before: ProbeResult | None, after: ProbeResult | None,
-              jctx: JudgeContext | None = None) -> list[Finding]:
+    def judge(
+        self,
+        before: ProbeResult | None,
+        after: ProbeResult | None,
+        jctx: JudgeContext | None = None,
+    ) -> list[Finding]:
         if not (before and after and before.usable and after.usable):
             return []  # one side alone shows nothing here; the ledger marks code.change inconclusive
         brepos = {r.get("path"): r for r in before.data.get("repos") or []}
@@ -361,51 +445,104 @@ class GitProbe(Probe):
             br = brepos.get(ar.get("path"))
             name = os.path.basename(str(ar.get("path", "")).rstrip("/")) or str(ar.get("path"))
             if br is None:
-                out.append(implicated("code.change", Severity.LOW, f"{name}: repository appears only in the after snapshot",
-                                      [str(ar.get("path"))], relevance=0.3))
+                out.append(
+                    implicated(
+                        "code.change",
+                        Severity.LOW,
+                        f"{name}: repository appears only in the after snapshot",
+                        [str(ar.get("path"))],
+                        relevance=0.3,
+                    )
+                )
                 out[-1].subject = str(ar.get("path"))
                 continue
             for f in self._judge_repo(name, br, ar):
-                f.subject = str(ar.get("path"))  # forensics.diff.commits attaches the commit list by this path
+                f.subject = str(
+                    ar.get("path")
+                )  # forensics.diff.commits attaches the commit list by this path
                 out.append(f)
-            if not any(f.status.value == "implicated" for f in out if f.subject == str(ar.get("path"))):
-                unread = [f"{side} {r.get('state')}" + (f" ({r.get('error')})" if r.get("error") else "")
-                          for side, r in (("before", br), ("after", ar)) if r.get("state") not in READABLE]
+            if not any(
+                f.status.value == "implicated" for f in out if f.subject == str(ar.get("path"))
+            ):
+                unread = [
+                    f"{side} {r.get('state')}" + (f" ({r.get('error')})" if r.get("error") else "")
+                    for side, r in (("before", br), ("after", ar))
+                    if r.get("state") not in READABLE
+                ]
                 if unread:
-                    out.append(inconclusive("code.change", f"{name}: could not be read on both sides ("
-                                            + "; ".join(unread) + "): a code change is not ruled out"))
+                    out.append(
+                        inconclusive(
+                            "code.change",
+                            f"{name}: could not be read on both sides ("
+                            + "; ".join(unread)
+                            + "): a code change is not ruled out",
+                        )
+                    )
                     continue
                 same_dirty = _same_dirty(br, ar)
                 if same_dirty is None:
-                    out.append(inconclusive("code.change", f"{name}: uncommitted changes to the same files on both "
-                                            "sides; whether they changed in between was not recorded (a snapshot "
-                                            "older than the dirty-file sizes and times)"))
+                    out.append(
+                        inconclusive(
+                            "code.change",
+                            f"{name}: uncommitted changes to the same files on both "
+                            "sides; whether they changed in between was not recorded (a snapshot "
+                            "older than the dirty-file sizes and times)",
+                        )
+                    )
                     continue
-                clean = "working tree clean on both" if not same_dirty else (
-                    f"the same uncommitted files on both ({len(same_dirty)}), unchanged in size and time")
-                checked.append(f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}: {clean}")
+                clean = (
+                    "working tree clean on both"
+                    if not same_dirty
+                    else (
+                        f"the same uncommitted files on both ({len(same_dirty)}), unchanged in size and time"
+                    )
+                )
+                checked.append(
+                    f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}: {clean}"
+                )
         if not any(f.status.value in ("implicated", "inconclusive") for f in out):
-            out.append(ruled_out("code.change", f"HEAD unchanged ({'; '.join(checked) or 'no repository'})"))
+            out.append(
+                ruled_out(
+                    "code.change", f"HEAD unchanged ({'; '.join(checked) or 'no repository'})"
+                )
+            )
         return out
 
     @staticmethod
     def _judge_repo(name: str, br: dict[str, Any], ar: dict[str, Any]) -> list[Finding]:
-        if any((r.get("head") or {}).get("sha") is None and r.get("state") not in READABLE for r in (br, ar)):
+        if any(
+            (r.get("head") or {}).get("sha") is None and r.get("state") not in READABLE
+            for r in (br, ar)
+        ):
             return []  # a side's HEAD was not read: nothing to compare it with (the caller says inconclusive)
-        subs = (br.get("submodules"), ar.get("submodules"))  # compared only when both snapshots list them
+        subs = (
+            br.get("submodules"),
+            ar.get("submodules"),
+        )  # compared only when both snapshots list them
         br, ar = _well_typed(br), _well_typed(ar)
         out = []
         if all(isinstance(x, list) for x in subs):
-            bs, as_ = ({str(x.get("path")): x.get("head") for x in side if isinstance(x, dict)} for side in subs)
+            bs, as_ = (
+                {str(x.get("path")): x.get("head") for x in side if isinstance(x, dict)}
+                for side in subs
+            )
             for path in sorted(set(bs) | set(as_)):
                 hb, ha = bs.get(path), as_.get(path)
                 if hb != ha:
-                    out.append(implicated("code.change", Severity.HIGH,
-                                          f"{name}: submodule {path} moved {str(hb)[:7] if hb else '(absent)'} -> "
-                                          f"{str(ha)[:7] if ha else '(absent)'}",
-                                          [f"submodule {path}: {hb or 'absent or not initialized'} -> "
-                                           f"{ha or 'absent or not initialized'}"], relevance=0.8,
-                                          fields=["submodules"]))
+                    out.append(
+                        implicated(
+                            "code.change",
+                            Severity.HIGH,
+                            f"{name}: submodule {path} moved {str(hb)[:7] if hb else '(absent)'} -> "
+                            f"{str(ha)[:7] if ha else '(absent)'}",
+                            [
+                                f"submodule {path}: {hb or 'absent or not initialized'} -> "
+                                f"{ha or 'absent or not initialized'}"
+                            ],
+                            relevance=0.8,
+                            fields=["submodules"],
+                        )
+                    )
         bsha, asha = (br.get("head") or {}).get("sha"), (ar.get("head") or {}).get("sha")
         if bsha != asha:
             newest_before = (br.get("reflog") or [{}])[0]
@@ -414,41 +551,110 @@ class GitProbe(Probe):
                 if e == newest_before:
                     break
                 new_events.append(e)
-            how = "; ".join(f"{e.get('action')} ({str(e.get('old'))[:7]}..{str(e.get('new'))[:7]})" for e in reversed(new_events))
-            evidence = [f"HEAD {str(bsha)[:10]} -> {str(asha)[:10]} ({(ar.get('head') or {}).get('subject', '')})"]
+            how = "; ".join(
+                f"{e.get('action')} ({str(e.get('old'))[:7]}..{str(e.get('new'))[:7]})"
+                for e in reversed(new_events)
+            )
+            evidence = [
+                f"HEAD {str(bsha)[:10]} -> {str(asha)[:10]} ({(ar.get('head') or {}).get('subject', '')})"
+            ]
             if how:
                 evidence.append(f"reflog since the before snapshot: {how}")
-            role = f" (editable install {ar.get('distribution')})" if ar.get("role") == "editable" else ""
+            role = (
+                f" (editable install {ar.get('distribution')})"
+                if ar.get("role") == "editable"
+                else ""
+            )
             verb = new_events[-1].get("action", "moved") if new_events else "moved"
-            summary = f"{name}{role}: HEAD moved by '{verb}'" if new_events else f"{name}{role}: HEAD moved"
-            out.append(implicated("code.change", Severity.HIGH, summary, evidence, relevance=0.8, fields=["head.sha"]))
+            summary = (
+                f"{name}{role}: HEAD moved by '{verb}'"
+                if new_events
+                else f"{name}{role}: HEAD moved"
+            )
+            out.append(
+                implicated(
+                    "code.change",
+                    Severity.HIGH,
+                    summary,
+                    evidence,
+                    relevance=0.8,
+                    fields=["head.sha"],
+                )
+            )
         if (br.get("branch") != ar.get("branch")) and bsha == asha:
+
             def _br(r):  # no branch: a detached HEAD, not Python's None
                 return r.get("branch") or ("(detached)" if r.get("detached", True) else "(none)")
-            out.append(implicated("code.change", Severity.LOW, f"{name}: branch {_br(br)} -> {_br(ar)} (same commit)",
-                                  relevance=0.1))
+
+            out.append(
+                implicated(
+                    "code.change",
+                    Severity.LOW,
+                    f"{name}: branch {_br(br)} -> {_br(ar)} (same commit)",
+                    relevance=0.1,
+                )
+            )
         bdirty = set(br.get("modified") or []) | set(br.get("staged") or [])
         adirty = set(ar.get("modified") or []) | set(ar.get("staged") or [])
         bst, ast = br.get("dirty_stat"), ar.get("dirty_stat")
-        edited = sorted(p for p in adirty & bdirty if isinstance(bst, dict) and isinstance(ast, dict)
-                        and p in bst and p in ast and bst[p] != ast[p])
+        edited = sorted(
+            p
+            for p in adirty & bdirty
+            if isinstance(bst, dict)
+            and isinstance(ast, dict)
+            and p in bst
+            and p in ast
+            and bst[p] != ast[p]
+        )
         if adirty == bdirty and edited:
-            out.append(implicated("code.change", Severity.MEDIUM,
-                                  f"{name}: uncommitted changes to {plural(len(edited), 'file')} changed since before "
-                                  f"({', '.join(edited[:3])}" + (" ..." if len(edited) > 3 else "") + ")",
-                                  [f"{p}: size {bst[p][0]} -> {ast[p][0]} B, modified again" for p in edited[:10]],
-                                  relevance=0.6, fields=["dirty_stat"]))
+            out.append(
+                implicated(
+                    "code.change",
+                    Severity.MEDIUM,
+                    f"{name}: uncommitted changes to {plural(len(edited), 'file')} changed since before "
+                    f"({', '.join(edited[:3])}" + (" ..." if len(edited) > 3 else "") + ")",
+                    [
+                        f"{p}: size {bst[p][0]} -> {ast[p][0]} B, modified again"
+                        for p in edited[:10]
+                    ],
+                    relevance=0.6,
+                    fields=["dirty_stat"],
+                )
+            )
         elif adirty != bdirty and adirty:
             newly = sorted(adirty - bdirty) or sorted(adirty)
-            out.append(implicated("code.change", Severity.MEDIUM,
-                                  f"{name}: uncommitted changes to {plural(len(adirty), 'file')} after ({', '.join(newly[:3])}"
-                                  + (" ..." if len(newly) > 3 else "") + ")", newly, relevance=0.6, fields=["modified"]))
+            out.append(
+                implicated(
+                    "code.change",
+                    Severity.MEDIUM,
+                    f"{name}: uncommitted changes to {plural(len(adirty), 'file')} after ({', '.join(newly[:3])}"
+                    + (" ..." if len(newly) > 3 else "")
+                    + ")",
+                    newly,
+                    relevance=0.6,
+                    fields=["modified"],
+                )
+            )
         elif bdirty and not adirty:
-            out.append(implicated("code.change", Severity.MEDIUM,
-                                  f"{name}: working tree was dirty before and is clean now (uncommitted changes were "
-                                  "committed, stashed or discarded)", sorted(bdirty)[:10], relevance=0.6,
-                                  fields=["modified"]))
+            out.append(
+                implicated(
+                    "code.change",
+                    Severity.MEDIUM,
+                    f"{name}: working tree was dirty before and is clean now (uncommitted changes were "
+                    "committed, stashed or discarded)",
+                    sorted(bdirty)[:10],
+                    relevance=0.6,
+                    fields=["modified"],
+                )
+            )
         if ar.get("operation") and ar.get("operation") != br.get("operation"):
-            out.append(implicated("code.change", Severity.MEDIUM, f"{name}: a {ar['operation']} is in progress",
-                                  relevance=0.5, fields=["operation"]))
+            out.append(
+                implicated(
+                    "code.change",
+                    Severity.MEDIUM,
+                    f"{name}: a {ar['operation']} is in progress",
+                    relevance=0.5,
+                    fields=["operation"],
+                )
+            )
         return out

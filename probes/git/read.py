@@ -47,8 +47,15 @@ def parse_status_v2(text: str) -> dict[str, Any]:
         A rename is listed under both its paths (the old one is gone from the index or the
         working tree); a copy under its new path only.
     """
-    out: dict[str, Any] = {"oid": None, "branch": None, "upstream": None, "modified": [], "staged": [],
-                           "conflicted": [], "untracked": []}
+    out: dict[str, Any] = {
+        "oid": None,
+        "branch": None,
+        "upstream": None,
+        "modified": [],
+        "staged": [],
+        "conflicted": [],
+        "untracked": [],
+    }
     upstream, ab = None, None
     fields = text.split("\0")
     i = 0
@@ -81,7 +88,9 @@ def parse_status_v2(text: str) -> dict[str, Any]:
                 i += 1
             if xy[0] != ".":
                 out["staged"].append(path)
-                if xy[0] == "R" and moved:  # a rename changes the index at both paths; a copy only at its new one
+                if (
+                    xy[0] == "R" and moved
+                ):  # a rename changes the index at both paths; a copy only at its new one
                     out["staged"].append(moved)
             if xy[1] != ".":
                 out["modified"].append(path)
@@ -96,7 +105,9 @@ def parse_status_v2(text: str) -> dict[str, Any]:
     return out
 
 
-def worktree_fields(status: dict[str, Any], untracked_list: int = 200, root: Path | None = None) -> dict[str, Any]:
+def worktree_fields(
+    status: dict[str, Any], untracked_list: int = 200, root: Path | None = None
+) -> dict[str, Any]:
     """The snapshot's worktree fields from :func:`parse_status_v2`'s result (lists sorted, at most
     ``untracked_list`` untracked names kept, their count recorded).
 
@@ -111,8 +122,14 @@ def worktree_fields(status: dict[str, Any], untracked_list: int = 200, root: Pat
     if own:
         mine = set(own)
         untracked = [u for u in untracked if u not in mine]
-    out = {"dirty": bool(modified or staged or untracked or conflicted), "modified": modified, "staged": staged,
-           "conflicted": conflicted, "untracked": untracked[:untracked_list], "untracked_count": len(untracked)}
+    out = {
+        "dirty": bool(modified or staged or untracked or conflicted),
+        "modified": modified,
+        "staged": staged,
+        "conflicted": conflicted,
+        "untracked": untracked[:untracked_list],
+        "untracked_count": len(untracked),
+    }
     if root is not None:
         out["tool_outputs"] = own[:untracked_list]
     return out
@@ -185,9 +202,16 @@ def parse_head(text: str) -> dict[str, Any]:
         ValueError: the text is not in that format.
     """
     sha, author, at, ct, message = text.split("\0", 4)
-    subject = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")  # git skips leading blank lines
-    return {"sha": sha.strip(), "subject": subject, "author": author,
-            "authored_at": _iso(float(at)), "committed_at": _iso(float(ct))}
+    subject = next(
+        (ln.strip() for ln in message.splitlines() if ln.strip()), ""
+    )  # git skips leading blank lines
+    return {
+        "sha": sha.strip(),
+        "subject": subject,
+        "author": author,
+        "authored_at": _iso(float(at)),
+        "committed_at": _iso(float(ct)),
+    }
 
 
 def parse_remotes(text: str) -> dict[str, str]:
@@ -210,9 +234,16 @@ def parse_submodules(text: str) -> list[dict[str, Any]]:
     """
     out = []
     for line in text.splitlines():
-        m = re.match(r"^([ +\-U])([0-9a-f]{7,64}) (.+?)(?: \([^()]*\))?$", line)  # path may hold spaces
+        m = re.match(
+            r"^([ +\-U])([0-9a-f]{7,64}) (.+?)(?: \([^()]*\))?$", line
+        )  # path may hold spaces
         if m:
             state = _SUBMODULE_STATES[m.group(1)]
-            out.append({"path": m.group(3), "head": None if state == "not_initialized" else m.group(2),
-                        "state": state})
+            out.append(
+                {
+                    "path": m.group(3),
+                    "head": None if state == "not_initialized" else m.group(2),
+                    "state": state,
+                }
+            )
     return out

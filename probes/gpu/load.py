@@ -40,29 +40,43 @@ from __future__ import annotations
 
 from typing import Any
 
+from forensics_probes.gpu.views import get, label, num, worst
+
 from forensics.gpu.readings import UTIL_MEM_PCT
 from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
-from forensics_probes.gpu.views import get, label, num, worst
 
 NEAR_FULL = 0.90
 FULL = 0.98
 SPIN_FRACTION = 0.8
 SPIN_MIN_BUSY = 20
-MEANING = ("on Linux a CUDA allocation beyond GPU memory fails with out-of-memory; near the total the caching "
-           "allocator frees and retries (slower steps) and memory fragments. The driver's spill to system memory "
-           "exists only on Windows (sysmem fallback, driver 536.40+, NVIDIA a_id 5490)")
+MEANING = (
+    "on Linux a CUDA allocation beyond GPU memory fails with out-of-memory; near the total the caching "
+    "allocator frees and retries (slower steps) and memory fragments. The driver's spill to system memory "
+    "exists only on Windows (sysmem fallback, driver 536.40+, NVIDIA a_id 5490)"
+)
 
 
-def window(doc: dict[str, Any] | None, data: dict[str, Any] | None, uuid: str,
-           gpu: dict[str, Any] | None) -> tuple[dict[str, Any], str] | None:
+def window(
+    doc: dict[str, Any] | None, data: dict[str, Any] | None, uuid: str, gpu: dict[str, Any] | None
+) -> tuple[dict[str, Any], str] | None:
     """(sampler entry of this GPU, source) from the benchmark telemetry, else the ``--sample`` window."""
-    for summary, source in ((get(doc, "bench", "telemetry"), "benchmark"), (get(data, "sample"), "--sample window")):
+    for summary, source in (
+        (get(doc, "bench", "telemetry"), "benchmark"),
+        (get(data, "sample"), "--sample window"),
+    ):
         gpus = get(summary, "gpus")
         if not isinstance(gpus, dict):
             continue
         entry = gpus.get(uuid)
         if entry is None and gpu is not None:
-            entry = next((e for e in gpus.values() if isinstance(e, dict) and e.get("index") == gpu.get("index")), None)
+            entry = next(
+                (
+                    e
+                    for e in gpus.values()
+                    if isinstance(e, dict) and e.get("index") == gpu.get("index")
+                ),
+                None,
+            )
         if isinstance(entry, dict) and num(entry.get("samples")):
             return entry, source
     return None
@@ -89,8 +103,10 @@ def judge_memory(pairs, docs, datas) -> Finding:
         if pa is None:
             no_window.append(name)
             continue
-        evidence.append(f"{name} after: memory in use peaked at {pa:.0%} ({_mib(wa[0])}) over {wa[0]['samples']} "
-                        f"samples ({wa[1]}, nvmlDeviceGetMemoryInfo)")
+        evidence.append(
+            f"{name} after: memory in use peaked at {pa:.0%} ({_mib(wa[0])}) over {wa[0]['samples']} "
+            f"samples ({wa[1]}, nvmlDeviceGetMemoryInfo)"
+        )
         if pb is not None:
             evidence.append(f"{name} before: peak {pb:.0%} ({_mib(wb[0])}, {wb[1]})")
         if pa < NEAR_FULL:
@@ -98,24 +114,54 @@ def judge_memory(pairs, docs, datas) -> Finding:
             continue
         what = "full" if pa >= FULL else "near full"
         if pb is not None and pb >= NEAR_FULL:
-            found.append((Severity.LOW, 0.2, f"{name}: GPU memory {what} in both windows ({pb:.0%} -> {pa:.0%}): "
-                          "a standing condition, not what changed", []))
+            found.append(
+                (
+                    Severity.LOW,
+                    0.2,
+                    f"{name}: GPU memory {what} in both windows ({pb:.0%} -> {pa:.0%}): "
+                    "a standing condition, not what changed",
+                    [],
+                )
+            )
         else:
             sev = Severity.HIGH if pa >= FULL else Severity.MEDIUM
             was = f" (before: {pb:.0%})" if pb is not None else " (no window on the before side)"
-            found.append((sev, 0.7 if pb is not None else 0.5,
-                          f"{name}: GPU memory {what} under load, peak {pa:.0%} ({_mib(wa[0])}){was}", []))
+            found.append(
+                (
+                    sev,
+                    0.7 if pb is not None else 0.5,
+                    f"{name}: GPU memory {what} under load, peak {pa:.0%} ({_mib(wa[0])}){was}",
+                    [],
+                )
+            )
     if found:
         sev, rel, summary, _ = worst(found)
-        return implicated("gpu.memory", sev, summary, evidence + [MEANING, "NVML counts the memory the caching "
-                          "allocator holds (reserved), not only live tensors"], relevance=rel,
-                          fields=["bench.telemetry", "sample"])
+        return implicated(
+            "gpu.memory",
+            sev,
+            summary,
+            evidence
+            + [
+                MEANING,
+                "NVML counts the memory the caching "
+                "allocator holds (reserved), not only live tensors",
+            ],
+            relevance=rel,
+            fields=["bench.telemetry", "sample"],
+        )
     if checked:
-        return ruled_out("gpu.memory", "; ".join(checked) + f" (near full is {NEAR_FULL:.0%})", evidence,
-                         fields=["bench.telemetry", "sample", "gpus.*.memory"])
-    return inconclusive("gpu.memory", "memory in use is judged only from samples under load: run 'forensics bench' "
-                        "or 'forensics snapshot --sample 10' during the workload; a snapshot's instant reading is not judged",
-                        evidence)
+        return ruled_out(
+            "gpu.memory",
+            "; ".join(checked) + f" (near full is {NEAR_FULL:.0%})",
+            evidence,
+            fields=["bench.telemetry", "sample", "gpus.*.memory"],
+        )
+    return inconclusive(
+        "gpu.memory",
+        "memory in use is judged only from samples under load: run 'forensics bench' "
+        "or 'forensics snapshot --sample 10' during the workload; a snapshot's instant reading is not judged",
+        evidence,
+    )
 
 
 def spin_check(entry: dict[str, Any], source: str) -> tuple[bool, str]:
@@ -123,8 +169,10 @@ def spin_check(entry: dict[str, Any], source: str) -> tuple[bool, str]:
     busy = int(num(entry.get("busy_samples")) or 0)
     spin = int(num(entry.get("spin_samples")) or 0)
     mem = get(entry, UTIL_MEM_PCT, "median")
-    line = (f"{spin} of {busy} busy samples at >= 95% SM with < 5% memory utilization (median memory utilization "
-            f"{mem if num(mem) is not None else '?'}%, {source})")
+    line = (
+        f"{spin} of {busy} busy samples at >= 95% SM with < 5% memory utilization (median memory utilization "
+        f"{mem if num(mem) is not None else '?'}%, {source})"
+    )
     return busy >= SPIN_MIN_BUSY and spin >= SPIN_FRACTION * busy, line
 
 
@@ -134,10 +182,17 @@ def _collective_failed(doc: dict[str, Any] | None) -> str:
     for key in ("nccl_init", "launcher"):
         for rank in get(sec, key, "ranks") or []:
             nccl = rank.get("nccl") if isinstance(rank, dict) else None
-            if isinstance(nccl, dict) and nccl.get("backend") == "nccl" and not nccl.get("allreduce_ok"):
+            if (
+                isinstance(nccl, dict)
+                and nccl.get("backend") == "nccl"
+                and not nccl.get("allreduce_ok")
+            ):
                 fails = nccl.get("failures") or []
-                return (f"rank {rank.get('rank')}: " + (fails[0].get("what") or fails[0].get("kind")) if fails
-                        else f"rank {rank.get('rank')}: all-reduce failed")
+                return (
+                    f"rank {rank.get('rank')}: " + (fails[0].get("what") or fails[0].get("kind"))
+                    if fails
+                    else f"rank {rank.get('rank')}: all-reduce failed"
+                )
     return ""
 
 
@@ -157,15 +212,31 @@ def judge_spin(pairs, docs, datas) -> list[Finding]:
         failed = _collective_failed(docs[1])
         evidence.append(f"{name}: {line}")
         if failed:
-            found.append((Severity.HIGH, 0.9, f"{name}: a collective spinning -- 100% SM with ~0% memory "
-                          f"utilization and no progress ({failed})", []))
+            found.append(
+                (
+                    Severity.HIGH,
+                    0.9,
+                    f"{name}: a collective spinning -- 100% SM with ~0% memory "
+                    f"utilization and no progress ({failed})",
+                    [],
+                )
+            )
         else:
-            found.append((Severity.MEDIUM, 0.6, f"{name}: the signature of a collective spinning (SM busy, memory "
-                          "idle) during the sample window; check that the step advances", []))
+            found.append(
+                (
+                    Severity.MEDIUM,
+                    0.6,
+                    f"{name}: the signature of a collective spinning (SM busy, memory "
+                    "idle) during the sample window; check that the step advances",
+                    [],
+                )
+            )
     if not found:
         return []
     sev, rel, summary, _ = worst(found)
-    evidence.append("NCCL kernels busy-wait for their peers: a collective that waits reads ~100% SM and ~0% memory "
-                    "utilization (NVIDIA/nccl#2079: ACS redirect; nccl#257: IOMMU; a rank that never joined); see "
-                    "gpu.topology")
+    evidence.append(
+        "NCCL kernels busy-wait for their peers: a collective that waits reads ~100% SM and ~0% memory "
+        "utilization (NVIDIA/nccl#2079: ACS redirect; nccl#257: IOMMU; a rank that never joined); see "
+        "gpu.topology"
+    )
     return [implicated("nccl.transport", sev, summary, evidence, relevance=rel, fields=["sample"])]

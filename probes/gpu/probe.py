@@ -22,19 +22,35 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from forensics.gpu.readings import CLOCK_SM_MHZ, CURRENT_MHZ
-from forensics.gpu.readings import (CLOCKS_EVENT_FIELDS, PCIE_COUNTER_FIELDS, decode_reasons,
-                                   read_processes, read_reason_masks, read_violations)
-from forensics.model import MissingReason, is_missing, missing
-from forensics.gpu.nvml import Nvml
-from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics_probes.gpu.fields import FIELDS, TYPES
 
-_CLOCKS = (("graphics", "NVML_CLOCK_GRAPHICS", 0), ("sm", "NVML_CLOCK_SM", 1),
-           ("mem", "NVML_CLOCK_MEM", 2), ("video", "NVML_CLOCK_VIDEO", 3))
+from forensics.gpu.nvml import Nvml
+from forensics.gpu.readings import (
+    CLOCK_SM_MHZ,
+    CLOCKS_EVENT_FIELDS,
+    CURRENT_MHZ,
+    PCIE_COUNTER_FIELDS,
+    decode_reasons,
+    read_processes,
+    read_reason_masks,
+    read_violations,
+)
+from forensics.model import MissingReason, is_missing, missing
+from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
+
+_CLOCKS = (
+    ("graphics", "NVML_CLOCK_GRAPHICS", 0),
+    ("sm", "NVML_CLOCK_SM", 1),
+    ("mem", "NVML_CLOCK_MEM", 2),
+    ("video", "NVML_CLOCK_VIDEO", 3),
+)
 _COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
-_NVLINK_ERRORS = (("replay", "NVML_NVLINK_ERROR_DL_REPLAY", 0), ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY", 1),
-                  ("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2), ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA", 3))
+_NVLINK_ERRORS = (
+    ("replay", "NVML_NVLINK_ERROR_DL_REPLAY", 0),
+    ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY", 1),
+    ("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2),
+    ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA", 3),
+)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TOPO_TIMEOUT_S = 3.0
 MAX_READERS = 16  # GPUs read at once (one thread and one NVML lane each)
@@ -53,15 +69,36 @@ class GpuProbe(Probe):
 
     name = "gpu"
     description = "NVIDIA GPUs via NVML: clocks, P-state, clocks-event reasons, PCIe, power, counters, NVLink, processes"
-    hypotheses = ("gpu.throttling", "gpu.pcie-link", "gpu.contention", "gpu.config", "gpu.health", "gpu.topology",
-                  "driver.version", "gpu.memory", "nccl.transport")
+    hypotheses = (
+        "gpu.throttling",
+        "gpu.pcie-link",
+        "gpu.contention",
+        "gpu.config",
+        "gpu.health",
+        "gpu.topology",
+        "driver.version",
+        "gpu.memory",
+        "nccl.transport",
+    )
     fields = FIELDS
-    map_fields = ("gpus", "gpus.*.nvlink.links", "topology.matrix", "topology.matrix.*", "sample.gpus",
-                  "kernel_cmdline.params", "iommu.group_types")
+    map_fields = (
+        "gpus",
+        "gpus.*.nvlink.links",
+        "topology.matrix",
+        "topology.matrix.*",
+        "sample.gpus",
+        "kernel_cmdline.params",
+        "iommu.group_types",
+    )
     types = TYPES
 
-    def __init__(self, nvml: Nvml | None = None, topo_runner=None, max_workers: int = MAX_READERS,
-                 nic_folder: str | None = None):
+    def __init__(
+        self,
+        nvml: Nvml | None = None,
+        topo_runner=None,
+        max_workers: int = MAX_READERS,
+        nic_folder: str | None = None,
+    ):
         from forensics_probes.gpu.topology import INFINIBAND
 
         self._nvml = nvml
@@ -106,7 +143,9 @@ class GpuProbe(Probe):
             return data
         data["gpu_count"] = len(devices)
         topo: dict[str, Any] = {}
-        topo_thread = threading.Thread(target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True)
+        topo_thread = threading.Thread(
+            target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True
+        )
         matrix = topology.from_nvml(nv, devices, self.nic_folder)
         if isinstance(matrix, dict):
             topo["v"] = matrix
@@ -127,7 +166,9 @@ class GpuProbe(Probe):
         self._read_pci(data, gpus, ctx)
         if topo_thread.ident is not None:
             topo_thread.join(TOPO_TIMEOUT_S + 1.0)
-        data["topology"] = topo.get("v", missing(MissingReason.TIMED_OUT, "nvidia-smi topo -m did not finish"))
+        data["topology"] = topo.get(
+            "v", missing(MissingReason.TIMED_OUT, "nvidia-smi topo -m did not finish")
+        )
         if sampler is not None:
             time.sleep(max(0.0, float(sample_s) - (time.perf_counter() - t_start)))
             data["sample"] = sampler.stop()
@@ -144,20 +185,32 @@ class GpuProbe(Probe):
 
         for gpu in gpus.values():
             bus = gpu.get("pci_bus_id")
-            gpu["pci_topology"] = pci.device_topology(bus) if isinstance(bus, str) else missing(
-                MissingReason.NOT_FOUND, "no PCI bus id from NVML")
+            gpu["pci_topology"] = (
+                pci.device_topology(bus)
+                if isinstance(bus, str)
+                else missing(MissingReason.NOT_FOUND, "no PCI bus id from NVML")
+            )
         raw = None
         try:
             with open(pci.PROC_CMDLINE, encoding="utf-8", errors="replace") as fh:
                 raw = fh.read().strip()
         except OSError as exc:
-            data["kernel_cmdline"] = missing(MissingReason.NOT_FOUND, f"{pci.PROC_CMDLINE}: {exc.strerror}")
+            data["kernel_cmdline"] = missing(
+                MissingReason.NOT_FOUND, f"{pci.PROC_CMDLINE}: {exc.strerror}"
+            )
         params = pci.parse_cmdline(raw) if raw is not None else {}
         if raw is not None:
-            data["kernel_cmdline"] = {"raw": ctx.redactor.text(raw, "gpu.kernel_cmdline"), "params": params}
+            data["kernel_cmdline"] = {
+                "raw": ctx.redactor.text(raw, "gpu.kernel_cmdline"),
+                "params": params,
+            }
         state = pci.iommu_state()
-        types = [get_type for g in gpus.values() if isinstance(g.get("pci_topology"), dict)
-                 for get_type in [g["pci_topology"].get("iommu_type")]]
+        types = [
+            get_type
+            for g in gpus.values()
+            if isinstance(g.get("pci_topology"), dict)
+            for get_type in [g["pci_topology"].get("iommu_type")]
+        ]
         data["iommu"] = {**state, "mode": pci.iommu_mode(params, state, types)}
 
     def _read_gpus(self, nv: Nvml, devices: list[tuple[int, Any, str]]) -> dict[str, Any]:
@@ -168,6 +221,7 @@ class GpuProbe(Probe):
         GPU (docs/gpu-probe.md, 'NVML access', gives one GPU's time). ``max_workers=1`` reads
         them one after another; the result is the same either way.
         """
+
         def one(dev: tuple[int, Any, str]) -> dict[str, Any]:
             index, handle, uuid = dev
             if handle is None:
@@ -181,7 +235,9 @@ class GpuProbe(Probe):
         else:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="forensics-gpu") as pool:
+            with ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="forensics-gpu"
+            ) as pool:
                 results = list(pool.map(one, devices))
         return {uuid: res for (_, _, uuid), res in zip(devices, results)}
 
@@ -191,7 +247,8 @@ class GpuProbe(Probe):
         cc = nv.call("nvmlDeviceGetCudaComputeCapability", h)
         util = nv.call("nvmlDeviceGetUtilizationRates", h)
         gpu: dict[str, Any] = {
-            "index": index, "uuid": uuid,
+            "index": index,
+            "uuid": uuid,
             "name": nv.call("nvmlDeviceGetName", h),
             "serial": nv.call("nvmlDeviceGetSerial", h),
             "pci_bus_id": self._bus_id(nv, h),
@@ -199,16 +256,23 @@ class GpuProbe(Probe):
             "board_part_number": nv.call("nvmlDeviceGetBoardPartNumber", h),
             "architecture": nv.call("nvmlDeviceGetArchitecture", h),
             "compute_capability": cc if is_missing(cc) else f"{cc[0]}.{cc[1]}",
-            "memory": {"total_bytes": mem if is_missing(mem) else int(mem.total),
-                       "used_bytes": mem if is_missing(mem) else int(mem.used)},
-            "utilization": {"gpu_pct": util if is_missing(util) else int(util.gpu),
-                            "memory_pct": util if is_missing(util) else int(util.memory)},
+            "memory": {
+                "total_bytes": mem if is_missing(mem) else int(mem.total),
+                "used_bytes": mem if is_missing(mem) else int(mem.used),
+            },
+            "utilization": {
+                "gpu_pct": util if is_missing(util) else int(util.gpu),
+                "memory_pct": util if is_missing(util) else int(util.memory),
+            },
             "clocks": self._read_clocks(nv, h),
             "pstate": nv.call("nvmlDeviceGetPerformanceState", h),
         }
         masks = read_reason_masks(nv, h)
-        gpu["clocks_event_reasons"] = {**masks, "active": decode_reasons(masks["current_mask"]),
-                                       "supported": decode_reasons(masks["supported_mask"])}
+        gpu["clocks_event_reasons"] = {
+            **masks,
+            "active": decode_reasons(masks["current_mask"]),
+            "supported": decode_reasons(masks["supported_mask"]),
+        }
         gpu["pcie"] = self._read_pcie(nv, h)
         gpu["power"] = self._read_power(nv, h)
         gpu["temperature"] = self._read_temperature(nv, h)
@@ -217,8 +281,10 @@ class GpuProbe(Probe):
         gpu["clocks_event_ns"] = {k: ev[f] for k, f in CLOCKS_EVENT_FIELDS.items()}
         gpu["ecc"] = self._read_ecc(nv, h)
         rows = nv.call("nvmlDeviceGetRemappedRows", h)
-        gpu["remapped_rows"] = {k: _pair(rows, i) for i, k in
-                                enumerate(("correctable", "uncorrectable", "pending", "failure"))}
+        gpu["remapped_rows"] = {
+            k: _pair(rows, i)
+            for i, k in enumerate(("correctable", "uncorrectable", "pending", "failure"))
+        }
         gpu["retired_pages"] = self._read_retired(nv, h)
         gpu["modes"] = self._read_modes(nv, h)
         gpu["mig_devices"] = self._read_mig(nv, h, gpu["modes"]["mig_current"])
@@ -231,7 +297,9 @@ class GpuProbe(Probe):
         pci = nv.call("nvmlDeviceGetPciInfo", h)
         if is_missing(pci):
             return pci
-        bus = getattr(pci, "busId", None) or getattr(pci, "busIdLegacy", "")  # "00000000:00:06.0", as nvidia-smi
+        bus = getattr(pci, "busId", None) or getattr(
+            pci, "busIdLegacy", ""
+        )  # "00000000:00:06.0", as nvidia-smi
         return bus.decode() if isinstance(bus, bytes) else str(bus)
 
     @staticmethod
@@ -239,10 +307,12 @@ class GpuProbe(Probe):
         out = {}
         for key, const, default in _CLOCKS:
             c = nv.constant(const, default)
-            out[key] = {CURRENT_MHZ: nv.call("nvmlDeviceGetClockInfo", h, c),
-                        "max_mhz": nv.call("nvmlDeviceGetMaxClockInfo", h, c),
-                        "app_mhz": nv.call("nvmlDeviceGetApplicationsClock", h, c),
-                        "default_app_mhz": nv.call("nvmlDeviceGetDefaultApplicationsClock", h, c)}
+            out[key] = {
+                CURRENT_MHZ: nv.call("nvmlDeviceGetClockInfo", h, c),
+                "max_mhz": nv.call("nvmlDeviceGetMaxClockInfo", h, c),
+                "app_mhz": nv.call("nvmlDeviceGetApplicationsClock", h, c),
+                "default_app_mhz": nv.call("nvmlDeviceGetDefaultApplicationsClock", h, c),
+            }
         return out
 
     @staticmethod
@@ -258,7 +328,10 @@ class GpuProbe(Probe):
             "width_current": nv.call("nvmlDeviceGetCurrPcieLinkWidth", h),
             "width_max": nv.call("nvmlDeviceGetMaxPcieLinkWidth", h),
             "speed_mbps": nv.call("nvmlDeviceGetPcieSpeed", h),
-            "counters": {**{k: counters[f] for k, f in PCIE_COUNTER_FIELDS.items()}, "replay": replay},
+            "counters": {
+                **{k: counters[f] for k, f in PCIE_COUNTER_FIELDS.items()},
+                "replay": replay,
+            },
         }
 
     @staticmethod
@@ -269,17 +342,22 @@ class GpuProbe(Probe):
             "limit_mw": nv.call("nvmlDeviceGetPowerManagementLimit", h),
             "enforced_limit_mw": nv.call("nvmlDeviceGetEnforcedPowerLimit", h),
             "default_limit_mw": nv.call("nvmlDeviceGetPowerManagementDefaultLimit", h),
-            "min_limit_mw": _pair(cons, 0), "max_limit_mw": _pair(cons, 1),
+            "min_limit_mw": _pair(cons, 0),
+            "max_limit_mw": _pair(cons, 1),
             "energy_mj": nv.call("nvmlDeviceGetTotalEnergyConsumption", h),
         }
 
     @staticmethod
     def _read_temperature(nv: Nvml, h: Any) -> dict[str, Any]:
-        out = {"gpu_c": nv.call("nvmlDeviceGetTemperature", h, nv.constant("NVML_TEMPERATURE_GPU", 0))}
-        for key, const, default in (("slowdown_c", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
-                                    ("shutdown_c", "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0),
-                                    ("gpu_max_c", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX", 3),
-                                    ("mem_max_c", "NVML_TEMPERATURE_THRESHOLD_MEM_MAX", 2)):
+        out = {
+            "gpu_c": nv.call("nvmlDeviceGetTemperature", h, nv.constant("NVML_TEMPERATURE_GPU", 0))
+        }
+        for key, const, default in (
+            ("slowdown_c", "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
+            ("shutdown_c", "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0),
+            ("gpu_max_c", "NVML_TEMPERATURE_THRESHOLD_GPU_MAX", 3),
+            ("mem_max_c", "NVML_TEMPERATURE_THRESHOLD_MEM_MAX", 2),
+        ):
             out[key] = nv.call("nvmlDeviceGetTemperatureThreshold", h, nv.constant(const, default))
         return out
 
@@ -287,18 +365,24 @@ class GpuProbe(Probe):
     def _read_ecc(nv: Nvml, h: Any) -> dict[str, Any]:
         mode = nv.call("nvmlDeviceGetEccMode", h)
         out = {"mode_current": _enabled(_pair(mode, 0)), "mode_pending": _enabled(_pair(mode, 1))}
-        for kind, ec in (("corrected", nv.constant("NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)),
-                         ("uncorrected", nv.constant("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1))):
-            for scope, sc in (("volatile", nv.constant("NVML_VOLATILE_ECC", 0)),
-                              ("aggregate", nv.constant("NVML_AGGREGATE_ECC", 1))):
+        for kind, ec in (
+            ("corrected", nv.constant("NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)),
+            ("uncorrected", nv.constant("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)),
+        ):
+            for scope, sc in (
+                ("volatile", nv.constant("NVML_VOLATILE_ECC", 0)),
+                ("aggregate", nv.constant("NVML_AGGREGATE_ECC", 1)),
+            ):
                 out[f"{kind}_{scope}"] = nv.call("nvmlDeviceGetTotalEccErrors", h, ec, sc)
         return out
 
     @staticmethod
     def _read_retired(nv: Nvml, h: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key, const, default in (("single_bit_ecc", "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0),
-                                    ("double_bit_ecc", "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1)):
+        for key, const, default in (
+            ("single_bit_ecc", "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0),
+            ("double_bit_ecc", "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1),
+        ):
             pages = nv.call("nvmlDeviceGetRetiredPages", h, nv.constant(const, default))
             out[key] = pages if is_missing(pages) else len(pages)
         pending = nv.call("nvmlDeviceGetRetiredPagesPendingStatus", h)
@@ -309,9 +393,14 @@ class GpuProbe(Probe):
     def _read_modes(nv: Nvml, h: Any) -> dict[str, Any]:
         mig = nv.call("nvmlDeviceGetMigMode", h)
         compute = nv.call("nvmlDeviceGetComputeMode", h)
-        return {"persistence": _enabled(nv.call("nvmlDeviceGetPersistenceMode", h)),
-                "compute": compute if is_missing(compute) else _COMPUTE_MODES.get(compute, f"mode_{compute}"),
-                "mig_current": _enabled(_pair(mig, 0)), "mig_pending": _enabled(_pair(mig, 1))}
+        return {
+            "persistence": _enabled(nv.call("nvmlDeviceGetPersistenceMode", h)),
+            "compute": compute
+            if is_missing(compute)
+            else _COMPUTE_MODES.get(compute, f"mode_{compute}"),
+            "mig_current": _enabled(_pair(mig, 0)),
+            "mig_pending": _enabled(_pair(mig, 1)),
+        }
 
     @staticmethod
     def _read_mig(nv: Nvml, h: Any, mig_current: Any) -> Any:
@@ -327,10 +416,15 @@ class GpuProbe(Probe):
             if is_missing(child):
                 continue  # empty slot: NVML_ERROR_NOT_FOUND
             mem = nv.call("nvmlDeviceGetMemoryInfo", child)
-            out.append({"slot": i, "uuid": nv.call("nvmlDeviceGetUUID", child),
-                        "gpu_instance_id": nv.call("nvmlDeviceGetGpuInstanceId", child),
-                        "compute_instance_id": nv.call("nvmlDeviceGetComputeInstanceId", child),
-                        "memory_total_bytes": mem if is_missing(mem) else int(mem.total)})
+            out.append(
+                {
+                    "slot": i,
+                    "uuid": nv.call("nvmlDeviceGetUUID", child),
+                    "gpu_instance_id": nv.call("nvmlDeviceGetGpuInstanceId", child),
+                    "compute_instance_id": nv.call("nvmlDeviceGetComputeInstanceId", child),
+                    "memory_total_bytes": mem if is_missing(mem) else int(mem.total),
+                }
+            )
         return out
 
     @staticmethod
@@ -344,19 +438,38 @@ class GpuProbe(Probe):
                 if state["missing"] in ("gpu_lost", "timed_out", "not_found"):
                     break
                 continue  # unused link index: absent
-            entry: dict[str, Any] = {"state": "active" if state else "inactive",
-                                     "version": nv.call("nvmlDeviceGetNvLinkVersion", h, link)}
+            entry: dict[str, Any] = {
+                "state": "active" if state else "inactive",
+                "version": nv.call("nvmlDeviceGetNvLinkVersion", h, link),
+            }
             if state:
-                entry["errors"] = {k: nv.call("nvmlDeviceGetNvLinkErrorCounter", h, link, nv.constant(c, d))
-                                   for k, c, d in _NVLINK_ERRORS}
+                entry["errors"] = {
+                    k: nv.call("nvmlDeviceGetNvLinkErrorCounter", h, link, nv.constant(c, d))
+                    for k, c, d in _NVLINK_ERRORS
+                }
             links[str(link)] = entry
         if not links:
-            if first_error and first_error["missing"] in ("gpu_lost", "timed_out", "not_found", "no_permission"):
+            if first_error and first_error["missing"] in (
+                "gpu_lost",
+                "timed_out",
+                "not_found",
+                "no_permission",
+            ):
                 return first_error
             # PCIe-only GPUs answer NotSupported (or InvalidArgument) on every link index.
-            return missing(MissingReason.NOT_SUPPORTED, "no NVLink" + (
-                f" (nvmlDeviceGetNvLinkState: {first_error.get('detail', '')})" if first_error else ""))
-        return {"active_links": sum(1 for e in links.values() if e["state"] == "active"), "links": links}
+            return missing(
+                MissingReason.NOT_SUPPORTED,
+                "no NVLink"
+                + (
+                    f" (nvmlDeviceGetNvLinkState: {first_error.get('detail', '')})"
+                    if first_error
+                    else ""
+                ),
+            )
+        return {
+            "active_links": sum(1 for e in links.values() if e["state"] == "active"),
+            "links": links,
+        }
 
     # -- topology -------------------------------------------------------------
     def _read_topology(self, ctx: ProbeContext) -> Any:
@@ -370,8 +483,12 @@ class GpuProbe(Probe):
         return {"matrix": parse_topo(raw), "raw": raw, "command": "nvidia-smi topo -m"}
 
     # -- judging (pure) ---------------------------------------------------------
-    def judge(self, before: ProbeResult | None, after: ProbeResult | None,
-              jctx: JudgeContext | None = None):
+    def judge(
+        self,
+        before: ProbeResult | None,
+        after: ProbeResult | None,
+        jctx: JudgeContext | None = None,
+    ):
         from forensics_probes.gpu.judge import judge_gpu
 
         return judge_gpu(before, after, jctx)
@@ -385,10 +502,19 @@ class GpuProbe(Probe):
         window = data.get("sample")
         for entry in (window.get("gpus") or {}).values() if isinstance(window, dict) else ():
             sm = entry.get(CLOCK_SM_MHZ) if isinstance(entry, dict) else None
-            if sm is not None and entry.get("busy_samples") and isinstance(sm, dict) and "median" in sm:
-                reasons = ", ".join(f"{r.replace('_', ' ')} {100 * f:.0f}%"
-                                    for r, f in (entry.get("reason_fraction") or {}).items())
-                text += f"; GPU {entry.get('index')} busy: SM {sm['median']} MHz" + (f", {reasons}" if reasons else "")
+            if (
+                sm is not None
+                and entry.get("busy_samples")
+                and isinstance(sm, dict)
+                and "median" in sm
+            ):
+                reasons = ", ".join(
+                    f"{r.replace('_', ' ')} {100 * f:.0f}%"
+                    for r, f in (entry.get("reason_fraction") or {}).items()
+                )
+                text += f"; GPU {entry.get('index')} busy: SM {sm['median']} MHz" + (
+                    f", {reasons}" if reasons else ""
+                )
         return text
 
 
@@ -418,7 +544,7 @@ def parse_topo(text: str) -> dict[str, dict[str, str]]:
         return {}
     cols = [c.strip() for c in header.strip("\n").split("\t") if c.strip()]
     out: dict[str, dict[str, str]] = {}
-    for ln in lines[lines.index(header) + 1:]:
+    for ln in lines[lines.index(header) + 1 :]:
         if not ln.strip() or ln.strip().startswith("Legend"):
             break
         cells = [c.strip() for c in ln.split("\t")]

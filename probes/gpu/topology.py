@@ -58,7 +58,9 @@ def _bus(value: Any) -> str:
 
 def ranges(mask_words: Any) -> str:
     """``"0-15,32-47"`` for the bits set in a mask of 64-bit words (lowest word first); ``"N/A"`` if none."""
-    bits = [w * 64 + b for w, word in enumerate(mask_words) for b in range(64) if int(word) >> b & 1]
+    bits = [
+        w * 64 + b for w, word in enumerate(mask_words) for b in range(64) if int(word) >> b & 1
+    ]
     if not bits:
         return "N/A"
     out, start = [], bits[0]
@@ -77,7 +79,9 @@ def nics_present(folder: str = INFINIBAND) -> bool:
         return False
 
 
-def from_nvml(nv: Nvml, devices: list[tuple[int, Any, str]], nic_folder: str = INFINIBAND) -> dict[str, Any] | str:
+def from_nvml(
+    nv: Nvml, devices: list[tuple[int, Any, str]], nic_folder: str = INFINIBAND
+) -> dict[str, Any] | str:
     """The ``topology`` value (``matrix``, ``raw`` in nvidia-smi's layout, ``command``), or why NVML cannot say.
 
     Cheap enough to run before the probe reads the GPUs (a few dozen NVML calls per GPU, each well
@@ -114,7 +118,10 @@ def from_nvml(nv: Nvml, devices: list[tuple[int, Any, str]], nic_folder: str = I
         if isinstance(row, str):
             return row
         rows[f"GPU{i}"] = row
-    for (i, j), n in links.items():  # a link counted from one end only would make the matrix lopsided
+    for (
+        i,
+        j,
+    ), n in links.items():  # a link counted from one end only would make the matrix lopsided
         if links.get((j, i), n) != n:
             return f"GPU{i}-GPU{j}: {n} NVLinks one way, {links[(j, i)]} the other"
     return {"matrix": rows, "raw": render(rows), "command": SOURCE}
@@ -141,7 +148,9 @@ def _links_and_bus(nv: Nvml, i: int, handle: Any) -> tuple[str, list[int]] | str
     return _bus(pci.busId), active
 
 
-def _row(nv: Nvml, i: int, handle: Any, devices, active: list[int], buses, links, words) -> dict[str, str] | str:
+def _row(
+    nv: Nvml, i: int, handle: Any, devices, active: list[int], buses, links, words
+) -> dict[str, str] | str:
     """GPU ``i``'s row of the matrix (its NVLinks counted into ``links``), or why NVML cannot give it."""
     for link in active:
         kind = nv.call("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
@@ -164,14 +173,20 @@ def _row(nv: Nvml, i: int, handle: Any, devices, active: list[int], buses, links
                 return f"GPU{i}-GPU{j}: PCIe path not given ({level['missing'] if is_missing(level) else level})"
             row[f"GPU{j}"] = _LEVELS[int(level)]
     cpus = nv.call("nvmlDeviceGetCpuAffinity", handle, words)
-    nodes = nv.call("nvmlDeviceGetMemoryAffinity", handle, 1, nv.constant("NVML_AFFINITY_SCOPE_NODE", 0))
+    nodes = nv.call(
+        "nvmlDeviceGetMemoryAffinity", handle, 1, nv.constant("NVML_AFFINITY_SCOPE_NODE", 0)
+    )
     numa = nv.call("nvmlDeviceGetNumaNodeId", handle)
     for name, value in (("nvmlDeviceGetCpuAffinity", cpus), ("nvmlDeviceGetMemoryAffinity", nodes)):
         if is_missing(value):
             return f"GPU{i}: {name} {value['missing']}"
-        if ranges(list(value)) == "N/A":  # what nvidia-smi prints for an empty mask is not derived here
+        if (
+            ranges(list(value)) == "N/A"
+        ):  # what nvidia-smi prints for an empty mask is not derived here
             return f"GPU{i}: {name} gave an empty mask"
-    if "," in ranges(list(nodes)) or "-" in ranges(list(nodes)):  # nvidia-smi's spelling of several nodes: not derived
+    if "," in ranges(list(nodes)) or "-" in ranges(
+        list(nodes)
+    ):  # nvidia-smi's spelling of several nodes: not derived
         return f"GPU{i}: memory affinity spans several NUMA nodes"
     if is_missing(numa) and numa["missing"] != "not_supported":
         return f"GPU{i}: nvmlDeviceGetNumaNodeId {numa['missing']}"

@@ -16,16 +16,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from forensics.gpu.readings import (CLOCK_SM_MHZ, CLOCKS_EVENT_FIELDS, CURRENT_MHZ, IDLE_BIT, PCIE_GEN, PCIE_WIDTH,
-                                    THROTTLE_REASONS, is_busy)
+from forensics.gpu.readings import (
+    CLOCK_SM_MHZ,
+    CLOCKS_EVENT_FIELDS,
+    CURRENT_MHZ,
+    IDLE_BIT,
+    PCIE_GEN,
+    PCIE_WIDTH,
+    THROTTLE_REASONS,
+    is_busy,
+)
 from forensics.model import Severity, is_missing, is_unrecorded
 
 THROTTLE_MIN_FRACTION = 0.05  # a reason active in >= 5% of busy time counts as throttling
 
 # Window counter -> the reason it measures (violation time per policy mapped to the closest reason).
 _COUNTER_REASON = {f"clocks_event_{r}_ns": r for r in CLOCKS_EVENT_FIELDS if r in THROTTLE_REASONS}
-_COUNTER_REASON.update({"violation_power_ns": "sw_power_cap", "violation_thermal_ns": "sw_thermal_slowdown",
-                        "violation_board_limit_ns": "board_limit", "violation_reliability_ns": "reliability"})
+_COUNTER_REASON.update(
+    {
+        "violation_power_ns": "sw_power_cap",
+        "violation_thermal_ns": "sw_thermal_slowdown",
+        "violation_board_limit_ns": "board_limit",
+        "violation_reliability_ns": "reliability",
+    }
+)
 
 
 def num(value: Any) -> float | None:
@@ -53,7 +67,7 @@ def gpus_of(data: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 def not_held(pairs, *path: str) -> list[str]:
-    """"GPU 0 before: clocks not in collect_env output" for each GPU side whose value at ``path``
+    """ "GPU 0 before: clocks not in collect_env output" for each GPU side whose value at ``path``
     (or a group above it) is ``not_recorded``: the side came from a text that does not hold it
     (``forensics import``), so nothing about it can be compared."""
     out = []
@@ -78,7 +92,7 @@ def unheld_summary(lines: list[str], what: str) -> str:
 
 
 def label(uuid: str, gpu: dict[str, Any] | None) -> str:
-    """"GPU 0 (NVIDIA H200)" for evidence lines."""
+    """ "GPU 0 (NVIDIA H200)" for evidence lines."""
     if not gpu:
         return uuid
     name = gpu.get("name")
@@ -109,22 +123,24 @@ def match_gpus(b: dict[str, Any], a: dict[str, Any]) -> tuple[list[tuple[str, An
     bi = {g.get("index"): g for g in b.values()}
     ai = {g.get("index"): g for g in a.values()}
     idx = sorted(set(bi) | set(ai), key=lambda i: (i is None, i))
-    return ([(f"index {i}", bi.get(i), ai.get(i)) for i in idx],
-            "GPUs matched by index: no UUID is shared (different GPUs or machines)")
+    return (
+        [(f"index {i}", bi.get(i), ai.get(i)) for i in idx],
+        "GPUs matched by index: no UUID is shared (different GPUs or machines)",
+    )
 
 
 @dataclass
 class View:
     """What one side knows about one GPU under load."""
 
-    source: str                      # "benchmark", "--sample window", "snapshot reading"
+    source: str  # "benchmark", "--sample window", "snapshot reading"
     busy_samples: int
     duration_s: float | None
     sm_median_mhz: float | None
     sm_min_mhz: float | None
-    pcie_gen: float | None           # median over busy samples
+    pcie_gen: float | None  # median over busy samples
     pcie_width: float | None
-    throttle: dict[str, float] = field(default_factory=dict)   # reason -> fraction of busy time
+    throttle: dict[str, float] = field(default_factory=dict)  # reason -> fraction of busy time
     counter_deltas: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -138,7 +154,14 @@ def _window_entry(summary: Any, uuid: str, gpu: dict[str, Any] | None) -> dict[s
         return None
     entry = gpus.get(uuid)
     if entry is None and gpu is not None:  # matched by index
-        entry = next((e for e in gpus.values() if isinstance(e, dict) and e.get("index") == gpu.get("index")), None)
+        entry = next(
+            (
+                e
+                for e in gpus.values()
+                if isinstance(e, dict) and e.get("index") == gpu.get("index")
+            ),
+            None,
+        )
     if not isinstance(entry, dict) or not num(entry.get("busy_samples")):
         return None
     return entry
@@ -156,22 +179,33 @@ def _from_window(entry: dict[str, Any], duration_s: Any, source: str) -> View:
             d = num(deltas.get(key))
             if d is not None and d > 0:
                 throttle[reason] = max(throttle.get(reason, 0.0), min(1.0, d / (dur * 1e9)))
-    return View(source, int(entry["busy_samples"]), dur,
-                num(get(entry, CLOCK_SM_MHZ, "median")), num(get(entry, CLOCK_SM_MHZ, "min")),
-                num(get(entry, PCIE_GEN, "median")), num(get(entry, PCIE_WIDTH, "median")),
-                {r: round(f, 3) for r, f in throttle.items()}, dict(deltas))
+    return View(
+        source,
+        int(entry["busy_samples"]),
+        dur,
+        num(get(entry, CLOCK_SM_MHZ, "median")),
+        num(get(entry, CLOCK_SM_MHZ, "min")),
+        num(get(entry, PCIE_GEN, "median")),
+        num(get(entry, PCIE_WIDTH, "median")),
+        {r: round(f, 3) for r, f in throttle.items()},
+        dict(deltas),
+    )
 
 
 def instant_busy(gpu: dict[str, Any] | None) -> bool:
     """True when the snapshot's own reading of ``gpu`` was taken under load."""
     if not gpu:
         return False
-    return is_busy(gpu.get("pstate"), get(gpu, "utilization", "gpu_pct"),
-                   get(gpu, "clocks_event_reasons", "current_mask"))
+    return is_busy(
+        gpu.get("pstate"),
+        get(gpu, "utilization", "gpu_pct"),
+        get(gpu, "clocks_event_reasons", "current_mask"),
+    )
 
 
-def view(doc: dict[str, Any] | None, data: dict[str, Any] | None, uuid: str,
-         gpu: dict[str, Any] | None) -> View | None:
+def view(
+    doc: dict[str, Any] | None, data: dict[str, Any] | None, uuid: str, gpu: dict[str, Any] | None
+) -> View | None:
     """The best under-load view of one GPU on one side (see the module docstring), or ``None``."""
     tel = get(doc, "bench", "telemetry")
     entry = _window_entry(tel, uuid, gpu)
@@ -183,9 +217,16 @@ def view(doc: dict[str, Any] | None, data: dict[str, Any] | None, uuid: str,
         return _from_window(entry, get(sample, "duration_s"), "--sample window")
     if instant_busy(gpu):
         active = get(gpu, "clocks_event_reasons", "active") or []
-        return View("snapshot reading", 1, None, num(get(gpu, "clocks", "sm", CURRENT_MHZ)), None,
-                    num(get(gpu, "pcie", "gen_current")), num(get(gpu, "pcie", "width_current")),
-                    {r: 1.0 for r in active if r in THROTTLE_REASONS})
+        return View(
+            "snapshot reading",
+            1,
+            None,
+            num(get(gpu, "clocks", "sm", CURRENT_MHZ)),
+            None,
+            num(get(gpu, "pcie", "gen_current")),
+            num(get(gpu, "pcie", "width_current")),
+            {r: 1.0 for r in active if r in THROTTLE_REASONS},
+        )
     return None
 
 
@@ -197,7 +238,7 @@ def throttled(v: View | None) -> dict[str, float]:
 
 
 def idle_state(gpu: dict[str, Any] | None) -> str:
-    """"P8, 0% util, idle bit" -- why a reading counts as idle (for evidence lines)."""
+    """ "P8, 0% util, idle bit" -- why a reading counts as idle (for evidence lines)."""
     if not gpu:
         return ""
     parts = []

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, is_unrecorded, ruled_out
+from forensics.model import (
+    Finding,
+    Severity,
+    implicated,
+    inconclusive,
+    is_missing,
+    is_unrecorded,
+    ruled_out,
+)
 from forensics.probe import ProbeResult
 
 
@@ -51,22 +59,45 @@ def _claim(data: Any, name: str) -> str | None:
 def _judge_one(hyp: str, kind: str, what: str, claim: str, b: Any, a: Any, extra=()) -> Finding:
     vb, va = _ver(b, kind), _ver(a, kind)
     asked = all(_source(d, kind) in ("torch_lib", "nvidia_wheel", "system", None) for d in (b, a))
-    ev = [f"{what} loaded: {vb or 'n/a'} ({_where(b, kind)}) -> {va or 'n/a'} ({_where(a, kind)})"
-          + (" (asked from the library via ctypes)" if asked else "")]
-    unheld = [f"{side}: {why}" for side, d in (("before", b), ("after", a)) if (why := _unheld(d, kind))]
+    ev = [
+        f"{what} loaded: {vb or 'n/a'} ({_where(b, kind)}) -> {va or 'n/a'} ({_where(a, kind)})"
+        + (" (asked from the library via ctypes)" if asked else "")
+    ]
+    unheld = [
+        f"{side}: {why}" for side, d in (("before", b), ("after", a)) if (why := _unheld(d, kind))
+    ]
     if unheld:
         # A side imported from a text that does not name this library: unknown, neither same nor changed.
         found = [f for f in extra]
         if found:
-            sev, rel, summary = max(found, key=lambda t: ([Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH,
-                                                           Severity.CRITICAL].index(t[0]), t[1]))
-            return implicated(hyp, sev, summary, ev + [f"{what} not compared ({'; '.join(unheld)})"], relevance=rel,
-                              fields=[f"{kind}.version"])
+            sev, rel, summary = max(
+                found,
+                key=lambda t: (
+                    [
+                        Severity.INFO,
+                        Severity.LOW,
+                        Severity.MEDIUM,
+                        Severity.HIGH,
+                        Severity.CRITICAL,
+                    ].index(t[0]),
+                    t[1],
+                ),
+            )
+            return implicated(
+                hyp,
+                sev,
+                summary,
+                ev + [f"{what} not compared ({'; '.join(unheld)})"],
+                relevance=rel,
+                fields=[f"{kind}.version"],
+            )
         return inconclusive(hyp, f"{what} not compared: {'; '.join(unheld)}", ev)
     for side, d, v in (("before", b, vb), ("after", a, va)):
         c = _claim(d, claim)
         if c and v and not c.startswith(v) and not v.startswith(c.split("-")[0]):
-            ev.append(f"{side}: {claim}={c} but the {what} loaded is {v}: the variable is not the library in use")
+            ev.append(
+                f"{side}: {claim}={c} but the {what} loaded is {v}: the variable is not the library in use"
+            )
     tb, ta = _ver(b, "torch", "cuda_build_tag"), _ver(a, "torch", "cuda_build_tag")
     if tb or ta:
         ev.append(f"torch CUDA build tag {tb or 'n/a'} -> {ta or 'n/a'} (package metadata)")
@@ -74,17 +105,28 @@ def _judge_one(hyp: str, kind: str, what: str, claim: str, b: Any, a: Any, extra
     if vb and va and vb != va:
         findings.append((Severity.HIGH, 0.9, f"{what} loaded {vb} -> {va}"))
     elif (vb is None) != (va is None) and (vb or va):
-        findings.append((Severity.MEDIUM, 0.6, f"{what} {vb or 'not found'} -> {va or 'not found'}"))
+        findings.append(
+            (Severity.MEDIUM, 0.6, f"{what} {vb or 'not found'} -> {va or 'not found'}")
+        )
     for f in extra:
         findings.append(f)
     cb, ca = _claim(b, claim), _claim(a, claim)
     claims_held = not any(is_unrecorded(d.get("env_claims")) for d in (b, a) if isinstance(d, dict))
     if cb != ca and claims_held:
-        ev.append(f"{claim} variable {cb or 'unset'} -> {ca or 'unset'} (a claim, not the loaded library)")
+        ev.append(
+            f"{claim} variable {cb or 'unset'} -> {ca or 'unset'} (a claim, not the loaded library)"
+        )
         if not findings and (vb is None or vb == va):
-            findings.append((Severity.LOW, 0.2, f"{claim} variable {cb or 'unset'} -> {ca or 'unset'} "
-                                                "(the loaded library did not change)" if vb else
-                             f"{claim} variable {cb or 'unset'} -> {ca or 'unset'}"))
+            findings.append(
+                (
+                    Severity.LOW,
+                    0.2,
+                    f"{claim} variable {cb or 'unset'} -> {ca or 'unset'} "
+                    "(the loaded library did not change)"
+                    if vb
+                    else f"{claim} variable {cb or 'unset'} -> {ca or 'unset'}",
+                )
+            )
     if findings:
         order = [Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL]
         sev, rel, summary = max(findings, key=lambda t: (order.index(t[0]), t[1]))
@@ -105,7 +147,9 @@ def judge_libs(before: ProbeResult | None, after: ProbeResult | None) -> list[Fi
     if nb and na and nb != na:
         extra.append((Severity.MEDIUM, 0.6, f"CUDA toolkit on PATH (nvcc) {nb} -> {na}"))
     cuda = _judge_one("cuda.version", "cuda_runtime", "CUDA runtime", "CUDA_VERSION", b, a, extra)
-    cuda.evidence.append(f"nvcc on PATH: {nb or 'none'} -> {na or 'none'} (toolkit, not what torch loads)")
+    cuda.evidence.append(
+        f"nvcc on PATH: {nb or 'none'} -> {na or 'none'} (toolkit, not what torch loads)"
+    )
     out = [cuda, _judge_one("nccl.version", "nccl", "NCCL", "NCCL_VERSION", b, a)]
     for f in out:
         f.probe = "libs"

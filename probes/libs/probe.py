@@ -50,9 +50,23 @@ LIBS: dict[str, tuple[str, str, str]] = {
     "nccl": ("libnccl*.so*", "ncclGetVersion", "nccl"),
     "cudnn": ("libcudnn.so*", "cudnnGetVersion", "cudnn"),
 }
-SYSTEM_DIRS = ("/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu")
-ENV_CLAIMS = ("CUDA_VERSION", "NCCL_VERSION", "CUDNN_VERSION", "NV_CUDA_LIB_VERSION", "NV_CUDA_CUDART_VERSION",
-              "NV_LIBNCCL_PACKAGE_VERSION", "NV_CUDNN_VERSION", "NVIDIA_REQUIRE_CUDA", "CUDA_HOME")
+SYSTEM_DIRS = (
+    "/usr/local/cuda/lib64",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib/aarch64-linux-gnu",
+)
+ENV_CLAIMS = (
+    "CUDA_VERSION",
+    "NCCL_VERSION",
+    "CUDNN_VERSION",
+    "NV_CUDA_LIB_VERSION",
+    "NV_CUDA_CUDART_VERSION",
+    "NV_LIBNCCL_PACKAGE_VERSION",
+    "NV_CUDNN_VERSION",
+    "NVIDIA_REQUIRE_CUDA",
+    "CUDA_HOME",
+)
 VERSION_TIMEOUT_S = 5.0
 DEEP_TIMEOUT_S = 60.0
 
@@ -150,8 +164,17 @@ def read_torch() -> tuple[Any, Path | None]:
     # Wheels from the default index carry no "+cu130" in their metadata; torch/version.py has it.
     out["version_py"] = parse_version_py(text, "__version__") if text else gone
     out["cuda"] = parse_version_py(text, "cuda") if text else gone
-    tag = next((v.split("+", 1)[1] for v in (dist.version, out["version_py"]) if isinstance(v, str) and "+" in v), None)
-    out["cuda_build_tag"] = tag or missing(MissingReason.NOT_APPLICABLE, "no local version tag in metadata or version.py")
+    tag = next(
+        (
+            v.split("+", 1)[1]
+            for v in (dist.version, out["version_py"])
+            if isinstance(v, str) and "+" in v
+        ),
+        None,
+    )
+    out["cuda_build_tag"] = tag or missing(
+        MissingReason.NOT_APPLICABLE, "no local version tag in metadata or version.py"
+    )
     return out, site
 
 
@@ -161,7 +184,9 @@ def parse_version_py(text: str, name: str) -> Any:
     if not m:
         return missing(MissingReason.NOT_FOUND, f"{name} not in torch/version.py")
     val = m.group(1) if m.group(1) is not None else m.group(2)
-    return val if val is not None else missing(MissingReason.NOT_APPLICABLE, "CPU-only build of torch")
+    return (
+        val if val is not None else missing(MissingReason.NOT_APPLICABLE, "CPU-only build of torch")
+    )
 
 
 def nvidia_distributions() -> list[tuple[str, str]]:
@@ -205,9 +230,11 @@ def find_library(kind: str, site: Path | None, system_dirs=SYSTEM_DIRS) -> dict[
     pattern = LIBS[kind][0]
     places: list[tuple[str, str]] = []
     if site is not None:
-        places += [("torch_lib", str(site / "torch" / "lib" / pattern)),
-                   ("nvidia_wheel", str(site / "nvidia" / "*" / "lib" / pattern)),
-                   ("nvidia_wheel", str(site / "nvidia" / "*" / "*" / "lib" / pattern))]
+        places += [
+            ("torch_lib", str(site / "torch" / "lib" / pattern)),
+            ("nvidia_wheel", str(site / "nvidia" / "*" / "lib" / pattern)),
+            ("nvidia_wheel", str(site / "nvidia" / "*" / "*" / "lib" / pattern)),
+        ]
     cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     dirs = ([os.path.join(cuda_home, "lib64")] if cuda_home else []) + list(system_dirs)
     places += [("system", os.path.join(d, pattern)) for d in dirs]
@@ -220,24 +247,40 @@ def find_library(kind: str, site: Path | None, system_dirs=SYSTEM_DIRS) -> dict[
     return None
 
 
-def query_versions(found: dict[str, dict[str, Any]], timeout_s: float = VERSION_TIMEOUT_S) -> dict[str, Any]:
+def query_versions(
+    found: dict[str, dict[str, Any]], timeout_s: float = VERSION_TIMEOUT_S
+) -> dict[str, Any]:
     """Ask each library its version in a child process (ctypes); ``{kind: int | missing}``."""
     if not found:
         return {}
     args = json.dumps([[k, v["path"], LIBS[k][1]] for k, v in found.items()])
     try:
-        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD, args], capture_output=True, text=True,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _CHILD, args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
         res = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
         if proc.returncode != 0:
-            why = missing(MissingReason.ERROR, f"version query exit {proc.returncode}: "
-                          f"{(proc.stderr.strip().splitlines() or [''])[-1]}")
+            why = missing(
+                MissingReason.ERROR,
+                f"version query exit {proc.returncode}: "
+                f"{(proc.stderr.strip().splitlines() or [''])[-1]}",
+            )
             return {k: why for k in found}
     except subprocess.TimeoutExpired:
-        return {k: missing(MissingReason.TIMED_OUT, f"version query after {timeout_s:g} s") for k in found}
+        return {
+            k: missing(MissingReason.TIMED_OUT, f"version query after {timeout_s:g} s")
+            for k in found
+        }
     except (OSError, ValueError, IndexError) as exc:
         return {k: missing(MissingReason.ERROR, f"version query: {exc}") for k in found}
-    return {k: (v if isinstance(v, int) else missing(MissingReason.ERROR, str(v))) for k, v in res.items()}
+    return {
+        k: (v if isinstance(v, int) else missing(MissingReason.ERROR, str(v)))
+        for k, v in res.items()
+    }
 
 
 class LibsProbe(Probe):
@@ -246,14 +289,20 @@ class LibsProbe(Probe):
     name = "libs"
     description = "CUDA runtime, NCCL and cuDNN that torch loads (asked from the libraries), nvcc, version claims"
     hypotheses = ("cuda.version", "nccl.version")
-    types = {**{k: "mapping" for k in ("torch", "cuda_runtime", "nccl", "cudnn", "nvcc", "env_claims")},
-             **{f"{k}.version": "string" for k in ("torch", "cuda_runtime", "nccl", "cudnn", "nvcc")},
-             "env_claims.*": "string"}
+    types = {
+        **{k: "mapping" for k in ("torch", "cuda_runtime", "nccl", "cudnn", "nvcc", "env_claims")},
+        **{f"{k}.version": "string" for k in ("torch", "cuda_runtime", "nccl", "cudnn", "nvcc")},
+        "env_claims.*": "string",
+    }
     map_fields = ("env_claims",)
     fields = {
         "torch.version": FieldSpec("", "torch", "package metadata"),
-        "torch.cuda_build_tag": FieldSpec("", "torch CUDA build tag", "package metadata (local version)"),
-        "cuda_runtime.version": FieldSpec("", "CUDA runtime loaded", "cudaRuntimeGetVersion (ctypes)"),
+        "torch.cuda_build_tag": FieldSpec(
+            "", "torch CUDA build tag", "package metadata (local version)"
+        ),
+        "cuda_runtime.version": FieldSpec(
+            "", "CUDA runtime loaded", "cudaRuntimeGetVersion (ctypes)"
+        ),
         "nccl.version": FieldSpec("", "NCCL loaded", "ncclGetVersion (ctypes)"),
         "cudnn.version": FieldSpec("", "cuDNN loaded", "cudnnGetVersion (ctypes)"),
         "nvcc.version": FieldSpec("", "CUDA toolkit on PATH", "nvcc --version"),
@@ -270,12 +319,19 @@ class LibsProbe(Probe):
         from forensics.procgroup import carry_children
         from forensics.readers import run_command
 
-        with ThreadPoolExecutor(max_workers=1) as pool:  # nvcc runs beside the version query's child
-            nvcc = pool.submit(carry_children(run_command), ["nvcc", "--version"], min(5.0, ctx.timeout_s / 2))
+        with ThreadPoolExecutor(
+            max_workers=1
+        ) as pool:  # nvcc runs beside the version query's child
+            nvcc = pool.submit(
+                carry_children(run_command), ["nvcc", "--version"], min(5.0, ctx.timeout_s / 2)
+            )
             data = self._loaded(ctx)
             data["nvcc"] = read_nvcc(nvcc.result())
-        data["env_claims"] = {k: ctx.redactor.env(k, os.environ[k], f"libs.env_claims.{k}")
-                              for k in ENV_CLAIMS if k in os.environ}
+        data["env_claims"] = {
+            k: ctx.redactor.env(k, os.environ[k], f"libs.env_claims.{k}")
+            for k in ENV_CLAIMS
+            if k in os.environ
+        }
         if ctx.option("deep"):
             data["deep"] = read_deep()
         return data
@@ -287,11 +343,15 @@ class LibsProbe(Probe):
         data: dict[str, Any] = {"torch": torch}
         found = {k: f for k in LIBS if (f := find_library(k, site)) is not None}
         codes = query_versions(found, min(VERSION_TIMEOUT_S, ctx.timeout_s / 2))
-        dists = nvidia_distributions() if any("/nvidia/" in f["path"] for f in found.values()) else []
+        dists = (
+            nvidia_distributions() if any("/nvidia/" in f["path"] for f in found.values()) else []
+        )
         for kind in LIBS:
             if kind not in found:
-                data[kind] = missing(MissingReason.NOT_FOUND, "no library file in torch/lib, nvidia wheels or "
-                                     "system CUDA folders")
+                data[kind] = missing(
+                    MissingReason.NOT_FOUND,
+                    "no library file in torch/lib, nvidia wheels or system CUDA folders",
+                )
                 continue
             entry = dict(found[kind])
             code = codes.get(kind, missing(MissingReason.ERROR, "no answer"))
@@ -303,7 +363,12 @@ class LibsProbe(Probe):
             data[kind] = entry
         return data
 
-    def judge(self, before: ProbeResult | None, after: ProbeResult | None, jctx: JudgeContext | None = None):
+    def judge(
+        self,
+        before: ProbeResult | None,
+        after: ProbeResult | None,
+        jctx: JudgeContext | None = None,
+    ):
         from forensics_probes.libs.judge import judge_libs
 
         return judge_libs(before, after)
@@ -317,7 +382,10 @@ class LibsProbe(Probe):
         deep = data.get("deep")
         if isinstance(deep, dict) and is_missing(deep.get("nccl")):
             m = deep["nccl"]
-            parts.append(f"torch's NCCL: {m['missing'].replace('_', ' ')}" + (f": {m['detail']}" if m.get("detail") else ""))
+            parts.append(
+                f"torch's NCCL: {m['missing'].replace('_', ' ')}"
+                + (f": {m['detail']}" if m.get("detail") else "")
+            )
         return ", ".join(parts)
 
 
@@ -336,12 +404,19 @@ def read_nvcc(res) -> Any:
 def read_deep(timeout_s: float = DEEP_TIMEOUT_S) -> Any:
     """Import torch in a child process and report what it loads (``--deep``)."""
     try:
-        proc = subprocess.run([sys.executable, "-c", _DEEP], capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-c", _DEEP],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return missing(MissingReason.TIMED_OUT, f"importing torch took over {timeout_s:g} s")
     if proc.returncode != 0:
-        return missing(MissingReason.ERROR, (proc.stderr.strip().splitlines() or ["import torch failed"])[-1])
+        return missing(
+            MissingReason.ERROR, (proc.stderr.strip().splitlines() or ["import torch failed"])[-1]
+        )
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -16,9 +16,12 @@ BASE = [7.8177, 7.8498, 7.8452, 7.8683, 7.8861, 7.8520]
 
 
 def write(tmp_path, name, values, **kw):
-    doc = document.build({"kind": "canary", "device": "cuda", "tp": 2},
-                         [document.make_result("canary.verify_step_ms", "canary", "ms", values)],
-                         telemetry={"missing": "not_found", "detail": "test"}, **kw)
+    doc = document.build(
+        {"kind": "canary", "device": "cuda", "tp": 2},
+        [document.make_result("canary.verify_step_ms", "canary", "ms", values)],
+        telemetry={"missing": "not_found", "detail": "test"},
+        **kw,
+    )
     path = tmp_path / name
     document.save(doc, path)
     return path
@@ -65,16 +68,21 @@ def test_inconclusive_exits_3_and_json(tmp_path):
     assert "too few processes" in out["results"]["canary.verify_step_ms"]["reasons"][0]
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "no such file"),
-    ("", "file is empty"),
-    ('{"schema": "forensics.bench/1", "results": [', "invalid JSON"),
-    ('{"schema": "forensics.snapshot/1", "probes": {}}', "expected forensics.bench/1"),
-    ('{"schema": "forensics.bench/9", "results": []}', "newer than this forensics"),
-    ('{"schema": "forensics.bench/1", "results": []}', "'results' must be a non-empty list"),
-    ('{"schema": "forensics.bench/1", "results": [{"name": "x", "process_medians": [1.0, -2]}]}',
-     "a list of positive numbers"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such file"),
+        ("", "file is empty"),
+        ('{"schema": "forensics.bench/1", "results": [', "invalid JSON"),
+        ('{"schema": "forensics.snapshot/1", "probes": {}}', "expected forensics.bench/1"),
+        ('{"schema": "forensics.bench/9", "results": []}', "newer than this forensics"),
+        ('{"schema": "forensics.bench/1", "results": []}', "'results' must be a non-empty list"),
+        (
+            '{"schema": "forensics.bench/1", "results": [{"name": "x", "process_medians": [1.0, -2]}]}',
+            "a list of positive numbers",
+        ),
+    ],
+)
 def test_bad_bench_files_give_one_line_and_exit_2(tmp_path, content, message):
     good = write(tmp_path, "good.json", BASE)
     bad = tmp_path / "bad.json"
@@ -83,7 +91,9 @@ def test_bad_bench_files_give_one_line_and_exit_2(tmp_path, content, message):
     r = CliRunner().invoke(main, ["bench", "compare", str(bad), str(good)])
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("forensics: error: ") and message in lines[0], r.output
+    assert len(lines) == 1 and lines[0].startswith("forensics: error: ") and message in lines[0], (
+        r.output
+    )
     assert "Traceback" not in r.output
 
 

@@ -10,8 +10,21 @@ from forensics.bench.config import CanaryConfig
 from forensics.cli import main
 from forensics.errors import BadInputError
 
-TINY = {"device": "cpu", "tp": 2, "layers": 1, "hidden": 32, "heads": 2, "ffn": 64, "kv_len": 16, "batch": 1,
-        "blocks": 3, "block_ms": 1.0, "warmup_s": 0.01, "matmul_n": 32, "busbw_bytes": 4096}
+TINY = {
+    "device": "cpu",
+    "tp": 2,
+    "layers": 1,
+    "hidden": 32,
+    "heads": 2,
+    "ffn": 64,
+    "kv_len": 16,
+    "batch": 1,
+    "blocks": 3,
+    "block_ms": 1.0,
+    "warmup_s": 0.01,
+    "matmul_n": 32,
+    "busbw_bytes": 4096,
+}
 
 
 @pytest.mark.slow
@@ -22,39 +35,88 @@ def test_snapshot_canary_on_cpu_with_two_gloo_ranks(tmp_path):
     loaded = document.load(path)
     names = [r["name"] for r in loaded["results"]]
     assert names[:2] == ["canary.verify_step_ms", "canary.verified_tokens_per_s"]
-    assert {"canary.compute_ms", "canary.allreduce_us", "component.matmul_tflops",
-            "component.allreduce_busbw_gbps"} <= set(names)
+    assert {
+        "canary.compute_ms",
+        "canary.allreduce_us",
+        "component.matmul_tflops",
+        "component.allreduce_busbw_gbps",
+    } <= set(names)
     step = loaded["results"][0]
-    assert step["unit"] == "ms" and step["higher_is_better"] is False and len(step["process_medians"]) == 1
+    assert (
+        step["unit"] == "ms"
+        and step["higher_is_better"] is False
+        and len(step["process_medians"]) == 1
+    )
     assert "compute" in step["description"] and "2 x all-reduce" in step["description"]
     cfg = loaded["config"]
     assert cfg["tp"] == 2 and cfg["dtype"] == "float32" and cfg["message_bytes"] == 1 * 5 * 32 * 4
     assert loaded["telemetry"]["missing"] == "not_applicable"
     proc = loaded["processes"][0]
-    assert len(proc["pids"]) == 2 and set(proc["metrics"]) == {"compute", "allreduce", "allreduce_busbw", "matmul"}
+    assert len(proc["pids"]) == 2 and set(proc["metrics"]) == {
+        "compute",
+        "allreduce",
+        "allreduce_busbw",
+        "matmul",
+    }
     assert loaded["summary"].startswith("canary.verify_step_ms ")
 
 
 @pytest.mark.slow
 def test_cli_canary_interleaved_b_side_writes_two_files(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    r = CliRunner().invoke(main, ["bench", "-q", "--device", "cpu", "--tp", "2", "--layers", "1", "--hidden", "32",
-                                  "--heads", "2", "--ffn", "64", "--kv-len", "16", "--batch", "1", "--blocks", "3",
-                                  "--block-ms", "1", "--warmup", "0.01", "--processes", "1", "-o", str(a), "--b-env", "FORENSICS_X=1",
-                                  "--b-output", str(b)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "-q",
+            "--device",
+            "cpu",
+            "--tp",
+            "2",
+            "--layers",
+            "1",
+            "--hidden",
+            "32",
+            "--heads",
+            "2",
+            "--ffn",
+            "64",
+            "--kv-len",
+            "16",
+            "--batch",
+            "1",
+            "--blocks",
+            "3",
+            "--block-ms",
+            "1",
+            "--warmup",
+            "0.01",
+            "--processes",
+            "1",
+            "-o",
+            str(a),
+            "--b-env",
+            "FORENSICS_X=1",
+            "--b-output",
+            str(b),
+        ],
+    )
     assert r.exit_code == 3, r.output  # one process a side can never support a verdict
     assert "too few processes" in r.output
     assert document.load(b)["config"]["env"] == {"FORENSICS_X": "1"}
     assert document.load(a)["config"]["env"] == {}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"heads": 3}, "--hidden 128 is not a multiple of --heads 3"),
-    ({"tp": 3}, "must both divide by --tp 3"),
-    ({"layers": 0}, "--layers must be at least 1"),
-    ({"block_ms": 0.5}, "at least 1 ms"),
-    ({"variant": "graph"}, "--cuda-graph needs a GPU"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"heads": 3}, "--hidden 128 is not a multiple of --heads 3"),
+        ({"tp": 3}, "must both divide by --tp 3"),
+        ({"layers": 0}, "--layers must be at least 1"),
+        ({"block_ms": 0.5}, "at least 1 ms"),
+        ({"variant": "graph"}, "--cuda-graph needs a GPU"),
+    ],
+)
 def test_bad_sizes_are_refused(change, message):
     cfg = CanaryConfig.defaults("cpu", 2)
     for k, v in change.items():
@@ -65,8 +127,15 @@ def test_bad_sizes_are_refused(change, message):
 
 def test_gpu_defaults_and_message_size():
     cfg = CanaryConfig.defaults("cuda", 2).validate()
-    assert (cfg.layers, cfg.hidden, cfg.heads, cfg.ffn, cfg.draft_tokens, cfg.batch, cfg.kv_len) == \
-        (16, 4096, 32, 14336, 4, 4, 2048)
+    assert (
+        cfg.layers,
+        cfg.hidden,
+        cfg.heads,
+        cfg.ffn,
+        cfg.draft_tokens,
+        cfg.batch,
+        cfg.kv_len,
+    ) == (16, 4096, 32, 14336, 4, 4, 2048)
     assert cfg.dtype == "bfloat16" and cfg.variant == "split"
     assert cfg.message_bytes == 4 * 5 * 4096 * 2  # batch x (k+1) x hidden x bf16
     assert cfg.allreduces_per_step == 32
@@ -75,7 +144,10 @@ def test_gpu_defaults_and_message_size():
 
 def test_cli_refuses_graph_on_cpu():
     r = CliRunner().invoke(main, ["bench", "--device", "cpu", "--cuda-graph"])
-    assert r.exit_code == 2 and r.output.strip() == "forensics: error: --cuda-graph needs a GPU (device cuda)"
+    assert (
+        r.exit_code == 2
+        and r.output.strip() == "forensics: error: --cuda-graph needs a GPU (device cuda)"
+    )
 
 
 @pytest.mark.slow
@@ -92,7 +164,11 @@ def test_a_failing_rank_is_one_clear_error():
 
 
 class _FakeSampler:
-    summary = {"duration_s": 1.0, "interval_s": 0.1, "gpus": {"GPU-0": {"index": 0, "reason_fraction": {}}}}
+    summary = {
+        "duration_s": 1.0,
+        "interval_s": 0.1,
+        "gpus": {"GPU-0": {"index": 0, "reason_fraction": {}}},
+    }
 
     def __init__(self, interval_s):
         assert interval_s == 0.1

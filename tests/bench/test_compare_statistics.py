@@ -14,12 +14,13 @@ from forensics.errors import BadInputError
 from forensics.stats import Verdict
 from tests.conftest import ROOT
 
-
 # per-process medians of canary.verify_step_ms from the real 2 x H200 run (examples/h200x2/bench)
 H200_STEP_MS = [7.8177, 7.8498, 7.8452, 7.8683, 7.8861]
 
 
-def side(values, *, name="canary.verify_step_ms", telemetry=None, extra=None, config=None, hib=False):
+def side(
+    values, *, name="canary.verify_step_ms", telemetry=None, extra=None, config=None, hib=False
+):
     results = [make_result(name, "canary", "ms", values, higher_is_better=hib)]
     for n, vals in (extra or {}).items():
         results.append(make_result(n, "component", "us", vals))
@@ -88,8 +89,13 @@ def test_noise_gate_blocks_a_lucky_separation():
 def test_sample_size_where_mann_whitney_cannot_reach_alpha_is_named():
     res = compare_docs(side(H200_STEP_MS), side([v * 1.5 for v in H200_STEP_MS[:4]]))
     assert res.verdict is Verdict.INCONCLUSIVE
-    assert res.results["canary.verify_step_ms"].reasons[0].startswith(
-        "with 5+4 processes Mann-Whitney U cannot reach p <= 0.01 (smallest possible p 0.016)")
+    assert (
+        res.results["canary.verify_step_ms"]
+        .reasons[0]
+        .startswith(
+            "with 5+4 processes Mann-Whitney U cannot reach p <= 0.01 (smallest possible p 0.016)"
+        )
+    )
 
 
 def test_too_few_processes_is_inconclusive():
@@ -101,9 +107,13 @@ def test_too_few_processes_is_inconclusive():
 def test_component_pointing_at_the_cause():
     ar_a = [8.1, 8.5, 8.6, 8.9, 9.1, 8.4]
     ar_b = [v * 2.5 for v in ar_a]
-    a = side(H200_STEP_MS + [7.85], extra={"canary.allreduce_us": ar_a, "canary.compute_ms": [7.3] * 6})
-    b = side([v * 1.12 for v in H200_STEP_MS + [7.85]],
-             extra={"canary.allreduce_us": ar_b, "canary.compute_ms": [7.3001] * 6})
+    a = side(
+        H200_STEP_MS + [7.85], extra={"canary.allreduce_us": ar_a, "canary.compute_ms": [7.3] * 6}
+    )
+    b = side(
+        [v * 1.12 for v in H200_STEP_MS + [7.85]],
+        extra={"canary.allreduce_us": ar_b, "canary.compute_ms": [7.3001] * 6},
+    )
     res = compare_docs(a, b)
     assert res.verdict is Verdict.SLOWER
     assert res.pointing == ["canary.allreduce_us"]
@@ -117,13 +127,27 @@ def test_throughput_higher_is_better_inverts():
 
 
 def telemetry(sw_power_cap, pids=()):
-    return {"duration_s": 60.0, "interval_s": 0.1, "gpus": {"GPU-0": {
-        "index": 0, "name": "NVIDIA H200", "samples": 600, "busy_samples": 580,
-        "clock_sm_mhz": {"min": 1440, "median": 1440 if sw_power_cap else 1980, "max": 1980},
-        "power_mw": {"min": 120000, "median": 692000, "max": 699000},
-        "util_gpu_pct": {"min": 0, "median": 100, "max": 100},
-        "reason_fraction": {"sw_power_cap": sw_power_cap, "gpu_idle": 0.02},
-        "processes": [{"pid": p, "kind": "compute", "name": "python3"} for p in pids]}}}
+    return {
+        "duration_s": 60.0,
+        "interval_s": 0.1,
+        "gpus": {
+            "GPU-0": {
+                "index": 0,
+                "name": "NVIDIA H200",
+                "samples": 600,
+                "busy_samples": 580,
+                "clock_sm_mhz": {
+                    "min": 1440,
+                    "median": 1440 if sw_power_cap else 1980,
+                    "max": 1980,
+                },
+                "power_mw": {"min": 120000, "median": 692000, "max": 699000},
+                "util_gpu_pct": {"min": 0, "median": 100, "max": 100},
+                "reason_fraction": {"sw_power_cap": sw_power_cap, "gpu_idle": 0.02},
+                "processes": [{"pid": p, "kind": "compute", "name": "python3"} for p in pids],
+            }
+        },
+    }
 
 
 def test_throttle_on_one_side_turns_same_into_inconclusive():
@@ -166,7 +190,9 @@ def test_aa_noise_needs_four_processes():
 def test_aa_noise_splits_by_pairs_not_by_the_place_in_the_a_b_b_a_order():
     # Side A of the +1% step on the H200, run A B B A A B ...: its even processes ran first in their round,
     # its odd ones second. Odd/even read 1.2% (the place effect) and hid the 1% change as "same".
-    side_a = json.loads((ROOT / "examples/verdicts/h200-abba/step-plus1-a.json").read_text())["results"][0]
+    side_a = json.loads((ROOT / "examples/verdicts/h200-abba/step-plus1-a.json").read_text())[
+        "results"
+    ][0]
     values = side_a["process_medians"]
     assert abs(statistics.median(values[1::2]) / statistics.median(values[0::2]) - 1) > 0.01
     assert aa_noise(values) == pytest.approx(0.0028, abs=5e-4)
@@ -199,8 +225,10 @@ H200_BLOCK_WRITE_NO_CACHING_MS = [0.19149, 0.17906, 0.22685, 0.21662, 0.20329]
 def test_a_change_far_beyond_the_spread_is_called_on_noisy_data():
     # 9x slower; the "after" side's IQR/median is 12% (over the 10% gate) but its fastest process is
     # 7.9x slower than the slowest "before" one: no noise made that call
-    res = compare_docs(side(H200_BLOCK_WRITE_MS, name="user.block_write_ms"),
-                       side(H200_BLOCK_WRITE_NO_CACHING_MS, name="user.block_write_ms"))
+    res = compare_docs(
+        side(H200_BLOCK_WRITE_MS, name="user.block_write_ms"),
+        side(H200_BLOCK_WRITE_NO_CACHING_MS, name="user.block_write_ms"),
+    )
     c = res.results["user.block_write_ms"]
     assert c.verdict is Verdict.SLOWER, c.reasons
     assert c.time_ratio > 8 and not any("noisy" in r for r in c.reasons)
@@ -210,6 +238,7 @@ def test_tied_process_medians_keep_the_exact_p_value():
     # the same step's bisect on the H200: 5+5 processes fully separated, two "before" processes printing
     # the same time; scipy's tie fallback (normal approximation) gave p=0.012 > 0.01 and no call
     from forensics.stats import compare, mwu_p
+
     slow = [0.101175, 0.10124, 0.10027, 0.1012, 0.1012]
     fast = [0.02248, 0.02265, 0.02263, 0.022465, 0.022345]
     assert mwu_p(slow, fast) == pytest.approx(2 / 252)

@@ -13,8 +13,7 @@ import pytest
 from forensics import snapshot as snap
 from forensics.errors import BadInputError
 from forensics.step.command import parse_output, run_command
-from tests.conftest import run_cli
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 EXAMPLES = ROOT / "examples"
 
@@ -22,7 +21,11 @@ EXAMPLES = ROOT / "examples"
 def _one_line_exit_2(proc):
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("forensics: error:") and "Traceback" not in proc.stderr
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("forensics: error:")
+        and "Traceback" not in proc.stderr
+    )
     return lines[0]
 
 
@@ -36,16 +39,28 @@ def test_diff_refuses_to_overwrite_an_input(tmp_path):
 
 
 def test_diff_format_must_match_the_suffix(tmp_path):
-    line = _one_line_exit_2(run_cli("diff", str(EXAMPLES / "aa" / "before.json"), str(EXAMPLES / "aa" / "after.json"),
-                                    "-o", str(tmp_path / "r.html"), "--format", "md"))
+    line = _one_line_exit_2(
+        run_cli(
+            "diff",
+            str(EXAMPLES / "aa" / "before.json"),
+            str(EXAMPLES / "aa" / "after.json"),
+            "-o",
+            str(tmp_path / "r.html"),
+            "--format",
+            "md",
+        )
+    )
     assert "--format md does not match" in line and not (tmp_path / "r.html").exists()
 
 
-@pytest.mark.parametrize("field, value, expected", [
-    (("probes", "gpu", "status"), ["ok"], "has status ['ok']"),
-    (("machine",), "vm", "'machine' must be a mapping"),
-    (("redactions",), {"a": "b"}, "'redactions' must be a list"),
-])
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        (("probes", "gpu", "status"), ["ok"], "has status ['ok']"),
+        (("machine",), "vm", "'machine' must be a mapping"),
+        (("redactions",), {"a": "b"}, "'redactions' must be a list"),
+    ],
+)
 def test_malformed_snapshot_fields_are_bad_input(tmp_path, field, value, expected):
     doc = json.loads((EXAMPLES / "aa" / "after.json").read_text())
     node = doc
@@ -54,7 +69,11 @@ def test_malformed_snapshot_fields_are_bad_input(tmp_path, field, value, expecte
     node[field[-1]] = value
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
-    line = _one_line_exit_2(run_cli("diff", str(EXAMPLES / "aa" / "before.json"), str(bad), "-o", str(tmp_path / "r.md")))
+    line = _one_line_exit_2(
+        run_cli(
+            "diff", str(EXAMPLES / "aa" / "before.json"), str(bad), "-o", str(tmp_path / "r.md")
+        )
+    )
     assert expected in line
 
 
@@ -72,16 +91,22 @@ def test_malformed_git_data_degrades_to_a_note():
 
 
 def test_non_finite_and_boolean_values_are_not_measurements():
-    out = '{"metric": "x", "value": NaN}\n{"metric": "x", "value": Infinity}\n{"metric": "x", "value": true}\n' \
-          '{"metric": "x", "value": 3.5}\n'
+    out = (
+        '{"metric": "x", "value": NaN}\n{"metric": "x", "value": Infinity}\n{"metric": "x", "value": true}\n'
+        '{"metric": "x", "value": 3.5}\n'
+    )
     assert parse_output(out) == ("x", [3.5])
     assert parse_output("step nan ms\nstep 2.0 ms\n", metric_regex=r"step (\S+) ms")[1] == [2.0]
 
 
 def test_json_outputs_are_strict(tmp_path):
-    path = snap.save({"schema": "forensics.snapshot/1", "probes": {}, "x": float("nan"), "y": float("inf")},
-                     tmp_path / "s.json")
-    doc = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    path = snap.save(
+        {"schema": "forensics.snapshot/1", "probes": {}, "x": float("nan"), "y": float("inf")},
+        tmp_path / "s.json",
+    )
+    doc = json.loads(
+        path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}")
+    )
     assert doc["x"] == "NaN" and doc["y"] == "Infinity"
 
 
@@ -92,19 +117,32 @@ def test_step_timeout_stops_the_whole_step(tmp_path):
         run_command(cmd, timeout_s=2)
     assert marker.exists()
     time.sleep(0.2)
-    left = [p for p in psutil.process_iter(["cmdline"]) if str(marker) in " ".join(p.info["cmdline"] or [])]
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if str(marker) in " ".join(p.info["cmdline"] or [])
+    ]
     assert left == []
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["bench", "--processes", "0", "--cmd", "echo"], "--processes must be at least 1"),
-    (["bench", "--metric-regex", "x(\\d)"], "give --cmd too"),
-    (["bench", "--cmd", " "], "--cmd is empty"),
-    (["bench", "--cmd", "echo", "--timeout", "-5"], "Invalid value for '--timeout': '-5' must be a finite number > 0"),
-    (["bench", "--cmd", "echo", "--budget", "nan"], "Invalid value for '--budget': 'nan' must be a finite number > 0"),
-    (["snapshot", "--timeout", "inf", "-o", "s.json"], "Invalid value for '--timeout'"),
-    (["bench", "--cmd", "echo", "-o", "nodir/x.json"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["bench", "--processes", "0", "--cmd", "echo"], "--processes must be at least 1"),
+        (["bench", "--metric-regex", "x(\\d)"], "give --cmd too"),
+        (["bench", "--cmd", " "], "--cmd is empty"),
+        (
+            ["bench", "--cmd", "echo", "--timeout", "-5"],
+            "Invalid value for '--timeout': '-5' must be a finite number > 0",
+        ),
+        (
+            ["bench", "--cmd", "echo", "--budget", "nan"],
+            "Invalid value for '--budget': 'nan' must be a finite number > 0",
+        ),
+        (["snapshot", "--timeout", "inf", "-o", "s.json"], "Invalid value for '--timeout'"),
+        (["bench", "--cmd", "echo", "-o", "nodir/x.json"], "does not exist"),
+    ],
+)
 def test_bench_bad_options_before_any_work(tmp_path, args, expected):
     assert expected in _one_line_exit_2(run_cli(*args, cwd=tmp_path))
 
@@ -114,8 +152,15 @@ def test_env_with_a_failing_launcher_is_not_ruled_out(tmp_path):
     launcher = tmp_path / "fail.sh"
     launcher.write_text("#!/bin/sh\necho 'launcher broke: no slots' >&2\nexit 1\n")
     launcher.chmod(0o755)
-    proc = run_cli("env", "--launcher", str(launcher), "-o", str(tmp_path / "e.json"), cwd=tmp_path,
-                   env={"COLUMNS": "250"})
+    proc = run_cli(
+        "env",
+        "--launcher",
+        str(launcher),
+        "-o",
+        str(tmp_path / "e.json"),
+        cwd=tmp_path,
+        env={"COLUMNS": "250"},
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "e.json").read_text())
     prop = next(f for f in doc["findings"] if f["hypothesis"] == "nccl.env-propagation")
@@ -125,23 +170,43 @@ def test_env_with_a_failing_launcher_is_not_ruled_out(tmp_path):
 def _tiny_repo(tmp_path):
     from tests.conftest import commit, make_repo
 
-    repo = make_repo(tmp_path / "repo", {"step.py": 'import json\nprint(json.dumps({"metric": "step_ms", "value": 1.0}))\n'}, "a")
+    repo = make_repo(
+        tmp_path / "repo",
+        {"step.py": 'import json\nprint(json.dumps({"metric": "step_ms", "value": 1.0}))\n'},
+        "a",
+    )
     commit(repo, {}, "b")
     return repo
 
 
-@pytest.mark.parametrize("extra, expected", [
-    (["--good-was", "0"], "Invalid value for '--good-was': '0' must be a finite number > 0"),
-    (["--good-was", "nan"], "Invalid value for '--good-was': 'nan' must be a finite number > 0"),
-    (["--timeout", "nan"], "Invalid value for '--timeout': 'nan' must be a finite number > 0"),
-    (["--threshold", "500%"], "--threshold '500%': must be between 0% and 100%"),
-    (["--metric-regex", "("], "--metric-regex '(': not a valid regular expression"),
-])
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        (["--good-was", "0"], "Invalid value for '--good-was': '0' must be a finite number > 0"),
+        (
+            ["--good-was", "nan"],
+            "Invalid value for '--good-was': 'nan' must be a finite number > 0",
+        ),
+        (["--timeout", "nan"], "Invalid value for '--timeout': 'nan' must be a finite number > 0"),
+        (["--threshold", "500%"], "--threshold '500%': must be between 0% and 100%"),
+        (["--metric-regex", "("], "--metric-regex '(': not a valid regular expression"),
+    ],
+)
 def test_bisect_bad_options_before_any_measurement(tmp_path, extra, expected):
     """Found by a fresh-user pass: --good-was 0 ended in a ZeroDivisionError (exit 4) after measuring."""
     repo = _tiny_repo(tmp_path)
-    proc = run_cli("bisect", "--repo", str(repo), "--good", "HEAD~1", "--bad", "HEAD", "--cmd", "python3 step.py",
-                   *extra)
+    proc = run_cli(
+        "bisect",
+        "--repo",
+        str(repo),
+        "--good",
+        "HEAD~1",
+        "--bad",
+        "HEAD",
+        "--cmd",
+        "python3 step.py",
+        *extra,
+    )
     assert expected in _one_line_exit_2(proc)  # one line: no "endpoints ... re-measuring" before it
 
 
@@ -159,17 +224,34 @@ def test_a_probe_duration_beyond_any_float_is_bad_input_not_an_internal_error(tm
     src = ROOT / "examples" / "aa" / "before.json"  # a real H200 snapshot
     doc = json.loads(src.read_text())
     name = next(iter(doc["probes"]))
-    text = src.read_text().replace(json.dumps(doc["probes"][name]["duration_s"]), "1" + "0" * 400, 1)
+    text = src.read_text().replace(
+        json.dumps(doc["probes"][name]["duration_s"]), "1" + "0" * 400, 1
+    )
     bad = tmp_path / "big.json"
     bad.write_text(text)
     proc = run_cli("show", str(bad))
-    assert proc.returncode == 2 and "duration_s" in proc.stderr and "edited or damaged" in proc.stderr
+    assert (
+        proc.returncode == 2 and "duration_s" in proc.stderr and "edited or damaged" in proc.stderr
+    )
     assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_bisect_step_usage_error_aborts_git_bisect(tmp_path):
-    proc = run_cli("bisect-step", "--good", "HEAD~1", "--bad", "HEAD", "--cmd", "x", "--timeout", "nan", cwd=tmp_path)
-    assert proc.returncode == 128 and "Invalid value for '--timeout'" in proc.stderr  # 2 would read as "slow"
+    proc = run_cli(
+        "bisect-step",
+        "--good",
+        "HEAD~1",
+        "--bad",
+        "HEAD",
+        "--cmd",
+        "x",
+        "--timeout",
+        "nan",
+        cwd=tmp_path,
+    )
+    assert (
+        proc.returncode == 128 and "Invalid value for '--timeout'" in proc.stderr
+    )  # 2 would read as "slow"
 
 
 @pytest.mark.parametrize("command", ["snapshot", "diff"])
@@ -179,8 +261,15 @@ def test_repo_that_is_not_a_git_repository_is_refused(tmp_path, command):
     if command == "snapshot":
         args = ["snapshot", "--probe", "git", "--repo", str(plain), "-o", str(tmp_path / "s.json")]
     else:
-        args = ["diff", str(EXAMPLES / "aa" / "before.json"), str(EXAMPLES / "aa" / "after.json"), "--repo",
-                str(plain), "-o", str(tmp_path / "r.md")]
+        args = [
+            "diff",
+            str(EXAMPLES / "aa" / "before.json"),
+            str(EXAMPLES / "aa" / "after.json"),
+            "--repo",
+            str(plain),
+            "-o",
+            str(tmp_path / "r.md"),
+        ]
     line = _one_line_exit_2(run_cli(*args, cwd=tmp_path))
     assert f"--repo {plain}: not a git repository" in line
     assert not (tmp_path / "s.json").exists() and not (tmp_path / "r.md").exists()
@@ -194,11 +283,29 @@ def test_messages_name_the_real_problem_and_the_option(tmp_path):
     (tmp_path / "adir").mkdir()
     snap_a = str(root / "examples" / "aa" / "before.json")
     cases = [
-        (["diff", snap_a, snap_a, "-o", "afile/r.html"], "afile is a file, not a folder; choose another --output"),
-        (["fleet", "report", str(root / "examples/fleet/h200/fleet.json"), "--prom", "afile/f.prom"],
-         "choose another --prom"),
-        (["bench", "compare", "adir", str(root / "examples/verdicts/h200-final/step-plus0-a.json")],
-         "adir: is a folder, not a bench file"),
+        (
+            ["diff", snap_a, snap_a, "-o", "afile/r.html"],
+            "afile is a file, not a folder; choose another --output",
+        ),
+        (
+            [
+                "fleet",
+                "report",
+                str(root / "examples/fleet/h200/fleet.json"),
+                "--prom",
+                "afile/f.prom",
+            ],
+            "choose another --prom",
+        ),
+        (
+            [
+                "bench",
+                "compare",
+                "adir",
+                str(root / "examples/verdicts/h200-final/step-plus0-a.json"),
+            ],
+            "adir: is a folder, not a bench file",
+        ),
         (["import", snap_a], "already a forensics document, not a pasted text"),
         (["diff", snap_a, snap_a, "--config", "adir"], "--config adir: is a folder"),
     ]

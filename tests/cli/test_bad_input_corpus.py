@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 EXAMPLES = ROOT / "examples"
 REAL = EXAMPLES / "aa" / "after.json"
@@ -54,45 +53,103 @@ def _bomb(levels: int = 9) -> str:
 CORPUS: dict[str, tuple[str, object, tuple[str, ...]]] = {
     "empty": ("empty.json", lambda: "", ("empty",)),
     "whitespace": ("blank.json", lambda: " \n\t\n", ("empty",)),
-    "truncated": ("cut.json", lambda: REAL.read_text()[: len(REAL.read_text()) // 2], ("invalid JSON at line",)),
+    "truncated": (
+        "cut.json",
+        lambda: REAL.read_text()[: len(REAL.read_text()) // 2],
+        ("invalid JSON at line",),
+    ),
     "binary": ("bin.json", lambda: b"\x89PNG\r\n\x1a\n\x00\xff\xfe", ("not UTF-8",)),
     "top-level list": ("list.json", lambda: "[1, 2, 3]\n", ("expected a mapping",)),
-    "foreign json": ("pkg.json", lambda: json.dumps({"name": "left-pad", "version": "1.3.0"}), ("no 'schema' field",)),
-    "other schema": ("bench.json", lambda: json.dumps({"schema": "forensics.bench/1", "probes": {}}),
-                     ("wrong kind of file",)),
-    "newer schema": ("new.json", lambda: json.dumps(dict(_real(), schema="forensics.snapshot/99")),
-                     ("newer", "upgrade forensics")),
-    "schema version 0": ("v0.json", lambda: json.dumps(dict(_real(), schema="forensics.snapshot/0")),
-                         ("not a version this tool wrote",)),
-    "probes not a mapping": ("p.json", lambda: json.dumps(dict(_real(), probes=[1])), ("'probes' must be a mapping",)),
-    "bad status": ("st.json", lambda: json.dumps(dict(_real(), probes={"host": {"status": "great"}})),
-                   ("has status 'great'",)),
-    "deep nesting json": ("deep.json", lambda: '{"schema": "forensics.snapshot/1", "probes": ' + "[" * 100000 + "]" * 100000 + "}",
-                          ("nested too deeply",)),
-    "invalid yaml": ("bad.yaml", lambda: _yaml_head() + "probes: {host: [unclosed\n", ("invalid YAML at line",)),
-    "yaml python tag": ("obj.yaml", lambda: _yaml_head() + "probes: !!python/object/apply:os.system ['true']\n",
-                        ("unsupported YAML tag", "!!python/object/apply:os.system", "at line 3")),
-    "yaml custom tag": ("tag.yaml", lambda: _yaml_head() + "probes: !vault |\n  abc\n",
-                        ("unsupported YAML tag", "!vault", "at line 3")),
+    "foreign json": (
+        "pkg.json",
+        lambda: json.dumps({"name": "left-pad", "version": "1.3.0"}),
+        ("no 'schema' field",),
+    ),
+    "other schema": (
+        "bench.json",
+        lambda: json.dumps({"schema": "forensics.bench/1", "probes": {}}),
+        ("wrong kind of file",),
+    ),
+    "newer schema": (
+        "new.json",
+        lambda: json.dumps(dict(_real(), schema="forensics.snapshot/99")),
+        ("newer", "upgrade forensics"),
+    ),
+    "schema version 0": (
+        "v0.json",
+        lambda: json.dumps(dict(_real(), schema="forensics.snapshot/0")),
+        ("not a version this tool wrote",),
+    ),
+    "probes not a mapping": (
+        "p.json",
+        lambda: json.dumps(dict(_real(), probes=[1])),
+        ("'probes' must be a mapping",),
+    ),
+    "bad status": (
+        "st.json",
+        lambda: json.dumps(dict(_real(), probes={"host": {"status": "great"}})),
+        ("has status 'great'",),
+    ),
+    "deep nesting json": (
+        "deep.json",
+        lambda: '{"schema": "forensics.snapshot/1", "probes": ' + "[" * 100000 + "]" * 100000 + "}",
+        ("nested too deeply",),
+    ),
+    "invalid yaml": (
+        "bad.yaml",
+        lambda: _yaml_head() + "probes: {host: [unclosed\n",
+        ("invalid YAML at line",),
+    ),
+    "yaml python tag": (
+        "obj.yaml",
+        lambda: _yaml_head() + "probes: !!python/object/apply:os.system ['true']\n",
+        ("unsupported YAML tag", "!!python/object/apply:os.system", "at line 3"),
+    ),
+    "yaml custom tag": (
+        "tag.yaml",
+        lambda: _yaml_head() + "probes: !vault |\n  abc\n",
+        ("unsupported YAML tag", "!vault", "at line 3"),
+    ),
     "yaml billion laughs": ("lol.yaml", _bomb, ("alias",)),
     "yaml top-level scalar": ("s.yaml", lambda: "just a sentence\n", ("expected a mapping",)),
     # fields the renderers read, of the wrong type (issue 29): refused on load, not an internal error when shown
-    "probe error not a mapping": ("perr.json", lambda: json.dumps(_with(("probes", "gpu", "errors"), ["oops"])),
-                                  ("probes.gpu.errors[0] must be a mapping",)),
-    "probe error field a list": ("pfield.json", lambda: json.dumps(_with(("probes", "gpu", "errors"),
-                                                                         [{"field": ["a"], "error": "x"}])),
-                                 ("probes.gpu.errors[0].field must be a string",)),
-    "redaction where a list": ("rlist.json", lambda: json.dumps(_with(("redactions",), [{"where": ["a"], "why": "x"}])),
-                               ("redactions[0].where must be a string, found a list",)),
-    "redaction where a number": ("rnum.json", lambda: json.dumps(_with(("redactions",), [{"where": 5, "why": "x"}])),
-                                 ("redactions[0].where must be a string, found a number",)),
-    "import files of mappings": ("ifiles.json", lambda: json.dumps(_with(("import",), {"files": [{"a": 1}]},
-                                                                         source="imported")),
-                                 ("import.files[0] must be a string",)),
-    "import parts of numbers": ("iparts.json", lambda: json.dumps(_with(("import",), {"parts": [1]}, source="imported")),
-                                ("import.parts[0] must be a mapping",)),
-    "import part lines a string": ("ilines.json", lambda: json.dumps(_with(("import",), {"parts": [
-        {"format": "pip", "lines": "1-9"}]}, source="imported")), ("import.parts[0].lines must be",)),
+    "probe error not a mapping": (
+        "perr.json",
+        lambda: json.dumps(_with(("probes", "gpu", "errors"), ["oops"])),
+        ("probes.gpu.errors[0] must be a mapping",),
+    ),
+    "probe error field a list": (
+        "pfield.json",
+        lambda: json.dumps(_with(("probes", "gpu", "errors"), [{"field": ["a"], "error": "x"}])),
+        ("probes.gpu.errors[0].field must be a string",),
+    ),
+    "redaction where a list": (
+        "rlist.json",
+        lambda: json.dumps(_with(("redactions",), [{"where": ["a"], "why": "x"}])),
+        ("redactions[0].where must be a string, found a list",),
+    ),
+    "redaction where a number": (
+        "rnum.json",
+        lambda: json.dumps(_with(("redactions",), [{"where": 5, "why": "x"}])),
+        ("redactions[0].where must be a string, found a number",),
+    ),
+    "import files of mappings": (
+        "ifiles.json",
+        lambda: json.dumps(_with(("import",), {"files": [{"a": 1}]}, source="imported")),
+        ("import.files[0] must be a string",),
+    ),
+    "import parts of numbers": (
+        "iparts.json",
+        lambda: json.dumps(_with(("import",), {"parts": [1]}, source="imported")),
+        ("import.parts[0] must be a mapping",),
+    ),
+    "import part lines a string": (
+        "ilines.json",
+        lambda: json.dumps(
+            _with(("import",), {"parts": [{"format": "pip", "lines": "1-9"}]}, source="imported")
+        ),
+        ("import.parts[0].lines must be",),
+    ),
 }
 
 
@@ -139,9 +196,17 @@ def test_diff_refuses_bad_file_in_one_line(tmp_path, name):
 def test_a_folder_a_fifo_and_a_device_are_not_snapshots(tmp_path):
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
-    for path, words in ((tmp_path, "is a folder"), (fifo, "not a regular file"), (Path(os.devnull), "")):
+    for path, words in (
+        (tmp_path, "is a folder"),
+        (fifo, "not a regular file"),
+        (Path(os.devnull), ""),
+    ):
         proc = run_cli("show", str(path), timeout=30)
-        assert proc.returncode == 2 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert (
+            proc.returncode == 2
+            and words in proc.stderr
+            and len(proc.stderr.strip().splitlines()) == 1
+        ), proc.stderr
         assert str(path) in proc.stderr
 
 

@@ -21,18 +21,43 @@ def test_version_and_help_of_every_command():
         assert sub.returncode == 0 and "Usage: forensics" in sub.stdout, cmd
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["snapshot", "--timeout", "inf"], "Invalid value for '--timeout': 'inf' must be a finite number > 0"),
-    (["snapshot", "--timeout", "nan"], "Invalid value for '--timeout': 'nan' must be a finite number > 0"),
-    (["snapshot", "--timeout", "abc"], "Invalid value for '--timeout': 'abc' is not a number"),
-    (["snapshot", "--timeout", "5000"], "--timeout must be between 0 and 3600 seconds"),
-    (["snapshot", "-o", "out.txt"], "give a file name ending in .json, .yaml or .yml"),
-    (["snapshot", "-o", ".json"], "give a file name ending in .json, .yaml or .yml"),
-    (["snapshot", "--skip", "host", "--skip", "git", "--skip", "software", "--skip", "gpu", "--skip", "libs",
-      "--skip", "nccl_env"], None),
-    (["show"], "Missing argument 'FILE'"),
-    (["snapshot", "--no-such-option"], "No such option"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["snapshot", "--timeout", "inf"],
+            "Invalid value for '--timeout': 'inf' must be a finite number > 0",
+        ),
+        (
+            ["snapshot", "--timeout", "nan"],
+            "Invalid value for '--timeout': 'nan' must be a finite number > 0",
+        ),
+        (["snapshot", "--timeout", "abc"], "Invalid value for '--timeout': 'abc' is not a number"),
+        (["snapshot", "--timeout", "5000"], "--timeout must be between 0 and 3600 seconds"),
+        (["snapshot", "-o", "out.txt"], "give a file name ending in .json, .yaml or .yml"),
+        (["snapshot", "-o", ".json"], "give a file name ending in .json, .yaml or .yml"),
+        (
+            [
+                "snapshot",
+                "--skip",
+                "host",
+                "--skip",
+                "git",
+                "--skip",
+                "software",
+                "--skip",
+                "gpu",
+                "--skip",
+                "libs",
+                "--skip",
+                "nccl_env",
+            ],
+            None,
+        ),
+        (["show"], "Missing argument 'FILE'"),
+        (["snapshot", "--no-such-option"], "No such option"),
+    ],
+)
 def test_usage_errors_are_one_line_exit_2(tmp_path, args, expected):
     proc = run_cli(*args, cwd=tmp_path)
     if expected is None:  # skipping every installed probe (unknown names are rejected first)
@@ -55,7 +80,15 @@ def test_default_name_never_overwrites(tmp_path):
 
 
 def test_snapshot_writes_default_name_and_show_strips_control_characters(tmp_path):
-    proc = run_cli("snapshot", "--probe", "host", "--label", "\x1b[31mRED\x1b[0m", cwd=tmp_path, env={"COLUMNS": "200"})
+    proc = run_cli(
+        "snapshot",
+        "--probe",
+        "host",
+        "--label",
+        "\x1b[31mRED\x1b[0m",
+        cwd=tmp_path,
+        env={"COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stderr
     [out] = list(tmp_path.glob("forensics-*.json"))
     doc = json.loads(out.read_text())

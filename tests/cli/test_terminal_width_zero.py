@@ -11,14 +11,22 @@ INCIDENT = EXAMPLES / "incidents" / "power-limit-capped"
 
 
 def test_diff_prints_its_verdict_and_table_at_80_columns(tmp_path):
-    r = run_cli("diff", str(INCIDENT / "before.json"), str(INCIDENT / "after.json"), "-o", str(tmp_path / "r.html"),
-                env={"COLUMNS": "0"})
+    r = run_cli(
+        "diff",
+        str(INCIDENT / "before.json"),
+        str(INCIDENT / "after.json"),
+        "-o",
+        str(tmp_path / "r.html"),
+        env={"COLUMNS": "0"},
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("Measured 1.28x slower; most likely cause: gpu.config")
     assert any("gpu.config" in line and "high" in line for line in lines)  # the table's first row
     assert max(len(line) for line in lines[:-1]) <= 80
-    assert lines[-1] == f"report: {tmp_path / 'r.html'}"  # the path stays whole, however long: it is copied
+    assert (
+        lines[-1] == f"report: {tmp_path / 'r.html'}"
+    )  # the path stays whole, however long: it is copied
 
 
 def test_probes_lists_the_probes(tmp_path):

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 EXAMPLES = ROOT / "examples"
 PULL_B, PULL_A = EXAMPLES / "silent-pull" / "before.json", EXAMPLES / "silent-pull" / "after.json"
@@ -49,7 +48,13 @@ def test_error_lines_keep_a_path_named_like_a_secret(tmp_path):
 
 
 def test_a_secret_in_an_error_line_is_still_redacted(tmp_path):
-    r = run_cli("bench", "--cmd", "python step.py --token abcdef123secret", "-o", str(tmp_path / "no" / "b.json"))
+    r = run_cli(
+        "bench",
+        "--cmd",
+        "python step.py --token abcdef123secret",
+        "-o",
+        str(tmp_path / "no" / "b.json"),
+    )
     assert r.returncode == 2
     assert "abcdef123secret" not in r.stderr
 
@@ -58,16 +63,26 @@ def test_a_secret_in_an_error_line_is_still_redacted(tmp_path):
 
 
 def test_outputs_honour_the_umask_and_keep_an_existing_mode(tmp_path):
-    code = ("import os, sys; os.umask(0o022); sys.argv[1:] = ['diff', %r, %r, '-o', %r]; "
-            "from forensics.cli import run; run()")
+    code = (
+        "import os, sys; os.umask(0o022); sys.argv[1:] = ['diff', %r, %r, '-o', %r]; "
+        "from forensics.cli import run; run()"
+    )
     new = tmp_path / "new.md"
-    r = subprocess.run([sys.executable, "-c", code % (str(PULL_B), str(PULL_A), str(new))], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", code % (str(PULL_B), str(PULL_A), str(new))],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert stat.S_IMODE(new.stat().st_mode) == 0o644
     old = tmp_path / "old.md"
     old.write_text("x")
     os.chmod(old, 0o640)
-    r = subprocess.run([sys.executable, "-c", code % (str(PULL_B), str(PULL_A), str(old))], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", code % (str(PULL_B), str(PULL_A), str(old))],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert stat.S_IMODE(old.stat().st_mode) == 0o640 and old.read_text() != "x"
 
@@ -78,10 +93,16 @@ def test_outputs_honour_the_umask_and_keep_an_existing_mode(tmp_path):
 @pytest.mark.parametrize("args", [("diff", str(PULL_B), str(PULL_A)), ("show", str(PULL_B))])
 def test_a_closed_pipe_is_not_a_regression(args):
     read_end, write_end = os.pipe()
-    os.close(read_end)  # the reader is gone before the first line (head -1 after its line, deterministically)
+    os.close(
+        read_end
+    )  # the reader is gone before the first line (head -1 after its line, deterministically)
     try:
-        r = subprocess.run([sys.executable, "-m", "forensics", *args], stdout=write_end, stderr=subprocess.PIPE,
-                           timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "forensics", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
     finally:
         os.close(write_end)
     err = r.stderr.decode()
@@ -106,8 +127,10 @@ def test_a_truncated_yaml_snapshot_is_refused(tmp_path, keep):
     cut.write_text("".join(lines[:keep]))
     r = run_cli("diff", str(full), str(cut))
     assert r.returncode == 2, r.stdout
-    assert r.stderr.strip() == (f"forensics: error: {cut}: ends before 'redactions', the last field forensics writes; "
-                                "the file looks truncated; copy it again or take the snapshot again")
+    assert r.stderr.strip() == (
+        f"forensics: error: {cut}: ends before 'redactions', the last field forensics writes; "
+        "the file looks truncated; copy it again or take the snapshot again"
+    )
     assert run_cli("show", str(cut)).returncode == 2
     assert run_cli("diff", str(full), str(full)).returncode == 0
 
@@ -143,7 +166,9 @@ def test_evidence_of_many_changed_packages_is_deduplicated_without_pairwise_comp
     from forensics.model import Severity, implicated
 
     lines = [_CountingStr(f"pkg{i}: absent -> 1.0") for i in range(3000)]
-    f = implicated("python.packages", Severity.LOW, "3000 other packages changed", lines + lines[:10])
+    f = implicated(
+        "python.packages", Severity.LOW, "3000 other packages changed", lines + lines[:10]
+    )
     _CountingStr.compared = 0
     hyp = _build("python.packages", [f], Scored(1.0, [], {}))
     assert hyp.evidence == ["3000 other packages changed", *lines]
@@ -162,24 +187,40 @@ def _set_power(value):
 
 
 WRONG_TYPES = {
-    "gpus a string": (lambda d: d["probes"]["gpu"]["data"].__setitem__("gpus", "x"),
-                      "probes.gpu.data.gpus is 'x', expected a mapping"),
-    "gpus a list": (lambda d: d["probes"]["gpu"]["data"].__setitem__("gpus", [1, 2]),
-                    "probes.gpu.data.gpus is a list, expected a mapping"),
-    "one GPU a string": (lambda d: d["probes"]["gpu"]["data"]["gpus"].__setitem__(
-        next(iter(d["probes"]["gpu"]["data"]["gpus"])), "x"), "is 'x', expected a mapping"),
+    "gpus a string": (
+        lambda d: d["probes"]["gpu"]["data"].__setitem__("gpus", "x"),
+        "probes.gpu.data.gpus is 'x', expected a mapping",
+    ),
+    "gpus a list": (
+        lambda d: d["probes"]["gpu"]["data"].__setitem__("gpus", [1, 2]),
+        "probes.gpu.data.gpus is a list, expected a mapping",
+    ),
+    "one GPU a string": (
+        lambda d: d["probes"]["gpu"]["data"]["gpus"].__setitem__(
+            next(iter(d["probes"]["gpu"]["data"]["gpus"])), "x"
+        ),
+        "is 'x', expected a mapping",
+    ),
     "power a word": (_set_power("fast"), "power.enforced_limit_mw is 'fast', expected a number"),
     "power true": (_set_power(True), "power.enforced_limit_mw is True, expected a number"),
     "power null": (_set_power(None), "power.enforced_limit_mw is null, expected a number"),
     "power a list": (_set_power([1]), "power.enforced_limit_mw is a list, expected a number"),
-    "host cpu a string": (lambda d: d["probes"]["host"]["data"].__setitem__("cpu", "x"),
-                          "probes.host.data.cpu is 'x', expected a mapping"),
-    "git repos a string": (lambda d: d["probes"]["git"]["data"].__setitem__("repos", "x"),
-                           "probes.git.data.repos is 'x', expected a list"),
-    "packages a list": (lambda d: d["probes"]["software"]["data"].__setitem__("packages", ["a"]),
-                        "probes.software.data.packages is a list, expected a mapping"),
-    "package version a number": (lambda d: d["probes"]["software"]["data"]["packages"].__setitem__("torch", 5),
-                                 "probes.software.data.packages.torch is 5, expected a string"),
+    "host cpu a string": (
+        lambda d: d["probes"]["host"]["data"].__setitem__("cpu", "x"),
+        "probes.host.data.cpu is 'x', expected a mapping",
+    ),
+    "git repos a string": (
+        lambda d: d["probes"]["git"]["data"].__setitem__("repos", "x"),
+        "probes.git.data.repos is 'x', expected a list",
+    ),
+    "packages a list": (
+        lambda d: d["probes"]["software"]["data"].__setitem__("packages", ["a"]),
+        "probes.software.data.packages is a list, expected a mapping",
+    ),
+    "package version a number": (
+        lambda d: d["probes"]["software"]["data"]["packages"].__setitem__("torch", 5),
+        "probes.software.data.packages.torch is 5, expected a string",
+    ),
 }
 
 
@@ -195,10 +236,16 @@ def test_a_field_of_the_wrong_type_refuses_the_file(tmp_path, case):
         r = run_cli(*args)
         assert r.returncode == 2, (args, r.stdout)
         lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"forensics: error: {bad}: ") and expected in lines[0], r.stderr
+        assert (
+            len(lines) == 1
+            and lines[0].startswith(f"forensics: error: {bad}: ")
+            and expected in lines[0]
+        ), r.stderr
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), -5, 10**400], ids=["nan", "inf", "negative", "1e400"])
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), -5, 10**400], ids=["nan", "inf", "negative", "1e400"]
+)
 def test_an_impossible_power_reading_makes_gpu_config_inconclusive(tmp_path, value):
     doc = _load(PULL_B)
     _gpu0(doc)["power"]["enforced_limit_mw"] = value
@@ -207,10 +254,14 @@ def test_an_impossible_power_reading_makes_gpu_config_inconclusive(tmp_path, val
     report = tmp_path / "r.json"
     r = run_cli("diff", str(bad), str(PULL_B), "-o", str(report))
     assert r.returncode == 0, r.stderr
-    assert "gpu.config" not in r.stdout.splitlines()[0]  # was "Most likely cause: gpu.config (... 700 W -> nan W)"
+    assert (
+        "gpu.config" not in r.stdout.splitlines()[0]
+    )  # was "Most likely cause: gpu.config (... 700 W -> nan W)"
     out = json.loads(report.read_text())
     hyp = next(h for h in out["hypotheses"] if h["id"] == "gpu.config")
-    assert hyp["status"] == "inconclusive" and hyp["summary"].startswith("malformed value (BEFORE gpus."), hyp
+    assert hyp["status"] == "inconclusive" and hyp["summary"].startswith(
+        "malformed value (BEFORE gpus."
+    ), hyp
     assert any("power.enforced_limit_mw: malformed value" in n for n in out["notes"]), out["notes"]
     assert r.returncode == 0 and run_cli("show", str(bad)).returncode == 0
 
@@ -232,11 +283,18 @@ def test_a_failing_third_party_judge_is_a_plain_note_and_its_hypotheses_inconclu
     monkeypatch.delenv("FORENSICS_DEBUG", raising=False)
     b, a = _load(AA_B), _load(AA_A)
     for doc in (b, a):
-        doc["probes"]["crashy"] = {"status": "ok", "duration_s": 0.0, "data": {"x": 1}, "errors": []}
+        doc["probes"]["crashy"] = {
+            "status": "ok",
+            "duration_s": 0.0,
+            "data": {"x": 1},
+            "errors": [],
+        }
     result = ledger.analyse(b, a)
     note = next(n for n in result.notes if "crashy" in n)
-    assert note == ("probe 'crashy' could not judge these snapshots (a fault in the probe, or data it does not "
-                    "expect); its hypotheses are inconclusive; FORENSICS_DEBUG=1 shows the error")
+    assert note == (
+        "probe 'crashy' could not judge these snapshots (a fault in the probe, or data it does not "
+        "expect); its hypotheses are inconclusive; FORENSICS_DEBUG=1 shows the error"
+    )
     assert "KeyError" not in " ".join(result.notes)
 
 
@@ -293,26 +351,40 @@ def test_a_snapshot_compared_with_itself_is_the_same_everywhere(example):
 
 
 def _git_repo(root: Path) -> Path:
-    env = dict(os.environ, GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@example.invalid", GIT_COMMITTER_NAME="T",
-               GIT_COMMITTER_EMAIL="t@example.invalid", GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_SYSTEM=os.devnull)
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="T",
+        GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="T",
+        GIT_COMMITTER_EMAIL="t@example.invalid",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_SYSTEM=os.devnull,
+    )
     repo = root / "model"
     repo.mkdir()
-    for args in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "one"],
-                 ["commit", "-q", "--allow-empty", "-m", "two"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["commit", "-q", "--allow-empty", "-m", "one"],
+        ["commit", "-q", "--allow-empty", "-m", "two"],
+    ):
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
     return repo
 
 
 def test_bisect_names_a_tree_as_not_a_commit(tmp_path):
     repo = _git_repo(tmp_path)
-    r = run_cli("bisect", "--repo", str(repo), "--good", "HEAD^{tree}", "--bad", "HEAD", "--cmd", "true")
+    r = run_cli(
+        "bisect", "--repo", str(repo), "--good", "HEAD^{tree}", "--bad", "HEAD", "--cmd", "true"
+    )
     assert r.returncode == 2
     assert "--good HEAD^{tree}: names a tree, not a commit" in r.stderr, r.stderr
 
 
 def test_a_nan_measurement_is_named_as_such(tmp_path):
-    step = "echo '{\"metric\": \"step_ms\", \"value\": NaN}'"
-    r = run_cli("bench", "--cmd", step, "--processes", "5", "-o", str(tmp_path / "b.json"), cwd=tmp_path)
+    step = 'echo \'{"metric": "step_ms", "value": NaN}\''
+    r = run_cli(
+        "bench", "--cmd", step, "--processes", "5", "-o", str(tmp_path / "b.json"), cwd=tmp_path
+    )
     assert r.returncode == 2
     assert "its JSON line's value NaN is not a time" in r.stderr, r.stderr
 
@@ -321,7 +393,10 @@ def test_env_prints_a_skipped_start_method_reason_whole():
     r = run_cli("env", env={"COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("torch_spawn:"))
-    assert line == "torch_spawn: skipped: it imports torch in a child (1-4 s); runs with --deep, --nccl-init or --launcher"
+    assert (
+        line
+        == "torch_spawn: skipped: it imports torch in a child (1-4 s); runs with --deep, --nccl-init or --launcher"
+    )
 
 
 def test_a_branch_change_on_a_detached_head_does_not_print_none(tmp_path):
@@ -332,7 +407,9 @@ def test_a_branch_change_on_a_detached_head_does_not_print_none(tmp_path):
     b, a = _write(tmp_path / "b.json", doc), _write(tmp_path / "a.json", after)
     r = run_cli("diff", str(b), str(a), "-o", str(tmp_path / "r.md"))
     report = (tmp_path / "r.md").read_text()
-    assert f"branch {doc['probes']['git']['data']['repos'][0]['branch']} -> (detached)" in report, r.stdout
+    assert f"branch {doc['probes']['git']['data']['repos'][0]['branch']} -> (detached)" in report, (
+        r.stdout
+    )
     assert "-> None" not in report and "-> None" not in r.stdout
 
 
@@ -340,20 +417,37 @@ def test_a_snapshot_whose_probes_time_out_warns(tmp_path):
     r = run_cli("snapshot", "--timeout", "0.001", "-o", str(tmp_path / "s.json"))
     assert r.returncode in (0, 3), r.stderr
     if r.returncode == 0:
-        assert "forensics: warning:" in r.stderr and "probes timed out under --timeout 0.001 s" in r.stderr
+        assert (
+            "forensics: warning:" in r.stderr
+            and "probes timed out under --timeout 0.001 s" in r.stderr
+        )
     else:
         assert "every probe failed" in r.stderr
 
 
 # -- H: bench files that cannot be compared are refused; malformed telemetry is ignored with a note ----------------
 
-BENCH_A, BENCH_B = EXAMPLES / "h200x2" / "bench" / "a1.json", EXAMPLES / "h200x2" / "bench" / "a2.json"
+BENCH_A, BENCH_B = (
+    EXAMPLES / "h200x2" / "bench" / "a1.json",
+    EXAMPLES / "h200x2" / "bench" / "a2.json",
+)
 
 
-@pytest.mark.parametrize("key, value, expected", [
-    ("unit", "s", "result 'canary.verify_step_ms': unit is \"ms\" in A but \"s\" in B; the two runs are not comparable"),
-    ("higher_is_better", True, "result 'canary.verify_step_ms': higher_is_better is false in A but true in B"),
-])
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        (
+            "unit",
+            "s",
+            'result \'canary.verify_step_ms\': unit is "ms" in A but "s" in B; the two runs are not comparable',
+        ),
+        (
+            "higher_is_better",
+            True,
+            "result 'canary.verify_step_ms': higher_is_better is false in A but true in B",
+        ),
+    ],
+)
 def test_bench_results_measured_differently_are_not_compared(tmp_path, key, value, expected):
     """A in ms against B in s was "same", exit 0, no note."""
     doc = _load(BENCH_B)
@@ -388,10 +482,21 @@ def test_malformed_bench_telemetry_is_ignored_not_read_as_no_throttling(tmp_path
 
 def test_a_bench_cmd_whose_program_does_not_exist_is_refused_before_the_canary(tmp_path):
     out = tmp_path / "s.json"
-    r = run_cli("snapshot", "--probe", "host", "--bench", "--bench-cmd", "no-such-step-program --fast", "-o", str(out))
+    r = run_cli(
+        "snapshot",
+        "--probe",
+        "host",
+        "--bench",
+        "--bench-cmd",
+        "no-such-step-program --fast",
+        "-o",
+        str(out),
+    )
     assert r.returncode == 2
-    assert r.stderr.strip() == ("forensics: error: --bench-cmd: 'no-such-step-program' not found on PATH; check the "
-                                "command before the benchmark runs")
+    assert r.stderr.strip() == (
+        "forensics: error: --bench-cmd: 'no-such-step-program' not found on PATH; check the "
+        "command before the benchmark runs"
+    )
     assert not out.exists()
 
 
@@ -399,12 +504,26 @@ def test_a_failing_bench_cmd_keeps_the_snapshot_and_the_canary(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "s.json"
     step = f"{sys.executable} -c 'import sys; sys.exit(3)'"
-    r = run_cli("snapshot", "--probe", "host", "--bench", "--bench-cmd", step, "--bench-processes", "3", "-q",
-                "-o", str(out), timeout=300)
+    r = run_cli(
+        "snapshot",
+        "--probe",
+        "host",
+        "--bench",
+        "--bench-cmd",
+        step,
+        "--bench-processes",
+        "3",
+        "-q",
+        "-o",
+        str(out),
+        timeout=300,
+    )
     assert r.returncode == 2, r.stderr
     assert "--bench-cmd failed (step command exited with status 3" in r.stderr
     assert f"{out} was written with the canary's results only" in r.stderr
     doc = _load(out)
-    assert doc["bench"]["config"]["user_step"]["failed"].startswith("step command exited with status 3")
+    assert doc["bench"]["config"]["user_step"]["failed"].startswith(
+        "step command exited with status 3"
+    )
     assert [x["name"] for x in doc["bench"]["results"]][0] == "canary.verify_step_ms"
     assert run_cli("show", str(out)).returncode == 0

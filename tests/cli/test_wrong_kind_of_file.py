@@ -10,19 +10,40 @@ from tests.conftest import EXAMPLES, H200, run_cli
 SNAPSHOT = EXAMPLES / "aa" / "after.json"
 
 
-FLEET, BENCH, REPORT = (EXAMPLES / "fleet" / "h200" / "fleet.json", EXAMPLES / "bench-cli" / "h200" / "step-a.json",
-                        EXAMPLES / "aa" / "report.json")
+FLEET, BENCH, REPORT = (
+    EXAMPLES / "fleet" / "h200" / "fleet.json",
+    EXAMPLES / "bench-cli" / "h200" / "step-a.json",
+    EXAMPLES / "aa" / "report.json",
+)
 
 
-@pytest.mark.parametrize("command, path, words", [
-    ("show", FLEET, "a fleet file; read it with 'forensics fleet report"),
-    ("show", BENCH, "a bench file; compare two with 'forensics bench compare A B'"),
-    ("show", REPORT, "a diff report"),
-    ("diff", BENCH, "a bench file; compare two with 'forensics bench compare A B'"),  # diff reads fleet files itself
-    ("diff", REPORT, "a diff report"),
-], ids=["show fleet file", "show bench file", "show diff report", "diff bench file", "diff diff report"])
+@pytest.mark.parametrize(
+    "command, path, words",
+    [
+        ("show", FLEET, "a fleet file; read it with 'forensics fleet report"),
+        ("show", BENCH, "a bench file; compare two with 'forensics bench compare A B'"),
+        ("show", REPORT, "a diff report"),
+        (
+            "diff",
+            BENCH,
+            "a bench file; compare two with 'forensics bench compare A B'",
+        ),  # diff reads fleet files itself
+        ("diff", REPORT, "a diff report"),
+    ],
+    ids=[
+        "show fleet file",
+        "show bench file",
+        "show diff report",
+        "diff bench file",
+        "diff diff report",
+    ],
+)
 def test_another_forensics_document_names_the_command_that_reads_it(tmp_path, command, path, words):
-    args = ["show", str(path)] if command == "show" else ["diff", str(path), str(SNAPSHOT), "-o", str(tmp_path / "r.md")]
+    args = (
+        ["show", str(path)]
+        if command == "show"
+        else ["diff", str(path), str(SNAPSHOT), "-o", str(tmp_path / "r.md")]
+    )
     proc = run_cli(*args, timeout=120)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
@@ -34,9 +55,22 @@ def test_another_forensics_document_names_the_command_that_reads_it(tmp_path, co
 def test_investigate_reads_a_ticket_text_as_baseline_as_diff_does(tmp_path):
     """``--baseline ticket.txt`` (a collect_env text pasted in a ticket): a plan against it, not 'damaged'."""
     ticket = H200 / "collect_env.txt"
-    assert run_cli("diff", str(ticket), str(SNAPSHOT), "-o", str(tmp_path / "d.json"), timeout=120).returncode == 0
-    proc = run_cli("investigate", "--baseline", str(ticket), "--plan", "-o", str(tmp_path / "plan.json"),
-                   cwd=tmp_path, timeout=300)
+    assert (
+        run_cli(
+            "diff", str(ticket), str(SNAPSHOT), "-o", str(tmp_path / "d.json"), timeout=120
+        ).returncode
+        == 0
+    )
+    proc = run_cli(
+        "investigate",
+        "--baseline",
+        str(ticket),
+        "--plan",
+        "-o",
+        str(tmp_path / "plan.json"),
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "damaged" not in proc.stderr and "invalid JSON" not in proc.stderr
     assert (tmp_path / "plan.json").exists()

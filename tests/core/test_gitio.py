@@ -12,7 +12,8 @@ import pytest
 
 from forensics.errors import EXIT_BAD_INPUT
 from forensics.gitio import Commit, GitError, git, read_commit, read_commits
-from tests.conftest import git as run_git, processes_with_env
+from tests.conftest import git as run_git
+from tests.conftest import processes_with_env
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups and /proc")
 
@@ -45,23 +46,52 @@ def test_a_git_that_hangs_is_stopped_with_its_children_and_named(tmp_path, monke
     with pytest.raises(GitError) as info:
         git(tmp_path, "rev-parse", "--show-toplevel", timeout_s=1)
     assert str(info.value) == "git rev-parse: no answer after 1 s (stopped)"
-    assert info.value.timed_out and info.value.returncode is None and info.value.command == "git rev-parse"
+    assert (
+        info.value.timed_out
+        and info.value.returncode is None
+        and info.value.command == "git rev-parse"
+    )
     assert info.value.exit_code == EXIT_BAD_INPUT
-    assert processes_with_env("FORENSICS_TEST_MARK", mark) == []  # the shell and its sleep are both gone
+    assert (
+        processes_with_env("FORENSICS_TEST_MARK", mark) == []
+    )  # the shell and its sleep are both gone
 
 
 def test_bisect_ends_with_one_line_and_exit_2_when_git_hangs(tmp_path):
     """Issue 29 item 6: bisect waited forever, silently, on a git that hung."""
     repo = _repo(tmp_path)
     mark = uuid.uuid4().hex
-    env = dict(os.environ, PATH=f"{_hanging_git(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
-               FORENSICS_TEST_MARK=mark)
+    env = dict(
+        os.environ,
+        PATH=f"{_hanging_git(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
+        FORENSICS_TEST_MARK=mark,
+    )
     env.pop("FORENSICS_DEBUG", None)
     code = "import sys, forensics.gitio as g; g.TIMEOUT_S = 2; from forensics.cli import run; run(sys.argv[1:])"
-    proc = subprocess.run([sys.executable, "-c", code, "bisect", "--good", "HEAD~1", "--bad", "HEAD", "--repo", str(repo),
-                           "--cmd", "true"], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "bisect",
+            "--good",
+            "HEAD~1",
+            "--bad",
+            "HEAD",
+            "--repo",
+            str(repo),
+            "--cmd",
+            "true",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == ["forensics: error: git rev-parse: no answer after 2 s (stopped)"]
+    assert proc.stderr.strip().splitlines() == [
+        "forensics: error: git rev-parse: no answer after 2 s (stopped)"
+    ]
     assert processes_with_env("FORENSICS_TEST_MARK", mark) == []
 
 
@@ -113,10 +143,16 @@ def test_gitio_is_the_only_place_that_starts_git_and_defines_its_error_and_commi
     for path in [*(ROOT / "forensics").rglob("*.py"), *(ROOT / "probes").rglob("*.py")]:
         rel = str(path.relative_to(ROOT))
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.List, ast.Tuple)) and node.elts and isinstance(node.elts[0], ast.Constant) \
-                    and node.elts[0].value == "git":
+            if (
+                isinstance(node, (ast.List, ast.Tuple))
+                and node.elts
+                and isinstance(node.elts[0], ast.Constant)
+                and node.elts[0].value == "git"
+            ):
                 argv.append(rel)
-            if isinstance(node, ast.ClassDef) and (node.name == "GitError" or node.name in ("Commit", "CommitInfo")):
+            if isinstance(node, ast.ClassDef) and (
+                node.name == "GitError" or node.name in ("Commit", "CommitInfo")
+            ):
                 classes.append(f"{rel}:{node.name}")
     assert argv == ["forensics/gitio.py"]
     assert sorted(classes) == ["forensics/gitio.py:Commit", "forensics/gitio.py:GitError"]

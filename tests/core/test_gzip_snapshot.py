@@ -30,11 +30,15 @@ def test_a_damaged_gzipped_snapshot_is_one_line_exit_2(tmp_path):
     assert r.returncode == 2
     assert r.stderr == f"forensics: error: {cut}: the gzip data ends early; the file is truncated\n"
     text = tmp_path / "paste.json.gz"
-    text.write_bytes(gzip.compress(b"Collecting environment information...\nPyTorch version: 2.5.1\n"))
+    text.write_bytes(
+        gzip.compress(b"Collecting environment information...\nPyTorch version: 2.5.1\n")
+    )
     r = run_cli("diff", str(INCIDENT / "before.json"), str(text), "-o", str(tmp_path / "r.html"))
     assert r.returncode == 2 and not (tmp_path / "r.html").exists()
-    assert r.stderr == (f"forensics: error: {text}: invalid JSON once uncompressed at line 1 column 1 (Expecting "
-                        "value); the file looks damaged\n")
+    assert r.stderr == (
+        f"forensics: error: {text}: invalid JSON once uncompressed at line 1 column 1 (Expecting "
+        "value); the file looks damaged\n"
+    )
 
 
 def test_import_of_a_gzipped_file_says_what_reads_it(tmp_path):
@@ -43,5 +47,7 @@ def test_import_of_a_gzipped_file_says_what_reads_it(tmp_path):
     packed.write_bytes(gzip.compress((INCIDENT / "after.json").read_bytes()))
     r = run_cli("import", str(packed), "-o", str(tmp_path / "i.json"))
     assert r.returncode == 2 and not (tmp_path / "i.json").exists()
-    assert r.stderr == (f"forensics: error: {packed}: gzip-compressed, not a pasted text; 'forensics show' and "
-                        "'forensics diff' read a compressed snapshot as it is, a compressed text needs gunzip first\n")
+    assert r.stderr == (
+        f"forensics: error: {packed}: gzip-compressed, not a pasted text; 'forensics show' and "
+        "'forensics diff' read a compressed snapshot as it is, a compressed text needs gunzip first\n"
+    )

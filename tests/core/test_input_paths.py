@@ -24,7 +24,15 @@ READERS = {
     "import": ["import", "{in}", "-o", "s.json"],
     "bench compare": ["bench", "compare", "{in}", "after.json"],
     "fleet report": ["fleet", "report", "{in}", "-o", "r.json"],
-    "fleet report --baseline": ["fleet", "report", "fleet.json", "--baseline", "{in}", "-o", "r.json"],
+    "fleet report --baseline": [
+        "fleet",
+        "report",
+        "fleet.json",
+        "--baseline",
+        "{in}",
+        "-o",
+        "r.json",
+    ],
     "investigate --baseline": ["investigate", "--baseline", "{in}", "--plan", "-o", "r.html"],
 }
 
@@ -70,7 +78,9 @@ def test_an_input_name_over_the_limit_is_one_line_exit_2(work, command, suffix):
 
 
 def test_a_fleet_folder_the_user_cannot_list_is_cannot_read(work):
-    line = _one_line_exit_2(run_cli_unprivileged("fleet", "report", "locked", "-o", "r.json", cwd=work))
+    line = _one_line_exit_2(
+        run_cli_unprivileged("fleet", "report", "locked", "-o", "r.json", cwd=work)
+    )
     assert "locked" in line and ("Permission denied" in line or "not readable" in line), line
 
 
@@ -82,7 +92,9 @@ def test_the_net_under_every_command_names_a_refused_path_in_one_line():
     from forensics.cli.common import path_refused
 
     line = path_refused(PermissionError(errno.EACCES, "Permission denied", "locked/a.json"))
-    assert line.startswith("locked/a.json: cannot use (Permission denied)") and "permissions" in line
+    assert (
+        line.startswith("locked/a.json: cannot use (Permission denied)") and "permissions" in line
+    )
     line = path_refused(OSError(errno.ENAMETOOLONG, "File name too long", LONG + ".json"))
     assert "file name too long (305 bytes" in line and len(line) < 300
     assert path_refused(OSError(errno.ENOSPC, "No space left on device")) == ""

@@ -5,10 +5,23 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+
 from tests.conftest import ROOT
 
 PACKAGES = {"forensics": ROOT / "forensics", "forensics_probes": ROOT / "probes"}
-SUBPACKAGES = ("cli", "diff", "bench", "step", "bisect", "gpu", "env", "render", "fleet", "investigate", "importers")
+SUBPACKAGES = (
+    "cli",
+    "diff",
+    "bench",
+    "step",
+    "bisect",
+    "gpu",
+    "env",
+    "render",
+    "fleet",
+    "investigate",
+    "importers",
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -30,15 +43,23 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level:  # relative: resolved against this module
-                base = name.split(".")[:len(name.split(".")) - node.level + (path.name == "__init__.py")]
+            elif (
+                isinstance(node, ast.ImportFrom) and node.level
+            ):  # relative: resolved against this module
+                base = name.split(".")[
+                    : len(name.split(".")) - node.level + (path.name == "__init__.py")
+                ]
                 module = ".".join(base + ([node.module] if node.module else []))
                 subs = [f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in modules]
                 found.update(subs)
                 if len(subs) < len(node.names):
                     found.add(module)
             elif isinstance(node, ast.ImportFrom) and node.module:
-                subs = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules]
+                subs = [
+                    f"{node.module}.{a.name}"
+                    for a in node.names
+                    if f"{node.module}.{a.name}" in modules
+                ]
                 found.update(subs)  # "from pkg import submodule" imports the submodule
                 if len(subs) < len(node.names):
                     found.add(node.module)  # names defined in the module (or package) itself
@@ -46,7 +67,9 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
         for target in found:
             while target and target not in modules:
                 target = target.rpartition(".")[0]
-            if target and target != name and not name.startswith(target + "."):  # a package's own __init__
+            if (
+                target and target != name and not name.startswith(target + ".")
+            ):  # a package's own __init__
                 deps.add(target)
         edges[name] = deps
     return edges
@@ -62,7 +85,7 @@ def test_no_import_cycles():
         stack.append(node)
         for dep in sorted(edges[node]):
             if state.get(dep) == 1:
-                cycles.append(stack[stack.index(dep):] + [dep])
+                cycles.append(stack[stack.index(dep) :] + [dep])
             elif dep not in state:
                 visit(dep, stack)
         stack.pop()
@@ -76,11 +99,23 @@ def test_no_import_cycles():
 
 def test_the_core_imports_no_probe_command_or_renderer():
     edges = _imports(_modules())
-    core = [m for m in edges if m.startswith("forensics") and not m.startswith("forensics_probes")
-            and (m.count(".") == 0 or m.split(".")[1] not in SUBPACKAGES) and m not in ("forensics.__main__", "forensics.demo")]
+    core = [
+        m
+        for m in edges
+        if m.startswith("forensics")
+        and not m.startswith("forensics_probes")
+        and (m.count(".") == 0 or m.split(".")[1] not in SUBPACKAGES)
+        and m not in ("forensics.__main__", "forensics.demo")
+    ]
     assert "forensics.snapshot" in core and "forensics.docfile" in core
-    bad = {m: sorted(d for d in edges[m] if d.startswith("forensics_probes") or d.split(".")[1:2] in (["cli"], ["render"]))
-           for m in core}
+    bad = {
+        m: sorted(
+            d
+            for d in edges[m]
+            if d.startswith("forensics_probes") or d.split(".")[1:2] in (["cli"], ["render"])
+        )
+        for m in core
+    }
     assert {m: d for m, d in bad.items() if d} == {}
 
 
@@ -97,21 +132,58 @@ ALLOWED: dict[str, set[str]] = {
     CORE: set(),
     "forensics.gpu": {"forensics.model"},
     "forensics.step": {"forensics.errors", "forensics.procgroup"},
-    "forensics.env": {"forensics.model", "forensics.procgroup", "forensics.redact", "forensics.errors",
-                      "forensics.hypotheses", "forensics.gpu.pci"},
+    "forensics.env": {
+        "forensics.model",
+        "forensics.procgroup",
+        "forensics.redact",
+        "forensics.errors",
+        "forensics.hypotheses",
+        "forensics.gpu.pci",
+    },
     "forensics.importers": {CORE, "forensics.gpu.readings"},
     "forensics.bench": {CORE, "forensics.gpu", "forensics.step"},
-    "forensics.diff": {CORE, "forensics.bench.effect", "forensics.importers"},  # files: a pasted text, imported
+    "forensics.diff": {
+        CORE,
+        "forensics.bench.effect",
+        "forensics.importers",
+    },  # files: a pasted text, imported
     "forensics.bisect": {CORE, "forensics.step"},
-    "forensics.investigate": {CORE, "forensics.diff", "forensics.bench", "forensics.step", "forensics.bisect",
-                              "forensics.gpu.readings"},
+    "forensics.investigate": {
+        CORE,
+        "forensics.diff",
+        "forensics.bench",
+        "forensics.step",
+        "forensics.bisect",
+        "forensics.gpu.readings",
+    },
     "forensics.fleet": {CORE, "forensics.bench", "forensics.env", "forensics.gpu"},
-    "forensics.render": {CORE, "forensics.env.judge", "forensics.env.entries", "forensics.diff", "forensics.bench",
-                         "forensics.bisect", "forensics.fleet", "forensics.investigate"},
-    "forensics.cli": {CORE, "forensics.gpu", "forensics.step", "forensics.env", "forensics.importers", "forensics.bench",
-                      "forensics.diff", "forensics.bisect", "forensics.investigate", "forensics.fleet",
-                      "forensics.render"},
-    "forensics_probes": {CORE, "forensics.env"},  # host, software, nccl_env (nccl_env reads forensics.env)
+    "forensics.render": {
+        CORE,
+        "forensics.env.judge",
+        "forensics.env.entries",
+        "forensics.diff",
+        "forensics.bench",
+        "forensics.bisect",
+        "forensics.fleet",
+        "forensics.investigate",
+    },
+    "forensics.cli": {
+        CORE,
+        "forensics.gpu",
+        "forensics.step",
+        "forensics.env",
+        "forensics.importers",
+        "forensics.bench",
+        "forensics.diff",
+        "forensics.bisect",
+        "forensics.investigate",
+        "forensics.fleet",
+        "forensics.render",
+    },
+    "forensics_probes": {
+        CORE,
+        "forensics.env",
+    },  # host, software, nccl_env (nccl_env reads forensics.env)
     "forensics_probes.git": {CORE},
     "forensics_probes.gpu": {CORE, "forensics.gpu"},
     "forensics_probes.libs": {CORE},
@@ -128,8 +200,14 @@ def package_of(module: str) -> str:
         return "forensics.cli"
     parts = module.split(".")
     if parts[0] == "forensics_probes":
-        return ".".join(parts[:2]) if len(parts) > 1 and ".".join(parts[:2]) in ALLOWED else "forensics_probes"
-    return f"forensics.{parts[1]}" if len(parts) > 1 and f"forensics.{parts[1]}" in ALLOWED else CORE
+        return (
+            ".".join(parts[:2])
+            if len(parts) > 1 and ".".join(parts[:2]) in ALLOWED
+            else "forensics_probes"
+        )
+    return (
+        f"forensics.{parts[1]}" if len(parts) > 1 and f"forensics.{parts[1]}" in ALLOWED else CORE
+    )
 
 
 def _allowed(target: str, entries: set[str]) -> bool:
@@ -139,8 +217,12 @@ def _allowed(target: str, entries: set[str]) -> bool:
 
 def outside_the_table(edges: dict[str, set[str]]) -> list[str]:
     """``"importer -> imported"`` for every import the table does not allow."""
-    return sorted(f"{m} -> {d}" for m, deps in edges.items() for d in deps
-                  if package_of(d) != package_of(m) and not _allowed(d, ALLOWED[package_of(m)]))
+    return sorted(
+        f"{m} -> {d}"
+        for m, deps in edges.items()
+        for d in deps
+        if package_of(d) != package_of(m) and not _allowed(d, ALLOWED[package_of(m)])
+    )
 
 
 def test_every_import_is_in_the_table():
@@ -154,10 +236,14 @@ def test_the_table_check_fails_on_an_import_outside_it():
     edges = _imports(_modules())
     edges["forensics.diff.commits"] = edges["forensics.diff.commits"] | {"forensics.render.report"}
     edges["forensics.snapshot"] = edges["forensics.snapshot"] | {"forensics_probes.gpu.probe"}
-    edges["forensics_probes.git.probe"] = edges["forensics_probes.git.probe"] | {"forensics.diff.commits"}
-    assert outside_the_table(edges) == ["forensics.diff.commits -> forensics.render.report",
-                                        "forensics.snapshot -> forensics_probes.gpu.probe",
-                                        "forensics_probes.git.probe -> forensics.diff.commits"]
+    edges["forensics_probes.git.probe"] = edges["forensics_probes.git.probe"] | {
+        "forensics.diff.commits"
+    }
+    assert outside_the_table(edges) == [
+        "forensics.diff.commits -> forensics.render.report",
+        "forensics.snapshot -> forensics_probes.gpu.probe",
+        "forensics_probes.git.probe -> forensics.diff.commits",
+    ]
 
 
 def test_no_package_cycles():
@@ -173,7 +259,7 @@ def test_no_package_cycles():
         stack.append(node)
         for dep in sorted(pkg_edges[node]):
             if state.get(dep) == 1:
-                cycles.append(stack[stack.index(dep):] + [dep])
+                cycles.append(stack[stack.index(dep) :] + [dep])
             elif dep not in state:
                 visit(dep, stack)
         stack.pop()

@@ -13,8 +13,13 @@ from tests.conftest import ROOT
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
 def test_make_screenshot_writes_an_ignored_file_by_default_and_the_docs_image_only_when_asked():
     def planned(*extra: str) -> str:
-        proc = subprocess.run(["make", "-n", "screenshot", *extra], cwd=ROOT, capture_output=True, text=True,
-                              timeout=60)
+        proc = subprocess.run(
+            ["make", "-n", "screenshot", *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         return next(line for line in proc.stdout.splitlines() if "benchmarks/screenshot.py" in line)
 

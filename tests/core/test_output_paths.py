@@ -27,7 +27,11 @@ LONG = "n" * 300  # one name over NAME_MAX (255 bytes)
 
 
 def _one_line(proc, code: int = 2) -> str:
-    assert proc.returncode == code, (proc.returncode, (proc.stdout or "")[-400:], proc.stderr[-800:])
+    assert proc.returncode == code, (
+        proc.returncode,
+        (proc.stdout or "")[-400:],
+        proc.stderr[-800:],
+    )
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("forensics: error:"), proc.stderr
@@ -72,7 +76,9 @@ def test_an_output_in_a_folder_the_user_cannot_search_is_one_line_exit_2(work, c
     line = _one_line(run_cli_unprivileged(*_args(command, "locked/out"), cwd=work, timeout=120))
     assert "locked/out" in line and "Permission denied" in line, line
     os.chmod(work / "locked", 0o700)
-    assert sorted(p.name for p in (work / "locked").iterdir()) == ["old.json"]  # nothing written, no temp file
+    assert sorted(p.name for p in (work / "locked").iterdir()) == [
+        "old.json"
+    ]  # nothing written, no temp file
 
 
 @pytest.mark.parametrize("command", list(OUTPUT_COMMANDS))
@@ -84,7 +90,9 @@ def test_an_output_name_over_the_limit_is_one_line_exit_2(work, command):
 
 def test_an_output_below_an_unsearchable_folder_is_one_line_exit_2(work):
     """``locked/sub/x.json``: even looking for the folder is refused (stat raises EACCES)."""
-    line = _one_line(run_cli_unprivileged("import", "collect_env.txt", "-o", "locked/sub/x.json", cwd=work))
+    line = _one_line(
+        run_cli_unprivileged("import", "collect_env.txt", "-o", "locked/sub/x.json", cwd=work)
+    )
     assert "locked/sub/x.json" in line and "Permission denied" in line, line
 
 
@@ -103,7 +111,9 @@ def test_an_output_through_a_link_replaces_the_target_and_keeps_the_link(tmp_pat
     assert link.is_symlink() and os.readlink(link) == "data/report.md"
     assert target.read_text().startswith("## forensics diff")
     assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the target's mode is kept
-    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["report.md"]  # no temp file left
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [
+        "report.md"
+    ]  # no temp file left
 
 
 def test_an_output_through_a_dangling_link_creates_the_target(tmp_path):
@@ -113,14 +123,22 @@ def test_an_output_through_a_dangling_link_creates_the_target(tmp_path):
     proc = run_cli("import", str(TICKET), "-o", str(link), "-q", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert link.is_symlink() and os.readlink(link) == "data/snap.json"
-    assert json.loads((tmp_path / "data" / "snap.json").read_text())["schema"] == "forensics.snapshot/1"
+    assert (
+        json.loads((tmp_path / "data" / "snap.json").read_text())["schema"]
+        == "forensics.snapshot/1"
+    )
 
 
 def test_a_link_whose_target_folder_is_missing_names_the_link_and_the_folder(tmp_path):
     link = tmp_path / "snap.json"
     link.symlink_to("nowhere/snap.json")
     line = _one_line(run_cli("import", str(TICKET), "-o", str(link), timeout=120))
-    assert "snap.json is a link to" in line and "folder" in line and "nowhere" in line and "does not exist" in line
+    assert (
+        "snap.json is a link to" in line
+        and "folder" in line
+        and "nowhere" in line
+        and "does not exist" in line
+    )
     assert link.is_symlink() and not (tmp_path / "nowhere").exists()
 
 
@@ -135,16 +153,33 @@ def test_a_loop_of_links_is_one_line_exit_2(tmp_path):
 
 
 def test_fleet_snapshot_writes_a_new_file_with_the_umask_mode_and_keeps_an_existing_mode(tmp_path):
-    code = ("import os, sys; os.umask(0o022); sys.argv[1:] = ['fleet', 'snapshot', '--probe', 'host', '-o', %r]; "
-            "from forensics.cli import run; run()")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_",
-                                                                     "OMPI_", "MASTER_"))}
+    code = (
+        "import os, sys; os.umask(0o022); sys.argv[1:] = ['fleet', 'snapshot', '--probe', 'host', '-o', %r]; "
+        "from forensics.cli import run; run()"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_", "OMPI_", "MASTER_"))
+    }
     new = tmp_path / "fleet.json"
-    r = subprocess.run([sys.executable, "-c", code % str(new)], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code % str(new)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert stat.S_IMODE(new.stat().st_mode) == 0o644  # was 0600 (mkstemp without a chmod)
     new.chmod(0o640)
-    r = subprocess.run([sys.executable, "-c", code % str(new)], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code % str(new)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert stat.S_IMODE(new.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fleet.json"]
@@ -154,19 +189,28 @@ def test_fleet_snapshot_writes_a_new_file_with_the_umask_mode_and_keeps_an_exist
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
-@pytest.mark.parametrize("args", [
-    ["show", str(AA_A)],
-    ["show", str(TICKET)],
-    ["diff", str(AA_B), str(AA_A), "-o", "-"],
-    ["fleet", "report", str(FLEET), "-o", "-"],
-    ["probes"],
-    ["--help"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["show", str(AA_A)],
+        ["show", str(TICKET)],
+        ["diff", str(AA_B), str(AA_A), "-o", "-"],
+        ["fleet", "report", str(FLEET), "-o", "-"],
+        ["probes"],
+        ["--help"],
+    ],
+)
 def test_standard_output_on_a_full_disk_is_one_line_exit_2(args):
     env = dict(os.environ)
     env.pop("FORENSICS_DEBUG", None)
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "forensics", *args], stdout=full, stderr=subprocess.PIPE,
-                              text=True, env=env, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "forensics", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+        )
     line = _one_line(proc)
     assert "cannot write to standard output (No space left on device)" in line, line

@@ -27,8 +27,11 @@ from tests.conftest import FIXTURES, ROOT
 
 LOADED, FAILURES = load_probes()
 EXAMPLES = ROOT / "examples"
-RECORDED = [EXAMPLES / "h200x2" / "snapshot-all-probes.json", EXAMPLES / "silent-pull" / "before.json",
-            EXAMPLES / "busy-gpu" / "after.json"]
+RECORDED = [
+    EXAMPLES / "h200x2" / "snapshot-all-probes.json",
+    EXAMPLES / "silent-pull" / "before.json",
+    EXAMPLES / "busy-gpu" / "after.json",
+]
 
 
 def _recorded_sections(name: str) -> list[ProbeResult]:
@@ -45,24 +48,37 @@ def _recorded_sections(name: str) -> list[ProbeResult]:
 
 def _fake_gpu_probe(probe: Probe, state: str) -> Probe:
     from _fakenvml import FakePynvml
+
     from forensics.gpu.nvml import Nvml
     from forensics.readers import CommandResult
 
     topo = (FIXTURES / "h200x2" / "nvidia-smi-topo.txt").read_text()
-    return type(probe)(nvml=Nvml(FakePynvml(state)), topo_runner=lambda argv, timeout: CommandResult(True, topo))
+    return type(probe)(
+        nvml=Nvml(FakePynvml(state)), topo_runner=lambda argv, timeout: CommandResult(True, topo)
+    )
 
 
 def _collected(probe: Probe) -> list[ProbeResult]:
     """Fresh collects on recorded input: the fake H200 NVML for ``gpu``; the others in a fresh process whose
     environment sets NCCL and CUDA variables (a fresh process, so no worker server outlives the test with them)."""
     if probe.name == "gpu":
-        return [run_probes([_fake_gpu_probe(probe, s)], {}, timeout_s=30)["gpu"] for s in ("idle", "under_load")]
-    code = ("import json, sys; from forensics.registry import load_probes; from forensics.runner import run_probes; "
-            "p = next(lp.probe for lp in load_probes()[0] if lp.name == sys.argv[1]); "
-            "print(json.dumps(run_probes([p], {}, timeout_s=30)[p.name].to_json()))")
+        return [
+            run_probes([_fake_gpu_probe(probe, s)], {}, timeout_s=30)["gpu"]
+            for s in ("idle", "under_load")
+        ]
+    code = (
+        "import json, sys; from forensics.registry import load_probes; from forensics.runner import run_probes; "
+        "p = next(lp.probe for lp in load_probes()[0] if lp.name == sys.argv[1]); "
+        "print(json.dumps(run_probes([p], {}, timeout_s=30)[p.name].to_json()))"
+    )
     env = dict(os.environ, NCCL_ALGO="Tree", CUDA_VISIBLE_DEVICES="0")
-    proc = subprocess.run([sys.executable, "-c", code, probe.name], capture_output=True, text=True, timeout=120,
-                          env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, probe.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     return [ProbeResult.from_json(json.loads(proc.stdout.strip().splitlines()[-1]))]
 
@@ -71,7 +87,9 @@ def _check_judge(probe: Probe, result: ProbeResult) -> None:
     same = ProbeResult.from_json(json.loads(json.dumps(result.to_json())))
     findings = probe.judge(same, same, JudgeContext())
     assert [f for f in findings if f.status is HypothesisStatus.IMPLICATED] == []
-    assert {f.hypothesis for f in findings} <= set(probe.hypotheses), "a finding for a hypothesis not declared"
+    assert {f.hypothesis for f in findings} <= set(probe.hypotheses), (
+        "a finding for a hypothesis not declared"
+    )
 
 
 def test_every_entry_point_loads():
@@ -80,9 +98,15 @@ def test_every_entry_point_loads():
 
 
 def test_key_checker_follows_map_fields_patterns():
-    data = {"start_methods": {"spawn": {"env": {"CUDA_VISIBLE_DEVICES": "0"}, "Bad": 1}},
-            "gpus": {"GPU-0": {"clockMhz": 1}}, "x": {"missing": "not_supported", "detail": "NVML"}}
-    assert key_problems(data, ("start_methods.*.env", "gpus")) == ["start_methods.spawn.Bad", "gpus.GPU-0.clockMhz"]
+    data = {
+        "start_methods": {"spawn": {"env": {"CUDA_VISIBLE_DEVICES": "0"}, "Bad": 1}},
+        "gpus": {"GPU-0": {"clockMhz": 1}},
+        "x": {"missing": "not_supported", "detail": "NVML"},
+    }
+    assert key_problems(data, ("start_methods.*.env", "gpus")) == [
+        "start_methods.spawn.Bad",
+        "gpus.GPU-0.clockMhz",
+    ]
 
 
 @pytest.mark.parametrize("lp", LOADED, ids=lambda lp: lp.name)
@@ -110,9 +134,13 @@ def test_probe_contract(lp):
 
 def test_default_snapshot_never_imports_torch():
     """The snapshot must stay fast: no torch import (nor a CUDA context) in the snapshot process."""
-    code = ("import sys; from forensics.collect import take_snapshot; doc = take_snapshot(); "
-            "print('torch' in sys.modules, len(doc['probes']))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    code = (
+        "import sys; from forensics.collect import take_snapshot; doc = take_snapshot(); "
+        "print('torch' in sys.modules, len(doc['probes']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     imported, n = out.split()
     assert imported == "False" and int(n) >= 3
 
@@ -121,17 +149,23 @@ def test_spawned_workers_do_not_import_the_command_line():
     """multiprocessing's spawn and forkserver run the parent's main script again in each worker (as
     ``__mp_main__``): the installed ``forensics`` script must not bring click and the commands with it."""
     script = Path(sys.executable).with_name("forensics")
-    assert script.is_file(), f"{script}: the console script is not installed in this Python (make install)"
+    assert script.is_file(), (
+        f"{script}: the console script is not installed in this Python (make install)"
+    )
     expr = "sorted(m for m in ('click', 'forensics.cli', 'rich', 'forensics.__main__') if m in __import__('sys').modules)"
-    code = ("import multiprocessing as mp, sys, types\n"
-            "main = types.ModuleType('__main__')\n"
-            f"main.__file__ = {str(script)!r}\n"  # what running the script makes __main__
-            "sys.modules['__main__'] = main\n"
-            "with mp.get_context('spawn').Pool(1) as pool:\n"
-            f"    print(pool.apply(eval, ({expr!r},)))\n")
+    code = (
+        "import multiprocessing as mp, sys, types\n"
+        "main = types.ModuleType('__main__')\n"
+        f"main.__file__ = {str(script)!r}\n"  # what running the script makes __main__
+        "sys.modules['__main__'] = main\n"
+        "with mp.get_context('spawn').Pool(1) as pool:\n"
+        f"    print(pool.apply(eval, ({expr!r},)))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['forensics.__main__']"  # the entry point's module, and nothing more
+    assert (
+        out.stdout.strip() == "['forensics.__main__']"
+    )  # the entry point's module, and nothing more
 
 
 def test_the_garbage_collector_is_back_as_it_was_after_a_snapshot():

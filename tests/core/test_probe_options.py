@@ -17,11 +17,19 @@ def test_every_option_a_probe_or_the_env_collector_reads_is_declared():
     for folder in (ROOT / "probes", ROOT / "forensics" / "env"):
         for path in folder.rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
-                        and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)
+                ):
                     owner = node.func.value
-                    if node.func.attr == "option" or (node.func.attr == "get" and isinstance(owner, ast.Name)
-                                                      and owner.id == "options"):
+                    if node.func.attr == "option" or (
+                        node.func.attr == "get"
+                        and isinstance(owner, ast.Name)
+                        and owner.id == "options"
+                    ):
                         read.add(node.args[0].value)
     assert read, "the scan found no option read at all: it is broken"
     assert read - set(PROBE_OPTIONS) == set()
@@ -39,8 +47,14 @@ def test_a_misspelled_option_raises_instead_of_reading_as_unset():
 
 def test_values_are_checked_and_defaults_filled():
     opts = probe_options(repo="/src/app", env_select_extra=["MY_", "OTHER"], sample_s=3)
-    assert opts["repo"] == "/src/app" and opts["env_select_extra"] == ("MY_", "OTHER") and opts["sample_s"] == 3.0
-    assert opts["launcher"] is None and opts["nccl_init"] is False and set(opts) == set(PROBE_OPTIONS)
+    assert (
+        opts["repo"] == "/src/app"
+        and opts["env_select_extra"] == ("MY_", "OTHER")
+        and opts["sample_s"] == 3.0
+    )
+    assert (
+        opts["launcher"] is None and opts["nccl_init"] is False and set(opts) == set(PROBE_OPTIONS)
+    )
     with pytest.raises(TypeError, match="'deep' takes bool, got str"):
         probe_options(deep="yes")
 
@@ -48,6 +62,12 @@ def test_values_are_checked_and_defaults_filled():
 def test_the_snapshot_records_only_the_options_that_were_set(tmp_path):
     from forensics.collect import take_snapshot
 
-    doc = take_snapshot(label="t", only=["host"], options={"deep": False, "sample_s": None, "repo": str(tmp_path)})
+    doc = take_snapshot(
+        label="t", only=["host"], options={"deep": False, "sample_s": None, "repo": str(tmp_path)}
+    )
     assert doc["options"]["repo"] == str(tmp_path)
-    assert "deep" not in doc["options"] and "sample_s" not in doc["options"] and "launcher" not in doc["options"]
+    assert (
+        "deep" not in doc["options"]
+        and "sample_s" not in doc["options"]
+        and "launcher" not in doc["options"]
+    )

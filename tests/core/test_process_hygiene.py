@@ -7,15 +7,17 @@ import time
 import pytest
 
 from forensics.errors import BadInputError
-from tests.conftest import processes_with_env
 from forensics.procgroup import run_group, stop_processes
+from tests.conftest import processes_with_env
 
 
 def test_run_group_stops_members_that_ignore_sigterm():
     t0 = time.perf_counter()
     code, _, _ = run_group(["sh", "-c", "(trap '' TERM; exec sleep 30) & sleep 30"], 1.0)
     assert code is None
-    assert time.perf_counter() - t0 < 10  # SIGKILL after the grace, not the 30 s of the stubborn child
+    assert (
+        time.perf_counter() - t0 < 10
+    )  # SIGKILL after the grace, not the 30 s of the stubborn child
 
 
 def test_stop_processes_terminates_and_kills_one_that_ignores_sigterm():
@@ -26,9 +28,17 @@ def test_stop_processes_terminates_and_kills_one_that_ignores_sigterm():
     import psutil
 
     polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; "
-                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
-                                 "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    stubborn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time; "
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+            "time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert stubborn.stdout.readline().strip() == "ready"  # its SIGTERM handler is in place
     procs = [psutil.Process(polite.pid), psutil.Process(stubborn.pid)]
     stop_processes(procs, grace_s=0.5, reap=True)
@@ -54,8 +64,11 @@ def test_duplicate_probe_name_keeps_the_loaded_probe(monkeypatch):
 
     loaded, _ = load_probes()
     host = [lp for lp in loaded if lp.name == "host"]
-    monkeypatch.setattr(collect, "load_probes",
-                        lambda: (host, [LoadFailure("host", "other-dist 1.0", "duplicate probe name")]))
+    monkeypatch.setattr(
+        collect,
+        "load_probes",
+        lambda: (host, [LoadFailure("host", "other-dist 1.0", "duplicate probe name")]),
+    )
     doc = collect.take_snapshot(only=["host"])
     assert doc["probes"]["host"]["status"] == "ok" and doc["probes"]["host"]["data"]
 
@@ -78,10 +91,27 @@ def test_a_signal_to_bench_stops_the_canary_ranks(tmp_path, sig, code):
     out = tmp_path / "b.json"
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "forensics", "bench", "--device", "cpu", "--processes", "5", "-q",
-                             "--env", f"FORENSICS_TEST_MARK={mark}", "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(tmp)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "bench",
+            "--device",
+            "cpu",
+            "--processes",
+            "5",
+            "-q",
+            "--env",
+            f"FORENSICS_TEST_MARK={mark}",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
     deadline = time.monotonic() + 60
     while len(_ranks_marked(mark)) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "the canary ranks never started"
@@ -100,9 +130,15 @@ def _start_bench_step(tmp_path, step: str, mark: str, **popen):
     import subprocess
     import sys
 
-    return subprocess.Popen([sys.executable, "-m", "forensics", "bench", "--cmd", step, "--processes", "1", "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                            env={**os.environ, "FORENSICS_TEST_MARK": mark}, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "forensics", "bench", "--cmd", step, "--processes", "1", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "FORENSICS_TEST_MARK": mark},
+        **popen,
+    )
 
 
 def _wait_for(pred, what: str, limit_s: float = 30.0):
@@ -119,8 +155,12 @@ def test_a_second_sigterm_during_clean_up_still_stops_the_step(tmp_path):
     import uuid
 
     mark = uuid.uuid4().hex
-    proc = _start_bench_step(tmp_path, "trap '' TERM; sleep 41.5; echo '{\"metric\": \"s\", \"value\": 1}'", mark)
-    _wait_for(lambda: any(p.name() == "sleep" for p in _ranks_marked(mark)), "the step never started")
+    proc = _start_bench_step(
+        tmp_path, 'trap \'\' TERM; sleep 41.5; echo \'{"metric": "s", "value": 1}\'', mark
+    )
+    _wait_for(
+        lambda: any(p.name() == "sleep" for p in _ranks_marked(mark)), "the step never started"
+    )
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
@@ -135,9 +175,15 @@ def test_nohup_keeps_sighup_ignored(tmp_path):
     import uuid
 
     mark = uuid.uuid4().hex
-    proc = _start_bench_step(tmp_path, "sleep 2; echo '{\"metric\": \"s\", \"value\": 1}'", mark,
-                             preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-    _wait_for(lambda: any(p.name() == "sleep" for p in _ranks_marked(mark)), "the step never started")
+    proc = _start_bench_step(
+        tmp_path,
+        'sleep 2; echo \'{"metric": "s", "value": 1}\'',
+        mark,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    )
+    _wait_for(
+        lambda: any(p.name() == "sleep" for p in _ranks_marked(mark)), "the step never started"
+    )
     proc.send_signal(signal.SIGHUP)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err  # ran to the end

@@ -64,16 +64,29 @@ class RaisesUnavailable(Probe):
 def test_hang_and_crash_do_not_lose_other_probes():
     hang = Hangs()
     t0 = time.perf_counter()
-    results = run_probes([Quick(), hang, Raises(), Partial(), NotHere(), RaisesUnavailable()], timeout_s=0.5)
+    results = run_probes(
+        [Quick(), hang, Raises(), Partial(), NotHere(), RaisesUnavailable()], timeout_s=0.5
+    )
     elapsed = time.perf_counter() - t0
     hang.release.set()
     assert list(results) == ["quick", "hangs", "raises", "partial", "nothere", "unavail"]
-    assert results["quick"].status is ProbeStatus.OK and results["quick"].data == {"answer_count": 42}
-    assert results["hangs"].status is ProbeStatus.FAILED and "timed out after 0.5 s" in results["hangs"].reason
-    assert results["raises"].status is ProbeStatus.FAILED and "RuntimeError: driver said no" in results["raises"].reason
+    assert results["quick"].status is ProbeStatus.OK and results["quick"].data == {
+        "answer_count": 42
+    }
+    assert (
+        results["hangs"].status is ProbeStatus.FAILED
+        and "timed out after 0.5 s" in results["hangs"].reason
+    )
+    assert (
+        results["raises"].status is ProbeStatus.FAILED
+        and "RuntimeError: driver said no" in results["raises"].reason
+    )
     assert results["partial"].status is ProbeStatus.PARTIAL
     assert results["partial"].errors == [{"field": "clock_sm_mhz", "error": "NVMLError_Unknown"}]
-    assert results["nothere"].status is ProbeStatus.UNAVAILABLE and results["nothere"].reason == "no NVIDIA driver found"
+    assert (
+        results["nothere"].status is ProbeStatus.UNAVAILABLE
+        and results["nothere"].reason == "no NVIDIA driver found"
+    )
     assert results["unavail"].status is ProbeStatus.UNAVAILABLE
     assert elapsed < 5  # the hung probe did not hold the snapshot for its 60 s
     for r in results.values():
@@ -100,7 +113,9 @@ def test_probes_run_concurrently():
 def test_probes_that_start_workers_start_first_and_results_keep_their_order(monkeypatch):
     started: list[str] = []
     start = threading.Thread.start
-    monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name) or start(self))
+    monkeypatch.setattr(
+        threading.Thread, "start", lambda self: started.append(self.name) or start(self)
+    )
 
     class Recorder(Probe):
         description = "returns at once"
@@ -113,9 +128,16 @@ def test_probes_that_start_workers_start_first_and_results_keep_their_order(monk
 
     probes = [Recorder("host"), Recorder("git"), Recorder("nccl_env", first=True), Recorder("gpu")]
     results = run_probes(probes, timeout_s=5)
-    assert [n for n in started if n.startswith("probe-")] == ["probe-nccl_env", "probe-host", "probe-git", "probe-gpu"]
+    assert [n for n in started if n.startswith("probe-")] == [
+        "probe-nccl_env",
+        "probe-host",
+        "probe-git",
+        "probe-gpu",
+    ]
     assert list(results) == ["host", "git", "nccl_env", "gpu"]
-    assert sys.getswitchinterval() == pytest.approx(0.005)  # Python's default, restored after the run
+    assert sys.getswitchinterval() == pytest.approx(
+        0.005
+    )  # Python's default, restored after the run
 
 
 def test_overlapping_runs_from_two_threads_give_back_the_interval_from_before_both():
@@ -135,8 +157,12 @@ def test_overlapping_runs_from_two_threads_give_back_the_interval_from_before_bo
             return {}
 
     results = {}
-    run_a = threading.Thread(target=lambda: results.update(run_probes([Waits("a", a_in, a_go)], timeout_s=60)))
-    run_b = threading.Thread(target=lambda: results.update(run_probes([Waits("b", b_in, b_go)], timeout_s=60)))
+    run_a = threading.Thread(
+        target=lambda: results.update(run_probes([Waits("a", a_in, a_go)], timeout_s=60))
+    )
+    run_b = threading.Thread(
+        target=lambda: results.update(run_probes([Waits("b", b_in, b_go)], timeout_s=60))
+    )
     before = sys.getswitchinterval()
     run_a.start()
     assert a_in.wait(30)

@@ -35,12 +35,18 @@ SECRETS = {
 S = {k.split(" (")[0]: v for k, v in SECRETS.items()}
 
 SUBJECT = f"tune kernels token={S['token= assignment']} {S['github token']} password: {S['password: mid-text']}"
-BODY = (f"Authorization: Bearer {S['Bearer']}\naws_access_key_id = {S['AWS key']}\n"
-        f"-----BEGIN RSA PRIVATE KEY-----\n{S['private key']}\n-----END RSA PRIVATE KEY-----\n")
+BODY = (
+    f"Authorization: Bearer {S['Bearer']}\naws_access_key_id = {S['AWS key']}\n"
+    f"-----BEGIN RSA PRIVATE KEY-----\n{S['private key']}\n-----END RSA PRIVATE KEY-----\n"
+)
 REMOTE = f"https://deploy:{S['URL password']}@git.example.invalid/team/model.git"
 LABEL = f"after pull HF_TOKEN={S['Hugging Face token']}"
-ENV = {"NCCL_TEST_NOTE": f"key {S['OpenAI-style key']}",
-       "CUDA_TEST_MIRROR": f"https://user:{S['URL credentials']}@mirror.example.invalid/cuda"}
+ENV = {
+    "NCCL_TEST_NOTE": f"key {S['OpenAI-style key']}",
+    "CUDA_TEST_MIRROR": f"https://user:{S['URL credentials']}@mirror.example.invalid/cuda",
+}
+
+
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict[str, str]:
     """Every output of one before/after run over the corpus: {name: text}."""
@@ -53,19 +59,31 @@ def outputs(tmp_path_factory) -> dict[str, str]:
     probes = ["--probe", "git", "--probe", "nccl_env"]
     before, after = tmp / "before.json", tmp / "after.yaml"
     out: dict[str, str] = {}
-    r = run_cli("snapshot", *probes, "--repo", str(repo), "--label", "before", "-o", str(before), env=env)
+    r = run_cli(
+        "snapshot", *probes, "--repo", str(repo), "--label", "before", "-o", str(before), env=env
+    )
     assert r.returncode == 0, r.stderr
     (repo / "kernels.py").write_text("x = 2\n")
     git(repo, "commit", "-q", "-am", SUBJECT + "\n\n" + BODY)
-    r = run_cli("snapshot", *probes, "--repo", str(repo), "--label", LABEL, "-o", str(after), env=env)
+    r = run_cli(
+        "snapshot", *probes, "--repo", str(repo), "--label", LABEL, "-o", str(after), env=env
+    )
     assert r.returncode == 0, r.stderr
     out["snapshot stderr"] = r.stdout + r.stderr
     out["snapshot JSON"] = before.read_text()
     out["snapshot YAML"] = after.read_text()
     out["show"] = run_cli("show", str(after)).stdout
     for fmt in ("html", "md", "json"):
-        r = run_cli("diff", str(before), str(after), "--repo", str(repo), "-o", str(tmp / f"report.{fmt}"),
-                    env={"COLUMNS": "200"})
+        r = run_cli(
+            "diff",
+            str(before),
+            str(after),
+            "--repo",
+            str(repo),
+            "-o",
+            str(tmp / f"report.{fmt}"),
+            env={"COLUMNS": "200"},
+        )
         assert r.returncode == 0, r.stderr
         out[f"diff {fmt}"] = (tmp / f"report.{fmt}").read_text()
         out[f"diff terminal ({fmt})"] = r.stdout + r.stderr
@@ -79,17 +97,37 @@ def outputs(tmp_path_factory) -> dict[str, str]:
     out["bench stdout"] = r.stdout + r.stderr
     r = run_cli("bench", "compare", str(bench), str(bench))
     out["bench compare"] = r.stdout + r.stderr
-    out["bench compare --json"] = run_cli("bench", "compare", str(bench), str(bench), "--json").stdout
+    out["bench compare --json"] = run_cli(
+        "bench", "compare", str(bench), str(bench), "--json"
+    ).stdout
     return out
 
 
-OUTPUTS = ["snapshot stderr", "snapshot JSON", "snapshot YAML", "show", "diff html", "diff md", "diff json",
-           "diff terminal (html)", "diff terminal (md)", "diff terminal (json)", "bench file", "bench stdout",
-           "bench compare", "bench compare --json"]
+OUTPUTS = [
+    "snapshot stderr",
+    "snapshot JSON",
+    "snapshot YAML",
+    "show",
+    "diff html",
+    "diff md",
+    "diff json",
+    "diff terminal (html)",
+    "diff terminal (md)",
+    "diff terminal (json)",
+    "bench file",
+    "bench stdout",
+    "bench compare",
+    "bench compare --json",
+]
 
 
 def test_no_secret_in_any_output(outputs):
-    leaks = [f"{where}: {what}" for where, text in outputs.items() for what, value in SECRETS.items() if value in text]
+    leaks = [
+        f"{where}: {what}"
+        for where, text in outputs.items()
+        for what, value in SECRETS.items()
+        if value in text
+    ]
     assert not leaks, "\n".join(leaks)
 
 

@@ -6,36 +6,71 @@ import json
 
 import pytest
 
-from forensics import snapshot as snap
 from forensics import outpath
+from forensics import snapshot as snap
 from forensics.errors import BadInputError
 from tests.conftest import run_cli
 
 
 def _valid_doc() -> dict:
-    return {"schema": "forensics.snapshot/1", "created": "2026-11-29T19:49:47Z", "label": "x",
-            "tool": {"name": "forensics", "version": "0.1.0"},
-            "probes": {"host": {"status": "ok", "duration_s": 0.1, "data": {"kernel": "6.1"}, "errors": []}},
-            "bench": None, "redaction": "on", "redactions": []}  # written last, as snapshot.build does
+    return {
+        "schema": "forensics.snapshot/1",
+        "created": "2026-11-29T19:49:47Z",
+        "label": "x",
+        "tool": {"name": "forensics", "version": "0.1.0"},
+        "probes": {
+            "host": {"status": "ok", "duration_s": 0.1, "data": {"kernel": "6.1"}, "errors": []}
+        },
+        "bench": None,
+        "redaction": "on",
+        "redactions": [],
+    }  # written last, as snapshot.build does
 
 
 BAD_INPUTS = {
     "empty.json": ("", "file is empty"),
-    "truncated.json": ('{"schema": "forensics.snapshot/1", "probes": {"host": {"status": "ok"', "truncated"),
+    "truncated.json": (
+        '{"schema": "forensics.snapshot/1", "probes": {"host": {"status": "ok"',
+        "truncated",
+    ),
     "list.json": ("[1, 2]", "expected a mapping"),
     "notmap.yaml": ("- a\n- b\n", "expected a mapping"),
     "badyaml.yaml": ("schema: [unclosed\n", "invalid YAML"),
     "foreign.json": ('{"schema": "other.tool/1", "probes": {}}', "wrong kind of file"),
     "noschema.json": ('{"probes": {}}', "no 'schema' field"),
-    "newer.json": ('{"schema": "forensics.snapshot/99", "probes": {}}', "newer than this forensics"),
-    "version_zero.json": ('{"schema": "forensics.snapshot/0", "probes": {}}', "schema version '0' is not a version this tool wrote"),
-    "version_dotted.json": ('{"schema": "forensics.snapshot/1.1", "probes": {}}', "schema version '1.1' is not a version"),
+    "newer.json": (
+        '{"schema": "forensics.snapshot/99", "probes": {}}',
+        "newer than this forensics",
+    ),
+    "version_zero.json": (
+        '{"schema": "forensics.snapshot/0", "probes": {}}',
+        "schema version '0' is not a version this tool wrote",
+    ),
+    "version_dotted.json": (
+        '{"schema": "forensics.snapshot/1.1", "probes": {}}',
+        "schema version '1.1' is not a version",
+    ),
     "no_probes.json": ('{"schema": "forensics.snapshot/1"}', "no 'probes' field"),
-    "probes_list.json": ('{"schema": "forensics.snapshot/1", "probes": []}', "'probes' must be a mapping"),
-    "section_str.json": ('{"schema": "forensics.snapshot/1", "probes": {"gpu": "ok"}}', "probe section 'gpu' must be a mapping"),
-    "bad_status.json": ('{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "great"}}}', "has status 'great'"),
-    "data_list.json": ('{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "ok", "data": [1]}}}', "'data' must be a mapping"),
-    "duration_str.json": ('{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "ok", "duration_s": "fast"}}}', "'duration_s' must be a number"),
+    "probes_list.json": (
+        '{"schema": "forensics.snapshot/1", "probes": []}',
+        "'probes' must be a mapping",
+    ),
+    "section_str.json": (
+        '{"schema": "forensics.snapshot/1", "probes": {"gpu": "ok"}}',
+        "probe section 'gpu' must be a mapping",
+    ),
+    "bad_status.json": (
+        '{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "great"}}}',
+        "has status 'great'",
+    ),
+    "data_list.json": (
+        '{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "ok", "data": [1]}}}',
+        "'data' must be a mapping",
+    ),
+    "duration_str.json": (
+        '{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "ok", "duration_s": "fast"}}}',
+        "'duration_s' must be a number",
+    ),
     "binary.json": (b"\xff\xfe\x00garbage", "not a text file"),
 }
 

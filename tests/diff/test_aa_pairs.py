@@ -19,8 +19,12 @@ def test_aa_two_real_snapshots_of_this_machine(tmp_path, monkeypatch):
     time.sleep(1.0)  # idle counters (load average, memory used, uptime) move meanwhile
     second = take_snapshot(label="b")
     a = analyse(first, second)
-    above_info = [(f.hypothesis, f.summary) for h in a.hypotheses for f in h.findings
-                  if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > Severity.INFO.weight]
+    above_info = [
+        (f.hypothesis, f.summary)
+        for h in a.hypotheses
+        for f in h.findings
+        if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > Severity.INFO.weight
+    ]
     assert above_info == []
     assert a.implicated == [] and a.top is None
     assert a.verdict.startswith("Nothing implicated, and no slowdown was measured")

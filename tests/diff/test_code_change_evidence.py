@@ -6,13 +6,13 @@ import hashlib
 from pathlib import Path
 
 import pytest
-
-from forensics.diff.commits import MoveKind, analyse as commits_analyse, classify_reflog_action, head_move, load_hot_paths
-from forensics.errors import BadInputError
-from forensics.diff.ledger import analyse
-from forensics.render.report import render_json, render_markdown
-
 from _diffkit import commit_file, git, repo_data, section, snapshot
+
+from forensics.diff.commits import MoveKind, classify_reflog_action, head_move, load_hot_paths
+from forensics.diff.commits import analyse as commits_analyse
+from forensics.diff.ledger import analyse
+from forensics.errors import BadInputError
+from forensics.render.report import render_json, render_markdown
 
 HOT = "vllm/distributed/device_communicators/pynccl.py"
 
@@ -40,9 +40,21 @@ def pulled_repo(tmp_path):
     git(tmp_path, "clone", "-q", str(upstream), str(work))
     before = repo_data(work)
     commit_file(upstream, "docs/usage.md", "how to run\n" * 20, "docs: usage page")
-    commit_file(upstream, HOT, "def all_reduce(x):\n    return x\n" * 5, "pynccl: call ncclAllReduce without the stream sync")
-    commit_file(upstream, "vllm/utils/strings.py", "def f():\n    pass\n" * 30, "utils: string helpers")
-    commit_file(upstream, "tests/test_engine.py", "def test():\n    assert True\n", "tests: engine smoke test")
+    commit_file(
+        upstream,
+        HOT,
+        "def all_reduce(x):\n    return x\n" * 5,
+        "pynccl: call ncclAllReduce without the stream sync",
+    )
+    commit_file(
+        upstream, "vllm/utils/strings.py", "def f():\n    pass\n" * 30, "utils: string helpers"
+    )
+    commit_file(
+        upstream,
+        "tests/test_engine.py",
+        "def test():\n    assert True\n",
+        "tests: engine smoke test",
+    )
     git(work, "pull", "origin", "main")
     after = repo_data(work)
     return work, before, after
@@ -51,11 +63,16 @@ def pulled_repo(tmp_path):
 def test_real_pull_is_named_and_the_hot_commit_comes_first(pulled_repo):
     work, rb, ra = pulled_repo
     state = _tree_state(work)
-    a = analyse(snapshot({"git": section({"repos": [rb]})}), snapshot({"git": section({"repos": [ra]})}))
+    a = analyse(
+        snapshot({"git": section({"repos": [rb]})}), snapshot({"git": section({"repos": [ra]})})
+    )
     assert _tree_state(work) == state, "diff must not modify the repository"
     (rc,) = a.repos
     assert rc.move.kinds == [MoveKind.FAST_FORWARD_PULL]
-    assert "fast-forward pull" in rc.move.sentence and "pull origin main: Fast-forward" in rc.move.sentence
+    assert (
+        "fast-forward pull" in rc.move.sentence
+        and "pull origin main: Fast-forward" in rc.move.sentence
+    )
     assert len(rc.commits) == 4
     first = rc.commits[0]
     assert first.subject == "pynccl: call ncclAllReduce without the stream sync"
@@ -87,7 +104,9 @@ def test_repo_override_and_missing_repo(pulled_repo, tmp_path):
 def test_commit_not_available_degrades(pulled_repo):
     work, rb, ra = pulled_repo
     ra = dict(ra, head=dict(ra["head"], sha="f" * 40))
-    (rc,) = commits_analyse(snapshot({"git": section({"repos": [rb]})}), snapshot({"git": section({"repos": [ra]})}))
+    (rc,) = commits_analyse(
+        snapshot({"git": section({"repos": [rb]})}), snapshot({"git": section({"repos": [ra]})})
+    )
     assert "not available" in rc.availability and rc.commits == []
 
 
@@ -105,16 +124,19 @@ def test_config_extends_hot_paths(tmp_path):
         load_hot_paths(config=cfg)
 
 
-@pytest.mark.parametrize("action,kind", [
-    ("pull origin main: Fast-forward", MoveKind.FAST_FORWARD_PULL),
-    ("pull: Merge made by the 'ort' strategy.", MoveKind.PULL_MERGE),
-    ("pull --rebase (finish): returning to refs/heads/main", MoveKind.PULL_REBASE),
-    ("checkout: moving from main to v0.6.3", MoveKind.CHECKOUT),
-    ("reset: moving to HEAD~2", MoveKind.RESET),
-    ("rebase (finish): returning to refs/heads/main", MoveKind.REBASE),
-    ("commit (amend): fix", MoveKind.AMEND),
-    ("commit: add kernel", MoveKind.COMMIT),
-])
+@pytest.mark.parametrize(
+    "action,kind",
+    [
+        ("pull origin main: Fast-forward", MoveKind.FAST_FORWARD_PULL),
+        ("pull: Merge made by the 'ort' strategy.", MoveKind.PULL_MERGE),
+        ("pull --rebase (finish): returning to refs/heads/main", MoveKind.PULL_REBASE),
+        ("checkout: moving from main to v0.6.3", MoveKind.CHECKOUT),
+        ("reset: moving to HEAD~2", MoveKind.RESET),
+        ("rebase (finish): returning to refs/heads/main", MoveKind.REBASE),
+        ("commit (amend): fix", MoveKind.AMEND),
+        ("commit: add kernel", MoveKind.COMMIT),
+    ],
+)
 def test_reflog_actions(action, kind):
     assert classify_reflog_action(action) is kind
 
@@ -123,8 +145,17 @@ def test_head_move_without_reflog_and_reset():
     b = {"head": {"sha": "a" * 40}, "reflog": []}
     a = {"head": {"sha": "b" * 40}, "reflog": []}
     assert "no new reflog entry" in head_move(b, a).sentence
-    a = {"head": {"sha": "b" * 40}, "reflog": [{"old": "a" * 40, "new": "b" * 40, "time": "2026-11-29T20:00:00Z",
-                                                "action": "reset: moving to HEAD~1"}]}
+    a = {
+        "head": {"sha": "b" * 40},
+        "reflog": [
+            {
+                "old": "a" * 40,
+                "new": "b" * 40,
+                "time": "2026-11-29T20:00:00Z",
+                "action": "reset: moving to HEAD~1",
+            }
+        ],
+    }
     move = head_move(b, a)
     assert move.kinds == [MoveKind.RESET] and "by a reset" in move.sentence
 
@@ -142,7 +173,10 @@ def test_reset_lists_dropped_commits_and_dirty_hot_files(tmp_path):
     (repo / ".forensics.yaml").write_text("hot_paths:\n  model code: ['^model[.]py$']\n")
     after = repo_data(repo)
     state = _tree_state(repo)
-    a = analyse(snapshot({"git": section({"repos": [before]})}), snapshot({"git": section({"repos": [after]})}))
+    a = analyse(
+        snapshot({"git": section({"repos": [before]})}),
+        snapshot({"git": section({"repos": [after]})}),
+    )
     assert _tree_state(repo) == state
     (rc,) = a.repos
     assert rc.move.kinds == [MoveKind.RESET] and "by a reset" in rc.move.sentence
@@ -158,7 +192,9 @@ def test_editable_install_repositories_count(pulled_repo):
     work, rb, ra = pulled_repo
     for d in (rb, ra):
         d.update(role="editable", distribution="vllm")
-    a = analyse(snapshot({"git": section({"repos": [rb]})}), snapshot({"git": section({"repos": [ra]})}))
+    a = analyse(
+        snapshot({"git": section({"repos": [rb]})}), snapshot({"git": section({"repos": [ra]})})
+    )
     assert a.top.id == "code.change" and a.repos[0].role == "editable"
     assert a.repos[0].commits[0].hot_lines > 0
 
@@ -170,16 +206,29 @@ def test_repo_option_without_git_data_says_why(tmp_path):
 
 def test_commits_go_to_the_repository_of_the_same_path_not_of_the_same_name(pulled_repo, tmp_path):
     work, rb, ra = pulled_repo
-    other = tmp_path / "elsewhere" / "work"  # same folder name, another repository that did not move
+    other = (
+        tmp_path / "elsewhere" / "work"
+    )  # same folder name, another repository that did not move
     other.mkdir(parents=True)
     git(other, "init", "-q", "-b", "main")
     commit_file(other, "vllm/engine.py", "MAX_TOKENS = 1\n", "unrelated")
-    (other / "vllm" / "engine.py").write_text("MAX_TOKENS = 2\n")  # dirty (a hot-looking file), on both sides
+    (other / "vllm" / "engine.py").write_text(
+        "MAX_TOKENS = 2\n"
+    )  # dirty (a hot-looking file), on both sides
     od = repo_data(other)
-    a = analyse(snapshot({"git": section({"repos": [od, rb]})}), snapshot({"git": section({"repos": [od, ra]})}))
-    code = [f for f in next(h for h in a.hypotheses if h.id == "code.change").findings if f.status.value == "implicated"]
+    a = analyse(
+        snapshot({"git": section({"repos": [od, rb]})}),
+        snapshot({"git": section({"repos": [od, ra]})}),
+    )
+    code = [
+        f
+        for f in next(h for h in a.hypotheses if h.id == "code.change").findings
+        if f.status.value == "implicated"
+    ]
     assert [f.subject for f in code] == [str(work)]  # the unchanged repository is not implicated
-    assert "fast-forward pull" in code[0].summary and "1 commit touches hot paths" in code[0].summary
+    assert (
+        "fast-forward pull" in code[0].summary and "1 commit touches hot paths" in code[0].summary
+    )
     assert any(line.startswith(f"repository {work}: ") for line in code[0].evidence)
     assert not any(str(other) in line for line in code[0].evidence)
 
@@ -187,9 +236,25 @@ def test_commits_go_to_the_repository_of_the_same_path_not_of_the_same_name(pull
 def test_a_first_commit_is_a_move_not_a_return():
     # before: a repository with no commits yet; after: two commits made
     b = {"head": None, "reflog": []}
-    a = {"head": {"sha": "b" * 40}, "reflog": [
-        {"old": "b" * 40, "new": "b" * 40, "time": "2026-12-01T12:01:00Z", "action": "commit: second"},
-        {"old": "0" * 40, "new": "a" * 40, "time": "2026-12-01T12:00:00Z", "action": "commit (initial): first"}]}
+    a = {
+        "head": {"sha": "b" * 40},
+        "reflog": [
+            {
+                "old": "b" * 40,
+                "new": "b" * 40,
+                "time": "2026-12-01T12:01:00Z",
+                "action": "commit: second",
+            },
+            {
+                "old": "0" * 40,
+                "new": "a" * 40,
+                "time": "2026-12-01T12:00:00Z",
+                "action": "commit (initial): first",
+            },
+        ],
+    }
     move = head_move(b, a)
-    assert move.moved and move.sentence.startswith("HEAD moved (no commits) -> bbbbbbbbbb by 2 reflog events")
+    assert move.moved and move.sentence.startswith(
+        "HEAD moved (no commits) -> bbbbbbbbbb by 2 reflog events"
+    )
     assert "back at" not in move.sentence

@@ -63,7 +63,7 @@ def verify_step(h: torch.Tensor, w: torch.Tensor, steps: int = 4) -> int:
 
 PRECISION = STYLE.replace("    logits_block = h @ w\n", "    logits_block = (h @ w).float()\n")
 
-STEP = '''import json, sys, time
+STEP = """import json, sys, time
 sys.path.insert(0, ".")
 import torch
 import model
@@ -73,10 +73,12 @@ for _ in range(3):
     t = time.perf_counter()
     model.verify_step(h, w)
     print(json.dumps({"metric": "step_ms", "value": (time.perf_counter() - t) * 1e3}))
-'''
+"""
 
 
-def _pull(tmp_path: Path, commits: list[tuple[dict[str, str], str]], base: dict[str, str] | None = None):
+def _pull(
+    tmp_path: Path, commits: list[tuple[dict[str, str], str]], base: dict[str, str] | None = None
+):
     """(work clone, before probe data, after probe data) around a fast-forward pull of ``commits``."""
     up = tmp_path / "upstream"
     up.mkdir()
@@ -114,28 +116,38 @@ def test_style_edits_are_behaviour_free_and_named():
 def test_a_one_line_cast_or_a_swapped_expression_is_a_behaviour_change():
     assert not compare(STYLE, PRECISION).same_behaviour
     swapped = "def f():\n    a = 1\n    b = 2\n    return a - b\n"
-    assert compare(swapped, swapped.replace("a = 1", "q = 1").replace("a - b", "q - b")).same_behaviour
+    assert compare(
+        swapped, swapped.replace("a = 1", "q = 1").replace("a - b", "q - b")
+    ).same_behaviour
     assert not compare(swapped, swapped.replace("return a - b", "return b - a")).same_behaviour
 
 
 def test_a_renamed_keyword_parameter_is_the_interface_not_a_local_rename():
     # a caller may pass it by keyword: renaming it changes behaviour; *args and locals do not
     assert not compare("def f(x):\n    return x\n", "def f(y):\n    return y\n").same_behaviour
-    assert compare("def f(*a, **k):\n    return a, k\n", "def f(*args, **kw):\n    return args, kw\n").same_behaviour
+    assert compare(
+        "def f(*a, **k):\n    return a, k\n", "def f(*args, **kw):\n    return args, kw\n"
+    ).same_behaviour
     # eval/locals read names: a function that uses them keeps its names
-    assert not compare("def f():\n    a = 1\n    return locals()\n",
-                       "def f():\n    b = 1\n    return locals()\n").same_behaviour
+    assert not compare(
+        "def f():\n    a = 1\n    return locals()\n", "def f():\n    b = 1\n    return locals()\n"
+    ).same_behaviour
 
 
 def test_a_debug_log_behind_a_level_check_is_behaviour_free_an_eager_one_is_not():
     base = "import logging\nlog = logging.getLogger(__name__)\n\ndef f(x):\n    y = x + 1\n    return y\n"
-    guarded = base.replace("    return y\n", "    if log.isEnabledFor(logging.DEBUG):\n"
-                                             "        log.debug('y=%s', y.tolist())\n    return y\n")
+    guarded = base.replace(
+        "    return y\n",
+        "    if log.isEnabledFor(logging.DEBUG):\n"
+        "        log.debug('y=%s', y.tolist())\n    return y\n",
+    )
     lazy = base.replace("    return y\n", "    log.debug('y=%s', y)\n    return y\n")
     eager = base.replace("    return y\n", "    log.debug(f'y={y.tolist()}')\n    return y\n")
     assert compare(base, guarded).set_aside == ["debug logging"]
     assert compare(base, lazy).same_behaviour
-    assert not compare(base, eager).same_behaviour  # the f-string calls .tolist() whatever the level
+    assert not compare(
+        base, eager
+    ).same_behaviour  # the f-string calls .tolist() whatever the level
 
 
 def test_a_dataclass_field_keeps_its_statement():
@@ -148,7 +160,7 @@ def test_a_dataclass_field_keeps_its_statement():
 # --------------------------------------------------------------------------------------------------
 # Signals, each with its line
 # --------------------------------------------------------------------------------------------------
-LOOP = '''import torch
+LOOP = """import torch
 import torch.distributed as dist
 LIMIT = 512
 
@@ -158,21 +170,44 @@ def step(model, x, n=4):
         y = model(x)
         out.append(y)
     return out
-'''
+"""
 
 
-@pytest.mark.parametrize("edit,kind,detail", [
-    (("y = model(x)", "y = model(x).float()"), SignalKind.PRECISION, ".float()"),
-    (("y = model(x)", "y = model(x, dtype=torch.float32)"), SignalKind.PRECISION, "dtype=torch.float32"),
-    (("out.append(y)", "out.append(y.item())"), SignalKind.SYNC, ".item()"),
-    (("out.append(y)", "out.append(y.cpu())"), SignalKind.SYNC, ".cpu()"),
-    (("out.append(y)", "out.append(torch.zeros(4) + y)"), SignalKind.ALLOC_IN_LOOP, "torch.zeros() in a loop"),
-    (("out.append(y)", "out.append(y.contiguous())"), SignalKind.ALLOC_IN_LOOP, ".contiguous() in a loop"),
-    (("out.append(y)", "dist.all_reduce(y)\n        out.append(y)"), SignalKind.COLLECTIVE, "dist.all_reduce()"),
-    (("    out = []", "    model = torch.compile(model)\n    out = []"), SignalKind.GRAPH_COMPILE, "torch.compile()"),
-    (("LIMIT = 512", "LIMIT = 256"), SignalKind.CONFIG_DEFAULT, "LIMIT = 512 -> 256"),
-    (("n=4", "n=8"), SignalKind.CONFIG_DEFAULT, "default n=4 -> 8 in step()"),
-])
+@pytest.mark.parametrize(
+    "edit,kind,detail",
+    [
+        (("y = model(x)", "y = model(x).float()"), SignalKind.PRECISION, ".float()"),
+        (
+            ("y = model(x)", "y = model(x, dtype=torch.float32)"),
+            SignalKind.PRECISION,
+            "dtype=torch.float32",
+        ),
+        (("out.append(y)", "out.append(y.item())"), SignalKind.SYNC, ".item()"),
+        (("out.append(y)", "out.append(y.cpu())"), SignalKind.SYNC, ".cpu()"),
+        (
+            ("out.append(y)", "out.append(torch.zeros(4) + y)"),
+            SignalKind.ALLOC_IN_LOOP,
+            "torch.zeros() in a loop",
+        ),
+        (
+            ("out.append(y)", "out.append(y.contiguous())"),
+            SignalKind.ALLOC_IN_LOOP,
+            ".contiguous() in a loop",
+        ),
+        (
+            ("out.append(y)", "dist.all_reduce(y)\n        out.append(y)"),
+            SignalKind.COLLECTIVE,
+            "dist.all_reduce()",
+        ),
+        (
+            ("    out = []", "    model = torch.compile(model)\n    out = []"),
+            SignalKind.GRAPH_COMPILE,
+            "torch.compile()",
+        ),
+        (("LIMIT = 512", "LIMIT = 256"), SignalKind.CONFIG_DEFAULT, "LIMIT = 512 -> 256"),
+        (("n=4", "n=8"), SignalKind.CONFIG_DEFAULT, "default n=4 -> 8 in step()"),
+    ],
+)
 def test_each_signal_on_the_added_line(edit, kind, detail):
     new = LOOP.replace(*edit)
     _, found = python_file("serve/step.py", LOOP, new)
@@ -185,10 +220,14 @@ def test_each_signal_on_the_added_line(edit, kind, detail):
 
 
 def test_allocation_outside_the_loop_and_a_renamed_cast_are_not_signals():
-    _, found = python_file("s.py", LOOP, LOOP.replace("    out = []", "    out = []\n    buf = torch.zeros(4)"))
+    _, found = python_file(
+        "s.py", LOOP, LOOP.replace("    out = []", "    out = []\n    buf = torch.zeros(4)")
+    )
     assert not [s for s in found if s.kind is SignalKind.ALLOC_IN_LOOP]
     a = LOOP.replace("y = model(x)", "y = model(x).float()")
-    b = a.replace("y = model(x).float()", "z = model(x).float()").replace("out.append(y)", "out.append(z)")
+    b = a.replace("y = model(x).float()", "z = model(x).float()").replace(
+        "out.append(y)", "out.append(z)"
+    )
     _, found = python_file("s.py", a, b)
     assert found == []
 
@@ -200,22 +239,36 @@ def test_switches_taken_out_are_signals_too():
 
 
 def test_configuration_values_and_cuda_sources():
-    same, found = config_signals("serve.yaml", "batch: 8\nenforce_eager: false\n# tuned\n",
-                                 "batch: 8\nenforce_eager: true\n")
+    same, found = config_signals(
+        "serve.yaml", "batch: 8\nenforce_eager: false\n# tuned\n", "batch: 8\nenforce_eager: true\n"
+    )
     assert not same and [(s.kind, s.detail, s.line) for s in found] == [
-        (SignalKind.GRAPH_COMPILE, "enforce_eager: false -> true", 2)]
+        (SignalKind.GRAPH_COMPILE, "enforce_eager: false -> true", 2)
+    ]
     assert config_signals("serve.yaml", "batch: 8\n", "batch: 8   # same value\n") == (True, [])
-    found = text_signals("csrc/attn.cu", "void f() {}\n", "void f() {\n  cudaDeviceSynchronize();\n}\n")
+    found = text_signals(
+        "csrc/attn.cu", "void f() {}\n", "void f() {\n  cudaDeviceSynchronize();\n}\n"
+    )
     assert [(s.kind, s.line) for s in found] == [(SignalKind.SYNC, 2)]
 
 
-@pytest.mark.parametrize("path,kind", [
-    ("README.md", FileKind.DOCS), ("docs/usage.txt", FileKind.DOCS), ("LICENSE", FileKind.DOCS),
-    ("tests/test_model.py", FileKind.TESTS), ("serve/model_test.py", FileKind.TESTS),
-    (".github/workflows/ci.yml", FileKind.CI), (".gitlab-ci.yml", FileKind.CI),
-    ("configs/serve.yaml", FileKind.CONFIG), ("requirements.txt", FileKind.CONFIG),
-    ("cost.txt", FileKind.CODE), ("model.py", FileKind.CODE), ("csrc/attn.cu", FileKind.CODE),
-])
+@pytest.mark.parametrize(
+    "path,kind",
+    [
+        ("README.md", FileKind.DOCS),
+        ("docs/usage.txt", FileKind.DOCS),
+        ("LICENSE", FileKind.DOCS),
+        ("tests/test_model.py", FileKind.TESTS),
+        ("serve/model_test.py", FileKind.TESTS),
+        (".github/workflows/ci.yml", FileKind.CI),
+        (".gitlab-ci.yml", FileKind.CI),
+        ("configs/serve.yaml", FileKind.CONFIG),
+        ("requirements.txt", FileKind.CONFIG),
+        ("cost.txt", FileKind.CODE),
+        ("model.py", FileKind.CODE),
+        ("csrc/attn.cu", FileKind.CODE),
+    ],
+)
 def test_file_kinds(path, kind):
     assert file_kind(path) is kind
 
@@ -223,20 +276,35 @@ def test_file_kinds(path, kind):
 # --------------------------------------------------------------------------------------------------
 # A real torch step on the CPU: the style commit and the 1-line precision change in one pull
 # --------------------------------------------------------------------------------------------------
-def test_real_torch_step_the_precision_commit_ranks_first_the_style_commit_is_not_a_suspect(tmp_path):
+def test_real_torch_step_the_precision_commit_ranks_first_the_style_commit_is_not_a_suspect(
+    tmp_path,
+):
     pytest.importorskip("torch")
-    work, rb, ra = _pull(tmp_path, [
-        ({"model.py": STYLE}, "model: type hints, clearer names, docstrings"),
-        ({"model.py": PRECISION}, "model: logits in float32"),
-        ({"docs/verify.md": "how the verify step works\n"}, "docs: verify step"),
-    ])
-    (work / "step.py").write_text(STEP.replace('sys.path.insert(0, ".")', f"sys.path.insert(0, {str(work)!r})"))
+    work, rb, ra = _pull(
+        tmp_path,
+        [
+            ({"model.py": STYLE}, "model: type hints, clearer names, docstrings"),
+            ({"model.py": PRECISION}, "model: logits in float32"),
+            ({"docs/verify.md": "how the verify step works\n"}, "docs: verify step"),
+        ],
+    )
+    (work / "step.py").write_text(
+        STEP.replace('sys.path.insert(0, ".")', f"sys.path.insert(0, {str(work)!r})")
+    )
     from forensics.bench.user import run_cmd_process, user_result
 
-    rec = run_cmd_process(f"{sys.executable} {work / 'step.py'}", metric=None, metric_regex=None, timeout_s=300)
-    assert str((work / "model.py").resolve()) in rec["loaded_files"]  # really loaded by the torch step
-    bench = {"schema": "forensics.bench/1", "results": [
-        user_result("user.step_ms", [rec, rec, rec], unit="ms", higher_is_better=False)]}
+    rec = run_cmd_process(
+        f"{sys.executable} {work / 'step.py'}", metric=None, metric_regex=None, timeout_s=300
+    )
+    assert (
+        str((work / "model.py").resolve()) in rec["loaded_files"]
+    )  # really loaded by the torch step
+    bench = {
+        "schema": "forensics.bench/1",
+        "results": [
+            user_result("user.step_ms", [rec, rec, rec], unit="ms", higher_is_better=False)
+        ],
+    }
     b, a = _docs(rb), _docs(ra, bench)
     (rc,) = commits_analyse(b, a)
     first, *rest = rc.commits
@@ -247,14 +315,20 @@ def test_real_torch_step_the_precision_commit_ranks_first_the_style_commit_is_no
     style = next(c for c in rc.commits if c.subject.startswith("model: type hints"))
     sa = classify(style)
     assert not sa.suspect and sa.behaviour_free and sa.weight == 0
-    assert sa.why.startswith("no behaviour change: ") and {"annotations", "renames", "docstrings"} <= set(
-        sa.why.split(": ", 1)[1].split(", "))
+    assert sa.why.startswith("no behaviour change: ") and {
+        "annotations",
+        "renames",
+        "docstrings",
+    } <= set(sa.why.split(": ", 1)[1].split(", "))
     assert [c.subject for c in suspects(rc)] == ["model: logits in float32"]
     assert rc.commits[-1] in (style, next(c for c in rc.commits if c.subject.startswith("docs")))
     an = analyse(b, a)
     code = next(h for h in an.hypotheses if h.id == "code.change")
     assert code.status is HypothesisStatus.IMPLICATED and code.severity is Severity.HIGH
-    assert f'first suspect {first.sha[:10]} "model: logits in float32" (precision change: .float()' in code.summary
+    assert (
+        f'first suspect {first.sha[:10]} "model: logits in float32" (precision change: .float()'
+        in code.summary
+    )
     md = render_markdown(an)
     assert "precision change: .float() (model.py:" in md and "no behaviour change: " in md
     assert md.index("model: logits in float32") < md.index("model: type hints")
@@ -262,7 +336,11 @@ def test_real_torch_step_the_precision_commit_ranks_first_the_style_commit_is_no
     assert "precision change: .float() (model.py:" in html
     doc = json.loads(render_json(an))
     row = doc["commits"][0]["commits"][0]["assessment"]
-    assert row["suspect"] and row["signals"][0]["kind"] == "precision" and row["signals"][0]["file"] == "model.py"
+    assert (
+        row["suspect"]
+        and row["signals"][0]["kind"] == "precision"
+        and row["signals"][0]["file"] == "model.py"
+    )
     assert doc["commits"][0]["pull_weight"]["status"] == "scaled"
     assert doc["commits"][0]["pull_weight"]["severity"] == "high"
 
@@ -272,24 +350,31 @@ def test_the_terminal_summary_says_why(tmp_path):
 
     from forensics.render.summary import print_diff_summary
 
-    work, rb, ra = _pull(tmp_path, [({"model.py": STYLE}, "model: style"), ({"model.py": PRECISION}, "model: fp32")])
+    work, rb, ra = _pull(
+        tmp_path, [({"model.py": STYLE}, "model: style"), ({"model.py": PRECISION}, "model: fp32")]
+    )
     console = Console(record=True, width=200, color_system=None)
     print_diff_summary(console, analyse(_docs(rb), _docs(ra)))
     text = console.export_text()
     assert "precision change: .float() (model.py:" in text
-    assert "no behaviour change: " in text and text.index("model: fp32") < text.index("model: style")
+    assert "no behaviour change: " in text and text.index("model: fp32") < text.index(
+        "model: style"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # A pull weighs what its commits changed
 # --------------------------------------------------------------------------------------------------
 def test_a_docs_tests_and_ci_pull_is_ruled_out_not_high(tmp_path):
-    work, rb, ra = _pull(tmp_path, [
-        ({"docs/usage.md": "run it\n"}, "docs: usage"),
-        ({"tests/test_model.py": "def test_x():\n    assert True\n"}, "tests: model"),
-        ({".github/workflows/ci.yml": "on: push\n"}, "ci: run on push"),
-        ({"model.py": STYLE}, "model: style only"),
-    ])
+    work, rb, ra = _pull(
+        tmp_path,
+        [
+            ({"docs/usage.md": "run it\n"}, "docs: usage"),
+            ({"tests/test_model.py": "def test_x():\n    assert True\n"}, "tests: model"),
+            ({".github/workflows/ci.yml": "on: push\n"}, "ci: run on push"),
+            ({"model.py": STYLE}, "model: style only"),
+        ],
+    )
     an = analyse(_docs(rb), _docs(ra))
     code = next(h for h in an.hypotheses if h.id == "code.change")
     assert code.status is HypothesisStatus.RULED_OUT, code.summary
@@ -301,9 +386,14 @@ def test_a_docs_tests_and_ci_pull_is_ruled_out_not_high(tmp_path):
 
 
 def test_a_document_about_a_hot_topic_is_not_hot_code(tmp_path):
-    work, rb, ra = _pull(tmp_path, [({"docs/verify.md": "the verify step\n"}, "docs: verify step"),
-                                    ({"tests/kernels/test_attn.py": "def test():\n    pass\n"}, "tests: attention"),
-                                    ({"model.py": PRECISION}, "model: logits in float32")])
+    work, rb, ra = _pull(
+        tmp_path,
+        [
+            ({"docs/verify.md": "the verify step\n"}, "docs: verify step"),
+            ({"tests/kernels/test_attn.py": "def test():\n    pass\n"}, "tests: attention"),
+            ({"model.py": PRECISION}, "model: logits in float32"),
+        ],
+    )
     an = analyse(_docs(rb), _docs(ra))
     assert all(c.hot_lines == 0 for c in an.repos[0].commits)
     assert "touches hot paths" not in an.top.summary and "first suspect" in an.top.summary
@@ -318,8 +408,10 @@ def test_a_pull_whose_repository_is_absent_is_inconclusive_with_the_command(tmp_
     code = next(h for h in an.hypotheses if h.id == "code.change")
     assert code.status is HypothesisStatus.INCONCLUSIVE, code.summary
     assert "what its commits changed is unknown" in code.summary
-    assert ("to tell: git clone https://example.invalid/team/app.git CLONE, then forensics diff BEFORE AFTER "
-            "--repo CLONE") in code.summary
+    assert (
+        "to tell: git clone https://example.invalid/team/app.git CLONE, then forensics diff BEFORE AFTER "
+        "--repo CLONE"
+    ) in code.summary
     assert an.top is None
     # with the clone named, the same pull is read and weighed by its signals
     an = analyse(_docs(rb), _docs(ra), repo=work)
@@ -336,8 +428,14 @@ def test_a_commit_missing_here_says_fetch(tmp_path):
 def test_a_flash_attn_upgrade_outranks_a_docs_only_pull(tmp_path):
     work, rb, ra = _pull(tmp_path, [({"docs/usage.md": "run it\n"}, "docs: usage")])
     pk = {"torch": "2.9.1", "numpy": "2.1.0", "flash-attn": "2.6.3", "requests": "2.32.3"}
-    soft = lambda p: section({"python": {"version": "3.12.3", "implementation": "CPython", "executable": "python3"},  # noqa: E731
-                              "packages": p, "editable": {}, "torch": {"version": "2.9.1", "build": "cu128"}})
+    soft = lambda p: section(  # noqa: E731
+        {
+            "python": {"version": "3.12.3", "implementation": "CPython", "executable": "python3"},
+            "packages": p,
+            "editable": {},
+            "torch": {"version": "2.9.1", "build": "cu128"},
+        }
+    )
     b = _docs(rb, software=soft(pk))
     a = _docs(ra, software=soft(dict(pk, **{"flash-attn": "2.7.4.post1"})))
     an = analyse(b, a)
@@ -347,26 +445,38 @@ def test_a_flash_attn_upgrade_outranks_a_docs_only_pull(tmp_path):
     code = next(h for h in an.hypotheses if h.id == "code.change")
     assert code.status is HypothesisStatus.RULED_OUT
     # an ordinary package is still "other packages", and weighs less than the GPU stack
-    other = analyse(_docs(rb, software=soft(pk)), _docs(rb, software=soft(dict(pk, requests="2.32.4"))))
+    other = analyse(
+        _docs(rb, software=soft(pk)), _docs(rb, software=soft(dict(pk, requests="2.32.4")))
+    )
     assert other.top.severity is Severity.LOW and other.top.score < an.top.score
 
 
 def test_order_puts_suspects_first_and_behaviour_free_last(tmp_path):
-    work, rb, ra = _pull(tmp_path, [
-        ({"model.py": STYLE}, "style"),
-        ({"serve/engine.py": "def run(x):\n    return x\n"}, "engine: first version"),
-        ({"model.py": PRECISION}, "precision"),
-    ])
+    work, rb, ra = _pull(
+        tmp_path,
+        [
+            ({"model.py": STYLE}, "style"),
+            ({"serve/engine.py": "def run(x):\n    return x\n"}, "engine: first version"),
+            ({"model.py": PRECISION}, "precision"),
+        ],
+    )
     (rc,) = commits_analyse(_docs(rb), _docs(ra))
-    assert [c.subject for c in order(list(reversed(rc.commits)))] == ["precision", "engine: first version", "style"]
+    assert [c.subject for c in order(list(reversed(rc.commits)))] == [
+        "precision",
+        "engine: first version",
+        "style",
+    ]
     assert commits_mod.classify(rc.commits[1]).why.startswith("behaviour change in serve/engine.py")
 
 
 def test_a_secret_in_a_changed_line_is_redacted_in_the_reasons(tmp_path):
     token = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqR"
     base = {"serve.py": 'TOKEN = "hf_oldoldoldoldoldoldoldoldold"\n\ndef f(x):\n    return x\n'}
-    work, rb, ra = _pull(tmp_path, [({"serve.py": f'TOKEN = "{token}"\n\ndef f(x):\n    return x\n'}, "rotate")],
-                         base=base)
+    work, rb, ra = _pull(
+        tmp_path,
+        [({"serve.py": f'TOKEN = "{token}"\n\ndef f(x):\n    return x\n'}, "rotate")],
+        base=base,
+    )
     an = analyse(_docs(rb), _docs(ra))
     assert classify(an.repos[0].commits[0]).signals  # a changed module constant
     for text in (render_json(an), render_markdown(an), render_html(an)):
@@ -375,24 +485,47 @@ def test_a_secret_in_a_changed_line_is_redacted_in_the_reasons(tmp_path):
 
 def test_the_read_budget_judges_later_files_by_their_paths(tmp_path, monkeypatch):
     monkeypatch.setattr(commits_mod, "MAX_READ_TOTAL", 1)
-    work, rb, ra = _pull(tmp_path, [({"model.py": STYLE}, "style"), ({"model.py": PRECISION}, "precision")])
+    work, rb, ra = _pull(
+        tmp_path, [({"model.py": STYLE}, "style"), ({"model.py": PRECISION}, "precision")]
+    )
     (rc,) = commits_analyse(_docs(rb), _docs(ra))
     assert any("judged by their paths" in n for n in rc.notes)
     newest = next(c for c in rc.commits if c.subject == "precision")  # read first (git log order)
-    assert classify(newest).signals and not classify(next(c for c in rc.commits if c.subject == "style")).files[0].read
+    assert (
+        classify(newest).signals
+        and not classify(next(c for c in rc.commits if c.subject == "style")).files[0].read
+    )
 
 
 def _flash_attn_pair(imported: list[str] | None):
     pk = {"torch": "2.9.1", "flash-attn": "2.6.3"}
-    soft = lambda p: section({"python": {"version": "3.12.3"}, "packages": p, "editable": {},  # noqa: E731
-                              "torch": {"version": "2.9.1", "build": "cu128"}})
+    soft = lambda p: section(  # noqa: E731
+        {
+            "python": {"version": "3.12.3"},
+            "packages": p,
+            "editable": {},  # noqa: E731
+            "torch": {"version": "2.9.1", "build": "cu128"},
+        }
+    )
     bench = None
     if imported is not None:
-        bench = {"schema": "forensics.bench/1", "results": [
-            {"name": "user.step_ms", "kind": "user", "unit": "ms", "higher_is_better": False,
-             "process_medians": [3.57, 3.56, 3.57, 3.58, 3.57], "loaded_packages": imported}]}
-    return (snapshot({"software": soft(pk)}, bench=bench),
-            snapshot({"software": soft(dict(pk, **{"flash-attn": "2.7.4.post1"}))}, bench=bench))
+        bench = {
+            "schema": "forensics.bench/1",
+            "results": [
+                {
+                    "name": "user.step_ms",
+                    "kind": "user",
+                    "unit": "ms",
+                    "higher_is_better": False,
+                    "process_medians": [3.57, 3.56, 3.57, 3.58, 3.57],
+                    "loaded_packages": imported,
+                }
+            ],
+        }
+    return (
+        snapshot({"software": soft(pk)}, bench=bench),
+        snapshot({"software": soft(dict(pk, **{"flash-attn": "2.7.4.post1"}))}, bench=bench),
+    )
 
 
 def test_a_gpu_stack_package_the_step_imported_weighs_more_than_one_it_never_imported():
@@ -400,8 +533,12 @@ def test_a_gpu_stack_package_the_step_imported_weighs_more_than_one_it_never_imp
     unused = analyse(*_flash_attn_pair(["torch"]))
     h_used = next(h for h in used.hypotheses if h.id == "python.packages")
     h_unused = next(h for h in unused.hypotheses if h.id == "python.packages")
-    assert h_used.severity is Severity.HIGH and any("step imported flash_attn" in e for e in h_used.evidence)
-    assert h_unused.severity is Severity.MEDIUM and any("never imported flash_attn" in e for e in h_unused.evidence)
+    assert h_used.severity is Severity.HIGH and any(
+        "step imported flash_attn" in e for e in h_used.evidence
+    )
+    assert h_unused.severity is Severity.MEDIUM and any(
+        "never imported flash_attn" in e for e in h_unused.evidence
+    )
     assert h_used.score > h_unused.score
 
 
@@ -409,9 +546,13 @@ def test_the_step_records_the_installed_packages_it_imported(tmp_path):
     from forensics.bench.user import run_cmd_process, user_result
 
     step = tmp_path / "step.py"
-    step.write_text("import json, yaml\nfor v in (1.0, 1.1, 1.0):\n"
-                    "    print(json.dumps({'metric': 'step_ms', 'value': v}))\n")
+    step.write_text(
+        "import json, yaml\nfor v in (1.0, 1.1, 1.0):\n"
+        "    print(json.dumps({'metric': 'step_ms', 'value': v}))\n"
+    )
     rec = run_cmd_process(f"{sys.executable} {step}", metric=None, metric_regex=None, timeout_s=120)
-    assert "yaml" in rec["loaded_packages"] and "json" not in rec["loaded_packages"]  # stdlib is not a package
+    assert (
+        "yaml" in rec["loaded_packages"] and "json" not in rec["loaded_packages"]
+    )  # stdlib is not a package
     res = user_result("user.step_ms", [rec, rec, rec], unit="ms", higher_is_better=False)
     assert "yaml" in res["loaded_packages"]

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from _diffkit import CASES, snapshot, write
 from click.testing import CliRunner
 
 from forensics.cli import main
-
-from _diffkit import CASES, snapshot, write
 
 CASE13 = CASES / "case13_pull_halves_throughput"
 
@@ -20,7 +19,9 @@ def _run(args):
 
 def test_default_writes_html_in_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    res = CliRunner().invoke(main, ["diff", str(CASE13 / "before.json"), str(CASE13 / "after.json")])
+    res = CliRunner().invoke(
+        main, ["diff", str(CASE13 / "before.json"), str(CASE13 / "after.json")]
+    )
     assert res.exit_code == 0, res.output
     assert (tmp_path / "forensics-report.html").is_file()
     assert "code.change" in res.output and "report: forensics-report.html" in res.output
@@ -32,7 +33,16 @@ def test_json_to_stdout_and_fail_on(tmp_path):
     assert res.exit_code == 0
     doc = json.loads(res.output)
     assert doc["hypotheses"][0]["id"] == "code.change" and doc["bench"]["points_at"] == "code"
-    res = _run([CASE13 / "before.json", CASE13 / "after.json", "-o", tmp_path / "r.md", "--fail-on", "regression"])
+    res = _run(
+        [
+            CASE13 / "before.json",
+            CASE13 / "after.json",
+            "-o",
+            tmp_path / "r.md",
+            "--fail-on",
+            "regression",
+        ]
+    )
     assert res.exit_code == 1
     assert (tmp_path / "r.md").read_text().startswith("## forensics diff")
 
@@ -41,13 +51,26 @@ def test_aa_is_exit_0_with_fail_on(tmp_path):
     a = write(tmp_path / "a.json", snapshot({}))
     res = _run([a, a, "-o", tmp_path / "r.json", "--fail-on", "any"])
     assert res.exit_code == 0
-    assert json.loads((tmp_path / "r.json").read_text())["verdict"].startswith("Nothing implicated, and no slowdown was measured")
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"].startswith(
+        "Nothing implicated, and no slowdown was measured"
+    )
 
 
 def test_inconclusive_bench_exits_3_with_fail_on(tmp_path):
     def bench(xs):
-        return {"schema": "forensics.bench/1", "results": [
-            {"name": "user.step_ms", "kind": "user", "unit": "ms", "higher_is_better": False, "process_medians": xs}]}
+        return {
+            "schema": "forensics.bench/1",
+            "results": [
+                {
+                    "name": "user.step_ms",
+                    "kind": "user",
+                    "unit": "ms",
+                    "higher_is_better": False,
+                    "process_medians": xs,
+                }
+            ],
+        }
+
     b = write(tmp_path / "b.json", snapshot({}, bench=bench([10.0, 10.5])))
     a = write(tmp_path / "a.json", snapshot({}, bench=bench([11.0, 12.0])))
     res = _run([b, a, "-o", tmp_path / "r.html", "--fail-on", "regression"])
@@ -55,14 +78,20 @@ def test_inconclusive_bench_exits_3_with_fail_on(tmp_path):
     assert _run([b, a, "-o", tmp_path / "r.html"]).exit_code == 0
 
 
-@pytest.mark.parametrize("content,expect", [
-    (None, "no such file"),
-    ('{"schema": "forensics.snapshot/1", "probes": {', "invalid JSON"),
-    ('{"schema": "forensics.snapshot/9", "probes": {}}', "newer than this forensics"),
-    ('{"schema": "forensics.bench/1", "results": []}', "wrong kind of file"),
-    ('{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "great"}}}', "has status 'great'"),
-    ("", "file is empty"),
-])
+@pytest.mark.parametrize(
+    "content,expect",
+    [
+        (None, "no such file"),
+        ('{"schema": "forensics.snapshot/1", "probes": {', "invalid JSON"),
+        ('{"schema": "forensics.snapshot/9", "probes": {}}', "newer than this forensics"),
+        ('{"schema": "forensics.bench/1", "results": []}', "wrong kind of file"),
+        (
+            '{"schema": "forensics.snapshot/1", "probes": {"gpu": {"status": "great"}}}',
+            "has status 'great'",
+        ),
+        ("", "file is empty"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(tmp_path, content, expect):
     good = write(tmp_path / "good.json", snapshot({}))
     bad = tmp_path / "bad.json"
@@ -76,12 +105,15 @@ def test_bad_input_is_one_line_exit_2(tmp_path, content, expect):
     assert "Traceback" not in res.output
 
 
-@pytest.mark.parametrize("extra,expect", [
-    (["-o", "r.txt"], "cannot tell the report format"),
-    (["--repo", "no-such-folder"], "--repo no-such-folder: no such folder"),
-    (["--config", "no-such.yaml"], "--config no-such.yaml: no such file"),
-    (["-o", "missing-dir/r.html"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "extra,expect",
+    [
+        (["-o", "r.txt"], "cannot tell the report format"),
+        (["--repo", "no-such-folder"], "--repo no-such-folder: no such folder"),
+        (["--config", "no-such.yaml"], "--config no-such.yaml: no such file"),
+        (["-o", "missing-dir/r.html"], "does not exist"),
+    ],
+)
 def test_bad_options_are_one_line_exit_2(tmp_path, monkeypatch, extra, expect):
     monkeypatch.chdir(tmp_path)
     good = write(tmp_path / "good.json", snapshot({}))

@@ -24,7 +24,6 @@ from forensics.hypotheses import HYPOTHESES, LINKS
 from forensics.model import HypothesisStatus, Severity
 from forensics.render.report import render_html, render_json, render_markdown
 from forensics.render.summary import print_diff_summary
-
 from tests.conftest import ROOT
 
 INCIDENTS = ROOT / "examples" / "incidents"
@@ -81,12 +80,14 @@ def test_the_verdict_leads_with_the_root_cause(case, tmp_path):
     first = doc["hypotheses"][0]
     assert first["id"] == top and first["status"] == "implicated", verdict
     assert first["explained_by"] is None
-    named = [h for h in HYPOTHESES if f"{h} (" in verdict]  # the verdict names a hypothesis as "id (summary)"
+    named = [
+        h for h in HYPOTHESES if f"{h} (" in verdict
+    ]  # the verdict names a hypothesis as "id (summary)"
     assert min(named, key=lambda h: verdict.index(f"{h} (")) == top, verdict
     for words in expect.get("first_sentence_has", []):
         assert words in verdict, (words, verdict)
     html = render_html(a)
-    assert html[html.index('class="hid">'):].startswith(f'class="hid">{top}<')
+    assert html[html.index('class="hid">') :].startswith(f'class="hid">{top}<')
     mech = expect.get("mechanism")
     if mech:
         h = next(x for x in doc["hypotheses"] if x["id"] == mech)
@@ -102,11 +103,17 @@ def test_the_verdict_leads_with_the_root_cause(case, tmp_path):
         md = render_markdown(a)
         assert f"explained by `{chain[1]}`, not a separate cause): **`{mech}`**" in md
         from rich.console import Console
+
         out = io.StringIO()
         print_diff_summary(Console(file=out, width=200, color_system=None), a)
         assert f"-> {mech}" in out.getvalue() and "mechanism (explained by" in out.getvalue()
     if expect.get("known_issue"):
-        ki = [k for x in doc["hypotheses"] for k in x["known_issues"] if k["id"] == expect["known_issue"]]
+        ki = [
+            k
+            for x in doc["hypotheses"]
+            for k in x["known_issues"]
+            if k["id"] == expect["known_issue"]
+        ]
         assert ki and not ki[0]["possible"] and ki[0]["unchecked"] == [], ki
 
 
@@ -117,8 +124,12 @@ def test_each_side_against_itself_implicates_only_standing_problems(case):
     for side in ("before.json", "after.json"):
         doc = snap.load(case / side)
         a = analyse(doc, snap.load(case / side))
-        found = [f.summary for h in a.hypotheses for f in h.findings
-                 if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0]
+        found = [
+            f.summary
+            for h in a.hypotheses
+            for f in h.findings
+            if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > 0
+        ]
         assert all("standing" in s for s in found), (case.name, side, found)
 
 
@@ -127,14 +138,18 @@ def test_a_docs_only_pull_is_ruled_out_under_a_flash_attn_upgrade(tmp_path):
     case = INCIDENTS / "flash-attn-upgrade-docs-pull"
     before, after = _load(case)
     a = analyse(before, after, **_repo({"repo": "docs_pull_repo"}, tmp_path))
-    assert a.verdict.startswith("Measured 1.47x slower; most likely cause: python.packages (1 GPU-stack package(s) "
-                                "changed: flash-attn: 2.4.2 -> 2.7.4.post1)."), a.verdict
+    assert a.verdict.startswith(
+        "Measured 1.47x slower; most likely cause: python.packages (1 GPU-stack package(s) "
+        "changed: flash-attn: 2.4.2 -> 2.7.4.post1)."
+    ), a.verdict
     assert a.top.severity is Severity.HIGH and "code.change" not in a.verdict
     code = next(h for h in a.hypotheses if h.id == "code.change")
     assert code.status is HypothesisStatus.RULED_OUT
     assert "no commit changes what the step runs (2 x documentation)" in code.summary, code.summary
-    assert any('"docs: how the decode step uses the KV cache": no behaviour change: documentation' in e
-               for e in code.evidence), code.evidence
+    assert any(
+        '"docs: how the decode step uses the KV cache": no behaviour change: documentation' in e
+        for e in code.evidence
+    ), code.evidence
     # the commits cannot be read without the clone: unknown, never high, and the package still leads
     a = analyse(before, after)
     code = next(h for h in a.hypotheses if h.id == "code.change")
@@ -147,12 +162,15 @@ def test_a_pull_whose_repository_is_elsewhere_does_not_outrank_the_driver():
     before, after = _load(INCIDENTS / "driver-update-pull-elsewhere")
     a = analyse(before, after)
     assert a.top.id == "driver.version" and a.verdict.startswith(
-        "Measured 1.93x slower; most likely cause: driver.version (NVIDIA driver 530.41.03 -> 535.54.03)."), a.verdict
+        "Measured 1.93x slower; most likely cause: driver.version (NVIDIA driver 530.41.03 -> 535.54.03)."
+    ), a.verdict
     code = next(h for h in a.hypotheses if h.id == "code.change")
     assert code.status is HypothesisStatus.INCONCLUSIVE and code.severity is not Severity.HIGH
     assert "what its commits changed is unknown" in code.summary
-    assert ("to tell: git clone https://github.com/bmaltais/kohya_ss.git CLONE, then forensics diff BEFORE AFTER "
-            "--repo CLONE") in code.summary, code.summary
+    assert (
+        "to tell: git clone https://github.com/bmaltais/kohya_ss.git CLONE, then forensics diff BEFORE AFTER "
+        "--repo CLONE"
+    ) in code.summary, code.summary
     md = render_markdown(a)
     assert "git clone https://github.com/bmaltais/kohya_ss.git CLONE" in md
 
@@ -163,7 +181,9 @@ def test_torchrun_defaults_are_facts_not_problems():
     a = analyse(before, after)
     prop = next(h for h in a.hypotheses if h.id == "nccl.env-propagation")
     assert prop.status is HypothesisStatus.RULED_OUT
-    assert any("OMP_NUM_THREADS=1" in line and "torchrun's own default" in line for line in prop.evidence)
+    assert any(
+        "OMP_NUM_THREADS=1" in line and "torchrun's own default" in line for line in prop.evidence
+    )
     # a value the user exported that torchrun's worker does not see is still a problem
     for r in after["probes"]["nccl_env"]["data"]["launcher"]["ranks"]:
         for d in r["differs"]:
@@ -182,7 +202,10 @@ def test_the_causal_table_is_acyclic_and_names_known_ids():
         edges.setdefault(link.cause, set()).add(link.effect)
 
     def reaches(a, b, seen=()):
-        return any(x == b or (x not in seen and reaches(x, b, seen + (x,))) for x in edges.get(a, ()))
+        return any(
+            x == b or (x not in seen and reaches(x, b, seen + (x,))) for x in edges.get(a, ())
+        )
+
     assert not any(reaches(h, h) for h in edges)
 
 

@@ -35,7 +35,9 @@ def _probe(name: str):
 
 
 def _pair(case: str) -> tuple[dict, dict]:
-    return tuple(json.loads((EXAMPLES / case / f"{side}.json").read_text()) for side in ("before", "after"))
+    return tuple(
+        json.loads((EXAMPLES / case / f"{side}.json").read_text()) for side in ("before", "after")
+    )
 
 
 def _judge_all(before: dict, after: dict) -> tuple[dict[str, set[str]], list[str]]:
@@ -83,7 +85,9 @@ def _set_all(doc: dict, shape: tuple, make) -> dict:
             return
         if not isinstance(node, dict):
             return
-        for key in [x for x in node if _WILD.match(str(x))] if k == "*" else ([k] if k in node else []):
+        for key in (
+            [x for x in node if _WILD.match(str(x))] if k == "*" else ([k] if k in node else [])
+        ):
             if more:
                 rec(node[key], more)
             else:
@@ -94,7 +98,9 @@ def _set_all(doc: dict, shape: tuple, make) -> dict:
 
 
 def _new_rule_outs(base: dict[str, set[str]], got: dict[str, set[str]]) -> list[str]:
-    return sorted(h for h, st in got.items() if "ruled-out" in st and "ruled-out" not in base.get(h, set()))
+    return sorted(
+        h for h, st in got.items() if "ruled-out" in st and "ruled-out" not in base.get(h, set())
+    )
 
 
 def test_no_judge_rules_out_on_a_blank_field():
@@ -103,8 +109,14 @@ def test_no_judge_rules_out_on_a_blank_field():
     for case in CASES:
         before, after = _pair(case)
         base, _ = _judge_all(before, after)
-        shapes = sorted({s for doc in (before, after) for s in _shapes(doc["probes"])
-                         if len(s) >= 3 and s[1] == "data"})
+        shapes = sorted(
+            {
+                s
+                for doc in (before, after)
+                for s in _shapes(doc["probes"])
+                if len(s) >= 3 and s[1] == "data"
+            }
+        )
         assert len(shapes) > 100, case  # the real snapshots have hundreds of fields
         for shape in shapes:
             for side in ("before", "after"):
@@ -122,7 +134,9 @@ def test_busy_gpu_contention_not_ruled_out_when_before_process_list_is_missing()
     from forensics.diff.ledger import analyse
 
     before, after = _pair("busy-gpu")
-    blanked = _set_all(before, ("gpu", "data", "gpus", "*", "processes"), lambda old: missing("no_permission"))
+    blanked = _set_all(
+        before, ("gpu", "data", "gpus", "*", "processes"), lambda old: missing("no_permission")
+    )
     hyps = {h.id: h for h in analyse(blanked, after).hypotheses}
     assert hyps["gpu.contention"].status.value == "inconclusive"
     assert "before" in hyps["gpu.contention"].summary.lower()
@@ -134,7 +148,7 @@ _MUTATIONS = [
     ("string", lambda old: "garbage"),
     ("empty string", lambda old: ""),
     ("negative", lambda old: -1),
-    ("huge", lambda old: 10 ** 30),
+    ("huge", lambda old: 10**30),
     ("nan", lambda old: math.nan),
     ("boolean", lambda old: True),
     ("list", lambda old: ["x", 1, None]),
@@ -147,8 +161,14 @@ def _fuzz_plan(seed: int = 20261201):
     rng = random.Random(seed)
     for case in CASES:
         before, after = _pair(case)
-        shapes = sorted({s for doc in (before, after) for s in _shapes(doc["probes"])
-                         if len(s) >= 3 and s[1] == "data"})
+        shapes = sorted(
+            {
+                s
+                for doc in (before, after)
+                for s in _shapes(doc["probes"])
+                if len(s) >= 3 and s[1] == "data"
+            }
+        )
         for _ in range(FUZZ_PER_CASE):
             yield case, rng.choice(shapes), rng.choice(("before", "after")), rng.choice(_MUTATIONS)
 
@@ -190,7 +210,9 @@ def test_fuzzed_snapshots_through_diff_give_a_documented_exit_and_no_traceback(t
         pb, pa = tmp_path / f"b{i}.json", tmp_path / f"a{i}.json"
         pb.write_text(json.dumps(b))
         pa.write_text(json.dumps(a))
-        r = run_cli("diff", str(pb), str(pa), "-o", str(tmp_path / f"r{i}.json"), "-q", "--fail-on", "any")
+        r = run_cli(
+            "diff", str(pb), str(pa), "-o", str(tmp_path / f"r{i}.json"), "-q", "--fail-on", "any"
+        )
         where = f"{case}: {'.'.join(shape)} {what} in {side}"
         assert r.returncode in DOCUMENTED_EXITS, (where, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr and "internal error" not in r.stderr, (where, r.stderr)
@@ -224,7 +246,13 @@ def _envelope_paths(doc: dict) -> list[tuple]:
     def walk(node, path, depth):
         if depth > 3:
             return
-        items = node.items() if isinstance(node, dict) else enumerate(node[:1]) if isinstance(node, list) else ()
+        items = (
+            node.items()
+            if isinstance(node, dict)
+            else enumerate(node[:1])
+            if isinstance(node, list)
+            else ()
+        )
         for k, v in items:
             if path[:1] == ("probes",) and k == "data":
                 continue  # probe data: the judge fuzz above and each probe's types
@@ -290,7 +318,9 @@ def test_mangled_envelope_fields_are_refused_on_load_or_rendered():
     another exception (which the CLI reports as an internal error, exit 4). Found by the hostile pass:
     a probe error "oops", redactions[].where a list or a number, import.files of mappings."""
     _, other = _pair("nccl-lost")
-    other = dict(other, bench=None)  # the benchmark comparison is not the envelope (and costs seconds)
+    other = dict(
+        other, bench=None
+    )  # the benchmark comparison is not the envelope (and costs seconds)
     broken, accepted = [], []
     for kind, doc in _envelope_docs().items():
         doc = dict(doc, bench=None)
@@ -314,12 +344,15 @@ def test_mangled_envelope_fields_are_refused_on_load_or_rendered():
     assert not broken, "\n".join(broken[:40]) + f"\n({len(broken)} in all)"
 
 
-@pytest.mark.parametrize("path, value", [
-    (("probes", "gpu", "errors"), ["oops"]),
-    (("redactions",), [{"where": ["a", "b"], "why": "secret by name"}]),
-    (("redactions",), [{"where": 7, "why": "secret by name"}]),
-    (("import", "files"), [{"a": 1}]),
-])
+@pytest.mark.parametrize(
+    "path, value",
+    [
+        (("probes", "gpu", "errors"), ["oops"]),
+        (("redactions",), [{"where": ["a", "b"], "why": "secret by name"}]),
+        (("redactions",), [{"where": 7, "why": "secret by name"}]),
+        (("import", "files"), [{"a": 1}]),
+    ],
+)
 def test_mangled_envelope_through_show_and_diff_is_exit_2(tmp_path, path, value):
     from tests.conftest import run_cli
 
@@ -327,10 +360,21 @@ def test_mangled_envelope_through_show_and_diff_is_exit_2(tmp_path, path, value)
     doc = docs["imported" if path[0] == "import" else "snapshot"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(_set_path(doc, path, value)))
-    for args in (["show", str(bad)], ["diff", str(EXAMPLES / "nccl-lost" / "before.json"), str(bad), "-o",
-                                      str(tmp_path / "r.html"), "-q"]):
+    for args in (
+        ["show", str(bad)],
+        [
+            "diff",
+            str(EXAMPLES / "nccl-lost" / "before.json"),
+            str(bad),
+            "-o",
+            str(tmp_path / "r.html"),
+            "-q",
+        ],
+    ):
         r = run_cli(*args)
         assert r.returncode == 2, (args, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1 and ".".join(map(str, path[:1])) in r.stderr, r.stderr
+        assert (
+            len(r.stderr.strip().splitlines()) == 1 and ".".join(map(str, path[:1])) in r.stderr
+        ), r.stderr
     assert not (tmp_path / "r.html").exists()

@@ -9,10 +9,8 @@ of examples/aa and the 8-GPU bridge-pairs matrix of NVIDIA/nccl#770 (examples/in
 
 from __future__ import annotations
 
-
 from forensics import snapshot as snap
 from forensics.diff import known
-
 from tests.conftest import ROOT
 
 H200 = snap.load(ROOT / "examples" / "aa" / "after.json")
@@ -32,8 +30,9 @@ def _kinds():
 def test_every_condition_kind_has_a_checker_or_a_reason():
     kinds, topo = _kinds()
     assert {"topology", "gpu_family", "nodes"} <= kinds
-    assert kinds <= set(known.CONDITIONS) | set(known.WORKLOAD_FACTS), kinds - set(known.CONDITIONS) - set(
-        known.WORKLOAD_FACTS)
+    assert kinds <= set(known.CONDITIONS) | set(known.WORKLOAD_FACTS), (
+        kinds - set(known.CONDITIONS) - set(known.WORKLOAD_FACTS)
+    )
     assert not set(known.CONDITIONS) & set(known.WORKLOAD_FACTS)
     assert topo <= set(known.TOPOLOGY), topo - set(known.TOPOLOGY)
     assert "nvlink-bridge-pairs" in topo and known.TOPOLOGY["nvlink-bridge-pairs"] is not None
@@ -53,7 +52,9 @@ def test_the_topology_matrix_decides_what_it_states():
     assert t["nvlink-bridge-pairs"](PAIRS) is True and t["nvswitch"](PAIRS) is False
     assert t["nvlink"](PAIRS) is True and t["pcie"](PAIRS) is False
     assert t["nvlink"](H200) is True and t["pcie"](H200) is False
-    assert t["nvlink-bridge-pairs"](H200) is None and t["nvswitch"](H200) is None  # two GPUs: bridge or switch
+    assert (
+        t["nvlink-bridge-pairs"](H200) is None and t["nvswitch"](H200) is None
+    )  # two GPUs: bridge or switch
     assert known.CONDITIONS["gpu_family"](["ampere"], PAIRS, set()) is True
     assert known.CONDITIONS["gpu_family"](["ampere"], H200, set()) is False
     assert known.CONDITIONS["numa_nodes"]([">=2"], H200, set()) is False
@@ -64,8 +65,16 @@ def test_the_topology_matrix_decides_what_it_states():
 def test_the_bridge_pairs_entry_matches_without_unchecked_conditions():
     from forensics.diff.ledger import analyse
 
-    a = analyse(snap.load(ROOT / "examples" / "incidents" / "nccl-2.16.2-bridge-pairs" / "before.json"), PAIRS)
-    hit = [k for h in a.hypotheses for k in h.known_issues if k["id"] == "nccl-2.16.2-pcie-nvlink-bridge-pairs"]
+    a = analyse(
+        snap.load(ROOT / "examples" / "incidents" / "nccl-2.16.2-bridge-pairs" / "before.json"),
+        PAIRS,
+    )
+    hit = [
+        k
+        for h in a.hypotheses
+        for k in h.known_issues
+        if k["id"] == "nccl-2.16.2-pcie-nvlink-bridge-pairs"
+    ]
     assert hit and hit[0]["unchecked"] == [] and hit[0]["factor"] == 3.0
 
 
@@ -75,7 +84,15 @@ def test_gpu_state_entries_match_on_the_snapshots_own_state():
     case = ROOT / "tests" / "fixtures" / "cases" / "case22_nvlink_links_inactive"
     before, after = snap.load(case / "before.json"), snap.load(case / "after.json")
     hit = [k for h in analyse(before, after).hypotheses for k in h.known_issues]
-    assert [(k["id"], k["hypothesis"], k["possible"]) for k in hit] == [("nvlink-links-inactive", "gpu.topology", False)]
+    assert [(k["id"], k["hypothesis"], k["possible"]) for k in hit] == [
+        ("nvlink-links-inactive", "gpu.topology", False)
+    ]
     assert "GPU 0: 12 active, 6 inactive" in hit[0]["what"]
-    assert [k for h in analyse(before, snap.load(case / "before.json")).hypotheses for k in h.known_issues] == []
-    assert known.STATE_MATCHERS["pcie_acs"][1](before, after) == ""  # no ACS recorded on the H200 pair
+    assert [
+        k
+        for h in analyse(before, snap.load(case / "before.json")).hypotheses
+        for k in h.known_issues
+    ] == []
+    assert (
+        known.STATE_MATCHERS["pcie_acs"][1](before, after) == ""
+    )  # no ACS recorded on the H200 pair

@@ -7,8 +7,18 @@ from importlib import resources
 
 import yaml
 
-COMPONENTS = {"nccl", "cuda", "torch", "driver", "nccl_setting", "cuda_setting", "torch_setting", "host_setting",
-              "gpu_state", "package"}
+COMPONENTS = {
+    "nccl",
+    "cuda",
+    "torch",
+    "driver",
+    "nccl_setting",
+    "cuda_setting",
+    "torch_setting",
+    "host_setting",
+    "gpu_state",
+    "package",
+}
 BENCHMARKS = {"allreduce", "matmul", "h2d", "host", "step"}
 SPEC = re.compile(r"^\*$|^(==|>=|<=|>|<)\d+(\.\d+)*(,(==|>=|<=|>|<)\d+(\.\d+)*)*$")
 
@@ -37,7 +47,12 @@ def test_every_entry_has_the_documented_keys():
         assert "magnitude" in e["effect"], e["id"]
         assert set(e["effect"]["benchmark"]) <= BENCHMARKS and e["effect"]["benchmark"], e["id"]
         src = e["source"]
-        assert src["project"] and src["kind"] in {"issue", "pull-request", "release-notes", "docs"}, e["id"]
+        assert src["project"] and src["kind"] in {
+            "issue",
+            "pull-request",
+            "release-notes",
+            "docs",
+        }, e["id"]
         for url in [src["url"], *src.get("also", [])]:
             assert url.startswith("https://"), (e["id"], url)
 

@@ -19,23 +19,29 @@ from __future__ import annotations
 import json
 
 import pytest
+from _diffkit import CASES
 
 from forensics import snapshot as snap
+from forensics.diff.ledger import analyse
 from forensics.hypotheses import HYPOTHESES
 from forensics.model import HypothesisStatus, Severity
-from forensics.diff.ledger import analyse
 from forensics.registry import find_probe_class
 from forensics.render.report import render_html, render_json
-
-from _diffkit import CASES
 
 CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir() and (p / "expect.json").is_file())
 
 
 def _param(case):
     expect = json.loads((case / "expect.json").read_text())
-    marks = [pytest.mark.xfail(reason="the snapshots lack: " + "; ".join(expect["requires_facts"]), strict=True)
-             ] if expect.get("requires_facts") else []
+    marks = (
+        [
+            pytest.mark.xfail(
+                reason="the snapshots lack: " + "; ".join(expect["requires_facts"]), strict=True
+            )
+        ]
+        if expect.get("requires_facts")
+        else []
+    )
     return pytest.param(case, id=case.name, marks=marks)
 
 
@@ -58,17 +64,23 @@ def test_case(case):
     statuses = {h["id"]: h for h in doc["hypotheses"]}
     if top is None:
         implicated = [h["id"] for h in doc["hypotheses"] if h["status"] == "implicated"]
-        assert implicated == [], f"{case.name}: expected nothing implicated, got {implicated}; {doc['verdict']}"
+        assert implicated == [], (
+            f"{case.name}: expected nothing implicated, got {implicated}; {doc['verdict']}"
+        )
     else:
         assert doc["hypotheses"][0]["id"] == top, f"{case.name}: {doc['verdict']}"
         assert doc["hypotheses"][0]["status"] == "implicated"
         assert top in doc["verdict"]
         html = render_html(a)
-        first = html.index('class="hid">')  # the first suspect card is the one the reader sees first
+        first = html.index(
+            'class="hid">'
+        )  # the first suspect card is the one the reader sees first
         assert html[first:].startswith(f'class="hid">{top}<')
     order = [h["id"] for h in doc["hypotheses"]]
     for hyp in expect.get("below_top", []):
-        assert hyp in order and order.index(hyp) > 0, f"{case.name}: {hyp} should rank below {top}: {order}"
+        assert hyp in order and order.index(hyp) > 0, (
+            f"{case.name}: {hyp} should rank below {top}: {order}"
+        )
     for hyp in ruled:
         h = statuses[hyp]
         assert h["status"] == "ruled-out", f"{case.name}: {hyp} is {h['status']}: {h['summary']}"
@@ -83,6 +95,10 @@ def test_case_baseline_against_itself(case):
     if absent:
         pytest.skip(f"probe(s) {', '.join(absent)} not registered in this install")
     a = analyse(before, snap.load(case / "before.json"))
-    above_info = [(f.hypothesis, f.summary) for h in a.hypotheses for f in h.findings
-                  if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > Severity.INFO.weight]
+    above_info = [
+        (f.hypothesis, f.summary)
+        for h in a.hypotheses
+        for f in h.findings
+        if f.status is HypothesisStatus.IMPLICATED and f.severity.weight > Severity.INFO.weight
+    ]
     assert above_info == [], f"{case.name}: {above_info}"

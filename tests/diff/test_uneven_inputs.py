@@ -4,16 +4,15 @@ the real 2 x H200 A/A snapshots in examples/aa."""
 
 from __future__ import annotations
 
-import pytest
-
 import copy
 import json
+
+import pytest
 
 from forensics import snapshot as snap
 from forensics.diff.ledger import analyse, machine_note
 from forensics.model import HypothesisStatus
-from tests.conftest import run_cli
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 
 AA = ROOT / "examples" / "aa"
 
@@ -34,8 +33,14 @@ def test_a_probe_missing_on_one_side_rules_nothing_out():
 def test_machines_that_cannot_be_matched_are_said_so():
     before, after = _pair()
     assert machine_note(before, after) == ""  # both 'vm', neither has a machine id: same machine
-    after["machine"] = {"hostname": "vm", "machine_id": "3d1210aa55c1", "hardware": "x86_64, 2 CPUs, 8 GiB"}
-    assert machine_note(before, after).startswith("Cannot tell whether BEFORE and AFTER were taken on the same machine")
+    after["machine"] = {
+        "hostname": "vm",
+        "machine_id": "3d1210aa55c1",
+        "hardware": "x86_64, 2 CPUs, 8 GiB",
+    }
+    assert machine_note(before, after).startswith(
+        "Cannot tell whether BEFORE and AFTER were taken on the same machine"
+    )
     before["machine"] = {"hostname": "vm", "hardware": "x86_64, 32 CPUs, 252 GiB"}
     after["machine"] = {"hostname": "vm", "hardware": "x86_64, 2 CPUs, 8 GiB"}
     assert "different hardware" in machine_note(before, after)
@@ -43,7 +48,10 @@ def test_machines_that_cannot_be_matched_are_said_so():
 
 @pytest.mark.slow
 def test_an_unredacted_snapshot_is_redacted_for_the_report(tmp_path):
-    raw_b, raw_a = json.loads((AA / "before.json").read_text()), json.loads((AA / "after.json").read_text())
+    raw_b, raw_a = (
+        json.loads((AA / "before.json").read_text()),
+        json.loads((AA / "after.json").read_text()),
+    )
     secret = "https://nuser:NRPASS123@host/"
     for doc, value in ((raw_b, "https://<redacted>@host/"), (raw_a, secret)):
         doc["probes"]["nccl_env"]["data"]["parent"]["env"]["NCCL_SOCKET_IFNAME"] = value
@@ -61,7 +69,9 @@ def test_an_unredacted_snapshot_is_redacted_for_the_report(tmp_path):
         assert "NRPASS123" not in text and "hf_plainvalue" not in text, fmt
         assert "AFTER was taken with --no-redact" in text
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["verdict"].startswith("No significant change")  # no fake NCCL_SOCKET_IFNAME/HF_TOKEN change
+    assert report["verdict"].startswith(
+        "No significant change"
+    )  # no fake NCCL_SOCKET_IFNAME/HF_TOKEN change
     kept = run_cli("diff", str(b), str(a), "-o", str(tmp_path / "k.md"), "--no-redact", "-q")
     assert kept.returncode == 0 and "NRPASS123" in (tmp_path / "k.md").read_text()
 

@@ -17,34 +17,59 @@ from click.testing import CliRunner
 from forensics.bench.compare import compare_docs, compare_values
 from forensics.cli import main
 from forensics.stats import Verdict, compare
-
 from tests.conftest import ROOT
 
-
-STEP_A = [3.5566, 3.5675, 3.5741, 3.5752, 3.5701]          # examples/silent-pull/before.json user.step_ms
-PLUS_1_4 = [3.6868, 3.6126, 3.5983, 3.6405, 3.619]         # reproduces +1.4% (CI 1.008-1.033, p=0.008)
-PLUS_4_7 = [3.751, 3.7277, 3.747, 3.7962, 3.7202, 3.716]   # reproduces +4.7% (CI 1.041-1.057, p=0.004)
+STEP_A = [3.5566, 3.5675, 3.5741, 3.5752, 3.5701]  # examples/silent-pull/before.json user.step_ms
+PLUS_1_4 = [3.6868, 3.6126, 3.5983, 3.6405, 3.619]  # reproduces +1.4% (CI 1.008-1.033, p=0.008)
+PLUS_4_7 = [
+    3.751,
+    3.7277,
+    3.747,
+    3.7962,
+    3.7202,
+    3.716,
+]  # reproduces +4.7% (CI 1.041-1.057, p=0.004)
 
 
 def _doc(values, name="user.step_ms"):
-    return {"schema": "forensics.bench/1", "config": {"kind": "user", "step": "cmd", "command": "python3 step.py"},
-            "results": [{"name": name, "kind": "user", "unit": "ms", "higher_is_better": False,
-                         "process_medians": list(values)}]}
+    return {
+        "schema": "forensics.bench/1",
+        "config": {"kind": "user", "step": "cmd", "command": "python3 step.py"},
+        "results": [
+            {
+                "name": name,
+                "kind": "user",
+                "unit": "ms",
+                "higher_is_better": False,
+                "process_medians": list(values),
+            }
+        ],
+    }
 
 
 def test_the_quoted_figures_are_reproduced():
     c = compare_values(STEP_A, PLUS_1_4)[1]
-    assert round(c.time_ratio, 3) == 1.014 and round(c.ci_low, 3) == 1.008 and round(c.ci_high, 3) == 1.033
+    assert (
+        round(c.time_ratio, 3) == 1.014
+        and round(c.ci_low, 3) == 1.008
+        and round(c.ci_high, 3) == 1.033
+    )
     assert round(c.p_value, 3) == 0.008
     c = compare_values(STEP_A, PLUS_4_7)[1]
-    assert round(c.time_ratio, 3) == 1.047 and round(c.ci_low, 3) == 1.041 and round(c.ci_high, 3) == 1.057
+    assert (
+        round(c.time_ratio, 3) == 1.047
+        and round(c.ci_low, 3) == 1.041
+        and round(c.ci_high, 3) == 1.057
+    )
     assert round(c.p_value, 3) == 0.004
 
 
 def test_plus_1_4_percent_is_a_small_real_change_not_same():
     c = compare_values(STEP_A, PLUS_1_4)[1]
     assert c.verdict is Verdict.SMALL_SLOWER
-    assert c.sentence().startswith("a small real change: 1.014x slower (+1.4%, below the 5% threshold)")
+    assert c.sentence().startswith(
+        "a small real change: 1.014x slower (+1.4%, below the 5% threshold)"
+    )
     assert "95% CI 1.008-1.033" in c.sentence()
 
 
@@ -91,8 +116,10 @@ def test_effect_inside_twice_the_aa_floor_is_not_a_small_change():
     # The +2% step on the H200 (A B B A): measured +1.5%, while side A differs 1.2% from itself between its
     # alternate pairs of processes; no larger than twice that, it is not called a change
     runs = ROOT / "examples/verdicts/h200-abba"
-    a, b = ([json.loads((runs / f"step-plus2-{s}.json").read_text())["results"][0]["process_medians"]
-             for s in "ab"])
+    a, b = [
+        json.loads((runs / f"step-plus2-{s}.json").read_text())["results"][0]["process_medians"]
+        for s in "ab"
+    ]
     floor, c = compare_values(a, b)
     assert floor is not None and abs(c.time_ratio - 1) <= 2 * floor
     assert not c.verdict.slower_at_all, c.sentence()
@@ -103,7 +130,10 @@ def test_the_h200_one_percent_step_is_a_small_real_change_and_its_a_a_is_same():
     runs = ROOT / "examples/verdicts/h200-abba"
 
     def load(name):
-        return [json.loads((runs / f"{name}-{s}.json").read_text())["results"][0]["process_medians"] for s in "ab"]
+        return [
+            json.loads((runs / f"{name}-{s}.json").read_text())["results"][0]["process_medians"]
+            for s in "ab"
+        ]
 
     _, plus1 = compare_values(*load("step-plus1"))
     assert plus1.verdict is Verdict.SMALL_SLOWER and 1.0 < plus1.ci_low and plus1.time_ratio > 1.005
@@ -119,7 +149,10 @@ def test_a_speed_up_is_said_first_and_its_change_is_not_called_a_cause():
 
     pair = ROOT / "examples" / "incidents" / "power-limit-capped"
     verdict = analyse_files(pair / "after.json", pair / "before.json").verdict
-    assert verdict.startswith("Measured 1.28x faster, no slowdown to explain; what changed: gpu.config")
+    assert verdict.startswith(
+        "Measured 1.28x faster, no slowdown to explain; what changed: gpu.config"
+    )
     assert "most likely cause" not in verdict
     assert analyse_files(pair / "before.json", pair / "after.json").verdict.startswith(
-        "Measured 1.28x slower; most likely cause: gpu.config")
+        "Measured 1.28x slower; most likely cause: gpu.config"
+    )

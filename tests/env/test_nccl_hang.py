@@ -29,22 +29,48 @@ def _section(folder: Path, cut: int | None, phase: str, ok: bool, rc) -> dict:
     for rank, pid in PIDS.items():
         rec = envrecord.snapshot(envrecord.DEFAULT_SELECT, "nccl_init", rank)
         rec.update(local_rank=rank, world_size=2, pid=int(pid))
-        rec["nccl_init"] = {"backend": "nccl", "nccl_available": True, "reason": "", "allreduce_ok": ok,
-                            "log_file": f"nccl-{rank}-{pid}.log", "phase": phase}
+        rec["nccl_init"] = {
+            "backend": "nccl",
+            "nccl_available": True,
+            "reason": "",
+            "allreduce_ok": ok,
+            "log_file": f"nccl-{rank}-{pid}.log",
+            "phase": phase,
+        }
         (folder / f"envdump-vm-{pid}.json").write_text(json.dumps(rec))
         (folder / f"nccl-{rank}-{pid}.log").write_text(
-            "\n".join(ln for ln in lines if ln.startswith(f"vm:{pid}:")) + "\n")
-    run = {"returncode": rc, "records": ec.gather(str(folder), ""), "stderr": "", "duration_s": 60.0}
+            "\n".join(ln for ln in lines if ln.startswith(f"vm:{pid}:")) + "\n"
+        )
+    run = {
+        "returncode": rc,
+        "records": ec.gather(str(folder), ""),
+        "stderr": "",
+        "duration_s": 60.0,
+    }
     errors: list[str] = []
-    sec = ed._ranks_section(run, {}, ed._Redact(Redactor()), "nccl_init", lambda where, msg: errors.append(msg),
-                            "nccl-init coordinator", {})
-    return {"parent": {"env": {}}, "nccl_init": {**ed._nccl_summary(sec["ranks"], "subprocess"), **sec},
-            "errors": errors}
+    sec = ed._ranks_section(
+        run,
+        {},
+        ed._Redact(Redactor()),
+        "nccl_init",
+        lambda where, msg: errors.append(msg),
+        "nccl-init coordinator",
+        {},
+    )
+    return {
+        "parent": {"env": {}},
+        "nccl_init": {**ed._nccl_summary(sec["ranks"], "subprocess"), **sec},
+        "errors": errors,
+    }
 
 
 def test_a_killed_run_keeps_what_the_ranks_printed_and_that_they_hung(tmp_path):
     # cut after NCCL connected the first channels of the all-reduce (lazy connection), before the rest
-    cut = next(i for i, ln in enumerate(LOG.read_text().splitlines()) if "Channel 02/0" in ln and "via" in ln)
+    cut = next(
+        i
+        for i, ln in enumerate(LOG.read_text().splitlines())
+        if "Channel 02/0" in ln and "via" in ln
+    )
     after = _section(tmp_path / "hung", cut, "allreduce", False, None)
     ranks = after["nccl_init"]["ranks"]
     assert len(ranks) == 2 and after["nccl_init"]["hung"] == 2
@@ -67,7 +93,9 @@ def test_a_killed_run_keeps_what_the_ranks_printed_and_that_they_hung(tmp_path):
 
 def test_a_run_that_finished_marks_nothing_hung(tmp_path):
     done = _section(tmp_path / "ok", None, "done", True, 0)
-    assert "hung" not in done["nccl_init"] and all("hung" not in r["nccl"] for r in done["nccl_init"]["ranks"])
+    assert "hung" not in done["nccl_init"] and all(
+        "hung" not in r["nccl"] for r in done["nccl_init"]["ranks"]
+    )
     assert [f.status for f in judge_transport(done, done)] == [HypothesisStatus.RULED_OUT]
 
 
@@ -78,7 +106,11 @@ def test_forensics_env_prints_the_hang(tmp_path):
 
     from forensics.render.env import print_env
 
-    cut = next(i for i, ln in enumerate(LOG.read_text().splitlines()) if "Channel 02/0" in ln and "via" in ln)
+    cut = next(
+        i
+        for i, ln in enumerate(LOG.read_text().splitlines())
+        if "Channel 02/0" in ln and "via" in ln
+    )
     after = _section(tmp_path / "hung", cut, "allreduce", False, None)
     out = io.StringIO()
     print_env(Console(file=out, width=200, color_system=None), after, judge_transport(None, after))

@@ -1,6 +1,5 @@
 """The NCCL INFO log parser, on the real 2 x H200 capture."""
 
-
 from forensics.env import nccllog
 from forensics.env.data import _Redact, nccl_entry
 from forensics.redact import Redactor
@@ -27,7 +26,10 @@ def test_real_log_set_by_environment_per_rank():
     for rank in ("0", "1"):
         # "NCCL_NVLS_ENABLE set by environment to 0." carries a trailing period in NCCL's output
         assert parsed["ranks"][rank]["set_by_environment"] == {
-            "NCCL_NVLS_ENABLE": "0", "NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring"}
+            "NCCL_NVLS_ENABLE": "0",
+            "NCCL_PROTO": "Simple",
+            "NCCL_ALGO": "Ring",
+        }
 
 
 def test_real_log_channels_transport_network():
@@ -66,10 +68,19 @@ def test_transport_family():
 
 def test_nccl_report_compared_with_parent():
     """A worker whose NCCL read NCCL_ALGO=Ring while the launching process has Tree, and no NCCL_PROTO."""
-    info = {"backend": "nccl", "nccl_available": True, "allreduce_ok": True,
-            "log_lines": [ln for ln in lines() if ln.startswith("vm:983:")]}
-    entry = nccl_entry(info, {"NCCL_ALGO": "Tree", "NCCL_NVLS_ENABLE": "0"}, _Redact(Redactor()), "x",
-                       conf={"NCCL_PROTO": {"value": "Simple", "from": "/etc/nccl.conf"}})
+    info = {
+        "backend": "nccl",
+        "nccl_available": True,
+        "allreduce_ok": True,
+        "log_lines": [ln for ln in lines() if ln.startswith("vm:983:")],
+    }
+    entry = nccl_entry(
+        info,
+        {"NCCL_ALGO": "Tree", "NCCL_NVLS_ENABLE": "0"},
+        _Redact(Redactor()),
+        "x",
+        conf={"NCCL_PROTO": {"value": "Simple", "from": "/etc/nccl.conf"}},
+    )
     assert entry["version"] == "2.28.9+cuda13.0" and entry["channels"] == 24
     diffs = {d["name"]: d for d in entry["nccl_differs"]}
     assert set(diffs) == {"NCCL_ALGO", "NCCL_PROTO"}
@@ -79,7 +90,16 @@ def test_nccl_report_compared_with_parent():
 
 
 def test_gloo_rank_has_missing_nccl_facts():
-    entry = nccl_entry({"backend": "gloo", "nccl_available": False, "allreduce_ok": True,
-                        "reason": "NCCL not available: no GPU"}, {}, _Redact(Redactor()), "x")
+    entry = nccl_entry(
+        {
+            "backend": "gloo",
+            "nccl_available": False,
+            "allreduce_ok": True,
+            "reason": "NCCL not available: no GPU",
+        },
+        {},
+        _Redact(Redactor()),
+        "x",
+    )
     assert entry["version"] == {"missing": "not_applicable", "detail": "NCCL not available: no GPU"}
     assert entry["nccl_available"] is False and entry["nccl_differs"] == []

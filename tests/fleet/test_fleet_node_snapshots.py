@@ -5,10 +5,10 @@ real H200 snapshots in examples/ (forensics.fleet.synth.write_node_snapshots).""
 
 from __future__ import annotations
 
-import json
-import shutil
 import gzip
 import html
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -43,14 +43,30 @@ def test_a_folder_of_node_snapshots_is_a_fleet_named_by_hostname(planted, tmp_pa
     assert r.returncode == 0, r.stderr
     assert doc["unit"] == "node snapshot"
     assert doc["counts"]["nodes"] == N and doc["counts"]["gpus"] == N * 8 and doc["missing"] == []
-    (pn, pg), (dn, _), (an, _), (cn, cg) = SPOTS["pcie"], SPOTS["driver"], SPOTS["nccl_algo"], SPOTS["power_cap"]
-    assert _subjects(doc) == {f"GPU {pg} of node {synth.node_name(pn)}", f"node {synth.node_name(dn)}",
-                              f"node {synth.node_name(an)}", f"GPU {cg} of node {synth.node_name(cn)}"}
-    assert r.stdout.startswith(f"4 outliers among {N} nodes, {N * 8} GPUs: ")  # no "ranks" for node snapshots
+    (pn, pg), (dn, _), (an, _), (cn, cg) = (
+        SPOTS["pcie"],
+        SPOTS["driver"],
+        SPOTS["nccl_algo"],
+        SPOTS["power_cap"],
+    )
+    assert _subjects(doc) == {
+        f"GPU {pg} of node {synth.node_name(pn)}",
+        f"node {synth.node_name(dn)}",
+        f"node {synth.node_name(an)}",
+        f"GPU {cg} of node {synth.node_name(cn)}",
+    }
+    assert r.stdout.startswith(
+        f"4 outliers among {N} nodes, {N * 8} GPUs: "
+    )  # no "ranks" for node snapshots
     algo = next(o for o in doc["outliers"] if o["field"] == "env.NCCL_ALGO")
-    assert algo["summary"] == f"node {synth.node_name(an)}: NCCL_ALGO Ring (the other {N - 1} nodes: unset)"
-    assert doc["notes"][0] == (f"read {N} node snapshots from {planted}; a node that wrote no snapshot cannot be "
-                               "named without --expect-nodes N or --hostfile FILE")
+    assert (
+        algo["summary"]
+        == f"node {synth.node_name(an)}: NCCL_ALGO Ring (the other {N - 1} nodes: unset)"
+    )
+    assert doc["notes"][0] == (
+        f"read {N} node snapshots from {planted}; a node that wrote no snapshot cannot be "
+        "named without --expect-nodes N or --hostfile FILE"
+    )
 
 
 def test_a_list_of_files_in_json_yaml_and_gzip(planted, tmp_path):
@@ -74,7 +90,8 @@ def test_a_list_of_files_in_json_yaml_and_gzip(planted, tmp_path):
     assert r.returncode == 0, r.stderr
     assert doc["counts"]["nodes"] == N and len(_subjects(doc)) == 4
     assert sorted(row["node"] for row in doc["heat"]) == sorted(
-        {synth.node_name(SPOTS[k][0]) for k in ("pcie", "driver", "nccl_algo", "power_cap")})
+        {synth.node_name(SPOTS[k][0]) for k in ("pcie", "driver", "nccl_algo", "power_cap")}
+    )
     gz_only = tmp_path / "gz"
     synth.write_node_snapshots(gz_only, ROOT, N, 8, plant=True, seed=4, suffix=".json.gz")
     r2, doc2 = _report(tmp_path, str(gz_only))
@@ -93,7 +110,9 @@ def test_a_damaged_file_is_named_and_skipped(planted, tmp_path):
     assert doc["counts"]["nodes"] == N - 1 and doc["counts"]["world_size"] == N + 1
     missing = {m["node"]: m["reason"] for m in doc["missing"]}
     assert set(missing) == {"node0003", "notes"}
-    assert missing["node0003"].startswith(f"its snapshot was not read: {cut}: invalid JSON at line ")
+    assert missing["node0003"].startswith(
+        f"its snapshot was not read: {cut}: invalid JSON at line "
+    )
     assert missing["notes"].startswith(f"its snapshot was not read: {folder / 'notes.json'}: ")
     assert "2 nodes missing (node0003, notes)" in doc["verdict"]
     md = run_cli("fleet", "report", str(folder), "-o", str(tmp_path / "r.md"))
@@ -112,10 +131,15 @@ def test_a_broken_link_among_the_snapshots_is_a_missing_node_not_dropped(planted
     assert r.returncode == 0, r.stderr
     assert doc["counts"]["nodes"] == N and doc["counts"]["world_size"] == N + 2
     missing = {m["node"]: m["reason"] for m in doc["missing"]}
-    assert missing["node0100"] == f"its snapshot was not read: {folder / 'node0100.json'}: no such file; give the " \
-                                  "path of a snapshot written by forensics"
-    assert missing["node0101"] == (f"its snapshot was not read: {folder / 'node0101.json'}: cannot read "
-                                   "(Too many levels of symbolic links)")
+    assert (
+        missing["node0100"]
+        == f"its snapshot was not read: {folder / 'node0100.json'}: no such file; give the "
+        "path of a snapshot written by forensics"
+    )
+    assert missing["node0101"] == (
+        f"its snapshot was not read: {folder / 'node0101.json'}: cannot read "
+        "(Too many levels of symbolic links)"
+    )
     assert "2 nodes missing (node0100, node0101)" in r.stdout.replace("\n", " ")
 
 
@@ -125,9 +149,20 @@ def test_no_readable_file_is_one_line_exit_2(tmp_path):
     (folder / "a.json").write_text('{"schema": "forensics.snapshot/1", "probes": ')
     (folder / "b.json").write_text("")
     r = run_cli("fleet", "report", str(folder), "-o", str(tmp_path / "r.html"))
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert (
+        r.returncode == 2
+        and len(r.stderr.strip().splitlines()) == 1
+        and "Traceback" not in r.stderr
+    ), r.stderr
     assert "none of the 2 files is a readable node snapshot" in r.stderr
-    r = run_cli("fleet", "report", str(folder / "a.json"), str(tmp_path / "nope.json"), "-o", str(tmp_path / "r.html"))
+    r = run_cli(
+        "fleet",
+        "report",
+        str(folder / "a.json"),
+        str(tmp_path / "nope.json"),
+        "-o",
+        str(tmp_path / "r.html"),
+    )
     assert r.returncode == 2 and "nope.json: no such file or folder" in r.stderr
 
 
@@ -135,16 +170,22 @@ def test_missing_nodes_by_count_and_by_hostfile(planted, tmp_path):
     r, doc = _report(tmp_path, str(planted), "--expect-nodes", str(N + 2))
     assert r.returncode == 0, r.stderr
     assert doc["counts"]["world_size"] == N + 2 and len(doc["missing"]) == 2
-    assert all(m["reason"] == f"--expect-nodes {N + 2}: no snapshot for this node" for m in doc["missing"])
+    assert all(
+        m["reason"] == f"--expect-nodes {N + 2}: no snapshot for this node" for m in doc["missing"]
+    )
     assert doc["verdict"].endswith("; 2 nodes missing.")
     hosts = tmp_path / "hosts"
-    hosts.write_text("# scontrol show hostnames\n" + "\n".join(f"{synth.node_name(i)}.cluster slots=8" for i in range(N))
-                     + "\ngpu-x17\ngpu-x18\n")
+    hosts.write_text(
+        "# scontrol show hostnames\n"
+        + "\n".join(f"{synth.node_name(i)}.cluster slots=8" for i in range(N))
+        + "\ngpu-x17\ngpu-x18\n"
+    )
     r, doc = _report(tmp_path, str(planted), "--hostfile", str(hosts))
     assert r.returncode == 0, r.stderr
     assert [(m["node"], m["reason"]) for m in doc["missing"]] == [
         ("gpu-x17", "in the hostfile, but no snapshot of it was given"),
-        ("gpu-x18", "in the hostfile, but no snapshot of it was given")]
+        ("gpu-x18", "in the hostfile, but no snapshot of it was given"),
+    ]
     assert "2 nodes missing (gpu-x17, gpu-x18)" in doc["verdict"]
 
 
@@ -157,14 +198,19 @@ def test_a_hostfile_that_is_not_one_is_refused_not_counted_as_missing_nodes(plan
     assert r.returncode == 2 and doc is None
     assert r.stderr.strip().splitlines() == [
         f"forensics: error: {hosts}: line 1: '{{' is not a hostname; a hostfile has one hostname per line "
-        "(scontrol show hostnames, an MPI hostfile's first column)"]
+        "(scontrol show hostnames, an MPI hostfile's first column)"
+    ]
     hosts.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
     r, doc = _report(tmp_path, str(planted), "--hostfile", str(hosts))
     assert r.returncode == 2 and doc is None
-    assert r.stderr.strip() == (f"forensics: error: {hosts}: a binary file, not a hostfile (one hostname per line: "
-                                "scontrol show hostnames)")
-    hosts.write_text("10.0.0.7 slots=8\n[fe80::1%eth0]\nops@gpu-x17\n" + "".join(f"{synth.node_name(i)}\n"
-                                                                              for i in range(N)))
+    assert r.stderr.strip() == (
+        f"forensics: error: {hosts}: a binary file, not a hostfile (one hostname per line: "
+        "scontrol show hostnames)"
+    )
+    hosts.write_text(
+        "10.0.0.7 slots=8\n[fe80::1%eth0]\nops@gpu-x17\n"
+        + "".join(f"{synth.node_name(i)}\n" for i in range(N))
+    )
     r, doc = _report(tmp_path, str(planted), "--hostfile", str(hosts))
     assert r.returncode == 0, r.stderr
     assert [m["node"] for m in doc["missing"]] == ["10.0.0.7", "[fe80::1%eth0]", "ops@gpu-x17"]
@@ -177,9 +223,11 @@ def test_two_files_of_one_hostname_are_both_kept_and_named(planted, tmp_path):
     r, doc = _report(tmp_path, str(folder))
     assert r.returncode == 0, r.stderr
     assert doc["counts"]["nodes"] == N + 1
-    assert ("1 snapshot(s) name a host already read (two machines answer to one hostname, or one file was copied "
-            "twice): node0001-again.json and node0001.json both name host node0001; the second is kept as "
-            "'node0001 (node0001.json)'") in doc["notes"]
+    assert (
+        "1 snapshot(s) name a host already read (two machines answer to one hostname, or one file was copied "
+        "twice): node0001-again.json and node0001.json both name host node0001; the second is kept as "
+        "'node0001 (node0001.json)'"
+    ) in doc["notes"]
 
 
 def test_the_notes_naming_files_and_hosts_are_redacted_in_every_output(planted, tmp_path):
@@ -190,15 +238,22 @@ def test_the_notes_naming_files_and_hosts_are_redacted_in_every_output(planted, 
     shutil.copytree(planted, folder)
     shutil.copy(folder / "node0001.json", folder / f"node0001-{key}.json")
     hosts = tmp_path / "hosts"
-    hosts.write_text("".join(f"{synth.node_name(i)}\n" for i in range(2, N)))  # node0000, node0001 and its copy read too
+    hosts.write_text(
+        "".join(f"{synth.node_name(i)}\n" for i in range(2, N))
+    )  # node0000, node0001 and its copy read too
     for name in ("r.json", "r.html", "r.md"):
-        r = run_cli("fleet", "report", str(folder), "--hostfile", str(hosts), "-o", str(tmp_path / name))
+        r = run_cli(
+            "fleet", "report", str(folder), "--hostfile", str(hosts), "-o", str(tmp_path / name)
+        )
         assert r.returncode == 0, r.stderr
         text = html.unescape((tmp_path / name).read_text())
         assert key not in text and key not in r.stdout and key not in r.stderr
         assert "node0001-<redacted>.json and node0001.json both name host node0001" in text
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["notes"][0] == "3 node(s) not in the hostfile were read too: node0000, node0001, node0001 (node0001.json)"
+    assert (
+        doc["notes"][0]
+        == "3 node(s) not in the hostfile were read too: node0000, node0001, node0001 (node0001.json)"
+    )
 
 
 def test_a_snapshot_without_hostname_is_named_by_its_file(tmp_path):
@@ -207,7 +262,9 @@ def test_a_snapshot_without_hostname_is_named_by_its_file(tmp_path):
     assert nodes.hostname(snap, Path("snaps/gpu-a17.json.gz")) == "gpu-a17"
     rec = nodes.record(snap, node="gpu-a17", rank=0, world_size=1)
     assert rec["env"]["NCCL_NVLS_ENABLE"] == "0" and "CUDA_VISIBLE_DEVICES" not in rec["env"]
-    assert rec["errors"] == [] and rec["telemetry"] is None  # no --sample, no canary in this snapshot
+    assert (
+        rec["errors"] == [] and rec["telemetry"] is None
+    )  # no --sample, no canary in this snapshot
 
 
 def test_diff_of_two_folders_fleet_wide_and_a_few_nodes(tmp_path):
@@ -223,33 +280,47 @@ def test_diff_of_two_folders_fleet_wide_and_a_few_nodes(tmp_path):
     doc = json.loads((tmp_path / "d.json").read_text())
     assert doc["schema"] == "forensics.fleet-diff/1" and doc["matched_nodes"] == N
     assert [(w["field"], w["before"], w["after"], w["share"]) for w in doc["fleet_wide"]] == [
-        ("env.NCCL_VERSION", "2.28.3-1", "2.29.1-1", 1.0)]
+        ("env.NCCL_VERSION", "2.28.3-1", "2.29.1-1", 1.0)
+    ]
     few = {f["field"]: f for f in doc["few_nodes"]}
     assert few["driver"]["nodes"] == [synth.node_name(SPOTS["driver"][0])]
     assert few["env.NCCL_ALGO"]["units"] == [f"node {synth.node_name(SPOTS['nccl_algo'][0])}"]
     pn, pg = SPOTS["pcie"]
     assert few["pcie_gen_load"]["units"] == [f"GPU {pg} of node {synth.node_name(pn)}: 5 -> 3"]
-    assert r.stdout.startswith("Changed fleet-wide: NCCL_VERSION 2.28.3-1 -> 2.29.1-1; on a few nodes: ")
+    assert r.stdout.startswith(
+        "Changed fleet-wide: NCCL_VERSION 2.28.3-1 -> 2.29.1-1; on a few nodes: "
+    )
     same = run_cli("diff", str(before), str(before), "-o", str(tmp_path / "same.html"))
-    assert same.returncode == 0 and same.stdout.startswith(f"Nothing changed across the {N} matched nodes.")
+    assert same.returncode == 0 and same.stdout.startswith(
+        f"Nothing changed across the {N} matched nodes."
+    )
 
 
 def test_diff_with_an_empty_folder_says_it_holds_no_node_snapshot(planted, tmp_path):
     # it said "empty: is a folder, not a snapshot file (this side ... must be a fleet file or folder ...)"
     empty = tmp_path / "empty"
     empty.mkdir()
-    for args in (("diff", str(planted), str(empty)), ("fleet", "report", str(planted), "--baseline", str(empty))):
+    for args in (
+        ("diff", str(planted), str(empty)),
+        ("fleet", "report", str(planted), "--baseline", str(empty)),
+    ):
         r = run_cli(*args, "-o", str(tmp_path / "d.html"))
         assert r.returncode == 2 and not (tmp_path / "d.html").exists()
-        assert r.stderr.strip() == (f"forensics: error: {empty}: no node snapshot in it (*.json, *.yaml, *.json.gz); "
-                                    "is this the folder 'forensics snapshot -o DIR/%N.json' wrote to?")
+        assert r.stderr.strip() == (
+            f"forensics: error: {empty}: no node snapshot in it (*.json, *.yaml, *.json.gz); "
+            "is this the folder 'forensics snapshot -o DIR/%N.json' wrote to?"
+        )
 
 
 def test_a_report_is_not_written_among_the_node_snapshots(planted, tmp_path):
     """'-o snaps/report.json' would be read as a damaged node snapshot by the next report."""
     for opt in ("-o", "--prom"):
         out = planted / ("report.json" if opt == "-o" else "fleet.yaml")
-        args = ("-o", str(out)) if opt == "-o" else ("-o", str(tmp_path / "r.html"), "--prom", str(out))
+        args = (
+            ("-o", str(out))
+            if opt == "-o"
+            else ("-o", str(tmp_path / "r.html"), "--prom", str(out))
+        )
         r = run_cli("fleet", "report", str(planted), *args)
         assert r.returncode == 2 and not out.exists(), r.stderr
         assert f"{opt} {out} is inside the folder of node snapshots {planted}" in r.stderr
@@ -265,8 +336,10 @@ def test_a_report_through_a_link_to_a_node_snapshot_does_not_overwrite_it(plante
     link.symlink_to(folder / "node0002.json")
     r = run_cli("fleet", "report", str(folder), "-o", str(link))
     assert r.returncode == 2, r.stderr
-    assert r.stderr == (f"forensics: error: -o {link} is one of the inputs (node0002.json in {folder}, where it leads); "
-                        "writing there would destroy it, choose another name\n")
+    assert r.stderr == (
+        f"forensics: error: -o {link} is one of the inputs (node0002.json in {folder}, where it leads); "
+        "writing there would destroy it, choose another name\n"
+    )
     assert (folder / "node0002.json").read_bytes() == before
 
 
@@ -281,21 +354,27 @@ def test_the_fleet_diff_redacts_the_names_of_its_inputs(planted, tmp_path):
         r = run_cli("diff", str(planted), str(folder), "-o", str(out))
         assert r.returncode == 0, r.stderr
         assert key not in out.read_text() and key not in r.stdout and key not in r.stderr
-    assert json.loads((tmp_path / "d.json").read_text())["after"] == str(tmp_path / "snaps-<redacted>")
+    assert json.loads((tmp_path / "d.json").read_text())["after"] == str(
+        tmp_path / "snaps-<redacted>"
+    )
 
 
 def test_show_of_a_folder_of_node_snapshots_points_to_fleet_report(planted):
     # it said only "is a folder, not a snapshot file"
     r = run_cli("show", str(planted))
     assert r.returncode == 2
-    assert r.stderr == (f"forensics: error: {planted}: a folder of node snapshots, not one snapshot; read them "
-                        f"together with 'forensics fleet report {planted}', or give one of its files\n")
+    assert r.stderr == (
+        f"forensics: error: {planted}: a folder of node snapshots, not one snapshot; read them "
+        f"together with 'forensics fleet report {planted}', or give one of its files\n"
+    )
 
 
 def test_a_file_given_twice_is_one_node(planted, tmp_path):
     # 'fleet report snaps/ snaps/node0003.json' (or overlapping globs): the file was read twice and counted
     # as a second node 'node0003 (node0003.json)' under a note about two machines sharing a hostname
-    r, doc = _report(tmp_path, str(planted), str(planted / "node0003.json"), str(planted / "node0003.json"))
+    r, doc = _report(
+        tmp_path, str(planted), str(planted / "node0003.json"), str(planted / "node0003.json")
+    )
     assert r.returncode == 0, r.stderr
     assert doc["counts"]["nodes"] == N and doc["counts"]["world_size"] == N and doc["missing"] == []
     assert not any("name a host already read" in n for n in doc["notes"])

@@ -5,10 +5,10 @@ import json
 import re
 
 import pytest
-
 from _fakenvml import FakePynvml
-from forensics.model import is_missing
+
 from forensics.gpu.nvml import Nvml
+from forensics.model import is_missing
 
 UUID0 = "GPU-00000000-1111-2222-3333-000000000000"
 
@@ -20,7 +20,10 @@ def nvml(state="idle", **kw):
 def test_values_from_the_capture():
     nv = nvml("under_load")
     devs = nv.devices()
-    assert [(i, u) for i, _, u in devs] == [(0, UUID0), (1, "GPU-00000000-1111-2222-3333-000000000001")]
+    assert [(i, u) for i, _, u in devs] == [
+        (0, UUID0),
+        (1, "GPU-00000000-1111-2222-3333-000000000001"),
+    ]
     h = devs[0][1]
     assert nv.call("nvmlDeviceGetClockInfo", h, 1) == 1440
     assert nv.call("nvmlDeviceGetCurrentClocksEventReasons", h) == 4
@@ -31,12 +34,16 @@ def test_values_from_the_capture():
 def test_not_supported_keeps_its_reason():
     nv = nvml()
     h = nv.devices()[0][1]
-    value = nv.call("nvmlDeviceGetApplicationsClock", h, 3)  # video app clock: ERR NotSupported in capture
+    value = nv.call(
+        "nvmlDeviceGetApplicationsClock", h, 3
+    )  # video app clock: ERR NotSupported in capture
     assert value["missing"] == "not_supported"
 
 
 def test_function_not_found_from_driver_and_missing_wrapper():
-    nv = nvml(not_found={"nvmlDeviceGetPcieSpeed"}, absent={"nvmlDeviceGetGpuMaxPcieLinkGeneration"})
+    nv = nvml(
+        not_found={"nvmlDeviceGetPcieSpeed"}, absent={"nvmlDeviceGetGpuMaxPcieLinkGeneration"}
+    )
     h = nv.devices()[0][1]
     assert nv.call("nvmlDeviceGetPcieSpeed", h)["missing"] == "function_not_found"
     assert nv.call("nvmlDeviceGetGpuMaxPcieLinkGeneration", h)["missing"] == "function_not_found"
@@ -45,8 +52,10 @@ def test_function_not_found_from_driver_and_missing_wrapper():
 def test_new_reason_call_falls_back_to_throttle_call():
     nv = nvml("under_load", not_found={"nvmlDeviceGetCurrentClocksEventReasons"})
     h = nv.devices()[0][1]
-    value, used = nv.first(("nvmlDeviceGetCurrentClocksEventReasons", h),
-                           ("nvmlDeviceGetCurrentClocksThrottleReasons", h))
+    value, used = nv.first(
+        ("nvmlDeviceGetCurrentClocksEventReasons", h),
+        ("nvmlDeviceGetCurrentClocksThrottleReasons", h),
+    )
     assert (value, used) == (4, "nvmlDeviceGetCurrentClocksThrottleReasons")
 
 
@@ -70,11 +79,18 @@ def test_hung_call_times_out_and_later_calls_do_not_queue_behind_it():
 def test_field_values_by_name_with_per_entry_return_codes():
     nv = nvml("under_load")
     h = nv.devices()[0][1]
-    vals = nv.field_values(h, ["NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP", "NVML_FI_DEV_PCIE_COUNT_BAD_TLP",
-                               "NVML_FI_DEV_POWER_AVERAGE", "NVML_FI_DEV_NOT_A_REAL_FIELD"])
-    assert vals["NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP"] == 2828517600   # ullVal (type 3)
-    assert vals["NVML_FI_DEV_PCIE_COUNT_BAD_TLP"] == 33                        # uiVal (type 1)
-    assert vals["NVML_FI_DEV_POWER_AVERAGE"]["missing"] == "not_supported"     # entry nvmlReturn=3
+    vals = nv.field_values(
+        h,
+        [
+            "NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP",
+            "NVML_FI_DEV_PCIE_COUNT_BAD_TLP",
+            "NVML_FI_DEV_POWER_AVERAGE",
+            "NVML_FI_DEV_NOT_A_REAL_FIELD",
+        ],
+    )
+    assert vals["NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP"] == 2828517600  # ullVal (type 3)
+    assert vals["NVML_FI_DEV_PCIE_COUNT_BAD_TLP"] == 33  # uiVal (type 1)
+    assert vals["NVML_FI_DEV_POWER_AVERAGE"]["missing"] == "not_supported"  # entry nvmlReturn=3
     assert vals["NVML_FI_DEV_NOT_A_REAL_FIELD"]["missing"] == "function_not_found"
 
 
@@ -125,6 +141,6 @@ def test_reason_bits_decode_by_value_and_keep_unknown_bits():
 
     assert decode_reasons(0x1) == ["gpu_idle"]
     assert decode_reasons(0x88) == ["hw_slowdown", "hw_power_brake_slowdown"]
-    assert decode_reasons(0x1FF)[-1] == "display_clock_setting"      # the H200's supported mask
+    assert decode_reasons(0x1FF)[-1] == "display_clock_setting"  # the H200's supported mask
     assert decode_reasons(0x804) == ["sw_power_cap", "unknown_0x800"]
     assert decode_reasons({"missing": "not_supported"}) == {"missing": "not_supported"}

@@ -4,8 +4,8 @@ the ACS values of real lspci captures (tests/fixtures/sysfs/, each with its sour
 import os
 
 import pytest
-
 from conftest import real_text
+
 from forensics.gpu import pci
 
 
@@ -31,7 +31,7 @@ def make_tree(root, chain, configs, numa="-1", cpulist="0-15", group=None):
     links = root / "bus" / "pci" / "devices"
     links.mkdir(parents=True)
     for i, bdf in enumerate(chain):
-        os.symlink(root / "devices" / "pci0000:00" / os.path.join(*chain[:i + 1]), links / bdf)
+        os.symlink(root / "devices" / "pci0000:00" / os.path.join(*chain[: i + 1]), links / bdf)
     if group is not None:
         g = root / "kernel" / "iommu_groups" / "7"
         g.mkdir(parents=True)
@@ -44,8 +44,9 @@ def make_tree(root, chain, configs, numa="-1", cpulist="0-15", group=None):
 def test_acs_0x001d_of_nccl_2079_decodes_like_lspci():
     acs = pci.acs_from_config(config_with_acs(0x001D))
     assert acs["control"] == "0x001d" and acs["redirect"] is True
-    assert pci.acs_text(acs["control_flags"]) == ("SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ "
-                                                  "EgressCtrl- DirectTrans-")
+    assert pci.acs_text(acs["control_flags"]) == (
+        "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
+    )
 
 
 def test_acs_needs_root_when_only_64_bytes_are_readable():
@@ -73,12 +74,28 @@ def test_h200_layout_gpu_on_the_root_bus(tmp_path):
 
 def test_gpu_behind_a_switch_with_acs_redirect(tmp_path):
     chain = ["0000:00:01.0", "0000:01:00.0", "0000:02:08.0", "0000:03:00.0"]
-    make_tree(tmp_path, chain, {"0000:00:01.0": config_with_acs(0x0000), "0000:01:00.0": config_with_acs(0x001D),
-                                "0000:02:08.0": config_with_acs(0x0001)}, numa="1", cpulist="48-95", group="DMA")
+    make_tree(
+        tmp_path,
+        chain,
+        {
+            "0000:00:01.0": config_with_acs(0x0000),
+            "0000:01:00.0": config_with_acs(0x001D),
+            "0000:02:08.0": config_with_acs(0x0001),
+        },
+        numa="1",
+        cpulist="48-95",
+        group="DMA",
+    )
     topo = pci.device_topology("00000000:03:00.0", root=str(tmp_path))
-    assert [b["bdf"] for b in topo["bridges"]] == ["0000:02:08.0", "0000:01:00.0", "0000:00:01.0"]  # nearest first
+    assert [b["bdf"] for b in topo["bridges"]] == [
+        "0000:02:08.0",
+        "0000:01:00.0",
+        "0000:00:01.0",
+    ]  # nearest first
     assert [b["acs"]["redirect"] for b in topo["bridges"]] == [False, True, False]
-    assert topo["bridges"][0]["acs"]["control_flags"]["src_valid"] is True  # SrcValid alone: on, no redirect
+    assert (
+        topo["bridges"][0]["acs"]["control_flags"]["src_valid"] is True
+    )  # SrcValid alone: on, no redirect
     assert topo["numa_node"] == 1 and topo["iommu_group"] == "7" and topo["iommu_type"] == "DMA"
     assert pci.iommu_mode({}, pci.iommu_state(str(tmp_path)), ["DMA"]) == "translated"
 
@@ -88,11 +105,14 @@ def test_device_absent_from_sysfs_says_why(tmp_path):
     assert pci.device_topology("junk", root=str(tmp_path))["missing"] == "error"
 
 
-@pytest.mark.parametrize("name, controls, redirect", [
-    ("lspci-vvv-plx-bridge-acs-enabled.txt", ["0x001d"], [True]),
-    ("lspci-vv-root-port-acs-capable-but-disabled.txt", ["0x0000"], [False]),
-    ("lspci-vvv-endpoint-acs-none.txt", ["0x0000"], [False]),
-])
+@pytest.mark.parametrize(
+    "name, controls, redirect",
+    [
+        ("lspci-vvv-plx-bridge-acs-enabled.txt", ["0x001d"], [True]),
+        ("lspci-vv-root-port-acs-capable-but-disabled.txt", ["0x0000"], [False]),
+        ("lspci-vvv-endpoint-acs-none.txt", ["0x0000"], [False]),
+    ],
+)
 def test_lspci_vvv_blocks(name, controls, redirect):
     got = pci.parse_lspci_acs(real_text(f"sysfs/{name}"))
     assert [v["control"] for v in got.values()] == controls
@@ -100,35 +120,52 @@ def test_lspci_vvv_blocks(name, controls, redirect):
 
 
 def test_lspci_capable_but_disabled_keeps_the_capability():
-    [entry] = pci.parse_lspci_acs(real_text("sysfs/lspci-vv-root-port-acs-capable-but-disabled.txt")).values()
+    [entry] = pci.parse_lspci_acs(
+        real_text("sysfs/lspci-vv-root-port-acs-capable-but-disabled.txt")
+    ).values()
     assert entry["capability"]["req_redir"] is True and entry["control_flags"]["req_redir"] is False
 
 
 def test_lspci_grep_output_with_tabs_nccl629():
     got = list(pci.parse_lspci_acs(real_text("sysfs/lspci-acsctl-grep-tabs-nccl629.txt")).values())
     assert len(got) >= 12
-    assert sum(v["redirect"] for v in got) == 4 and {v["control"] for v in got} == {"0x0000", "0x001d"}
+    assert sum(v["redirect"] for v in got) == 4 and {v["control"] for v in got} == {
+        "0x0000",
+        "0x001d",
+    }
 
 
 def test_lspci_grep_srcvalid_only_nccl606_is_on_without_redirect():
-    got = list(pci.parse_lspci_acs(real_text("sysfs/lspci-acsctl-grep-amd-switch-nccl606.txt")).values())
-    assert {v["control"] for v in got} == {"0x0001", "0x0000"} and not any(v["redirect"] for v in got)
+    got = list(
+        pci.parse_lspci_acs(real_text("sysfs/lspci-acsctl-grep-amd-switch-nccl606.txt")).values()
+    )
+    assert {v["control"] for v in got} == {"0x0001", "0x0000"} and not any(
+        v["redirect"] for v in got
+    )
 
 
 def test_kernel_cmdline_samples():
-    lines = [ln.split("Command line: ", 1)[-1] for ln in real_text("sysfs/proc-cmdline-samples.txt").splitlines()
-             if ("BOOT_IMAGE=" in ln or "initrd=" in ln) and not ln.startswith("#")]
+    lines = [
+        ln.split("Command line: ", 1)[-1]
+        for ln in real_text("sysfs/proc-cmdline-samples.txt").splitlines()
+        if ("BOOT_IMAGE=" in ln or "initrd=" in ln) and not ln.startswith("#")
+    ]
     parsed = [pci.parse_cmdline(ln) for ln in lines]
     assert parsed[0] == {"intel_iommu": "on", "iommu": "pt"}
     assert {"iommu": "pt"} in parsed
     amd = next(p for p in parsed if "amd_iommu" in p)
     assert amd == {"amd_iommu": "on"}  # not a valid amd_iommu value; kept as written
-    assert pci.iommu_mode({"iommu": "pt"}, {"units": ["dmar0"], "groups": 3, "group_types": {}}, []) == "passthrough"
+    assert (
+        pci.iommu_mode({"iommu": "pt"}, {"units": ["dmar0"], "groups": 3, "group_types": {}}, [])
+        == "passthrough"
+    )
 
 
 def test_h200_cmdline_stops_at_the_init_separator():
-    text = ("mitigations=auto,no_guest_host,no_guest_guest console=ttyS0 quiet swiotlb=noforce pci=realloc=off "
-            "driver_async_probe=mlx5_core -- --firecracker-init --addr 0.0.0.0:2024 --iommu=bogus")
+    text = (
+        "mitigations=auto,no_guest_host,no_guest_guest console=ttyS0 quiet swiotlb=noforce pci=realloc=off "
+        "driver_async_probe=mlx5_core -- --firecracker-init --addr 0.0.0.0:2024 --iommu=bogus"
+    )
     assert pci.parse_cmdline(text) == {"pci": "realloc=off"}
 
 

@@ -15,8 +15,12 @@ from tests.conftest import ROOT
 
 DECLARING = ROOT / "forensics" / "gpu" / "readings.py"
 
-OTHER_MEANINGS = {("forensics/importers/nvidia_smi_xml.py", "pcie_gen"):
-                  "the <pcie_gen> element of nvidia-smi -q -x's XML, which the importer reads by its own name"}
+OTHER_MEANINGS = {
+    (
+        "forensics/importers/nvidia_smi_xml.py",
+        "pcie_gen",
+    ): "the <pcie_gen> element of nvidia-smi -q -x's XML, which the importer reads by its own name"
+}
 """(file, key) -> why a string equal to a reading key there is not that reading."""
 
 
@@ -52,20 +56,37 @@ def test_the_scan_finds_a_spelled_key(tmp_path):
     """The check can fail: a reader spelling the SM clock's key (alone or in a field path) is named."""
     pkg = tmp_path / "pkg"
     pkg.mkdir()
-    (pkg / "reader.py").write_text('def f(g):\n    """Reads clock_sm_mhz under load."""\n'
-                                   '    return g.get("clock_sm_mhz"), "gpu.devices.*.clocks.sm.current_mhz"\n')
-    assert literals_outside([pkg], base=tmp_path) == ["pkg/reader.py:3: clock_sm_mhz", "pkg/reader.py:3: current_mhz"]
+    (pkg / "reader.py").write_text(
+        'def f(g):\n    """Reads clock_sm_mhz under load."""\n'
+        '    return g.get("clock_sm_mhz"), "gpu.devices.*.clocks.sm.current_mhz"\n'
+    )
+    assert literals_outside([pkg], base=tmp_path) == [
+        "pkg/reader.py:3: clock_sm_mhz",
+        "pkg/reader.py:3: current_mhz",
+    ]
 
 
 def test_each_key_is_declared_once_with_what_it_is():
     """Every declared key is a distinct name with a docstring giving its unit or meaning and its source."""
     assert len(set(READING_KEYS)) == len(READING_KEYS)
     text = DECLARING.read_text()
-    for name in ("CURRENT_MHZ", "CLOCK_SM_MHZ", "CLOCK_MEM_MHZ", "POWER_MW", "UTIL_GPU_PCT", "UTIL_MEM_PCT", "TEMP_C",
-                 "PCIE_GEN", "PCIE_WIDTH"):
+    for name in (
+        "CURRENT_MHZ",
+        "CLOCK_SM_MHZ",
+        "CLOCK_MEM_MHZ",
+        "POWER_MW",
+        "UTIL_GPU_PCT",
+        "UTIL_MEM_PCT",
+        "TEMP_C",
+        "PCIE_GEN",
+        "PCIE_WIDTH",
+    ):
         assert getattr(readings, name) in READING_KEYS
         doc = text.split(f"\n{name} = ", 1)[1].split('"""')[1]
         assert "nvmlDevice" in doc, name  # the NVML call it comes from
     # the fleet's output names are the busy-sample medians of sampler keys, declared beside them
-    assert LOAD_METRICS == {"clock_sm_mhz": "sm_clock_load_mhz", "pcie_gen": "pcie_gen_load",
-                            "pcie_width": "pcie_width_load"}
+    assert LOAD_METRICS == {
+        "clock_sm_mhz": "sm_clock_load_mhz",
+        "pcie_gen": "pcie_gen_load",
+        "pcie_width": "pcie_width_load",
+    }

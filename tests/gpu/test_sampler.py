@@ -3,16 +3,25 @@
 import json
 
 from _fakenvml import FakePynvml, load_capture
-from forensics.gpu.sampler import Sampler, summarise
+
 from forensics.gpu.nvml import Nvml
+from forensics.gpu.sampler import Sampler, summarise
 
 UUID0 = "GPU-00000000-1111-2222-3333-000000000000"
 
 
 def _sample(dev):
-    return {"clock_sm_mhz": dev["clock_sm_mhz"], "clock_mem_mhz": dev["clock_mem_mhz"], "power_mw": dev["power_mw"],
-            "util_gpu_pct": dev["utilization"]["gpu"], "temp_c": dev["temp_c"], "pcie_gen": dev["pcie_gen_curr"],
-            "pcie_width": dev["pcie_width_curr"], "pstate": dev["pstate"], "reasons": dev["clocks_event_reasons"]}
+    return {
+        "clock_sm_mhz": dev["clock_sm_mhz"],
+        "clock_mem_mhz": dev["clock_mem_mhz"],
+        "power_mw": dev["power_mw"],
+        "util_gpu_pct": dev["utilization"]["gpu"],
+        "temp_c": dev["temp_c"],
+        "pcie_gen": dev["pcie_gen_curr"],
+        "pcie_width": dev["pcie_width_curr"],
+        "pstate": dev["pstate"],
+        "reasons": dev["clocks_event_reasons"],
+    }
 
 
 def test_summary_counts_only_busy_samples():
@@ -23,7 +32,11 @@ def test_summary_counts_only_busy_samples():
     end = {"violation_power_ns": 2914347072, "clocks_event_sw_power_cap_ns": 2828517600}
     s = summarise(0, "NVIDIA H200", samples, start, end, [])
     assert (s["samples"], s["busy_samples"]) == (10, 8)
-    assert s["clock_sm_mhz"] == {"min": 1440, "median": 1440, "max": 1440}   # the idle 345 MHz is left out
+    assert s["clock_sm_mhz"] == {
+        "min": 1440,
+        "median": 1440,
+        "max": 1440,
+    }  # the idle 345 MHz is left out
     assert s["reason_fraction"] == {"sw_power_cap": 1.0}
     assert s["counter_deltas"]["clocks_event_sw_power_cap_ns"] == 2828517600
     json.dumps(s)
@@ -39,6 +52,7 @@ def test_idle_only_window_has_no_statistics():
 def test_sampler_over_fake_nvml_and_context_manager():
     with Sampler(interval_s=0.02, nvml=Nvml(FakePynvml("under_load"))) as s:
         import time
+
         time.sleep(0.1)
     summary = s.summary
     assert set(summary) == {"duration_s", "interval_s", "gpus"}

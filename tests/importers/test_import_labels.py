@@ -8,7 +8,9 @@ import shutil
 
 from tests.conftest import H200, run_cli
 
-TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm01234567"  # the shape of a Hugging Face token, not a real one
+TOKEN = (
+    "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm01234567"
+)  # the shape of a Hugging Face token, not a real one
 
 
 def _no_token_anywhere(tmp_path, proc) -> None:
@@ -21,8 +23,15 @@ def _no_token_anywhere(tmp_path, proc) -> None:
 
 def test_a_label_given_to_import_is_redacted(tmp_path):
     out = tmp_path / "s.json"
-    proc = run_cli("import", str(H200 / "collect_env.txt"), "--label", f"ticket 42 token={TOKEN}", "-o", str(out),
-                   cwd=tmp_path)
+    proc = run_cli(
+        "import",
+        str(H200 / "collect_env.txt"),
+        "--label",
+        f"ticket 42 token={TOKEN}",
+        "-o",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert doc["label"].startswith("ticket 42") and "<redacted>" in doc["label"]
@@ -38,7 +47,9 @@ def test_the_default_label_and_output_name_made_from_a_file_name_are_redacted(tm
     written = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
     assert [p.name for p in written] == ["forensics-imported-env-redacted.json"], written
     doc = json.loads(written[0].read_text())
-    assert doc["label"] == "imported: env-<redacted>.txt" and doc["import"]["files"] == ["env-<redacted>.txt"]
+    assert doc["label"] == "imported: env-<redacted>.txt" and doc["import"]["files"] == [
+        "env-<redacted>.txt"
+    ]
     _no_token_anywhere(tmp_path, proc)
 
 
@@ -46,7 +57,9 @@ def test_a_ticket_text_diffed_directly_keeps_the_token_out_of_the_report(tmp_pat
     text = tmp_path / f"env-{TOKEN}.txt"
     shutil.copy(H200 / "collect_env.txt", text)
     report = tmp_path / "r.json"
-    proc = run_cli("diff", text.name, str(H200 / "collect_env.txt"), "-o", str(report), "-q", cwd=tmp_path)
+    proc = run_cli(
+        "diff", text.name, str(H200 / "collect_env.txt"), "-o", str(report), "-q", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert TOKEN not in report.read_text() and TOKEN not in proc.stdout
 

@@ -20,7 +20,9 @@ BENCH = ROOT / "examples" / "h200x2" / "bench"
 
 def medians(name: str) -> list[float]:
     doc = json.loads((BENCH / f"{name}.json").read_text())
-    return next(r["process_medians"] for r in doc["results"] if r["name"] == "canary.verify_step_ms")
+    return next(
+        r["process_medians"] for r in doc["results"] if r["name"] == "canary.verify_step_ms"
+    )
 
 
 def rule(baseline, a, b, **kw):
@@ -65,15 +67,22 @@ def test_a_slowdown_that_did_not_reproduce_has_no_share():
 @pytest.mark.parametrize("hib", [False, True])
 def test_share_is_the_same_for_a_throughput(hib):
     conv = (lambda xs: [1 / x for x in xs]) if hib else (lambda xs: xs)
-    s = share_recovered(conv(medians("a1")), conv(medians("p2p")), conv(medians("p2p")), conv(medians("a2")),
-                        higher_is_better=hib)
+    s = share_recovered(
+        conv(medians("a1")),
+        conv(medians("p2p")),
+        conv(medians("p2p")),
+        conv(medians("a2")),
+        higher_is_better=hib,
+    )
     ref = share_recovered(medians("a1"), medians("p2p"), medians("p2p"), medians("a2"))
     assert s.point == pytest.approx(ref.point, rel=1e-6)
 
 
 def _busy_gpu():
     root = ROOT / "examples" / "busy-gpu"
-    return json.loads((root / "before.json").read_text()), json.loads((root / "after.json").read_text())
+    return json.loads((root / "before.json").read_text()), json.loads(
+        (root / "after.json").read_text()
+    )
 
 
 def test_a_busy_gpu_re_measured_is_still_present_with_the_process_named():

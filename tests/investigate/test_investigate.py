@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import ROOT, processes_with_env, run_cli
 
-STEP = r'''
+STEP = r"""
 import json, os, random, time
 cost = float(open("cost.txt").read())
 factor = 1.4 if os.environ.get("PYTORCH_TEST_SLOW") else 1.0
@@ -36,9 +36,9 @@ for _ in range(4):
     while (time.process_time() - t0) * 1e3 < ms:
         pass
     print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
-'''
+"""
 CMD = f"{sys.executable} step.py"
-BASELINE = r'''
+BASELINE = r"""
 import sys
 from forensics import snapshot as snap
 from forensics.collect import take_snapshot
@@ -48,22 +48,30 @@ doc = take_snapshot(label="baseline", options={"repo": "."},
                     bench=lambda: measure_now(step, canary=False, canary_options={}, processes=int(sys.argv[3]),
                                               budget_s=60)[0])
 snap.save(doc, sys.argv[1])
-'''
-GIT_ENV = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
-           "GIT_COMMITTER_EMAIL": "t@example.com"}
+"""
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "T",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "T",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_TEST_SLOW", "NCCL_TEST_DECOY",
-                                                             "FORENSICS_DEBUG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTORCH_TEST_SLOW", "NCCL_TEST_DECOY", "FORENSICS_DEBUG")
+    }
     env.update(GIT_ENV)
     env.update(extra)
     return env
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=_env()).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=_env()
+    ).stdout.strip()
 
 
 def _commit(repo: Path, msg: str, files: dict[str, str]) -> str:
@@ -81,21 +89,40 @@ def user_repo(tmp_path):
     up = tmp_path / "upstream"
     up.mkdir()
     _git(up, "init", "-q", "-b", "main")
-    _commit(up, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n", "kernels/attn.py": "x = 1\n"})
+    _commit(
+        up,
+        "serving: verify step",
+        {"step.py": STEP, "cost.txt": "4\n", "kernels/attn.py": "x = 1\n"},
+    )
     user = tmp_path / "user"
     subprocess.run(["git", "clone", "-q", str(up), str(user)], check=True, env=_env())
     return up, user
 
 
 def baseline(path: Path, cwd: Path, processes: int = 5, **env: str) -> Path:
-    subprocess.run([sys.executable, "-c", BASELINE, str(path), CMD, str(processes)], cwd=cwd, env=_env(**env),
-                   check=True, capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", BASELINE, str(path), CMD, str(processes)],
+        cwd=cwd,
+        env=_env(**env),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return path
 
 
-def investigate(cwd: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "forensics", "investigate", *args], cwd=cwd, env=_env(**env),
-                          capture_output=True, text=True, timeout=timeout)
+def investigate(
+    cwd: Path, *args: str, timeout: float = 300, **env: str
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "forensics", "investigate", *args],
+        cwd=cwd,
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _tree_hash(root: Path) -> str:
@@ -111,9 +138,25 @@ def _tree_hash(root: Path) -> str:
 def test_confirms_the_variable_that_slows_the_step_and_refutes_the_decoy(user_repo, tmp_path):
     _, user = user_repo
     base = baseline(tmp_path / "before.json", user)
-    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
-                    "-o", str(tmp_path / "r.html"), "-o", str(tmp_path / "r.md"), "--budget", "5m", "-q",
-                    PYTORCH_TEST_SLOW="1", NCCL_TEST_DECOY="1")
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "-o",
+        str(tmp_path / "r.json"),
+        "-o",
+        str(tmp_path / "r.html"),
+        "-o",
+        str(tmp_path / "r.md"),
+        "--budget",
+        "5m",
+        "-q",
+        PYTORCH_TEST_SLOW="1",
+        NCCL_TEST_DECOY="1",
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     first = r.stdout.splitlines()[0]
     assert first.startswith("Confirmed by experiment: nccl.env: Unsetting PYTORCH_TEST_SLOW"), first
@@ -124,14 +167,27 @@ def test_confirms_the_variable_that_slows_the_step_and_refutes_the_decoy(user_re
     assert slow["outcome"] == "confirmed" and slow["share"]["low"] >= 0.5
     assert slow["comparison"]["verdict"] == "faster" and slow["comparison"]["ci95"][1] < 1
     # refuted: no change within the noise band, or it cannot account for a fifth of the slowdown
-    assert decoy["outcome"] == "refuted" and decoy["comparison"]["verdict"] not in ("faster", "small-faster")
+    assert decoy["outcome"] == "refuted" and decoy["comparison"]["verdict"] not in (
+        "faster",
+        "small-faster",
+    )
     assert decoy["comparison"]["verdict"] == "same" or decoy["share"]["high"] < 0.2
     # the JSON keeps forensics diff's keys and adds the experiments
-    for key in ("verdict", "hypotheses", "changes", "commits", "bench", "experiments", "diff_verdict"):
+    for key in (
+        "verdict",
+        "hypotheses",
+        "changes",
+        "commits",
+        "bench",
+        "experiments",
+        "diff_verdict",
+    ):
         assert key in doc
     assert doc["verdict"] == first
     html = (tmp_path / "r.html").read_text()
-    assert html.index("Confirmed by experiment") < html.index("Suspects, most likely first")  # verdict, then ledger
+    assert html.index("Confirmed by experiment") < html.index(
+        "Suspects, most likely first"
+    )  # verdict, then ledger
     assert "PYTORCH_TEST_SLOW" in (tmp_path / "r.md").read_text()
 
 
@@ -140,21 +196,41 @@ def test_suspect_commit_confirmed_in_a_private_worktree_checkout_untouched(user_
     up, user = user_repo
     base = baseline(tmp_path / "before.json", user)
     _commit(up, "docs: timings", {"README.md": "timings per block\n"})
-    slow = _commit(up, "kernels: recompute attention scores <script>alert(1)</script>",
-                   {"cost.txt": "5.6\n", "kernels/attn.py": "x = 2\n"})
+    slow = _commit(
+        up,
+        "kernels: recompute attention scores <script>alert(1)</script>",
+        {"cost.txt": "5.6\n", "kernels/attn.py": "x = 2\n"},
+    )
     _commit(up, "config: log every 50 steps", {"config.yaml": "log_every: 50\n"})
     _git(user, "pull", "-q")
     (user / "scratch.txt").write_text("uncommitted, untracked\n")
     before = _tree_hash(user)
-    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
-                    "-o", str(tmp_path / "r.html"), "--budget", "5m", "-q")
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "-o",
+        str(tmp_path / "r.json"),
+        "-o",
+        str(tmp_path / "r.html"),
+        "--budget",
+        "5m",
+        "-q",
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     html = (tmp_path / "r.html").read_text()
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert r.stdout.startswith(f"Confirmed by experiment: code.change: Going back from {slow[:10]}")
     doc = json.loads((tmp_path / "r.json").read_text())
     commit, bis = doc["experiments"][0], doc["experiments"][1]
-    assert commit["kind"] == "commit" and commit["details"]["commit"] == slow and commit["outcome"] == "confirmed"
+    assert (
+        commit["kind"] == "commit"
+        and commit["details"]["commit"] == slow
+        and commit["outcome"] == "confirmed"
+    )
     assert bis["kind"] == "bisect" and bis["outcome"] == "not-run" and "not needed" in bis["reason"]
     assert _tree_hash(user) == before
     assert _git(user, "worktree", "list").count("\n") == 0  # our worktrees are gone
@@ -165,11 +241,25 @@ def test_a_hot_but_innocent_suspect_is_refuted_then_bisect_names_the_commit(user
     up, user = user_repo
     base = baseline(tmp_path / "before.json", user)
     culprit = _commit(up, "tune the block size", {"cost.txt": "5.6\n"})
-    _commit(up, "kernels: comments", {"kernels/attn.py": "x = 1  # attention\n"})  # the hot-path suspect
+    _commit(
+        up, "kernels: comments", {"kernels/attn.py": "x = 1  # attention\n"}
+    )  # the hot-path suspect
     _commit(up, "config", {"config.yaml": "a: 1\n"})
     _git(user, "pull", "-q")
-    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
-                    "--budget", "10m", "-q", timeout=600)
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "-o",
+        str(tmp_path / "r.json"),
+        "--budget",
+        "10m",
+        "-q",
+        timeout=600,
+    )
     doc = json.loads((tmp_path / "r.json").read_text())
     commit, bis = doc["experiments"][0], doc["experiments"][1]
     assert commit["outcome"] == "refuted", commit
@@ -180,61 +270,119 @@ def test_a_hot_but_innocent_suspect_is_refuted_then_bisect_names_the_commit(user
 def test_plan_lists_experiments_with_costs_and_runs_none(user_repo, tmp_path):
     _, user = user_repo
     base = baseline(tmp_path / "before.json", user)
-    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "--plan", "-q",
-                    "-o", str(tmp_path / "plan.json"), PYTORCH_TEST_SLOW="1", NCCL_TEST_DECOY="1")
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "--plan",
+        "-q",
+        "-o",
+        str(tmp_path / "plan.json"),
+        PYTORCH_TEST_SLOW="1",
+        NCCL_TEST_DECOY="1",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("Plan: measured slower")
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("env-")]
     assert len(lines) == 2 and all("planned" in ln and "est. " in ln for ln in lines)
     assert "--b-unset PYTORCH_TEST_SLOW" in r.stdout  # the command that would run it
     doc = json.loads((tmp_path / "plan.json").read_text())
-    assert doc["plan_only"] and all(e["outcome"] == "planned" and e["estimate_s"] > 0 and not e["a"]
-                                    for e in doc["experiments"])
+    assert doc["plan_only"] and all(
+        e["outcome"] == "planned" and e["estimate_s"] > 0 and not e["a"] for e in doc["experiments"]
+    )
 
 
 def test_budget_spent_lists_every_experiment_with_the_reason(user_repo, tmp_path):
     _, user = user_repo
     base = baseline(tmp_path / "before.json", user)
     # one second cannot hold even the snapshot taken now: every experiment is left out, saying why
-    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "--budget", "1", "-q",
-                    "-o", str(tmp_path / "r.json"), PYTORCH_TEST_SLOW="1")
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "--budget",
+        "1",
+        "-q",
+        "-o",
+        str(tmp_path / "r.json"),
+        PYTORCH_TEST_SLOW="1",
+    )
     assert r.returncode == 3, r.stdout + r.stderr
     assert r.stdout.startswith("Most likely, not confirmed: nccl.env")
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["experiments"] and all(e["outcome"] == "not-run" and e["reason"].startswith("budget spent: needs about")
-                                      for e in doc["experiments"])
+    assert doc["experiments"] and all(
+        e["outcome"] == "not-run" and e["reason"].startswith("budget spent: needs about")
+        for e in doc["experiments"]
+    )
     assert "raise --budget" in r.stdout
 
 
 def test_no_regression_runs_no_experiment(user_repo, tmp_path):
     _, user = user_repo
     base = baseline(tmp_path / "before.json", user, processes=10)
-    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-q", "-o", str(tmp_path / "r.json"),
-                    "--snapshot-processes", "10")
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "-q",
+        "-o",
+        str(tmp_path / "r.json"),
+        "--snapshot-processes",
+        "10",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("No regression: user.step_ms")
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["experiments"] == [] and doc["regression"]["status"] == "no regression"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--baseline", "missing.json"], "--baseline missing.json: no such file"),
-    (["--baseline", "foreign.json"], "foreign.json"),
-    (["--baseline", "before.json", "--budget", "soon"], "--budget 'soon': expected seconds or a duration"),
-    (["--baseline", "before.json", "--cmd", "x", "--callable", "a:b"], "either --cmd or --callable"),
-    (["--baseline", "before.json", "-o", "report.txt"], "must end in .html, .md or .json"),
-    (["--baseline", "before.json", "--wheelhouse", "nowhere"], "--wheelhouse nowhere: no such folder"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--baseline", "missing.json"], "--baseline missing.json: no such file"),
+        (["--baseline", "foreign.json"], "foreign.json"),
+        (
+            ["--baseline", "before.json", "--budget", "soon"],
+            "--budget 'soon': expected seconds or a duration",
+        ),
+        (
+            ["--baseline", "before.json", "--cmd", "x", "--callable", "a:b"],
+            "either --cmd or --callable",
+        ),
+        (["--baseline", "before.json", "-o", "report.txt"], "must end in .html, .md or .json"),
+        (
+            ["--baseline", "before.json", "--wheelhouse", "nowhere"],
+            "--wheelhouse nowhere: no such folder",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     (tmp_path / "foreign.json").write_text(json.dumps({"schema": "something.else/1"}))
-    (tmp_path / "before.json").write_text(json.dumps({"schema": "forensics.snapshot/1", "probes": {}}))
+    (tmp_path / "before.json").write_text(
+        json.dumps({"schema": "forensics.snapshot/1", "probes": {}})
+    )
     r = investigate(tmp_path, *args)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("forensics: error:") and message in r.stderr
+    assert (
+        r.stderr.count("\n") == 1
+        and r.stderr.startswith("forensics: error:")
+        and message in r.stderr
+    )
     assert "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("text, seconds", [("120", 120), ("90s", 90), ("15m", 900), ("1h", 3600), ("1h30m", 5400)])
+@pytest.mark.parametrize(
+    "text, seconds", [("120", 120), ("90s", 90), ("15m", 900), ("1h", 3600), ("1h30m", 5400)]
+)
 def test_budget_accepts_seconds_and_units(text, seconds):
     from forensics.cli.investigate import parse_duration
 
@@ -244,14 +392,39 @@ def test_budget_accepts_seconds_and_units(text, seconds):
 @pytest.mark.slow
 def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(user_repo, tmp_path):
     _, user = user_repo
-    _commit(user, "longer processes", {"step.py": STEP.replace("for _ in range(4):", "for _ in range(100):")})
+    _commit(
+        user,
+        "longer processes",
+        {"step.py": STEP.replace("for _ in range(4):", "for _ in range(100):")},
+    )
     base = baseline(tmp_path / "before.json", user)
     marker = f"inv-{os.getpid()}-{time.time_ns()}"
-    proc = subprocess.Popen([sys.executable, "-m", "forensics", "investigate", "--baseline", str(base), "--cmd", CMD,
-                             "--no-canary", "-o", str(tmp_path / "r.json"), "--timeout", "600"], cwd=user,
-                            env=_env(PYTORCH_TEST_SLOW="1", INV_TEST_MARKER=marker), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    def side_b_running() -> bool:  # side B of the environment experiment: the step without the variable
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "investigate",
+            "--baseline",
+            str(base),
+            "--cmd",
+            CMD,
+            "--no-canary",
+            "-o",
+            str(tmp_path / "r.json"),
+            "--timeout",
+            "600",
+        ],
+        cwd=user,
+        env=_env(PYTORCH_TEST_SLOW="1", INV_TEST_MARKER=marker),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def side_b_running() -> (
+        bool
+    ):  # side B of the environment experiment: the step without the variable
         import psutil
 
         for p in processes_with_env("INV_TEST_MARKER", marker):
@@ -270,7 +443,9 @@ def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(u
     assert proc.returncode == 130, out + err
     assert err.strip().splitlines()[-1].startswith("forensics: error: interrupted"), err
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["interrupted"] and doc["experiments"][0]["outcome"] == "interrupted", doc["experiments"]
+    assert doc["interrupted"] and doc["experiments"][0]["outcome"] == "interrupted", doc[
+        "experiments"
+    ]
     time.sleep(0.5)
     assert [p for p in processes_with_env("INV_TEST_MARKER", marker) if p.pid != proc.pid] == []
 
@@ -284,42 +459,132 @@ def test_without_baseline_a_real_busy_gpu_snapshot_is_below_its_hardware():
     assert code == 1 and "component.matmul_tflops" in verdict and "GPU 0 SM clock" in verdict
     idle = json.loads((root / "aa" / "before.json").read_text())
     checks, verdict, code = judge_alone(idle)
-    assert code == 0 and verdict.startswith("No deviation") and all(c["status"] != "below" for c in checks)
+    assert (
+        code == 0
+        and verdict.startswith("No deviation")
+        and all(c["status"] != "below" for c in checks)
+    )
     assert any(c["check"].startswith("GPU 1 NVLink") and c["measured"] == 18 for c in checks)
 
 
 def test_bench_runs_side_b_of_the_users_step_interleaved(user_repo, tmp_path):
     _, user = user_repo
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    r = subprocess.run([sys.executable, "-m", "forensics", "bench", "--cmd", CMD, "--processes", "5", "--b-unset",
-                        "PYTORCH_TEST_SLOW", "-o", str(a), "--b-output", str(b), "-q"], cwd=user,
-                       env=_env(PYTORCH_TEST_SLOW="1"), capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "bench",
+            "--cmd",
+            CMD,
+            "--processes",
+            "5",
+            "--b-unset",
+            "PYTORCH_TEST_SLOW",
+            "-o",
+            str(a),
+            "--b-output",
+            str(b),
+            "-q",
+        ],
+        cwd=user,
+        env=_env(PYTORCH_TEST_SLOW="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "user.step_ms: faster" in r.stdout, r.stdout + r.stderr
     doc_b = json.loads(b.read_text())
-    assert doc_b["config"]["unset"] == ["PYTORCH_TEST_SLOW"] and len(doc_b["results"][0]["process_medians"]) == 5
-    r = subprocess.run([sys.executable, "-m", "forensics", "bench", "--cmd", CMD, "--processes", "5", "--b-cmd",
-                        f"env PYTORCH_TEST_SLOW=1 {CMD}", "-o", str(a), "--b-output", str(b), "-q"], cwd=user,
-                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert (
+        doc_b["config"]["unset"] == ["PYTORCH_TEST_SLOW"]
+        and len(doc_b["results"][0]["process_medians"]) == 5
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "bench",
+            "--cmd",
+            CMD,
+            "--processes",
+            "5",
+            "--b-cmd",
+            f"env PYTORCH_TEST_SLOW=1 {CMD}",
+            "-o",
+            str(a),
+            "--b-output",
+            str(b),
+            "-q",
+        ],
+        cwd=user,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "user.step_ms: slower" in r.stdout, r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-m", "forensics", "bench", "--b-cmd", CMD, "-o", str(a), "--b-output", str(b)],
-                       cwd=user, env=_env(), capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and r.stderr.strip() == "forensics: error: --b-cmd is side B's version of --cmd; give --cmd too"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "bench",
+            "--b-cmd",
+            CMD,
+            "-o",
+            str(a),
+            "--b-output",
+            str(b),
+        ],
+        cwd=user,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        r.returncode == 2
+        and r.stderr.strip()
+        == "forensics: error: --b-cmd is side B's version of --cmd; give --cmd too"
+    )
 
 
 @pytest.mark.slow
 def test_three_changed_variables_are_restored_together_first_then_one_by_one(user_repo, tmp_path):
     _, user = user_repo
     base = baseline(tmp_path / "before.json", user)
-    r = investigate(user, "--baseline", str(base), "--cmd", CMD, "--no-canary", "-o", str(tmp_path / "r.json"),
-                    "--budget", "5m", "-q", PYTORCH_TEST_SLOW="1", NCCL_TEST_DECOY="1", CUDA_TEST_DECOY="2")
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "-o",
+        str(tmp_path / "r.json"),
+        "--budget",
+        "5m",
+        "-q",
+        PYTORCH_TEST_SLOW="1",
+        NCCL_TEST_DECOY="1",
+        CUDA_TEST_DECOY="2",
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     env = [e for e in doc["experiments"] if e["kind"] == "environment"]
     group, singles = env[0], env[1:]
     assert len(group["details"]["restore"]) == 3 and group["outcome"] == "confirmed"
     outcome = {next(iter(e["details"]["restore"])): e["outcome"] for e in singles}
-    assert outcome == {"PYTORCH_TEST_SLOW": "confirmed", "NCCL_TEST_DECOY": "refuted", "CUDA_TEST_DECOY": "refuted"}
-    assert r.stdout.startswith("Confirmed by experiment: nccl.env: Unsetting PYTORCH_TEST_SLOW (unset")
+    assert outcome == {
+        "PYTORCH_TEST_SLOW": "confirmed",
+        "NCCL_TEST_DECOY": "refuted",
+        "CUDA_TEST_DECOY": "refuted",
+    }
+    assert r.stdout.startswith(
+        "Confirmed by experiment: nccl.env: Unsetting PYTORCH_TEST_SLOW (unset"
+    )
 
 
 def _wheel(folder: Path, version: str, cost: float) -> Path:
@@ -328,9 +593,11 @@ def _wheel(folder: Path, version: str, cost: float) -> Path:
 
     path = folder / f"fakeslow-{version}-py3-none-any.whl"
     info = f"fakeslow-{version}.dist-info"
-    files = {"fakeslow/__init__.py": f"COST = {cost}\n",
-             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: fakeslow\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        "fakeslow/__init__.py": f"COST = {cost}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: fakeslow\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
     with zipfile.ZipFile(path, "w") as z:
         for name, text in files.items():
@@ -345,35 +612,89 @@ def test_an_older_package_from_the_wheelhouse_is_confirmed_in_a_temporary_overla
         d.mkdir()
     old, new = _wheel(wheels, "1.0", 4), _wheel(wheels, "2.0", 5.6)
     (work / "cost.txt").write_text("0\n")
-    (work / "step.py").write_text(STEP.replace('float(open("cost.txt").read())', "__import__('fakeslow').COST"))
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site)]
+    (work / "step.py").write_text(
+        STEP.replace('float(open("cost.txt").read())', "__import__('fakeslow').COST")
+    )
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-index",
+        "--target",
+        str(site),
+    ]
     subprocess.run([*pip, str(old)], check=True, capture_output=True, timeout=120)
     base = baseline(tmp_path / "before.json", work, PYTHONPATH=str(site))
     subprocess.run([*pip, "--upgrade", str(new)], check=True, capture_output=True, timeout=120)
     before_site = _tree_hash(site)
-    r = investigate(work, "--baseline", str(base), "--cmd", CMD, "--no-canary", "--wheelhouse", str(wheels),
-                    "-o", str(tmp_path / "r.json"), "--budget", "5m", "-q", PYTHONPATH=str(site))
+    r = investigate(
+        work,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "--wheelhouse",
+        str(wheels),
+        "-o",
+        str(tmp_path / "r.json"),
+        "--budget",
+        "5m",
+        "-q",
+        PYTHONPATH=str(site),
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     pkg = next(e for e in doc["experiments"] if e["kind"] == "package")
     assert pkg["details"]["package"] == "fakeslow" and pkg["details"]["baseline_version"] == "1.0"
     assert pkg["outcome"] == "confirmed", pkg
-    assert r.stdout.startswith("Confirmed by experiment: python.packages: fakeslow 1.0 instead of 2.0")
+    assert r.stdout.startswith(
+        "Confirmed by experiment: python.packages: fakeslow 1.0 instead of 2.0"
+    )
     assert _tree_hash(site) == before_site  # the user's environment is not touched
-    r = investigate(work, "--baseline", str(base), "--cmd", CMD, "--no-canary", "--plan", "-q",
-                    "-o", str(tmp_path / "p.json"), PYTHONPATH=str(site))
+    r = investigate(
+        work,
+        "--baseline",
+        str(base),
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "--plan",
+        "-q",
+        "-o",
+        str(tmp_path / "p.json"),
+        PYTHONPATH=str(site),
+    )
     plan = json.loads((tmp_path / "p.json").read_text())
     pkg = next(e for e in plan["experiments"] if e["kind"] == "package")
-    assert pkg["outcome"] == "not-run" and "--wheelhouse" in pkg["reason"] and "pip download" in pkg["command"]
+    assert (
+        pkg["outcome"] == "not-run"
+        and "--wheelhouse" in pkg["reason"]
+        and "pip download" in pkg["command"]
+    )
 
 
 def test_a_baseline_without_measurements_says_what_to_take_and_plan_still_plans(tmp_path):
     # a fresh-user pass: --plan printed no plan, and the advice said "more processes" where none were measured
     base = tmp_path / "base.json"
-    assert run_cli("snapshot", "-q", "-o", str(base), "--probe", "host", cwd=tmp_path).returncode == 0
-    plain = run_cli("investigate", "--baseline", str(base), "-o", str(tmp_path / "r.md"), cwd=tmp_path)
+    assert (
+        run_cli("snapshot", "-q", "-o", str(base), "--probe", "host", cwd=tmp_path).returncode == 0
+    )
+    plain = run_cli(
+        "investigate", "--baseline", str(base), "-o", str(tmp_path / "r.md"), cwd=tmp_path
+    )
     assert plain.returncode == 3
-    assert "neither snapshot has a measurement on both sides (take the baseline with `forensics snapshot --bench`" \
-        in plain.stdout and "--snapshot-processes" not in plain.stdout
-    plan = run_cli("investigate", "--baseline", str(base), "--plan", "-o", str(tmp_path / "p.md"), cwd=tmp_path)
-    assert plan.returncode == 0 and "Plan: " in plan.stdout and "if it did get slower" in plan.stdout
+    assert (
+        "neither snapshot has a measurement on both sides (take the baseline with `forensics snapshot --bench`"
+        in plain.stdout
+        and "--snapshot-processes" not in plain.stdout
+    )
+    plan = run_cli(
+        "investigate", "--baseline", str(base), "--plan", "-o", str(tmp_path / "p.md"), cwd=tmp_path
+    )
+    assert (
+        plan.returncode == 0 and "Plan: " in plan.stdout and "if it did get slower" in plan.stdout
+    )

@@ -18,8 +18,10 @@ import pytest
 from tests.conftest import EXAMPLES, run_cli
 
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # NVML's count narrowed to none, also on a machine with GPUs
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                 reason="the canary (and so these refusals) needs PyTorch")
+needs_torch = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None,
+    reason="the canary (and so these refusals) needs PyTorch",
+)
 
 
 def _baseline(tmp_path: Path) -> Path:
@@ -28,21 +30,39 @@ def _baseline(tmp_path: Path) -> Path:
 
 
 def test_without_baseline_step_or_gpu_it_says_so_before_any_snapshot(tmp_path):
-    r = run_cli("investigate", "-o", "r.json", "--snapshot-out", "now.json", cwd=tmp_path, env=NO_GPU)
+    r = run_cli(
+        "investigate", "-o", "r.json", "--snapshot-out", "now.json", cwd=tmp_path, env=NO_GPU
+    )
     assert r.returncode == 3, r.stdout + r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("forensics: error: cannot judge this machine")
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(
+        "forensics: error: cannot judge this machine"
+    )
     assert "no GPU is visible" in r.stderr and "--baseline" in r.stderr and "--cmd" in r.stderr
     assert r.stdout == ""
-    assert not (tmp_path / "r.json").exists() and not (tmp_path / "now.json").exists()  # nothing was measured
+    assert (
+        not (tmp_path / "r.json").exists() and not (tmp_path / "now.json").exists()
+    )  # nothing was measured
 
 
 @needs_torch
 def test_a_budget_shorter_than_the_snapshots_canary_is_refused_before_any_work(tmp_path):
     base = _baseline(tmp_path)
-    r = run_cli("investigate", "--baseline", str(base), "--budget", "5s", "-o", "r.json", cwd=tmp_path,
-                env=NO_GPU, timeout=240)
+    r = run_cli(
+        "investigate",
+        "--baseline",
+        str(base),
+        "--budget",
+        "5s",
+        "-o",
+        "r.json",
+        cwd=tmp_path,
+        env=NO_GPU,
+        timeout=240,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("forensics: error: --budget 5s is shorter than")
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(
+        "forensics: error: --budget 5s is shorter than"
+    )
     # timed from the baseline's own canary processes, and the way out is named
     assert "5 fresh processes of at least 7.3 s each" in r.stderr and "--no-canary" in r.stderr
     assert not (tmp_path / "r.json").exists()
@@ -52,14 +72,29 @@ def test_a_budget_shorter_than_the_snapshots_canary_is_refused_before_any_work(t
 def test_plan_prints_the_plan_without_running_the_canary(tmp_path):
     base = _baseline(tmp_path)
     # the recorded H200 canary (TP=2, hidden 4096, 16 layers) would run for many minutes on a CPU
-    r = run_cli("investigate", "--baseline", str(base), "--plan", "--budget", "5s", "-o", "p.json",
-                cwd=tmp_path, env=NO_GPU, timeout=240)
+    r = run_cli(
+        "investigate",
+        "--baseline",
+        str(base),
+        "--plan",
+        "--budget",
+        "5s",
+        "-o",
+        "p.json",
+        cwd=tmp_path,
+        env=NO_GPU,
+        timeout=240,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "note: --plan: the canary was not run now" in r.stdout
     verdict = next(line for line in r.stdout.splitlines() if line.startswith("Plan: "))
-    assert verdict.startswith("Plan: not measured now (--plan runs no canary); if it did get slower: ")
+    assert verdict.startswith(
+        "Plan: not measured now (--plan runs no canary); if it did get slower: "
+    )
     doc = json.loads((tmp_path / "p.json").read_text())
-    assert doc["plan_only"] and all(e["outcome"] in ("planned", "not-run") for e in doc["experiments"])
+    assert doc["plan_only"] and all(
+        e["outcome"] in ("planned", "not-run") for e in doc["experiments"]
+    )
     canary = next(x for x in doc["bench"]["results"] if x["name"] == "canary.verify_step_ms")
     assert canary["before"] and canary["after"] is None  # measured in the baseline only
     planned = [e for e in doc["experiments"] if e["outcome"] == "planned"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-STEP = r'''
+STEP = r"""
 import json, os, random, time
 cost = float(open("cost.txt").read())
 factor = 1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0
@@ -29,11 +29,15 @@ for _ in range(4):
     while (time.process_time() - t0) * 1e3 < ms:
         pass
     print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
-'''
+"""
 CMD = f"{sys.executable} step.py"
-GIT_ENV = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
-           "GIT_COMMITTER_EMAIL": "t@example.com"}
-BASELINE = r'''
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "T",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "T",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+BASELINE = r"""
 import sys
 from forensics import snapshot as snap
 from forensics.collect import take_snapshot
@@ -42,20 +46,25 @@ step = Subject("cmd", sys.argv[2])
 doc = take_snapshot(label="baseline", options={"repo": "."},
                     bench=lambda: measure_now(step, canary=False, canary_options={}, processes=5, budget_s=60)[0])
 snap.save(doc, sys.argv[1])
-'''
+"""
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FORENSICS_DEBUG",) and not k.startswith(
-        ("CUDA_", "NCCL_", "TORCH", "PYTORCH_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("FORENSICS_DEBUG",)
+        and not k.startswith(("CUDA_", "NCCL_", "TORCH", "PYTORCH_"))
+    }
     env.update(GIT_ENV)
     env.update(extra)
     return env
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=_env()).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=_env()
+    ).stdout.strip()
 
 
 def _commit(repo: Path, msg: str, files: dict[str, str]) -> str:
@@ -98,9 +107,26 @@ def pulled(tmp_path):
 
 
 def investigate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "forensics", "investigate", "--cmd", CMD, "--no-canary", "-q",
-                           "--budget", "5m", *args], cwd=cwd, env=_env(**env), capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "investigate",
+            "--cmd",
+            CMD,
+            "--no-canary",
+            "-q",
+            "--budget",
+            "5m",
+            *args,
+        ],
+        cwd=cwd,
+        env=_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -119,7 +145,10 @@ def test_no_baseline_a_silent_pull_is_confirmed_against_the_reflogs_head(pulled,
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["baseline_source"] == lines[0]
     # the commit taken out of HEAD leaves no slowdown beyond noise (a loaded machine may leave it undecided)
-    assert doc["residual"]["status"] in ("within", "undecided") and doc["residual"]["status"] != "beyond"
+    assert (
+        doc["residual"]["status"] in ("within", "undecided")
+        and doc["residual"]["status"] != "beyond"
+    )
     assert abs(doc["residual"]["unexplained"]["point"]) < 0.2
     confirmed = [e for e in doc["experiments"] if e["outcome"] == "confirmed"]
     assert len(confirmed) == 1 and confirmed[0]["comparison"]["verdict"] == "faster"
@@ -127,12 +156,19 @@ def test_no_baseline_a_silent_pull_is_confirmed_against_the_reflogs_head(pulled,
     # the decoys change no behaviour (comments): the commit that changed cost.txt is the first suspect
     assert confirmed[0]["kind"] == "commit" and confirmed[0]["details"]["commit"] == slow
     bis = [e for e in doc["experiments"] if e["kind"] == "bisect"]
-    if bis and bis[0]["outcome"] == "confirmed":  # the top suspect was a decoy: the bisect reused both endpoints
-        assert bis[0]["details"]["reused_endpoints"] == {old[:10]: 5, _git(user, "rev-parse", "HEAD")[:10]: 5}
+    if (
+        bis and bis[0]["outcome"] == "confirmed"
+    ):  # the top suspect was a decoy: the bisect reused both endpoints
+        assert bis[0]["details"]["reused_endpoints"] == {
+            old[:10]: 5,
+            _git(user, "rev-parse", "HEAD")[:10]: 5,
+        }
     # adaptive: a 1.5x change is decided by the first round, 5 processes a side (3 more fresh after a bisect)
     assert confirmed[0]["details"]["processes_per_side"][0] <= 8
     assert "**baseline: HEAD@{1}" in (tmp_path / "r.md").read_text()
-    assert _tree_hash(user) == before  # objects, refs, index and files: nothing written in the user's repository
+    assert (
+        _tree_hash(user) == before
+    )  # objects, refs, index and files: nothing written in the user's repository
 
 
 @pytest.mark.slow
@@ -159,11 +195,15 @@ def test_a_costly_variable_is_tested_unset_against_a_remembered_figure(tmp_path)
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     _commit(repo, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n"})
-    r = investigate(repo, "--expect", "4ms", "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1")
+    r = investigate(
+        repo, "--expect", "4ms", "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1"
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.splitlines()[0] == "baseline: --expect 4ms (the value you remember)"
-    assert "Confirmed by experiment: nccl.env: Unsetting CUDA_LAUNCH_BLOCKING (set now, known to cost speed)" \
+    assert (
+        "Confirmed by experiment: nccl.env: Unsetting CUDA_LAUNCH_BLOCKING (set now, known to cost speed)"
         in r.stdout
+    )
     doc = json.loads((tmp_path / "r.json").read_text())
     env = [e for e in doc["experiments"] if e["kind"] == "environment"]
     assert env[0]["details"]["known_cost"]["source"].startswith("CUDA C++ Programming Guide")
@@ -176,10 +216,19 @@ def test_two_causes_each_with_its_share_and_the_residual(pulled, tmp_path):
     user, slow, old = pulled
     _git(user, "checkout", "-q", old)
     base = tmp_path / "before.json"
-    subprocess.run([sys.executable, "-c", BASELINE, str(base), CMD], cwd=user, env=_env(), check=True,
-                   capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", BASELINE, str(base), CMD],
+        cwd=user,
+        env=_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     _git(user, "checkout", "-q", "main")
-    r = investigate(user, "--baseline", str(base), "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1")
+    r = investigate(
+        user, "--baseline", str(base), "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1"
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     conf = {e["kind"]: e for e in doc["experiments"] if e["outcome"] == "confirmed"}
@@ -192,5 +241,9 @@ def test_two_causes_each_with_its_share_and_the_residual(pulled, tmp_path):
     assert 0.45 < env["share"]["point"] < 0.8 and 0.2 < code["share"]["point"] < 0.55
     assert doc["residual"]["status"] == "within"
     acc = doc["accounting"]
-    assert acc.startswith("CUDA_LAUNCH_BLOCKING: ") and f"commit {slow[:7]}: " in acc and "unexplained: " in acc
+    assert (
+        acc.startswith("CUDA_LAUNCH_BLOCKING: ")
+        and f"commit {slow[:7]}: " in acc
+        and "unexplained: " in acc
+    )
     assert acc.endswith("stopped: the residual is within noise")

@@ -22,30 +22,77 @@ D = "d" * 40
 
 
 def _now(reflog, head=D, dirty=False):
-    return {"probes": {"git": {"data": {"repos": [{"path": "/src/serving", "role": "main", "state": "ok",
-                                                   "head": {"sha": head}, "dirty": dirty, "reflog": reflog}]}}}}
+    return {
+        "probes": {
+            "git": {
+                "data": {
+                    "repos": [
+                        {
+                            "path": "/src/serving",
+                            "role": "main",
+                            "state": "ok",
+                            "head": {"sha": head},
+                            "dirty": dirty,
+                            "reflog": reflog,
+                        }
+                    ]
+                }
+            }
+        }
+    }
 
 
 def test_reflog_point_is_the_head_before_the_last_pull():
-    log = [{"old": C, "new": D, "time": "2026-11-30T10:15:00Z", "action": "pull origin main: Fast-forward"},
-           {"old": B, "new": C, "time": "2026-11-29T09:00:00Z", "action": "commit: my own work"},
-           {"old": A, "new": B, "time": "2026-11-28T09:00:00Z", "action": "checkout: moving from x to main"}]
+    log = [
+        {
+            "old": C,
+            "new": D,
+            "time": "2026-11-30T10:15:00Z",
+            "action": "pull origin main: Fast-forward",
+        },
+        {"old": B, "new": C, "time": "2026-11-29T09:00:00Z", "action": "commit: my own work"},
+        {
+            "old": A,
+            "new": B,
+            "time": "2026-11-28T09:00:00Z",
+            "action": "checkout: moving from x to main",
+        },
+    ]
     point, why = memory.code_point(_now(log))
     assert why == "" and point.old == C and point.new == D and point.label == "HEAD@{1}"
     assert point.sentence() == f"HEAD@{{1}} {C[:7]}, before the pull of 2026-11-30 10:15"
 
 
 def test_reflog_point_follows_a_rebasing_pull_back_to_its_start():
-    log = [{"old": C, "new": D, "time": "2026-11-30T10:16:00Z", "action": "pull --rebase (finish): returning to refs/heads/main"},
-           {"old": B, "new": C, "time": "2026-11-30T10:15:30Z", "action": "pull --rebase (pick): mine"},
-           {"old": A, "new": B, "time": "2026-11-30T10:15:00Z", "action": "pull --rebase (start): checkout origin/main"},
-           {"old": "e" * 40, "new": A, "time": "2026-11-29T10:15:00Z", "action": "commit: mine"}]
+    log = [
+        {
+            "old": C,
+            "new": D,
+            "time": "2026-11-30T10:16:00Z",
+            "action": "pull --rebase (finish): returning to refs/heads/main",
+        },
+        {
+            "old": B,
+            "new": C,
+            "time": "2026-11-30T10:15:30Z",
+            "action": "pull --rebase (pick): mine",
+        },
+        {
+            "old": A,
+            "new": B,
+            "time": "2026-11-30T10:15:00Z",
+            "action": "pull --rebase (start): checkout origin/main",
+        },
+        {"old": "e" * 40, "new": A, "time": "2026-11-29T10:15:00Z", "action": "commit: mine"},
+    ]
     point, _ = memory.code_point(_now(log))
     assert point.old == A and point.label == "HEAD@{3}"
 
 
 def test_no_move_in_the_reflog_says_what_to_give():
-    point, why = memory.code_point(_now([{"old": C, "new": D, "time": "", "action": "commit: mine"}]))
+    point, why = memory.code_point(
+        _now([{"old": C, "new": D, "time": "", "action": "commit: mine"}])
+    )
     assert point is None and "--since REV" in why
 
 
@@ -54,8 +101,16 @@ def test_a_baseline_snapshot_without_the_step_gives_its_head():
     assert point.old == B and point.label == "the baseline snapshot's HEAD"
 
 
-@pytest.mark.parametrize("text,value,hib", [("19ms", 19.0, False), ("0.019s", 19.0, False), ("19", 19.0, False),
-                                            ("94tok/s", 94.0, True), ("250 us", 0.25, False)])
+@pytest.mark.parametrize(
+    "text,value,hib",
+    [
+        ("19ms", 19.0, False),
+        ("0.019s", 19.0, False),
+        ("19", 19.0, False),
+        ("94tok/s", 94.0, True),
+        ("250 us", 0.25, False),
+    ],
+)
 def test_expect_is_read_in_the_steps_unit(text, value, hib):
     assert memory.parse_expect(text, higher_is_better=False) == pytest.approx((value, hib))
 
@@ -67,20 +122,29 @@ def test_a_bad_expect_is_one_line(text):
 
 
 def test_costly_variables_set_now_each_with_a_source():
-    rows = memory.costly_set_now({"CUDA_LAUNCH_BLOCKING": "1", "NCCL_P2P_DISABLE": "0", "NCCL_DEBUG": "INFO",
-                                  "TORCH_COMPILE_DISABLE": "1"})
+    rows = memory.costly_set_now(
+        {
+            "CUDA_LAUNCH_BLOCKING": "1",
+            "NCCL_P2P_DISABLE": "0",
+            "NCCL_DEBUG": "INFO",
+            "TORCH_COMPILE_DISABLE": "1",
+        }
+    )
     assert [r["name"] for r in rows] == ["CUDA_LAUNCH_BLOCKING", "TORCH_COMPILE_DISABLE"]
     for row in memory.costly_table():
         assert row["source"] and row["effect"] and row["costly"]
 
 
 def test_the_synthetic_baseline_is_now_at_the_old_commit_with_the_measured_result():
-    log = [{"old": C, "new": D, "time": "2026-11-30T10:15:00Z", "action": "pull: Fast-forward"},
-           {"old": B, "new": C, "time": "2026-11-29T09:00:00Z", "action": "commit: mine"}]
+    log = [
+        {"old": C, "new": D, "time": "2026-11-30T10:15:00Z", "action": "pull: Fast-forward"},
+        {"old": B, "new": C, "time": "2026-11-29T09:00:00Z", "action": "commit: mine"},
+    ]
     now = _now(log)
     point, _ = memory.code_point(now)
-    doc = memory.synthetic_baseline(now, {"name": "user.step_ms", "process_medians": [4.0] * 5}, point=point,
-                                    label="HEAD@{1}")
+    doc = memory.synthetic_baseline(
+        now, {"name": "user.step_ms", "process_medians": [4.0] * 5}, point=point, label="HEAD@{1}"
+    )
     rec = memory.main_repo(doc)
     assert rec["head"] == {"sha": C} and rec["reflog"] == log[1:]
     assert memory.main_repo(now)["head"] == {"sha": D}  # the snapshot taken now is not changed
@@ -93,7 +157,10 @@ def test_the_residual_within_noise_and_the_unexplained_share():
     applied = [4.03, 4.00, 4.05, 3.99, 4.02]
     r = residual(base, today, applied, threshold=0.05)
     assert r.status == "within" and r.high < 1.05
-    assert abs(r.unexplained.point) < 0.02 and r.unexplained.low < r.unexplained.point < r.unexplained.high
+    assert (
+        abs(r.unexplained.point) < 0.02
+        and r.unexplained.low < r.unexplained.point < r.unexplained.high
+    )
     still = residual(base, today, [6.0, 6.1, 5.95, 6.05, 6.02], threshold=0.05)
     assert still.status == "beyond" and 0.3 < still.unexplained.point < 0.4
 
@@ -123,18 +190,35 @@ def test_a_large_change_with_a_wide_spread_is_decided_with_enough_processes():
 def test_the_spread_is_explained_from_the_telemetry_sampled_during_the_step():
     now = json.loads((EXAMPLES / "investigate/h200/env-eager-canary/now.json").read_text())
     bench = dict(now["bench"])
-    bench["results"] = [{"name": "user.step_ms", "process_medians": [0.10, 0.13, 0.16, 0.11, 0.15],
-                         "noise_iqr_over_median": 0.25}]
+    bench["results"] = [
+        {
+            "name": "user.step_ms",
+            "process_medians": [0.10, 0.13, 0.16, 0.11, 0.15],
+            "noise_iqr_over_median": 0.25,
+        }
+    ]
     note = spread_note(bench, "user.step_ms")
-    assert note.startswith("your step's processes spread by 25% (IQR/median): GPU 0's SM clock ranged 1650-1980 MHz")
+    assert note.startswith(
+        "your step's processes spread by 25% (IQR/median): GPU 0's SM clock ranged 1650-1980 MHz"
+    )
     assert "busy in only" in note  # 83 of 218 samples: start-up dominates a short process
-    assert spread_note(bench | {"results": [{"name": "user.step_ms", "noise_iqr_over_median": 0.02}]},
-                       "user.step_ms") == ""
+    assert (
+        spread_note(
+            bench | {"results": [{"name": "user.step_ms", "noise_iqr_over_median": 0.02}]},
+            "user.step_ms",
+        )
+        == ""
+    )
 
 
 def test_wheel_versions_are_read_from_the_wheel_file_names(tmp_path):
-    for name in ("flash_attn-2.10.0-cp312-cp312-linux_x86_64.whl", "flash_attn-2.7.0-1-cp312-cp312-linux_x86_64.whl",
-                 "Flash.Attn-2.5.0-py3-none-any.whl", "flash_attn_extra-1.0-py3-none-any.whl", "notes.txt"):
+    for name in (
+        "flash_attn-2.10.0-cp312-cp312-linux_x86_64.whl",
+        "flash_attn-2.7.0-1-cp312-cp312-linux_x86_64.whl",
+        "Flash.Attn-2.5.0-py3-none-any.whl",
+        "flash_attn_extra-1.0-py3-none-any.whl",
+        "notes.txt",
+    ):
         (tmp_path / name).write_text("")
     assert memory.wheel_versions(tmp_path, "flash-attn") == ["2.5.0", "2.7.0", "2.10.0"]
 
@@ -142,8 +226,13 @@ def test_wheel_versions_are_read_from_the_wheel_file_names(tmp_path):
 def test_since_names_a_commit_or_is_one_line(tmp_path):
     import subprocess
 
-    env = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "T",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": __import__("os").environ["PATH"]}
+    env = {
+        "GIT_AUTHOR_NAME": "T",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "T",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "PATH": __import__("os").environ["PATH"],
+    }
     subprocess.run(["git", "init", "-q", str(tmp_path / "r")], check=True, env=env)
     (tmp_path / "r" / "a.txt").write_text("a\n")
     subprocess.run(["git", "-C", str(tmp_path / "r"), "add", "-A"], check=True, env=env)

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-STEP = r'''
+STEP = r"""
 import json, os, time
 for _ in range(3):
     t0 = time.process_time()
@@ -23,8 +23,8 @@ for _ in range(3):
     while (time.process_time() - t0) * 1e3 < ms:
         pass
     print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
-'''
-BASELINE = r'''
+"""
+BASELINE = r"""
 import sys
 from forensics import snapshot as snap
 from forensics.collect import take_snapshot
@@ -33,7 +33,7 @@ step = Subject("cmd", sys.argv[2])
 doc = take_snapshot(label="baseline", bench=lambda: measure_now(step, canary=False, canary_options={},
                                                                  processes=5, budget_s=60)[0])
 snap.save(doc, sys.argv[1])
-'''
+"""
 COLUMNS = 80
 _TOKEN = re.compile(r"\x1b\[([?0-9;]*)([A-Za-z])|\x1b\][^\x07]*\x07|\r|\n|\x08|[^\x1b\r\n\x08]")
 
@@ -81,7 +81,9 @@ def screen(data: str, width: int = COLUMNS) -> list[str]:
     return ["".join(x).rstrip() for x in rows]
 
 
-def on_terminal(args: list[str], cwd: Path, env: dict[str, str], limit_s: float = 300) -> tuple[int, str]:
+def on_terminal(
+    args: list[str], cwd: Path, env: dict[str, str], limit_s: float = 300
+) -> tuple[int, str]:
     """Run ``args`` with stdout and stderr on one pseudo-terminal of COLUMNS x 24; (exit code, bytes as text)."""
     import fcntl
     import pty
@@ -90,7 +92,9 @@ def on_terminal(args: list[str], cwd: Path, env: dict[str, str], limit_s: float 
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
-    proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    proc = subprocess.Popen(
+        args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True
+    )
     os.close(slave)
     out = b""
     deadline = time.monotonic() + limit_s
@@ -126,14 +130,42 @@ def test_screen_model_plays_erase_and_cursor_up():
 def test_investigate_results_are_not_printed_onto_the_progress_line(tmp_path):
     (tmp_path / "step.py").write_text(STEP)
     cmd = f"{sys.executable} step.py"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_TEST_SLOW", "FORENSICS_DEBUG", "COLUMNS",
-                                                            "LINES")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTORCH_TEST_SLOW", "FORENSICS_DEBUG", "COLUMNS", "LINES")
+    }
     env["TERM"] = "xterm"
-    subprocess.run([sys.executable, "-c", BASELINE, "before.json", cmd], cwd=tmp_path, env=env, check=True,
-                   capture_output=True, timeout=300)
-    env["PYTORCH_TEST_SLOW"] = "1"  # twice the CPU time per step: measured slower, one experiment runs
-    code, raw = on_terminal([sys.executable, "-m", "forensics", "investigate", "--baseline", "before.json",
-                             "--cmd", cmd, "--no-canary", "--budget", "5m", "-o", "r.json"], tmp_path, env)
+    subprocess.run(
+        [sys.executable, "-c", BASELINE, "before.json", cmd],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    env["PYTORCH_TEST_SLOW"] = (
+        "1"  # twice the CPU time per step: measured slower, one experiment runs
+    )
+    code, raw = on_terminal(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "investigate",
+            "--baseline",
+            "before.json",
+            "--cmd",
+            cmd,
+            "--no-canary",
+            "--budget",
+            "5m",
+            "-o",
+            "r.json",
+        ],
+        tmp_path,
+        env,
+    )
     shown = screen(raw)
     text = "\n".join(shown)
     assert code in (1, 3), text
@@ -141,6 +173,8 @@ def test_investigate_results_are_not_printed_onto_the_progress_line(tmp_path):
     done = [line for line in shown if line.startswith("env-1 ")]
     assert done and re.match(r"env-1 (confirmed|refuted|inconclusive|partial): ", done[0]), text
     # and no progress text is left anywhere on the screen
-    assert not any("of the budget left" in line or "s of th…" in line or line.startswith("[1/1]")
-                   for line in shown), text
+    assert not any(
+        "of the budget left" in line or "s of th…" in line or line.startswith("[1/1]")
+        for line in shown
+    ), text
     assert any(line.startswith(("Confirmed by experiment", "Most likely")) for line in shown), text

@@ -18,32 +18,75 @@ def test_reports_and_snapshots_written_in_the_repository_are_not_dirt(tmp_path, 
     repo = git_repo("model", {"train.py": "step = 1\n"})
     out = tmp_path / "out"
     out.mkdir()
-    assert run_cli("snapshot", "--probe", "git", "--repo", str(repo), "-o", str(out / "before.json"),
-                   cwd=repo).returncode == 0
+    assert (
+        run_cli(
+            "snapshot",
+            "--probe",
+            "git",
+            "--repo",
+            str(repo),
+            "-o",
+            str(out / "before.json"),
+            cwd=repo,
+        ).returncode
+        == 0
+    )
     # what a user does in their checkout: the default outputs land here
-    assert run_cli("diff", str(EXAMPLES / "aa" / "before.json"), str(EXAMPLES / "aa" / "after.json"), "-q",
-                   cwd=repo).returncode == 0
+    assert (
+        run_cli(
+            "diff",
+            str(EXAMPLES / "aa" / "before.json"),
+            str(EXAMPLES / "aa" / "after.json"),
+            "-q",
+            cwd=repo,
+        ).returncode
+        == 0
+    )
     assert run_cli("snapshot", "--probe", "host", "--label", "after", cwd=repo).returncode == 0
     assert sorted(p.name for p in repo.iterdir() if p.name != ".git") == [
-        "forensics-after.json", "forensics-report.html", "train.py"]
-    proc = run_cli("snapshot", "--probe", "git", "--repo", str(repo), "-o", str(out / "after.json"), cwd=repo)
+        "forensics-after.json",
+        "forensics-report.html",
+        "train.py",
+    ]
+    proc = run_cli(
+        "snapshot", "--probe", "git", "--repo", str(repo), "-o", str(out / "after.json"), cwd=repo
+    )
     assert proc.returncode == 0, proc.stderr
     rec = _git_record(out / "after.json")
     assert rec["dirty"] is False and rec["untracked"] == [] and rec["untracked_count"] == 0
     assert sorted(rec["tool_outputs"]) == ["forensics-after.json", "forensics-report.html"]
     report = out / "r.json"
-    proc = run_cli("diff", str(out / "before.json"), str(out / "after.json"), "-o", str(report), "--repo", str(repo))
+    proc = run_cli(
+        "diff",
+        str(out / "before.json"),
+        str(out / "after.json"),
+        "-o",
+        str(report),
+        "--repo",
+        str(repo),
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(report.read_text())
     code = next(h for h in data["hypotheses"] if h["id"] == "code.change")
     assert code["status"] == "ruled-out", code
-    assert not any("dirty" in n for n in data["notes"] + [n for r in data["commits"] for n in r.get("notes", [])])
+    assert not any(
+        "dirty" in n
+        for n in data["notes"] + [n for r in data["commits"] for n in r.get("notes", [])]
+    )
 
 
 def test_a_file_of_the_users_named_like_an_output_stays_untracked(tmp_path, git_repo):
     repo = git_repo("model", {"train.py": "step = 1\n"})
-    (repo / "forensics-notes.md").write_text("what I tried on Tuesday\n")  # the user's, not the tool's
+    (repo / "forensics-notes.md").write_text(
+        "what I tried on Tuesday\n"
+    )  # the user's, not the tool's
     out = tmp_path / "s.json"
-    assert run_cli("snapshot", "--probe", "git", "--repo", str(repo), "-o", str(out)).returncode == 0
+    assert (
+        run_cli("snapshot", "--probe", "git", "--repo", str(repo), "-o", str(out)).returncode == 0
+    )
     rec = _git_record(out)
-    assert rec["dirty"] is True and rec["untracked"] == ["forensics-notes.md"] and rec["tool_outputs"] == []
+    assert (
+        rec["dirty"] is True
+        and rec["untracked"] == ["forensics-notes.md"]
+        and rec["tool_outputs"] == []
+    )

@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from forensics_probes.git.probe import GitProbe, find_repo_root, parse_reflog
 
 from forensics.model import HypothesisStatus, ProbeStatus
 from forensics.probe import ProbeResult
 from forensics.runner import run_probes
-from forensics_probes.git.probe import GitProbe, find_repo_root, parse_reflog
 from tests.conftest import git
 
 
@@ -90,9 +90,13 @@ def test_mid_rebase(repo):
         git(repo, "rebase", "main")  # conflicts: left mid-rebase
     rec = _collect(repo)
     assert rec["operation"] == "rebase"
-    assert rec["detached"] and rec["rebasing_branch"] == "feature"  # HEAD is detached; the branch is not lost
+    assert (
+        rec["detached"] and rec["rebasing_branch"] == "feature"
+    )  # HEAD is detached; the branch is not lost
     assert rec["conflicted"] == ["step.py"]
-    assert rec["modified"] == [] and rec["staged"] == []  # an unmerged path is conflicted, as `git status` says
+    assert (
+        rec["modified"] == [] and rec["staged"] == []
+    )  # an unmerged path is conflicted, as `git status` says
 
 
 def test_staged_modified_and_untracked_are_told_apart(repo):
@@ -100,44 +104,66 @@ def test_staged_modified_and_untracked_are_told_apart(repo):
     (repo / "step.py").write_text("print(2)\n")
     git(repo, "add", "step.py")  # staged
     (repo / "kernels" / "attn.py").write_text("a = 2\n")  # modified, not staged
-    git(repo, "mv", "kernels/attn.py", "kernels/attention.py")  # a staged rename (its own status entry kind)
+    git(
+        repo, "mv", "kernels/attn.py", "kernels/attention.py"
+    )  # a staged rename (its own status entry kind)
     (repo / "notes with space.txt").write_text("n")
     rec = _collect(repo)
-    assert rec["staged"] == ["kernels/attention.py", "kernels/attn.py", "step.py"]  # a rename: both its paths
+    assert rec["staged"] == [
+        "kernels/attention.py",
+        "kernels/attn.py",
+        "step.py",
+    ]  # a rename: both its paths
     assert rec["modified"] == ["kernels/attention.py"]
     assert rec["dirty_stat"]["kernels/attn.py"] == [None, None]  # gone from the working tree
-    assert rec["untracked"] == ["notes with space.txt"] and rec["untracked_count"] == 1 and rec["dirty"]
+    assert (
+        rec["untracked"] == ["notes with space.txt"]
+        and rec["untracked_count"] == 1
+        and rec["dirty"]
+    )
 
 
 def test_a_bare_repository_inside_a_working_tree_is_bare_not_the_outer_one(repo):
-    git(repo, "clone", "-q", "--bare", str(repo), "mirror.git")  # e.g. a local mirror kept in the project
+    git(
+        repo, "clone", "-q", "--bare", str(repo), "mirror.git"
+    )  # e.g. a local mirror kept in the project
     rec = _collect(repo / "mirror.git")
     assert rec["state"] == "bare" and rec["path"] == str((repo / "mirror.git").absolute())
     assert "head" not in rec  # the outer repository's HEAD is not reported as the bare one's
     assert _collect(repo)["state"] == "ok"  # the outer working tree is still read as before
 
 
-def test_a_folder_that_only_looks_like_a_bare_repository_does_not_hide_the_working_tree(repo, monkeypatch):
-    store = repo / "checkpoints"  # a checkpoint store: a HEAD pointer file, objects/ and refs/ folders
+def test_a_folder_that_only_looks_like_a_bare_repository_does_not_hide_the_working_tree(
+    repo, monkeypatch
+):
+    store = (
+        repo / "checkpoints"
+    )  # a checkpoint store: a HEAD pointer file, objects/ and refs/ folders
     (store / "objects").mkdir(parents=True)
     (store / "refs").mkdir()
     (store / "HEAD").write_text("step-4200\n")
     monkeypatch.chdir(store)
     rec = run_probes([GitProbe()], {}, timeout_s=30)["git"].data["repos"][0]
     assert rec["role"] == "main" and rec["path"] == str(repo.resolve()) and rec["state"] == "ok"
-    (store / "HEAD").write_text("ref: refs/heads/main\n")  # now git would take it for a bare repository too
+    (store / "HEAD").write_text(
+        "ref: refs/heads/main\n"
+    )  # now git would take it for a bare repository too
     assert find_repo_root(store) is None and _collect(store)["state"] == "bare"
 
 
 def test_file_names_in_another_encoding_stay_apart_and_are_stat_ed(repo):
     root = os.fsencode(repo)
-    with open(os.path.join(root, b"caf\xe9.py"), "wb") as fh:  # latin-1 names, as from an old archive
+    with open(
+        os.path.join(root, b"caf\xe9.py"), "wb"
+    ) as fh:  # latin-1 names, as from an old archive
         fh.write(b"a = 1\n")
     with open(os.path.join(root, b"caf\xe8.py"), "wb") as fh:
         fh.write(b"b = 2\n")
     subprocess.run(["git", "add", "--", os.fsdecode(b"caf\xe9.py")], cwd=repo, check=True)
     rec = _collect(repo)
-    assert rec["staged"] == ["caf\\xe9.py"] and rec["untracked"] == ["caf\\xe8.py"]  # two names, as git quotes them
+    assert rec["staged"] == ["caf\\xe9.py"] and rec["untracked"] == [
+        "caf\\xe8.py"
+    ]  # two names, as git quotes them
     assert rec["dirty_stat"]["caf\\xe9.py"][0] == 6  # the real file's size, not "deleted"
     json.dumps(rec, ensure_ascii=False).encode("utf-8")  # valid UTF-8 throughout
 
@@ -156,7 +182,11 @@ def test_a_repository_in_a_folder_named_in_another_encoding_is_written_as_text(t
     assert proc.returncode == 0, proc.stderr
     git_rec = json.loads(out.read_bytes().decode("utf-8"))["probes"]["git"]
     rec = git_rec["data"]["repos"][0]
-    assert rec["path"] == str(tmp_path / "caf\\xe9") and rec["state"] == "error" and "bad config" in rec["error"]
+    assert (
+        rec["path"] == str(tmp_path / "caf\\xe9")
+        and rec["state"] == "error"
+        and "bad config" in rec["error"]
+    )
     assert git_rec["errors"][0]["field"] == f"repos[{rec['path']}]"
 
 
@@ -213,7 +243,9 @@ def test_pull_is_named_in_the_judgement(repo, tmp_path):
     clone = tmp_path / "user"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
     before = ProbeResult(ProbeStatus.OK, data={"repos": [_collect(clone)]})
-    _commit(repo, "distributed/device_communicators/pynccl.py", "slow = True\n", "pynccl: extra copy")
+    _commit(
+        repo, "distributed/device_communicators/pynccl.py", "slow = True\n", "pynccl: extra copy"
+    )
     git(clone, "pull", "-q", "--ff-only", "origin", "main")
     after = ProbeResult(ProbeStatus.OK, data={"repos": [_collect(clone)]})
     findings = GitProbe().judge(before, after)
@@ -226,10 +258,21 @@ def test_pull_is_named_in_the_judgement(repo, tmp_path):
 
 
 def test_parse_reflog_newest_first():
-    text = ("0" * 40 + " " + "a" * 40 + " T <t@x> 1764446400 +0000\tclone: from /srv/repo\n"
-            + "a" * 40 + " " + "b" * 40 + " T <t@x> 1764450000 +0100\tpull origin main: Fast-forward\n")
+    text = (
+        "0" * 40
+        + " "
+        + "a" * 40
+        + " T <t@x> 1764446400 +0000\tclone: from /srv/repo\n"
+        + "a" * 40
+        + " "
+        + "b" * 40
+        + " T <t@x> 1764450000 +0100\tpull origin main: Fast-forward\n"
+    )
     entries = parse_reflog(text)
-    assert [e["action"] for e in entries] == ["pull origin main: Fast-forward", "clone: from /srv/repo"]
+    assert [e["action"] for e in entries] == [
+        "pull origin main: Fast-forward",
+        "clone: from /srv/repo",
+    ]
     assert entries[0]["time"] == "2025-11-29T21:00:00Z" and entries[0]["old"] == "a" * 40
 
 
@@ -258,43 +301,81 @@ def test_a_broken_submodule_keeps_the_superprojects_head_and_says_what_failed(re
     shutil.rmtree(repo / ".git" / "modules" / "kernels")  # the submodule's git dir is gone
     result = run_probes([GitProbe()], {"repo": str(repo)}, timeout_s=30)["git"]
     rec = result.data["repos"][0]
-    assert rec["state"] == "error" and rec["head"]["subject"] == "add submodule" and rec["branch"] == "main"
-    assert "git status" in rec["error"] and result.errors  # recorded as a failed read, not "not a repository"
+    assert (
+        rec["state"] == "error"
+        and rec["head"]["subject"] == "add submodule"
+        and rec["branch"] == "main"
+    )
+    assert (
+        "git status" in rec["error"] and result.errors
+    )  # recorded as a failed read, not "not a repository"
 
 
 def test_a_latin1_commit_and_a_message_starting_blank_read_as_git_shows_them(repo):
     git(repo, "config", "i18n.commitEncoding", "ISO-8859-1")
     (repo / "step.py").write_text("print(3)\n")
     git(repo, "add", "step.py")
-    subprocess.run(["git", "commit", "-q", "-F", "-"], cwd=repo, check=True, input="caf\xe9 tuning\n".encode("latin-1"),
-                   env=dict(os.environ, GIT_AUTHOR_NAME="Jos\xe9", GIT_AUTHOR_EMAIL="j@example.invalid",
-                            GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@example.invalid"))
+    subprocess.run(
+        ["git", "commit", "-q", "-F", "-"],
+        cwd=repo,
+        check=True,
+        input="caf\xe9 tuning\n".encode("latin-1"),
+        env=dict(
+            os.environ,
+            GIT_AUTHOR_NAME="Jos\xe9",
+            GIT_AUTHOR_EMAIL="j@example.invalid",
+            GIT_COMMITTER_NAME="T",
+            GIT_COMMITTER_EMAIL="t@example.invalid",
+        ),
+    )
     head = _collect(repo)["head"]
     assert head["subject"] == "café tuning"
     git(repo, "config", "--unset", "i18n.commitEncoding")
     (repo / "step.py").write_text("print(4)\n")
     git(repo, "add", "step.py")
-    subprocess.run(["git", "commit", "-q", "--cleanup=verbatim", "-F", "-"], cwd=repo, check=True,
-                   input=b"\n\nreal subject\n", env=dict(os.environ, GIT_AUTHOR_NAME="T", GIT_AUTHOR_EMAIL="t@x.invalid",
-                                                       GIT_COMMITTER_NAME="T", GIT_COMMITTER_EMAIL="t@x.invalid"))
+    subprocess.run(
+        ["git", "commit", "-q", "--cleanup=verbatim", "-F", "-"],
+        cwd=repo,
+        check=True,
+        input=b"\n\nreal subject\n",
+        env=dict(
+            os.environ,
+            GIT_AUTHOR_NAME="T",
+            GIT_AUTHOR_EMAIL="t@x.invalid",
+            GIT_COMMITTER_NAME="T",
+            GIT_COMMITTER_EMAIL="t@x.invalid",
+        ),
+    )
     assert _collect(repo)["head"]["subject"] == "real subject"
 
 
 def test_no_configured_program_runs_and_the_users_own_config_is_kept(repo, tmp_path, monkeypatch):
     ran = tmp_path / "RAN"
     hook = tmp_path / "hook.sh"
-    hook.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {ran}\nexit 1\n")
+    hook.write_text(f'#!/bin/sh\necho "$0 $*" >> {ran}\nexit 1\n')
     hook.chmod(0o755)
     # a commit carrying a signature header, with the repository asking to show signatures through that program
     raw = git(repo, "cat-file", "commit", "HEAD")
     head, _, body = raw.partition("\n\n")
-    signed = head + "\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQ==\n -----END PGP SIGNATURE-----\n\n" + body
-    sha = subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--stdin"], cwd=repo, input=signed, text=True,
-                         capture_output=True, check=True).stdout.strip()
+    signed = (
+        head
+        + "\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQ==\n -----END PGP SIGNATURE-----\n\n"
+        + body
+    )
+    sha = subprocess.run(
+        ["git", "hash-object", "-t", "commit", "-w", "--stdin"],
+        cwd=repo,
+        input=signed,
+        text=True,
+        capture_output=True,
+        check=True,
+    ).stdout.strip()
     git(repo, "reset", "-q", "--soft", sha)
     git(repo, "config", "log.showSignature", "true")
     git(repo, "config", "gpg.program", str(hook))
-    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'core.fsmonitor'='{hook}'")  # an fsmonitor hook, from the environment
+    monkeypatch.setenv(
+        "GIT_CONFIG_PARAMETERS", f"'core.fsmonitor'='{hook}'"
+    )  # an fsmonitor hook, from the environment
     (repo / "notes.log").write_text("x")
     ignore = tmp_path / "ignore"
     ignore.write_text("*.log\n")
@@ -332,20 +413,38 @@ def test_a_repository_not_read_on_one_side_is_never_ruled_out(repo, monkeypatch)
     monkeypatch.setattr(GitProbe, "_editable_sources", staticmethod(lambda: []))
     probe = GitProbe()
     good = run_probes([probe], {"repo": str(repo)}, timeout_s=30)["git"]
-    broken = ProbeResult(good.status, good.duration_s, {"repos": [{"path": good.data["repos"][0]["path"],
-                                                                     "state": "error", "error": "git status: fatal: x"}]})
+    broken = ProbeResult(
+        good.status,
+        good.duration_s,
+        {
+            "repos": [
+                {
+                    "path": good.data["repos"][0]["path"],
+                    "state": "error",
+                    "error": "git status: fatal: x",
+                }
+            ]
+        },
+    )
     findings = probe.judge(good, broken)
     assert [f.status for f in findings] == [HypothesisStatus.INCONCLUSIVE]
-    assert "could not be read on both sides (after error (git status: fatal: x))" in findings[0].summary
+    assert (
+        "could not be read on both sides (after error (git status: fatal: x))"
+        in findings[0].summary
+    )
 
 
 def test_a_refusal_is_recorded_by_its_fatal_line_not_the_hint_after_it():
     from forensics.gitio import error_line
 
     # what git 2.35.2+ prints for a repository owned by another user
-    stderr = ("fatal: detected dubious ownership in repository at '/srv/app'\nTo add an exception for this "
-              "directory, call:\n\n\tgit config --global --add safe.directory /srv/app\n")
-    assert error_line(stderr, 128) == "fatal: detected dubious ownership in repository at '/srv/app'"
+    stderr = (
+        "fatal: detected dubious ownership in repository at '/srv/app'\nTo add an exception for this "
+        "directory, call:\n\n\tgit config --global --add safe.directory /srv/app\n"
+    )
+    assert (
+        error_line(stderr, 128) == "fatal: detected dubious ownership in repository at '/srv/app'"
+    )
     assert error_line("", 1) == "exit status 1"
 
 
@@ -353,6 +452,8 @@ def test_an_upstream_that_is_gone_is_not_read_as_no_upstream(repo, tmp_path):
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
     git(clone, "checkout", "-q", "-b", "topic", "--track", "origin/main")
-    git(clone, "update-ref", "-d", "refs/remotes/origin/main")  # the remote branch was deleted and pruned
+    git(
+        clone, "update-ref", "-d", "refs/remotes/origin/main"
+    )  # the remote branch was deleted and pruned
     rec = _collect(clone)
     assert rec["upstream"] == {"name": "origin/main", "ahead": None, "behind": None, "gone": True}

@@ -24,7 +24,13 @@ def test_every_median_unit_and_noise_figure_is_shown_whole_at_80_columns():
     assert max(len(line) for line in lines) <= 80 and "…" not in shown
     rows = [[c.strip() for c in line.split("│")[1:-1]] for line in lines if line.startswith("│")]
     for r in doc["results"]:
-        assert [f"{r['median']:.4g}", r["unit"], str(len(r["process_medians"])),
-                f"{r['noise_iqr_over_median']:.1%}"] in [row[1:5] for row in rows], r["name"]
+        assert [
+            f"{r['median']:.4g}",
+            r["unit"],
+            str(len(r["process_medians"])),
+            f"{r['noise_iqr_over_median']:.1%}",
+        ] in [row[1:5] for row in rows], r["name"]
     names = "".join(row[0] for row in rows)
-    assert names == "".join(r["name"] for r in doc["results"])  # each name whole once its lines are joined
+    assert names == "".join(
+        r["name"] for r in doc["results"]
+    )  # each name whole once its lines are joined

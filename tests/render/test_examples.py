@@ -72,9 +72,18 @@ def test_silent_pull_leads_with_code_change_and_the_canary_is_unchanged():
     assert an.bench.pointer.value == "code"
     # the components left open are named, and the conclusion still follows the verify step
     sentence = an.bench.sentence
-    assert "while the canary's verify step did not change (" in sentence and "component.h2d_gbps" in sentence
-    assert sentence.endswith("the cause is in what only the user's step runs (its code or a library only it uses)")
-    others = [h for h in an.hypotheses if h.status is HypothesisStatus.IMPLICATED and h.id != "code.change"]
+    assert (
+        "while the canary's verify step did not change (" in sentence
+        and "component.h2d_gbps" in sentence
+    )
+    assert sentence.endswith(
+        "the cause is in what only the user's step runs (its code or a library only it uses)"
+    )
+    others = [
+        h
+        for h in an.hypotheses
+        if h.status is HypothesisStatus.IMPLICATED and h.id != "code.change"
+    ]
     assert all(h.severity <= Severity.INFO for h in others), [(h.id, h.summary) for h in others]
 
 
@@ -82,7 +91,9 @@ def test_silent_pull_leads_with_code_change_and_the_canary_is_unchanged():
 def test_example_files_hold_no_machine_paths_or_real_gpu_ids(scenario):
     for f in (EXAMPLES / scenario).glob("*.json"):
         text = f.read_text()
-        assert not re.search(r"/wor[k]/main", text)  # the GPU machine's checkout path became <checkout>
+        assert not re.search(
+            r"/wor[k]/main", text
+        )  # the GPU machine's checkout path became <checkout>
         for line in text.splitlines():
             if '"uuid"' in line:
                 assert "GPU-00000000-0000-0000-0000-" in line
@@ -97,7 +108,9 @@ def _bisect_json():
 def test_silent_pull_bisect_named_and_confirmed_the_comm_commit():
     res = _bisect_json()
     assert res["outcome"] == "culprit" and res["confirmed"] is True
-    assert res["culprit"]["subject"] == "comm: all-reduce out of place to keep the input buffer intact"
+    assert (
+        res["culprit"]["subject"] == "comm: all-reduce out of place to keep the input buffer intact"
+    )
     assert res["rounds"] <= 2 + 2  # log2(3 suspects) + 2
     assert "distributed/comm.py" in res["diffstat"]
 
@@ -105,12 +118,17 @@ def test_silent_pull_bisect_named_and_confirmed_the_comm_commit():
 def test_classify_places_a_commit_as_noisy_as_the_bad_endpoint_by_the_gap():
     """The H200 run's culprit: 1.44x slower than good, but its 5 processes (4.77-5.76 ms) could not be
     told from the bad endpoint's 10 (4.75-5.77 ms) at p <= 0.01; before the gap rule it was skipped."""
-    from forensics.bisect.run import classify, gap_position
     from forensics.bisect.model import CommitClass
+    from forensics.bisect.run import classify, gap_position
     from forensics.stats import compare
 
     samples = {r["commit"]["short"]: r["samples"] for r in _bisect_json()["records"]}
-    good, fast, culprit, bad = samples["2e2f595"], samples["6208d76"], samples["30fbe62"], samples["c5d8bf9"]
+    good, fast, culprit, bad = (
+        samples["2e2f595"],
+        samples["6208d76"],
+        samples["30fbe62"],
+        samples["c5d8bf9"],
+    )
     vs_good, vs_bad = compare(good, culprit), compare(culprit, bad)
     assert (vs_good.verdict.value, vs_bad.verdict.value) == ("slower", "inconclusive")
     assert gap_position(vs_good, vs_bad) >= 0.5
@@ -126,6 +144,9 @@ def test_a_canary_launched_eagerly_on_one_side_is_said_in_the_diff():
     before, now = (json.loads((folder / f"{n}.json").read_text()) for n in ("baseline", "now"))
     effect = compare_bench(before, now)
     assert effect.pointer.value == "environment"
-    assert "measured as split on BEFORE and eager on AFTER (PYTORCH_NO_CUDA_MEMORY_CACHING=1" in effect.sentence
+    assert (
+        "measured as split on BEFORE and eager on AFTER (PYTORCH_NO_CUDA_MEMORY_CACHING=1"
+        in effect.sentence
+    )
     step = next(r for r in effect.results if r.name == "canary.verify_step_ms")
     assert "eager on AFTER" in step.note and step.comparison.verdict.value == "slower"

@@ -6,14 +6,13 @@ import json
 import re
 
 import pytest
+from _diffkit import commit_file, repo_data, section, snapshot
 
-from forensics.errors import BadInputError
 from forensics.diff.ledger import analyse
+from forensics.errors import BadInputError
+from forensics.model import missing
 from forensics.render.report import format_for, render_html, render_json, render_markdown, write
 from forensics.render.templating import md_escape, show_value
-from forensics.model import missing
-
-from _diffkit import commit_file, repo_data, section, snapshot
 from tests.conftest import make_repo
 
 EVIL = "<script>alert('x')</script>"
@@ -25,8 +24,12 @@ def evil_analysis(tmp_path):
     before = repo_data(repo)
     commit_file(repo, "kernels/attn.cu", "// k\n", f"attention: {EVIL} & faster")
     after = repo_data(repo)
-    b = snapshot({"git": section({"repos": [before]}), "custom_env": section({"parent": {"MY_FLAG": "1"}})})
-    a = snapshot({"git": section({"repos": [after]}), "custom_env": section({"parent": {"MY_FLAG": EVIL}})})
+    b = snapshot(
+        {"git": section({"repos": [before]}), "custom_env": section({"parent": {"MY_FLAG": "1"}})}
+    )
+    a = snapshot(
+        {"git": section({"repos": [after]}), "custom_env": section({"parent": {"MY_FLAG": EVIL}})}
+    )
     a["redactions"] = [{"where": "custom_env.parent.HF_TOKEN", "why": "secret by name"}]
     return analyse(b, a)
 
@@ -67,9 +70,26 @@ def test_json_is_the_stable_interface(evil_analysis):
 
 
 def _bench(user, canary):
-    return {"schema": "forensics.bench/1", "telemetry": {}, "results": [
-        {"name": "canary.verify_step_ms", "kind": "canary", "unit": "ms", "higher_is_better": False, "process_medians": canary},
-        {"name": "user.step_ms", "kind": "user", "unit": "ms", "higher_is_better": False, "process_medians": user}]}
+    return {
+        "schema": "forensics.bench/1",
+        "telemetry": {},
+        "results": [
+            {
+                "name": "canary.verify_step_ms",
+                "kind": "canary",
+                "unit": "ms",
+                "higher_is_better": False,
+                "process_medians": canary,
+            },
+            {
+                "name": "user.step_ms",
+                "kind": "user",
+                "unit": "ms",
+                "higher_is_better": False,
+                "process_medians": user,
+            },
+        ],
+    }
 
 
 def test_bench_section_chart_and_pointer():
@@ -90,8 +110,12 @@ def test_bench_section_chart_and_pointer():
 
 
 def test_slower_canary_points_at_the_environment():
-    b = snapshot({}, bench=_bench([19.0, 19.2, 18.9, 19.1, 19.05, 18.95], [4.0, 4.1, 4.05, 3.98, 4.02, 4.03]))
-    a = snapshot({}, bench=_bench([29.0, 29.3, 28.8, 29.1, 29.2, 29.05], [6.0, 6.1, 6.05, 5.98, 6.02, 6.03]))
+    b = snapshot(
+        {}, bench=_bench([19.0, 19.2, 18.9, 19.1, 19.05, 18.95], [4.0, 4.1, 4.05, 3.98, 4.02, 4.03])
+    )
+    a = snapshot(
+        {}, bench=_bench([29.0, 29.3, 28.8, 29.1, 29.2, 29.05], [6.0, 6.1, 6.05, 5.98, 6.02, 6.03])
+    )
     an = analyse(b, a)
     assert an.bench.pointer.value == "environment"
     assert an.top is None  # no environment probe here to name the cause: said plainly
@@ -107,7 +131,9 @@ def test_probe_missing_on_one_side_is_inconclusive_plainly():
     from forensics.collect import take_snapshot
 
     full = take_snapshot(only=["host"])
-    gone = snapshot({"host": section({}, status="failed", reason="TimeoutError: timed out after 10 s")})
+    gone = snapshot(
+        {"host": section({}, status="failed", reason="TimeoutError: timed out after 10 s")}
+    )
     an = analyse(full, gone)
     host_hyps = [h for h in an.hypotheses if h.id == "host.cpu"]
     assert host_hyps[0].status.value == "inconclusive"
@@ -115,10 +141,15 @@ def test_probe_missing_on_one_side_is_inconclusive_plainly():
 
 
 def test_show_value_and_format_for(tmp_path):
-    assert show_value(missing("not_supported", "nvmlDeviceGetPowerUsage")) == "missing: not supported (nvmlDeviceGetPowerUsage)"
+    assert (
+        show_value(missing("not_supported", "nvmlDeviceGetPowerUsage"))
+        == "missing: not supported (nvmlDeviceGetPowerUsage)"
+    )
     assert show_value(None) == "-" and show_value(0) == "0" and show_value(False) == "false"
     assert len(show_value("x" * 1000)) == 240
-    assert format_for(tmp_path / "r.md") == "md" and format_for(tmp_path / "r.txt", "json") == "json"
+    assert (
+        format_for(tmp_path / "r.md") == "md" and format_for(tmp_path / "r.txt", "json") == "json"
+    )
     with pytest.raises(BadInputError, match=r"\.html, \.md or \.json"):
         format_for(tmp_path / "r.txt")
     with pytest.raises(BadInputError, match="does not exist"):
@@ -126,14 +157,37 @@ def test_show_value_and_format_for(tmp_path):
 
 
 def test_bench_without_canary_is_unattributed_and_one_sided_results_are_noted():
-    user = {"schema": "forensics.bench/1", "results": [
-        {"name": "user.step_ms", "kind": "user", "unit": "ms", "higher_is_better": False,
-         "process_medians": [19.0, 19.2, 18.9, 19.1, 19.05, 18.95]}]}
-    slow = {"schema": "forensics.bench/1", "results": [
-        {"name": "user.step_ms", "kind": "user", "unit": "ms", "higher_is_better": False,
-         "process_medians": [29.0, 29.3, 28.8, 29.1, 29.2, 29.05]},
-        {"name": "canary.verify_step_ms", "kind": "canary", "unit": "ms", "higher_is_better": False,
-         "process_medians": [4.0, 4.1, 4.0]}]}
+    user = {
+        "schema": "forensics.bench/1",
+        "results": [
+            {
+                "name": "user.step_ms",
+                "kind": "user",
+                "unit": "ms",
+                "higher_is_better": False,
+                "process_medians": [19.0, 19.2, 18.9, 19.1, 19.05, 18.95],
+            }
+        ],
+    }
+    slow = {
+        "schema": "forensics.bench/1",
+        "results": [
+            {
+                "name": "user.step_ms",
+                "kind": "user",
+                "unit": "ms",
+                "higher_is_better": False,
+                "process_medians": [29.0, 29.3, 28.8, 29.1, 29.2, 29.05],
+            },
+            {
+                "name": "canary.verify_step_ms",
+                "kind": "canary",
+                "unit": "ms",
+                "higher_is_better": False,
+                "process_medians": [4.0, 4.1, 4.0],
+            },
+        ],
+    }
     an = analyse(snapshot({}, bench=user), snapshot({}, bench=slow))
     assert an.bench.pointer.value == "unattributed"
     assert "no canary on both sides" in an.bench.sentence
@@ -148,9 +202,19 @@ def test_slower_component_with_same_canary_points_at_the_environment():
     same = [4.0, 4.1, 4.05, 3.98, 4.02, 4.03]
     b = snapshot({}, bench=_bench(same, same))
     a = snapshot({}, bench=_bench(same, same))
-    for doc, values in ((b, [8.2, 8.1, 8.3, 8.2, 8.25, 8.15]), (a, [25.9, 26.1, 25.8, 26.0, 25.7, 26.2])):
-        doc["bench"]["results"].append({"name": "canary.allreduce_step_us", "kind": "component", "unit": "us",
-                                        "higher_is_better": False, "process_medians": values})
+    for doc, values in (
+        (b, [8.2, 8.1, 8.3, 8.2, 8.25, 8.15]),
+        (a, [25.9, 26.1, 25.8, 26.0, 25.7, 26.2]),
+    ):
+        doc["bench"]["results"].append(
+            {
+                "name": "canary.allreduce_step_us",
+                "kind": "component",
+                "unit": "us",
+                "higher_is_better": False,
+                "process_medians": values,
+            }
+        )
     an = analyse(b, a)
     assert an.bench.pointer.value == "environment"
     assert "component canary.allreduce_step_us" in an.bench.sentence
@@ -160,4 +224,7 @@ def test_bench_result_names_break_at_dots_and_stay_escaped():
     from forensics.render.templating import dot_break
 
     assert str(dot_break("component.allreduce_busbw_gbps")) == "component.<wbr>allreduce_busbw_gbps"
-    assert str(dot_break(f"user.{EVIL}")) == "user.<wbr>&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
+    assert (
+        str(dot_break(f"user.{EVIL}"))
+        == "user.<wbr>&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
+    )

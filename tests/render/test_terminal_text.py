@@ -50,12 +50,21 @@ def _rich_table(doc: dict, width: int) -> str:
 
     from forensics.render.terminal import _headline
 
-    con = Console(file=io.StringIO(), width=width, color_system=None, highlight=False, soft_wrap=False)
+    con = Console(
+        file=io.StringIO(), width=width, color_system=None, highlight=False, soft_wrap=False
+    )
     table = Table(show_header=True, header_style="bold", expand=False)
-    for name, kw in (("probe", {}), ("status", {}), ("time", {"justify": "right"}), ("facts", {"overflow": "fold"})):
+    for name, kw in (
+        ("probe", {}),
+        ("status", {}),
+        ("time", {"justify": "right"}),
+        ("facts", {"overflow": "fold"}),
+    ):
         table.add_column(name, **kw)
     for name, sec in doc["probes"].items():
-        table.add_row(name, sec["status"], f"{sec['duration_s']:.2f}s", _headline(name, sec.get("data") or {}))
+        table.add_row(
+            name, sec["status"], f"{sec['duration_s']:.2f}s", _headline(name, sec.get("data") or {})
+        )
     con.print(table)
     return con.file.getvalue()
 
@@ -74,13 +83,17 @@ def test_narrow_terminal_folds_the_facts_and_keeps_every_word(doc, monkeypatch):
     table = [ln for ln in shown.splitlines() if ln[:1] in "┏┃┡│└"]
     assert table and all(text.cell_len(ln) <= 60 for ln in table)
     facts = " ".join(ln.split("│")[4].strip() for ln in table if ln.startswith("│"))
-    wide = " ".join(ln.split("│")[4].strip() for ln in _rich_table(doc, 200).splitlines() if ln.startswith("│"))
+    wide = " ".join(
+        ln.split("│")[4].strip() for ln in _rich_table(doc, 200).splitlines() if ln.startswith("│")
+    )
     assert facts.split() == wide.split()
     assert table[3].startswith("│ git      │ ok     │ 0.07s │")
 
 
 @pytest.mark.parametrize("columns", [40, 36])
-def test_a_terminal_too_narrow_for_the_facts_alone_wraps_the_other_columns_too(doc, monkeypatch, columns):
+def test_a_terminal_too_narrow_for_the_facts_alone_wraps_the_other_columns_too(
+    doc, monkeypatch, columns
+):
     # at 40 columns the table was 45 wide (probe, status and time kept whole): each line ran onto the next
     doc["probes"]["gpu"]["status"] = "unavailable"
     shown = _printed(doc, monkeypatch, columns)
@@ -90,8 +103,11 @@ def test_a_terminal_too_narrow_for_the_facts_alone_wraps_the_other_columns_too(d
     assert "".join(c[0] for c in cells) == "".join(doc["probes"])  # every name whole once unwrapped
     assert "".join(c[1] for c in cells) == "".join(sec["status"] for sec in doc["probes"].values())
     facts = " ".join(c[3] for c in cells)
-    wide = " ".join(ln.split("│")[4].strip() for ln in _printed(doc, monkeypatch, 200).splitlines()
-                    if ln.startswith("│"))
+    wide = " ".join(
+        ln.split("│")[4].strip()
+        for ln in _printed(doc, monkeypatch, 200).splitlines()
+        if ln.startswith("│")
+    )
     assert facts.replace(" ", "") == wide.replace(" ", "")
 
 
@@ -99,7 +115,9 @@ def test_colours_only_on_a_terminal_and_never_with_no_color(doc, monkeypatch):
     assert "\x1b[" not in _printed(doc, monkeypatch, 120)
     on_tty = _printed(doc, monkeypatch, 120, stream=_Tty())
     assert "\x1b[32mok\x1b[0m" in on_tty and "\x1b[1mprobe\x1b[0m" in on_tty
-    assert "\x1b[" not in _printed(doc, monkeypatch, 120, stream=_Tty(), NO_COLOR="1", FORCE_COLOR="1")
+    assert "\x1b[" not in _printed(
+        doc, monkeypatch, 120, stream=_Tty(), NO_COLOR="1", FORCE_COLOR="1"
+    )
     assert "\x1b[" not in _printed(doc, monkeypatch, 120, stream=_Tty(), TERM="dumb")
     assert "\x1b[32mok\x1b[0m" in _printed(doc, monkeypatch, 120, FORCE_COLOR="1")
 
@@ -123,14 +141,43 @@ def test_wrap_folds_words_longer_than_the_column_and_counts_wide_characters():
 
 def test_snapshot_still_exits_with_its_codes(tmp_path):
     out = tmp_path / "s.json"
-    run = subprocess.run([sys.executable, "-m", "forensics", "snapshot", "--probe", "host", "--probe", "software",
-                          "-o", str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "snapshot",
+            "--probe",
+            "host",
+            "--probe",
+            "software",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.rstrip().endswith(f"wrote {out}")
     assert set(json.loads(out.read_text())["probes"]) == {"host", "software"}
     # the reader goes away after the first line: 141, quiet, as before
-    proc = subprocess.Popen([sys.executable, "-m", "forensics", "snapshot", "--probe", "host", "-o",
-                             str(tmp_path / "t.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "snapshot",
+            "--probe",
+            "host",
+            "-o",
+            str(tmp_path / "t.json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
     proc.stdout.readline()
     proc.stdout.close()
     assert proc.wait(120) == 141

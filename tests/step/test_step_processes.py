@@ -13,7 +13,6 @@ import sys
 import uuid
 
 from forensics.procgroup import run_group
-
 from tests.conftest import processes_with_env, run_cli
 
 METRIC = """echo '{"metric": "step_ms", "value": 5.0}'"""
@@ -21,16 +20,30 @@ METRIC = """echo '{"metric": "step_ms", "value": 5.0}'"""
 
 def _bench(tmp_path, step: str, mark: str, *extra: str, timeout: float = 240):
     (tmp_path / "step.sh").write_text(step)
-    return run_cli("bench", "-q", "--cmd", "sh step.sh", "--processes", "5", "-o", "b.json", *extra,
-                   cwd=tmp_path, env={"FORENSICS_TEST_MARK": mark}, timeout=timeout)
+    return run_cli(
+        "bench",
+        "-q",
+        "--cmd",
+        "sh step.sh",
+        "--processes",
+        "5",
+        "-o",
+        "b.json",
+        *extra,
+        cwd=tmp_path,
+        env={"FORENSICS_TEST_MARK": mark},
+        timeout=timeout,
+    )
 
 
 def test_children_of_a_step_that_exited_normally_are_stopped(tmp_path):
     mark = uuid.uuid4().hex
     # a busy background child, its output elsewhere, and a second that ignores SIGTERM
-    step = ("sh -c 'while :; do :; done' >/dev/null 2>&1 &\n"
-            "sh -c \"trap '' TERM; sleep 300\" >/dev/null 2>&1 &\n"
-            f"{METRIC}\n{METRIC}\n{METRIC}\n")
+    step = (
+        "sh -c 'while :; do :; done' >/dev/null 2>&1 &\n"
+        "sh -c \"trap '' TERM; sleep 300\" >/dev/null 2>&1 &\n"
+        f"{METRIC}\n{METRIC}\n{METRIC}\n"
+    )
     r = _bench(tmp_path, step, mark)
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(json.loads((tmp_path / "b.json").read_text())["results"][0]["process_medians"]) == 5
@@ -58,23 +71,46 @@ def test_a_callable_steps_children_are_stopped_too(tmp_path):
         "def step():\n"
         "    if not started:  # one child per process, left running\n"
         "        started.append(subprocess.Popen(['sleep', '300'], stdout=subprocess.DEVNULL))\n"
-        "    return sum(range(1000))\n")
-    r = run_cli("bench", "-q", "--callable", "spawner:step", "--processes", "5", "--blocks", "3", "--block-ms", "1",
-                "-o", "c.json", cwd=tmp_path, env={"FORENSICS_TEST_MARK": mark, "PYTHONPATH": str(tmp_path)},
-                timeout=240)
+        "    return sum(range(1000))\n"
+    )
+    r = run_cli(
+        "bench",
+        "-q",
+        "--callable",
+        "spawner:step",
+        "--processes",
+        "5",
+        "--blocks",
+        "3",
+        "--block-ms",
+        "1",
+        "-o",
+        "c.json",
+        cwd=tmp_path,
+        env={"FORENSICS_TEST_MARK": mark, "PYTHONPATH": str(tmp_path)},
+        timeout=240,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert processes_with_env("FORENSICS_TEST_MARK", mark, "sleep") == []
 
 
 def test_run_group_returns_what_the_command_wrote_and_its_status(tmp_path):
     mark = uuid.uuid4().hex
-    code, out, err = run_group("sleep 300 & printf 'a\\r\\nb'; echo oops >&2; exit 3", 60, shell=True,
-                               env={"PATH": "/usr/bin:/bin", "FORENSICS_TEST_MARK": mark})
+    code, out, err = run_group(
+        "sleep 300 & printf 'a\\r\\nb'; echo oops >&2; exit 3",
+        60,
+        shell=True,
+        env={"PATH": "/usr/bin:/bin", "FORENSICS_TEST_MARK": mark},
+    )
     assert (code, out, err) == (3, "a\nb", "oops\n")  # universal newlines, as text mode gave
     assert processes_with_env("FORENSICS_TEST_MARK", mark, "sleep") == []
     code, out, _ = run_group([sys.executable, "-c", "print('x' * 300000)"], 60)
     assert code == 0 and out == "x" * 300000 + "\n"  # more than a pipe holds: read while it runs
-    code, out, _ = run_group("echo started; exec sleep 300", 0.5, shell=True,
-                             env={"PATH": "/usr/bin:/bin", "FORENSICS_TEST_MARK": mark})
+    code, out, _ = run_group(
+        "echo started; exec sleep 300",
+        0.5,
+        shell=True,
+        env={"PATH": "/usr/bin:/bin", "FORENSICS_TEST_MARK": mark},
+    )
     assert (code, out) == (None, "started\n")  # timed out: what it printed before is kept
     assert processes_with_env("FORENSICS_TEST_MARK", mark, "sleep") == []

@@ -21,22 +21,41 @@ def bench(*args, env=None):
 
 
 def test_cmd_json_lines_make_a_bench_file(tmp_path):
-    step = py('import json\nfor v in (30.0, 19.3, 19.5, 19.4): print(json.dumps({"metric": "verify_ms", "value": v}))')
+    step = py(
+        'import json\nfor v in (30.0, 19.3, 19.5, 19.4): print(json.dumps({"metric": "verify_ms", "value": v}))'
+    )
     out = tmp_path / "user.json"
     r = bench("--cmd", step, "-o", str(out))
     assert r.exit_code == 0, r.output
     doc = document.load(out)
     res = doc["results"][0]
     assert res["name"] == "user.verify_ms" and res["kind"] == "user" and res["unit"] == "ms"
-    assert res["process_medians"] == [19.4, 19.4, 19.4]  # the first value of each process is warm-up
+    assert res["process_medians"] == [
+        19.4,
+        19.4,
+        19.4,
+    ]  # the first value of each process is warm-up
     assert doc["config"]["kind"] == "user"
 
 
 def test_cmd_metric_regex_and_higher_is_better(tmp_path):
-    step = py('print("step 1: 510.0 tok/s"); print("step 2: 500.5 tok/s"); print("step 3: 499.5 tok/s")')
+    step = py(
+        'print("step 1: 510.0 tok/s"); print("step 2: 500.5 tok/s"); print("step 3: 499.5 tok/s")'
+    )
     out = tmp_path / "tps.json"
-    r = bench("--cmd", step, "--metric-regex", r"(\d+\.\d+) tok/s", "--metric", "tok_s", "--higher-is-better",
-              "--unit", "tok/s", "-o", str(out))
+    r = bench(
+        "--cmd",
+        step,
+        "--metric-regex",
+        r"(\d+\.\d+) tok/s",
+        "--metric",
+        "tok_s",
+        "--higher-is-better",
+        "--unit",
+        "tok/s",
+        "-o",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     res = document.load(out)["results"][0]
     assert res["higher_is_better"] is True and res["unit"] == "tok/s" and res["median"] == 500.0
@@ -73,10 +92,14 @@ def test_callable_timed_in_process(tmp_path, monkeypatch):
 
 
 def test_callable_errors_are_one_line(tmp_path, monkeypatch):
-    (tmp_path / "badstep.py").write_text("def step():\n    raise RuntimeError('NCCL error: unhandled')\n")
+    (tmp_path / "badstep.py").write_text(
+        "def step():\n    raise RuntimeError('NCCL error: unhandled')\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     r = bench("--callable", "badstep:step")
-    assert r.exit_code == 2 and "the function raised RuntimeError: NCCL error: unhandled" in r.output
+    assert (
+        r.exit_code == 2 and "the function raised RuntimeError: NCCL error: unhandled" in r.output
+    )
     r = bench("--callable", "nosuchmodule_xyz:step")
     assert r.exit_code == 2 and "cannot import nosuchmodule_xyz" in r.output
     r = bench("--callable", "not a target")
@@ -107,19 +130,42 @@ def test_sides_alternate_which_runs_first(tmp_path):
     from forensics.bench.harness import balanced_order
     from forensics.bench.user import run_user_ab
 
-    assert [balanced_order(["A", "B"], i) for i in range(4)] == [["A", "B"], ["B", "A"], ["A", "B"], ["B", "A"]]
+    assert [balanced_order(["A", "B"], i) for i in range(4)] == [
+        ["A", "B"],
+        ["B", "A"],
+        ["A", "B"],
+        ["B", "A"],
+    ]
     log = tmp_path / "order.txt"
-    step = (f"{sys.executable} -c \"import json, os; open({str(log)!r}, 'a').write(os.environ['SIDE']); "
-            "[print(json.dumps({'metric': 'step_ms', 'value': 1.0})) for _ in range(3)]\"")
-    a, b = run_user_ab(step, step, a_env={"SIDE": "A"}, b_env={"SIDE": "B"}, processes=4, budget_s=60, timeout_s=30)
+    step = (
+        f"{sys.executable} -c \"import json, os; open({str(log)!r}, 'a').write(os.environ['SIDE']); "
+        "[print(json.dumps({'metric': 'step_ms', 'value': 1.0})) for _ in range(3)]\""
+    )
+    a, b = run_user_ab(
+        step, step, a_env={"SIDE": "A"}, b_env={"SIDE": "B"}, processes=4, budget_s=60, timeout_s=30
+    )
     assert log.read_text() == "ABBAABBA" and len(a) == len(b) == 4
 
 
 def test_quiet_a_b_prints_the_summary_lines_and_one_verdict_line_only(tmp_path):
-    step = py('import json\nfor v in (30.0, 19.3, 19.5, 19.4): print(json.dumps({"metric": "step_ms", "value": v}))')
-    r = bench("--cmd", step, "--b-env", "X=1", "--processes", "5", "-o", str(tmp_path / "a.json"),
-              "--b-output", str(tmp_path / "b.json"))
+    step = py(
+        'import json\nfor v in (30.0, 19.3, 19.5, 19.4): print(json.dumps({"metric": "step_ms", "value": v}))'
+    )
+    r = bench(
+        "--cmd",
+        step,
+        "--b-env",
+        "X=1",
+        "--processes",
+        "5",
+        "-o",
+        str(tmp_path / "a.json"),
+        "--b-output",
+        str(tmp_path / "b.json"),
+    )
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert r.exit_code == 0, r.output
-    assert lines[-1].startswith("user.step_ms: same - ") and len(lines) == 3, r.output  # A's, B's summary, verdict
+    assert lines[-1].startswith("user.step_ms: same - ") and len(lines) == 3, (
+        r.output
+    )  # A's, B's summary, verdict
     assert "noise floor" not in r.output and "telemetry" not in r.output

@@ -11,7 +11,6 @@ import os
 import time
 
 import torch
-
 from decode.sampler import next_token
 
 TIMINGS = 10
@@ -27,7 +26,7 @@ def main():
         torch.set_num_threads(1)
     gen = torch.Generator(device=dev).manual_seed(0)
     h = torch.randn(batch, hidden, device=dev, dtype=dtype, generator=gen)
-    w = torch.randn(vocab, hidden, device=dev, dtype=dtype, generator=gen) / hidden ** 0.5
+    w = torch.randn(vocab, hidden, device=dev, dtype=dtype, generator=gen) / hidden**0.5
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     for _ in range(20):  # warm-up: CUDA context, cuBLAS heuristics, the allocator's first blocks
         next_token(h, w)

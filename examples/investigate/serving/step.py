@@ -14,7 +14,6 @@ import json
 import time
 
 import torch
-
 from serving.kv_cache import write_block
 
 TIMINGS = 12

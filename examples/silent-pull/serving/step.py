@@ -20,7 +20,6 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
 from distributed.comm import tp_all_reduce
 
 LAYERS = 24
@@ -40,12 +39,19 @@ def worker(rank, world, port):
     dev = torch.device(f"cuda:{rank}") if gpu else torch.device("cpu")
     if gpu:
         torch.cuda.set_device(dev)
-    dist.init_process_group("nccl" if gpu else "gloo", rank=rank, world_size=world, device_id=dev if gpu else None)
+    dist.init_process_group(
+        "nccl" if gpu else "gloo", rank=rank, world_size=world, device_id=dev if gpu else None
+    )
     dtype = torch.bfloat16 if gpu else torch.float32
     hidden = HIDDEN if gpu else 256
     torch.manual_seed(rank)
-    ws = [(torch.randn(hidden, hidden // world, device=dev, dtype=dtype) * 0.02,
-           torch.randn(hidden // world, hidden, device=dev, dtype=dtype) * 0.02) for _ in range(LAYERS)]
+    ws = [
+        (
+            torch.randn(hidden, hidden // world, device=dev, dtype=dtype) * 0.02,
+            torch.randn(hidden // world, hidden, device=dev, dtype=dtype) * 0.02,
+        )
+        for _ in range(LAYERS)
+    ]
     x = torch.randn(TOKENS if gpu else 8, hidden, device=dev, dtype=dtype)
 
     def step():
@@ -66,7 +72,9 @@ def worker(rank, world, port):
         for _ in range(steps):
             step()
         sync()
-        ms = torch.tensor([(time.perf_counter() - t0) * 1e3 / steps], device=dev, dtype=torch.float64)
+        ms = torch.tensor(
+            [(time.perf_counter() - t0) * 1e3 / steps], device=dev, dtype=torch.float64
+        )
         dist.all_reduce(ms, op=dist.ReduceOp.MAX)
         if rank == 0:
             print(json.dumps({"metric": "step_ms", "value": round(ms.item(), 4)}), flush=True)

@@ -1,6 +1,8 @@
 """Field by field: the paths one snapshot records that the other does not (values aside)."""
+
 import json
 import sys
+
 
 def paths(node, prefix=""):
     out = {prefix or "."}
@@ -13,6 +15,7 @@ def paths(node, prefix=""):
         for v in node:
             out |= paths(v, prefix + "[]")
     return out
+
 
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 pa, pb = paths(a), paths(b)

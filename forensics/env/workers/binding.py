@@ -86,8 +86,11 @@ def summarize_numa_maps(text: str) -> dict:
             continue
         for node, count in _N.findall(line):
             pages[node] = pages.get(node, 0) + int(count)
-    return {"anon_pages_by_node": dict(sorted(pages.items(), key=lambda kv: int(kv[0]))),
-            "policies": dict(sorted(policies.items())), "mappings": n}
+    return {
+        "anon_pages_by_node": dict(sorted(pages.items(), key=lambda kv: int(kv[0]))),
+        "policies": dict(sorted(policies.items())),
+        "mappings": n,
+    }
 
 
 def _read(path: str):
@@ -105,7 +108,10 @@ def _read(path: str):
 def host_nodes(node_dir: str = NODE_DIR) -> dict:
     """``{"0": "0-15"}``: the host's NUMA nodes and their CPUs ({} without sysfs)."""
     try:
-        names = sorted((n for n in os.listdir(node_dir) if re.fullmatch(r"node\d+", n)), key=lambda n: int(n[4:]))
+        names = sorted(
+            (n for n in os.listdir(node_dir) if re.fullmatch(r"node\d+", n)),
+            key=lambda n: int(n[4:]),
+        )
     except OSError:
         return {}
     out = {}
@@ -131,7 +137,9 @@ def read_binding(proc: str = "/proc/self", node_dir: str = NODE_DIR) -> dict:
     text, why = _read(os.path.join(proc, "status"))
     status = parse_status(text) if text is not None else {}
     for key in ("cpus_allowed_list", "mems_allowed_list"):
-        out[key] = status.get(key) or why or {"missing": "not_found", "detail": f"no {key} in status"}
+        out[key] = (
+            status.get(key) or why or {"missing": "not_found", "detail": f"no {key} in status"}
+        )
     text, why = _read(os.path.join(proc, "numa_maps"))
     out["numa_maps"] = summarize_numa_maps(text) if text is not None else why
     out["host_nodes"] = host_nodes(node_dir)
@@ -151,9 +159,14 @@ def gpu_of_rank(local_rank: int, sys_root: str = "/sys") -> dict:
 
     out: dict = {"cuda_device": local_rank}
     props = torch.cuda.get_device_properties(local_rank)
-    dom, bus, dev = (getattr(props, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id"))
+    dom, bus, dev = (
+        getattr(props, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")
+    )
     if not all(isinstance(v, int) for v in (dom, bus, dev)):
-        out["bdf"] = {"missing": "function_not_found", "detail": "this torch's device properties have no PCI address"}
+        out["bdf"] = {
+            "missing": "function_not_found",
+            "detail": "this torch's device properties have no PCI address",
+        }
         return out
     bdf = f"{dom:04x}:{bus:02x}:{dev:02x}.0"
     folder = os.path.join(sys_root, "bus", "pci", "devices", bdf)

@@ -28,7 +28,20 @@ import json
 import os
 import sys
 
-from forensics.env.workers.record import (SCHEMA, OUT_VAR, STDOUT_MARKER, DEFAULT_SELECT, RANK_VARS, selected, filter_env, read_exec_env, find_hooks, snapshot, write_record, record_path)  # noqa: F401  (re-exported)
+from forensics.env.workers.record import (  # noqa: F401  (re-exported)
+    DEFAULT_SELECT,
+    OUT_VAR,
+    RANK_VARS,
+    SCHEMA,
+    STDOUT_MARKER,
+    filter_env,
+    find_hooks,
+    read_exec_env,
+    record_path,
+    selected,
+    snapshot,
+    write_record,
+)
 
 
 def dump_to_file(path: str, select=DEFAULT_SELECT, method: str = "", rank=None) -> None:
@@ -55,7 +68,9 @@ def dump_and_exit(path: str, select=DEFAULT_SELECT, method: str = "") -> None:
     os._exit(0)
 
 
-def _torch_spawn_target(index: int, path: str, select) -> None:  # pragma: no cover - runs in a grandchild
+def _torch_spawn_target(
+    index: int, path: str, select
+) -> None:  # pragma: no cover - runs in a grandchild
     dump_to_file(path, select, "torch_spawn")
 
 
@@ -71,14 +86,32 @@ def main(argv=None) -> int:
     ``--nccl-init``, ``--via-torch-spawn``, ``--stdout`` (also print the record on one marked line)."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m forensics.env.workers.envdump", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=os.environ.get(OUT_VAR), help=f"file to write (default: ${OUT_VAR})")
-    p.add_argument("--out-dir", help="folder to write envdump-<host>-<pid>.json in (one file per process)")
-    p.add_argument("--select", default=",".join(DEFAULT_SELECT), help="comma-separated names and prefixes_")
-    p.add_argument("--method", default="subprocess", help="label of the start method, stored in the record")
-    p.add_argument("--nccl-init", action="store_true", help="also initialise NCCL (gloo without GPUs)")
-    p.add_argument("--via-torch-spawn", action="store_true", help="dump from a torch.multiprocessing.spawn child")
-    p.add_argument("--stdout", action="store_true", help="also print the record on stdout after a marker")
+    p = argparse.ArgumentParser(
+        prog="python -m forensics.env.workers.envdump", description=__doc__.splitlines()[0]
+    )
+    p.add_argument(
+        "--out", default=os.environ.get(OUT_VAR), help=f"file to write (default: ${OUT_VAR})"
+    )
+    p.add_argument(
+        "--out-dir", help="folder to write envdump-<host>-<pid>.json in (one file per process)"
+    )
+    p.add_argument(
+        "--select", default=",".join(DEFAULT_SELECT), help="comma-separated names and prefixes_"
+    )
+    p.add_argument(
+        "--method", default="subprocess", help="label of the start method, stored in the record"
+    )
+    p.add_argument(
+        "--nccl-init", action="store_true", help="also initialise NCCL (gloo without GPUs)"
+    )
+    p.add_argument(
+        "--via-torch-spawn",
+        action="store_true",
+        help="dump from a torch.multiprocessing.spawn child",
+    )
+    p.add_argument(
+        "--stdout", action="store_true", help="also print the record on stdout after a marker"
+    )
     args = p.parse_args(argv)
     select = tuple(s for s in args.select.split(",") if s)
     if not args.out and not args.out_dir:
@@ -86,7 +119,12 @@ def main(argv=None) -> int:
     if args.nccl_init:
         from forensics.env.workers.ncclinit import run
 
-        return run(args.out_dir or os.path.dirname(os.path.abspath(args.out)), select, args.method, stdout=args.stdout)
+        return run(
+            args.out_dir or os.path.dirname(os.path.abspath(args.out)),
+            select,
+            args.method,
+            stdout=args.stdout,
+        )
     path = args.out or record_path(args.out_dir)
     if args.via_torch_spawn:
         via_torch_spawn(path, select)

@@ -45,15 +45,31 @@ def log_path(out_dir: str, rank: int) -> str:
     return os.path.join(out_dir, f"nccl-{rank}-{os.getpid()}.log")
 
 
-def _rank_main(rank: int, world: int, local_rank: int, out_dir: str, select, method: str, backend: str,
-               reason: str, init_method: str, stdout: bool) -> None:
+def _rank_main(
+    rank: int,
+    world: int,
+    local_rank: int,
+    out_dir: str,
+    select,
+    method: str,
+    backend: str,
+    reason: str,
+    init_method: str,
+    stdout: bool,
+) -> None:
     record = envrecord.snapshot(select, method, rank)
     record.update(local_rank=local_rank, world_size=world)
     path = log_path(out_dir, rank)
     os.environ.update(DEBUG_VARS)
     os.environ["NCCL_DEBUG_FILE"] = path
-    info: dict = {"backend": backend, "nccl_available": backend == "nccl", "reason": reason,
-                  "log_file": os.path.basename(path), "allreduce_ok": False, "phase": "init"}
+    info: dict = {
+        "backend": backend,
+        "nccl_available": backend == "nccl",
+        "reason": reason,
+        "log_file": os.path.basename(path),
+        "allreduce_ok": False,
+        "phase": "init",
+    }
     record["nccl_init"] = info
     rpath = envrecord.record_path(out_dir)
     # written before NCCL starts, so a rank that hangs and is killed still leaves its record; the parent
@@ -71,8 +87,13 @@ def _rank_main(rank: int, world: int, local_rank: int, out_dir: str, select, met
             if "missing" not in record["binding"]:
                 record["binding"]["gpu"] = _gpu_of_rank(local_rank)
             info["torch_nccl_version"] = ".".join(str(x) for x in torch.cuda.nccl.version())
-        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=INIT_TIMEOUT_S))
+        dist.init_process_group(
+            backend,
+            init_method=init_method,
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=INIT_TIMEOUT_S),
+        )
         info["phase"] = "allreduce"
         envrecord.write_record(record, rpath)
         t = torch.full((ALLREDUCE_ELEMENTS,), float(rank + 1), device=device)
@@ -102,11 +123,23 @@ def _gpu_of_rank(local_rank: int) -> dict:
     try:
         return gpu_of_rank(local_rank)
     except Exception as exc:  # noqa: BLE001 - the binding is a side fact; the all-reduce still runs
-        return {"cuda_device": local_rank, "bdf": {"missing": "error", "detail": f"{type(exc).__name__}: {exc}"[:200]}}
+        return {
+            "cuda_device": local_rank,
+            "bdf": {"missing": "error", "detail": f"{type(exc).__name__}: {exc}"[:200]},
+        }
 
 
-def _spawned(index: int, world: int, out_dir: str, select, method: str, backend: str, reason: str,
-             init_method: str, stdout: bool) -> None:  # pragma: no cover - runs in a torch.multiprocessing.spawn child
+def _spawned(
+    index: int,
+    world: int,
+    out_dir: str,
+    select,
+    method: str,
+    backend: str,
+    reason: str,
+    init_method: str,
+    stdout: bool,
+) -> None:  # pragma: no cover - runs in a torch.multiprocessing.spawn child
     _rank_main(index, world, index, out_dir, select, method, backend, reason, init_method, stdout)
 
 
@@ -126,7 +159,11 @@ def choose_backend() -> tuple[str, int, str]:
     import torch.distributed as dist
 
     if not torch.cuda.is_available():
-        return "gloo", 2, "NCCL not available: torch.cuda.is_available() is False (no GPU visible); used gloo"
+        return (
+            "gloo",
+            2,
+            "NCCL not available: torch.cuda.is_available() is False (no GPU visible); used gloo",
+        )
     if not dist.is_nccl_available():
         return "gloo", 2, "NCCL not available: this torch was built without NCCL; used gloo"
     return "nccl", torch.cuda.device_count(), ""
@@ -147,12 +184,19 @@ def run(out_dir: str, select, method: str = "nccl_init", stdout: bool = False) -
         local = int(env.get("LOCAL_RANK", rank))
         nccl = torch.cuda.is_available() and torch.distributed.is_nccl_available()
         backend = "nccl" if nccl else "gloo"
-        reason = "" if nccl else "NCCL not available: no GPU visible or torch without NCCL; used gloo"
+        reason = (
+            "" if nccl else "NCCL not available: no GPU visible or torch without NCCL; used gloo"
+        )
         _rank_main(rank, world, local, out_dir, select, method, backend, reason, "env://", stdout)
         return 0
     backend, world, reason = choose_backend()
     import torch.multiprocessing as tmp
 
     init = f"tcp://127.0.0.1:{_free_port()}"
-    tmp.spawn(_spawned, args=(world, out_dir, tuple(select), method, backend, reason, init, stdout), nprocs=world, join=True)
+    tmp.spawn(
+        _spawned,
+        args=(world, out_dir, tuple(select), method, backend, reason, init, stdout),
+        nprocs=world,
+        join=True,
+    )
     return 0

@@ -17,17 +17,49 @@ OUT_VAR = "FORENSICS_ENVDUMP_OUT"
 STDOUT_MARKER = "FORENSICS_ENVDUMP_V1 "
 
 DEFAULT_SELECT: tuple[str, ...] = (
-    "NCCL_", "CUDA_", "CUBLAS_", "CUDNN_", "TORCH_", "PYTORCH_", "NVIDIA_", "NVSHMEM_", "OMP_", "MKL_",
-    "UCX_", "FI_", "GLOO_", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-    "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH",
+    "NCCL_",
+    "CUDA_",
+    "CUBLAS_",
+    "CUDNN_",
+    "TORCH_",
+    "PYTORCH_",
+    "NVIDIA_",
+    "NVSHMEM_",
+    "OMP_",
+    "MKL_",
+    "UCX_",
+    "FI_",
+    "GLOO_",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PYTHONPATH",
 )
 """The variables recorded by default: an entry ending in ``_`` is a prefix, any other an exact name."""
 
 RANK_VARS: tuple[str, ...] = (
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR",
-    "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "SLURM_PROCID", "SLURM_LOCALID",
-    "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMI_RANK", "PMI_SIZE",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
 )
 """Variables a launcher sets per rank: recorded apart and never judged as propagation problems."""
 
@@ -101,8 +133,11 @@ def find_hooks() -> dict:
         "usercustomize": _mod_file("usercustomize"),
         "pth_files": pth,
         "user_site": {"path": user_site, "enabled": bool(site.ENABLE_USER_SITE)},
-        "flags": {"no_site": bool(sys.flags.no_site), "isolated": bool(sys.flags.isolated),
-                  "ignore_environment": bool(sys.flags.ignore_environment)},
+        "flags": {
+            "no_site": bool(sys.flags.no_site),
+            "isolated": bool(sys.flags.isolated),
+            "ignore_environment": bool(sys.flags.ignore_environment),
+        },
     }
 
 

@@ -41,7 +41,11 @@ def _write():
         packages = set()
         for name, mod in list(sys.modules.items()):
             f = getattr(mod, "__file__", None)
-            if not isinstance(f, str) or not os.path.isabs(f) or not f.endswith((".py", ".so", ".pyd")):
+            if (
+                not isinstance(f, str)
+                or not os.path.isabs(f)
+                or not f.endswith((".py", ".so", ".pyd"))
+            ):
                 continue  # torch._classes and the like carry a bare file name, not a path
             real = os.path.realpath(f)
             if real.startswith(_HERE + os.sep):
@@ -98,7 +102,11 @@ def _chain_user_sitecustomize():
 
         rest = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(_HERE)]
         spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-        if spec is None or spec.origin is None or os.path.realpath(spec.origin) == os.path.realpath(__file__):
+        if (
+            spec is None
+            or spec.origin is None
+            or os.path.realpath(spec.origin) == os.path.realpath(__file__)
+        ):
             return
         mod = importlib.util.module_from_spec(spec)
         sys.modules["_forensics_user_sitecustomize"] = mod

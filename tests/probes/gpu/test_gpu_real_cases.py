@@ -8,19 +8,34 @@ engine's own case test checks the whole ranking.
 import json
 
 import pytest
+from forensics_probes.gpu import GpuProbe
+from forensics_probes.libs import LibsProbe
 
 from forensics.model import HypothesisStatus, Severity
 from forensics.probe import JudgeContext, ProbeResult
-from forensics_probes.gpu import GpuProbe
-from forensics_probes.libs import LibsProbe
 from tests.conftest import FIXTURES
 
 CASES = FIXTURES / "cases"
-MINE = {"gpu.throttling", "gpu.pcie-link", "gpu.contention", "gpu.config", "gpu.health", "gpu.topology",
-        "driver.version", "cuda.version", "nccl.version", "gpu.memory"}
+MINE = {
+    "gpu.throttling",
+    "gpu.pcie-link",
+    "gpu.contention",
+    "gpu.config",
+    "gpu.health",
+    "gpu.topology",
+    "driver.version",
+    "cuda.version",
+    "nccl.version",
+    "gpu.memory",
+}
 ORDER = [Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL]
-NAMES = ["case01_power_brake", "case02_pcie_gen2", "case03_idle_pcie_false_alarm", "case05_cuda_runtime",
-         "case14_contention"]
+NAMES = [
+    "case01_power_brake",
+    "case02_pcie_gen2",
+    "case03_idle_pcie_false_alarm",
+    "case05_cuda_runtime",
+    "case14_contention",
+]
 
 
 def judge_case(name):
@@ -41,13 +56,19 @@ def test_case(name):
     implicated = [f for f in findings if f.status is HypothesisStatus.IMPLICATED]
     top = max(implicated, key=lambda f: (ORDER.index(f.severity), f.relevance), default=None)
     if expect["top"] in MINE:
-        assert top is not None and top.hypothesis == expect["top"], [(f.hypothesis, f.summary) for f in implicated]
+        assert top is not None and top.hypothesis == expect["top"], [
+            (f.hypothesis, f.summary) for f in implicated
+        ]
         assert ORDER.index(top.severity) >= ORDER.index(Severity.MEDIUM)
     elif expect["top"] is None:
-        assert all(f.severity is Severity.INFO for f in findings), [(f.hypothesis, f.summary) for f in implicated]
+        assert all(f.severity is Severity.INFO for f in findings), [
+            (f.hypothesis, f.summary) for f in implicated
+        ]
     limit = ORDER.index(Severity(expect["max_severity_other"]))
     others = [f for f in findings if top is None or f.hypothesis != top.hypothesis]
-    assert all(ORDER.index(f.severity) <= limit for f in others), [(f.hypothesis, f.severity, f.summary) for f in others]
+    assert all(ORDER.index(f.severity) <= limit for f in others), [
+        (f.hypothesis, f.severity, f.summary) for f in others
+    ]
     ruled = {f.hypothesis for f in findings if f.status is HypothesisStatus.RULED_OUT}
     assert set(expect["ruled_out"]) & MINE <= ruled, set(expect["ruled_out"]) - ruled
 
@@ -69,7 +90,11 @@ def test_case01_names_the_hw_reasons_and_the_clock():
 def test_case02_points_at_the_one_gpu():
     findings, _ = judge_case("case02_pcie_gen2")
     pcie = next(f for f in findings if f.hypothesis == "gpu.pcie-link")
-    assert pcie.summary.startswith("GPU 1") and "Gen2 x16 while busy" in pcie.summary and "Gen5 x16" in pcie.summary
+    assert (
+        pcie.summary.startswith("GPU 1")
+        and "Gen2 x16 while busy" in pcie.summary
+        and "Gen5 x16" in pcie.summary
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import pynvml
 import pytest
-
 from _fakenvml import FakePynvml
+from forensics_probes.gpu import topology
+from forensics_probes.gpu.probe import GpuProbe, parse_topo
+
 from forensics.gpu.nvml import Nvml
 from forensics.probe import ProbeContext
 from forensics.readers import CommandResult
-from forensics_probes.gpu import topology
-from forensics_probes.gpu.probe import GpuProbe, parse_topo
 from tests.conftest import FIXTURES
 
 TOPO = (FIXTURES / "h200x2" / "nvidia-smi-topo.txt").read_text()
-PLAIN = TOPO.replace("\x1b[4m", "").replace("\x1b[0m", "")  # as the probe reads it (ANSI codes stripped)
+PLAIN = TOPO.replace("\x1b[4m", "").replace(
+    "\x1b[0m", ""
+)  # as the probe reads it (ANSI codes stripped)
 
 
 def collect(tmp_path, nics=(), **fake):
@@ -35,7 +37,9 @@ def collect(tmp_path, nics=(), **fake):
     folder.mkdir(exist_ok=True)
     for name in nics:
         (folder / name).mkdir()
-    probe = GpuProbe(nvml=Nvml(FakePynvml("idle", **fake)), topo_runner=runner, nic_folder=str(folder))
+    probe = GpuProbe(
+        nvml=Nvml(FakePynvml("idle", **fake)), topo_runner=runner, nic_folder=str(folder)
+    )
     ctx = ProbeContext({})
     assert probe.available(ctx) is None
     return probe.collect(ctx), ran
@@ -44,9 +48,26 @@ def collect(tmp_path, nics=(), **fake):
 def test_nvml_gives_the_matrix_nvidia_smi_printed_without_running_it(tmp_path):
     data, ran = collect(tmp_path, topology={})
     assert ran == []
-    assert data["topology"]["matrix"] == parse_topo(PLAIN) == {
-        "GPU0": {"GPU0": "X", "GPU1": "NV18", "CPU Affinity": "0-31", "NUMA Affinity": "0", "GPU NUMA ID": "N/A"},
-        "GPU1": {"GPU0": "NV18", "GPU1": "X", "CPU Affinity": "0-31", "NUMA Affinity": "0", "GPU NUMA ID": "N/A"}}
+    assert (
+        data["topology"]["matrix"]
+        == parse_topo(PLAIN)
+        == {
+            "GPU0": {
+                "GPU0": "X",
+                "GPU1": "NV18",
+                "CPU Affinity": "0-31",
+                "NUMA Affinity": "0",
+                "GPU NUMA ID": "N/A",
+            },
+            "GPU1": {
+                "GPU0": "NV18",
+                "GPU1": "X",
+                "CPU Affinity": "0-31",
+                "NUMA Affinity": "0",
+                "GPU NUMA ID": "N/A",
+            },
+        }
+    )
     assert data["topology"]["command"] == topology.SOURCE
     assert data["topology"]["raw"] == PLAIN  # the text nvidia-smi printed, ANSI codes aside
 
@@ -63,13 +84,17 @@ def test_without_nvlinks_the_pcie_path_comes_from_the_common_ancestor(tmp_path):
     assert (matrix["GPU0"]["GPU1"], matrix["GPU1"]["GPU0"]) == ("NODE", "NODE")
 
 
-@pytest.mark.parametrize("case", ["switch", "nics", "old nvidia-ml-py", "no memory node", "two memory nodes"])
+@pytest.mark.parametrize(
+    "case", ["switch", "nics", "old nvidia-ml-py", "no memory node", "two memory nodes"]
+)
 def test_what_nvml_cannot_say_is_asked_of_nvidia_smi(tmp_path, case):
-    kw = {"switch": {"topology": {"far_type": pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH}},
-          "nics": {"topology": {}, "nics": ["mlx5_0"]},
-          "old nvidia-ml-py": {},
-          "no memory node": {"topology": {"memory_nodes": [0]}},
-          "two memory nodes": {"topology": {"memory_nodes": [0b11]}}}[case]  # the default fake answers FunctionNotFound to the topology calls
+    kw = {
+        "switch": {"topology": {"far_type": pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH}},
+        "nics": {"topology": {}, "nics": ["mlx5_0"]},
+        "old nvidia-ml-py": {},
+        "no memory node": {"topology": {"memory_nodes": [0]}},
+        "two memory nodes": {"topology": {"memory_nodes": [0b11]}},
+    }[case]  # the default fake answers FunctionNotFound to the topology calls
     data, ran = collect(tmp_path, **kw)
     assert ran == [["nvidia-smi", "topo", "-m"]]
     assert data["topology"]["command"] == "nvidia-smi topo -m"
@@ -80,16 +105,23 @@ def test_what_nvml_cannot_say_is_asked_of_nvidia_smi(tmp_path, case):
 def test_reasons_name_what_nvml_could_not_give(tmp_path):
     nv = Nvml(FakePynvml("idle", topology={"far_type": pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH}))
     devices = nv.devices()
-    assert topology.from_nvml(nv, devices, str(tmp_path)) == "GPU0 NVLink 0 ends in an NVSwitch or another device"
-    nv = Nvml(FakePynvml("idle", topology={}, edit=lambda r: r["devices"][1].update(mig_mode=[1, 1])))
+    assert (
+        topology.from_nvml(nv, devices, str(tmp_path))
+        == "GPU0 NVLink 0 ends in an NVSwitch or another device"
+    )
+    nv = Nvml(
+        FakePynvml("idle", topology={}, edit=lambda r: r["devices"][1].update(mig_mode=[1, 1]))
+    )
     assert topology.from_nvml(nv, nv.devices(), str(tmp_path)) == "GPU1: MIG mode"
     (tmp_path / "mlx5_0").mkdir()
     assert topology.from_nvml(nv, nv.devices(), str(tmp_path)).startswith("network cards in ")
 
 
 def test_one_gpu_text_is_what_nvidia_smi_printed_on_the_1_gpu_h200():
-    real = ("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-15\t0\t\tN/A\n"  # examples/snapshot-speed
-            + topology.LEGEND)
+    real = (
+        "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-15\t0\t\tN/A\n"  # examples/snapshot-speed
+        + topology.LEGEND
+    )
     assert topology.render(parse_topo(real)) == real
 
 

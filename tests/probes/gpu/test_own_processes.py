@@ -23,7 +23,18 @@ def test_descendants_are_ours():
 
 
 def test_foreign_processes_skip_our_own():
-    doc = {"processes": [], "telemetry": {"gpus": {"GPU-0": {"index": 0, "processes": [
-        {"pid": 614, "name": "python3", "ours": True},
-        {"pid": 2116, "name": "python3", "ours": False}]}}}}
+    doc = {
+        "processes": [],
+        "telemetry": {
+            "gpus": {
+                "GPU-0": {
+                    "index": 0,
+                    "processes": [
+                        {"pid": 614, "name": "python3", "ours": True},
+                        {"pid": 2116, "name": "python3", "ours": False},
+                    ],
+                }
+            }
+        },
+    }
     assert foreign_processes(doc) == {"GPU 0": ["pid 2116 python3"]}
