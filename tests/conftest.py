@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
 EXAMPLES = ROOT / "examples"
+# Tests send SIGINT to forensics as Ctrl-C would. A test run started in the background by a shell without
+# job control inherits SIGINT ignored, and so would every process it starts (an ignored signal stays
+# ignored across exec). Python's own handler here is reset to the default in the children, as at a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200 = FIXTURES / "h200x2"
 
