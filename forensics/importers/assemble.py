@@ -23,6 +23,7 @@ from typing import Any
 
 from forensics import __version__
 from forensics.importers.common import FORMAT_LABELS, Part, merge_into, not_recorded
+from forensics.importers.gpu_record import GROUPS
 from forensics.model import ProbeStatus, is_missing, is_unrecorded
 from forensics.redact import Redactor
 from forensics.snapshot import IMPORTED
@@ -89,23 +90,7 @@ _GPU_KEYS = (
     "board_part_number",
     "architecture",
     "compute_capability",
-    "memory",
-    "utilization",
-    "clocks",
-    "pstate",
-    "clocks_event_reasons",
-    "pcie",
-    "power",
-    "temperature",
-    "violation_ns",
-    "clocks_event_ns",
-    "ecc",
-    "remapped_rows",
-    "retired_pages",
-    "modes",
-    "mig_devices",
-    "nvlink",
-    "processes",
+    *GROUPS,
 )
 _NOT_FROM_TEXT = {
     "git": "git state (HEAD, reflog, working tree)",
