@@ -180,5 +180,7 @@ def test_snapshot_still_exits_with_its_codes(tmp_path):
     )
     proc.stdout.readline()
     proc.stdout.close()
-    assert proc.wait(120) == 141
+    # 141 when the snapshot writes after the reader left; 0 when all of it was in the pipe before (a busy
+    # machine can order it either way); never 1 (a regression) and never a traceback
+    assert proc.wait(120) in (0, 141)
     assert b"Traceback" not in proc.stderr.read()
