@@ -444,7 +444,7 @@ def diff_fleets(
     """``forensics diff`` when an input is a fleet: what changed fleet-wide, what on a few nodes.
 
     A plain snapshot on the other side is a one-node fleet
-    (:func:`forensics.fleet.compare.load_baseline`). Writes the report (``-o``;
+    (:func:`forensics.fleet.compare.compare_files`). Writes the report (``-o``;
     ``-`` for stdout; default ``forensics-fleet-diff.<format>``) and prints the verdict.
 
     Returns:
@@ -454,12 +454,12 @@ def diff_fleets(
         forensics.errors.BadInputError: an input is neither a fleet nor a snapshot, or is damaged.
     """
     from forensics.docfile import write_atomic
-    from forensics.fleet.compare import compare, load_baseline
+    from forensics.fleet.compare import compare_files
     from forensics.render.fleet import render_diff
     from forensics.render.report import format_for
 
     _not_an_input(output or Path(f"forensics-fleet-diff.{fmt or 'html'}"), "-o", [before, after])
-    c = compare(load_baseline(before), load_baseline(after))
+    c = compare_files(before, after)
     if output == "-":
         sys.stdout.write(render_diff(c, str(before), str(after), fmt or "json"))
     else:

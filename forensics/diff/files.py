@@ -4,9 +4,12 @@ Each side is a snapshot file, a text pasted from a ticket (imported on the fly b
 :func:`forensics.importers.load`), or a snapshot already loaded (``investigate``'s snapshot
 taken now). A side read from a file is swept for secrets again
 (:func:`forensics.snapshot.redact_loaded`) so that a ``--no-redact`` snapshot compares like
-with like, and the analysis says so in a note. Fleet files are not documents of this kind:
-``forensics.fleet.compare`` compares them (its snapshot sides are swept by the same
-:func:`~forensics.snapshot.redact_loaded`).
+with like, and the analysis says so in a note.
+
+:func:`load_side` reads every side of every comparison: ``diff`` and ``investigate`` through
+:func:`analyse_files`, and ``forensics.fleet.compare`` for a plain snapshot compared with a fleet
+(a fleet of one node). Two fleets are analysed by ``forensics.fleet.compare.compare_files``: a fleet
+of N nodes is not a snapshot, and its analysis (fleet-wide against few-node changes) is its own.
 """
 
 from __future__ import annotations
@@ -39,17 +42,22 @@ class Side:
     newly_redacted: int = 0
 
 
-def load_side(source: Source, *, redact: bool = True, name: str | None = None) -> Side:
+def load_side(
+    source: Source, *, redact: bool = True, name: str | None = None, texts: bool = True
+) -> Side:
     """Read one side: a snapshot file or pasted text (:func:`forensics.importers.load`), or a loaded dict.
 
     With ``redact``, the document is swept again (:func:`forensics.snapshot.redact_loaded`), a
-    dict too (a sweep of a swept document replaces nothing).
+    dict too (a sweep of a swept document replaces nothing). With ``texts=False`` a file must be a
+    snapshot (:func:`forensics.snapshot.load`): a pasted text is refused, not imported.
 
     Raises:
         forensics.errors.BadInputError: a missing, empty, damaged or foreign file (one line naming it).
     """
     if isinstance(source, dict):
         doc, shown = source, name or "now"
+    elif not texts:
+        doc, shown = snap.load(source), name or str(source)
     else:
         from forensics.importers import load as load_any
 

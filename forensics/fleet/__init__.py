@@ -13,11 +13,12 @@ Modules (documented in ``docs/fleet.md``):
 - ``features``: the facts judged across the fleet, read from node snapshots and rank records.
 - ``outliers``: the robust rules (majority grouping; median/MAD or ratio to best per GPU model).
 - ``report``: the data objects of a fleet report; ``render`` and ``prom`` print them.
-- ``compare``: two fleet files: what changed fleet-wide and what on a few nodes.
+- ``compare``: two fleets (or a fleet and a snapshot): what changed fleet-wide and what on a few nodes.
 - ``synth``: a synthetic fleet built from real snapshots, for tests and ``make bench``.
 - ``snapshot``: one rank's part of ``forensics fleet snapshot``, and rank 0's gather.
 
 May import the core, ``forensics.bench`` (the canary's sizes and worker, for ``rankbench``),
-``forensics.env`` (the workers' record) and ``forensics.gpu``; never ``diff``, ``render``,
-``cli`` or a probe. Nothing here is imported by the single-machine commands.
+``forensics.env`` (the workers' record), ``forensics.gpu``, and ``forensics.diff.files`` (a
+snapshot side of a comparison is read as ``diff`` reads its sides); never the rest of ``diff``,
+``render``, ``cli`` or a probe. Nothing here is imported by the single-machine commands.
 """

@@ -293,18 +293,30 @@ def load_baseline(path) -> FleetFacts:
                 f"{len(facts.missing)} named missing); nothing to compare it with"
             )
         return facts
-    from forensics import snapshot as snap
+    from forensics.diff.files import load_side
     from forensics.errors import BadInputError
 
     if os.path.isdir(
         path
     ):  # no rank record and no node snapshot in it: say so, not "is a folder" (never raises)
         nodes.expand([path])
-    try:
-        loaded = snap.load(path)
+    try:  # swept again: a --no-redact snapshot's secrets stay out of the report
+        side = load_side(path, texts=False)
     except BadInputError as exc:
         raise BadInputError(
             f"{exc} (this side of the comparison must be a fleet file or folder, or a snapshot)"
         ) from None
-    doc, _ = snap.redact_loaded(loaded)  # a --no-redact snapshot's secrets stay out of the report
-    return facts_from_snapshot(doc)
+    return facts_from_snapshot(side.doc)
+
+
+def compare_files(before, after) -> dict[str, Any]:
+    """Two fleets in (files, folders, or a snapshot as a fleet of one node), one comparison out.
+
+    What ``forensics diff`` calls when a side is a fleet: each side is read by
+    :func:`load_baseline` (a snapshot side by :func:`forensics.diff.files.load_side`, as ``diff``
+    and ``investigate`` read theirs), then :func:`compare`.
+
+    Raises:
+        forensics.errors.BadInputError, forensics.errors.InconclusiveError: as :func:`load_baseline`.
+    """
+    return compare(load_baseline(before), load_baseline(after))

@@ -161,7 +161,13 @@ ALLOWED: dict[str, set[str]] = {
         "forensics.bisect",
         "forensics.gpu.readings",
     },
-    "forensics.fleet": {CORE, "forensics.bench", "forensics.env", "forensics.gpu"},
+    "forensics.fleet": {
+        CORE,
+        "forensics.bench",
+        "forensics.env",
+        "forensics.gpu",
+        "forensics.diff.files",
+    },  # compare: a snapshot side is read as diff reads its sides
     "forensics.render": {
         CORE,
         "forensics.env.judge",
@@ -273,3 +279,16 @@ def test_every_package_init_lists_its_modules():
         if gone:
             missing[str(folder.relative_to(ROOT))] = gone
     assert missing == {}
+
+
+def test_every_side_of_a_comparison_is_read_one_way():
+    """diff, investigate and fleet diff read a snapshot side through ``diff.files.load_side``: the
+    one place that sweeps a loaded document for secrets again (``snapshot.redact_loaded``)."""
+    callers = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "forensics").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "redact_loaded"
+    )
+    assert callers == ["forensics/diff/files.py"]
