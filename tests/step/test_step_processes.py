@@ -38,15 +38,18 @@ def _bench(tmp_path, step: str, mark: str, *extra: str, timeout: float = 240):
 
 def test_children_of_a_step_that_exited_normally_are_stopped(tmp_path):
     mark = uuid.uuid4().hex
-    # a busy background child, its output elsewhere, and a second that ignores SIGTERM
+    # a busy background child in every process, its output elsewhere; and, in the first process
+    # only (each costs the SIGTERM grace before SIGKILL), a second child that ignores SIGTERM
     step = (
         "sh -c 'while :; do :; done' >/dev/null 2>&1 &\n"
-        "sh -c \"trap '' TERM; sleep 300\" >/dev/null 2>&1 &\n"
+        "[ -e deaf-started ] || { touch deaf-started; "
+        "sh -c \"trap '' TERM; sleep 300\" >/dev/null 2>&1 & }\n"
         f"{METRIC}\n{METRIC}\n{METRIC}\n"
     )
     r = _bench(tmp_path, step, mark)
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(json.loads((tmp_path / "b.json").read_text())["results"][0]["process_medians"]) == 5
+    assert (tmp_path / "deaf-started").exists()
     assert processes_with_env("FORENSICS_TEST_MARK", mark, "sh") == []
     assert processes_with_env("FORENSICS_TEST_MARK", mark, "sleep") == []
 
