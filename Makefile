@@ -27,11 +27,12 @@ demo: $(STAMP)
 	$(PY) -m forensics.demo
 
 # ruff (lint and format, configured in pyproject.toml) first, then pytest with one worker per core
-# (pytest-xdist; every test is independent of the others' order).
+# (pytest-xdist; every test is independent of the others' order; tests that share an expensive
+# module fixture are one xdist_group, run by one worker).
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 # Apply ruff's fixes and format the tree (what `make test` checks).
 fmt: $(DEV_STAMP)

@@ -22,12 +22,14 @@ N_NODES = 1000
 
 
 @pytest.fixture(scope="module")
-def fleets(tmp_path_factory):
-    """The planted and the A/A fleet of 1,000 nodes x 8 GPUs, written once for the module."""
+def planted(tmp_path_factory):
+    """The planted fleet of 1,000 nodes x 8 GPUs, written once for the module. Its tests share one
+    xdist group (``make test`` runs ``--dist loadgroup``), so one worker builds it, not each."""
     d = tmp_path_factory.mktemp("fleets")
-    planted = synth.write_fleet(d / "planted.json", ROOT, N_NODES, 8, plant=True, seed=1)
-    aa = synth.write_fleet(d / "aa.json", ROOT, N_NODES, 8, plant=False, seed=2)
-    return {"planted": planted, "aa": aa}
+    return synth.write_fleet(d / "planted.json", ROOT, N_NODES, 8, plant=True, seed=1)
+
+
+PLANTED = pytest.mark.xdist_group("planted-fleet")
 
 
 def _expected_subjects(n_nodes: int) -> dict[str, str]:
@@ -159,8 +161,9 @@ def test_assigned_gpu_follows_cuda_visible_devices():
 # ---------------------------------------------------------------- the rules at fleet size
 
 
-def test_planted_outliers_found_and_named_first(fleets):
-    rep = build(document.load(fleets["planted"]))
+@PLANTED
+def test_planted_outliers_found_and_named_first(planted):
+    rep = build(document.load(planted))
     want = _expected_subjects(N_NODES)
     real = rep.real_outliers
     assert [o.subject for o in real[:4]] and {o.subject for o in real[:4]} == set(want.values())
@@ -189,8 +192,9 @@ def test_planted_outliers_found_and_named_first(fleets):
     }
 
 
-def test_aa_fleet_reports_no_outlier(fleets):
-    rep = build(document.load(fleets["aa"]))
+def test_aa_fleet_reports_no_outlier(tmp_path):
+    aa = synth.write_fleet(tmp_path / "aa.json", ROOT, N_NODES, 8, plant=False, seed=2)
+    rep = build(document.load(aa))
     assert rep.outliers == []
     assert rep.verdict == "No outlier among 1,000 nodes, 8,000 GPUs, 8,000 ranks."
     rules = {p.rule for p in rep.peers}
@@ -223,9 +227,10 @@ def test_few_peers_use_ratio_to_best_and_a_lone_gpu_is_not_judged(tmp_path):
 # ---------------------------------------------------------------- the command
 
 
-def test_report_cli_html_json_and_prometheus(fleets, tmp_path):
+@PLANTED
+def test_report_cli_html_json_and_prometheus(planted, tmp_path):
     out, prom = tmp_path / "r.html", tmp_path / "fleet.prom"
-    r = run_cli("fleet", "report", str(fleets["planted"]), "-o", str(out), "--prom", str(prom))
+    r = run_cli("fleet", "report", str(planted), "-o", str(out), "--prom", str(prom))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("4 outliers among 1,000 nodes")
     html = out.read_text()
@@ -245,7 +250,7 @@ def test_report_cli_html_json_and_prometheus(fleets, tmp_path):
     j = run_cli(
         "fleet",
         "report",
-        str(fleets["planted"]),
+        str(planted),
         "-o",
         str(tmp_path / "r.json"),
         "--fail-on",
@@ -386,13 +391,14 @@ def test_compare_fleet_wide_and_few_nodes(tmp_path):
     ]
 
 
-def test_report_with_a_snapshot_as_baseline(fleets, tmp_path):
+@PLANTED
+def test_report_with_a_snapshot_as_baseline(planted, tmp_path):
     base = ROOT / "examples/h200x2/snapshot-all-probes.json"
     assert load_baseline(base).nodes  # a plain snapshot is a one-node fleet
     r = run_cli(
         "fleet",
         "report",
-        str(fleets["planted"]),
+        str(planted),
         "--baseline",
         str(base),
         "-o",
