@@ -61,6 +61,19 @@ PCIE_WIDTH = "pcie_width"
 """PCIe link width in use (lanes), ``nvmlDeviceGetCurrPcieLinkWidth``; instant sample / busy-sample
 summary (the median is the fleet's :data:`PCIE_WIDTH_LOAD`)."""
 
+PSTATE = "pstate"
+"""Performance state, 0 (P0, fastest) to 15, ``nvmlDeviceGetPerformanceState``: the snapshot's
+``gpu.devices[<uuid>].pstate`` read once by the ``gpu`` probe (``Performance State`` of ``nvidia-smi -q``,
+``<performance_state>`` of its XML, in an imported snapshot); instant sample / busy-sample summary.
+An idle GPU sits in a high P-state, so only the under-load figure is judged."""
+
+MEM_USED_BYTES = "mem_used_bytes"
+"""Device memory in use, bytes, ``nvmlDeviceGetMemoryInfo().used``; instant sample, and the sampler's
+``{"min", "median", "max"}`` over *all* samples (memory held is not a busy-only figure)."""
+
+MEM_TOTAL_BYTES = "mem_total_bytes"
+"""Device memory, bytes, ``nvmlDeviceGetMemoryInfo().total``; instant sample, one value in a summary."""
+
 SM_CLOCK_LOAD_MHZ = "sm_clock_load_mhz"
 """The fleet's name (``forensics fleet``: its JSON, HTML and Prometheus metric) for the median of
 :data:`CLOCK_SM_MHZ` over busy samples: the same quantity under another name, kept because the fleet's
@@ -89,6 +102,9 @@ READING_KEYS = (
     TEMP_C,
     PCIE_GEN,
     PCIE_WIDTH,
+    PSTATE,
+    MEM_USED_BYTES,
+    MEM_TOTAL_BYTES,
     SM_CLOCK_LOAD_MHZ,
     PCIE_GEN_LOAD,
     PCIE_WIDTH_LOAD,
@@ -283,14 +299,14 @@ def read_instant(nvml: Nvml, handle: Any) -> dict[str, Any]:
         POWER_MW: nvml.call("nvmlDeviceGetPowerUsage", handle),
         UTIL_GPU_PCT: util if is_missing(util) else int(util.gpu),
         UTIL_MEM_PCT: util if is_missing(util) else int(util.memory),
-        "mem_used_bytes": mem if is_missing(mem) else int(mem.used),
-        "mem_total_bytes": mem if is_missing(mem) else int(mem.total),
+        MEM_USED_BYTES: mem if is_missing(mem) else int(mem.used),
+        MEM_TOTAL_BYTES: mem if is_missing(mem) else int(mem.total),
         TEMP_C: nvml.call(
             "nvmlDeviceGetTemperature", handle, nvml.constant("NVML_TEMPERATURE_GPU", 0)
         ),
         PCIE_GEN: nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", handle),
         PCIE_WIDTH: nvml.call("nvmlDeviceGetCurrPcieLinkWidth", handle),
-        "pstate": nvml.call("nvmlDeviceGetPerformanceState", handle),
+        PSTATE: nvml.call("nvmlDeviceGetPerformanceState", handle),
         "reasons": reasons,
     }
 

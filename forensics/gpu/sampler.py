@@ -8,9 +8,9 @@ benchmark (telemetry during the run). The summary is JSON-ready::
         "index": 0, "name": "NVIDIA H200", "samples": 50, "busy_samples": 48,
         "clock_sm_mhz": {"min", "median", "max"}, "clock_mem_mhz": {...},
         "power_mw": {...}, "util_gpu_pct": {...}, "temp_c": {...},
-        "pcie_gen": {...}, "pcie_width": {...}, "pstate": {...},
+        "pcie_gen": {...}, "pcie_width": {...}, PSTATE: {...},
         "reason_fraction": {"sw_power_cap": 0.93, ...}, "util_mem_pct": {...},
-        "spin_samples": 0, "mem_used_bytes": {...}, "mem_total_bytes": ..., "mem_used_fraction": {...},
+        "spin_samples": 0, MEM_USED_BYTES: {...}, MEM_TOTAL_BYTES: ..., "mem_used_fraction": {...},
         "counter_deltas": {"violation_power_ns": ..., "clocks_event_sw_power_cap_ns": ...,
                            "pcie_replay": ..., "ecc_uncorrected_volatile": ..., "energy_mj": ...},
         "processes": [{"pid", "kind", "used_memory_bytes", "name", "user", "ours"}]}}}
@@ -39,9 +39,12 @@ from forensics.gpu.nvml import Nvml
 from forensics.gpu.readings import (
     CLOCK_MEM_MHZ,
     CLOCK_SM_MHZ,
+    MEM_TOTAL_BYTES,
+    MEM_USED_BYTES,
     PCIE_GEN,
     PCIE_WIDTH,
     POWER_MW,
+    PSTATE,
     TEMP_C,
     UTIL_GPU_PCT,
     UTIL_MEM_PCT,
@@ -63,7 +66,7 @@ _STAT_KEYS = (
     TEMP_C,
     PCIE_GEN,
     PCIE_WIDTH,
-    "pstate",
+    PSTATE,
 )
 _PROCESS_EVERY = 10  # read the process list every Nth tick (it is the slowest call)
 
@@ -218,7 +221,7 @@ def summarise(
     processes: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """Summarise one GPU's samples (pure; see the module docstring for the shape)."""
-    busy = [s for s in samples if is_busy(s.get("pstate"), s.get(UTIL_GPU_PCT), s.get("reasons"))]
+    busy = [s for s in samples if is_busy(s.get(PSTATE), s.get(UTIL_GPU_PCT), s.get("reasons"))]
     out: dict[str, Any] = {
         "index": index,
         "name": name,
@@ -235,19 +238,17 @@ def summarise(
         {r: round(c / len(busy), 3) for r, c in sorted(counts.items())} if busy else {}
     )
     out["spin_samples"] = sum(1 for s in busy if is_spin(s))
-    used = [s.get("mem_used_bytes") for s in samples]
+    used = [s.get(MEM_USED_BYTES) for s in samples]
     total = next(
-        (s.get("mem_total_bytes") for s in samples if isinstance(s.get("mem_total_bytes"), int)),
+        (s.get(MEM_TOTAL_BYTES) for s in samples if isinstance(s.get(MEM_TOTAL_BYTES), int)),
         None,
     )
-    out["mem_used_bytes"] = (
+    out[MEM_USED_BYTES] = (
         _stats(used)
         if any(isinstance(u, int) for u in used)
         else missing(MissingReason.NOT_FOUND, "no memory reading")
     )
-    out["mem_total_bytes"] = (
-        total if total else missing(MissingReason.NOT_FOUND, "no memory reading")
-    )
+    out[MEM_TOTAL_BYTES] = total if total else missing(MissingReason.NOT_FOUND, "no memory reading")
     fracs = [u / total for u in used if isinstance(u, int) and total]
     out["mem_used_fraction"] = (
         {

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forensics.gpu.readings import CURRENT_MHZ
+from forensics.gpu.readings import CURRENT_MHZ, PSTATE
 from forensics.importers.common import (
     COMPUTE_MODES,
     as_int,
@@ -51,7 +51,7 @@ GROUPS = (
     "memory",
     "utilization",
     "clocks",
-    "pstate",
+    PSTATE,
     "clocks_event_reasons",
     "pcie",
     "power",
@@ -142,7 +142,7 @@ def to_probe(raw: dict[str, Any], index: int, label: str) -> tuple[str, dict[str
             ),
         }
     g["clocks"] = clocks
-    g["pstate"] = _val(raw, "pstate", label, pstate_of, "Performance State")
+    g[PSTATE] = _val(raw, PSTATE, label, pstate_of, "Performance State")
     reasons = raw.get("reasons") or {}
     if reasons:
         active = sorted(

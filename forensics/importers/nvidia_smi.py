@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from forensics.gpu.readings import PSTATE
 from forensics.importers.common import (
     COMPUTE_MODES,
     Part,
@@ -108,9 +109,7 @@ def parse(lines: list[str], part: Part) -> Part:
                     "gpu_c": int(temp[:-1]) if re.match(r"^\d+C$", temp) else na_value(temp, label)
                 }
                 ps = m2.group(3)
-                cur["pstate"] = (
-                    int(ps[1:]) if ps.startswith("P") else na_value(ps, f"{label}: Perf")
-                )
+                cur[PSTATE] = int(ps[1:]) if ps.startswith("P") else na_value(ps, f"{label}: Perf")
                 draw, cap = mw_of(m2.group(4)), mw_of(m2.group(5))
                 cur["power"] = {
                     "draw_mw": draw

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from forensics.gpu.readings import PSTATE
 from forensics.importers.common import Part, is_na
 from forensics.importers.gpu_record import to_probe
 
@@ -32,7 +33,7 @@ _LOOKUP: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...]]] = {
     "compute_mode": (None, ("Compute Mode",)),
     "mig_current": (("MIG Mode",), ("Current",)),
     "mig_pending": (("MIG Mode",), ("Pending",)),
-    "pstate": (None, ("Performance State",)),
+    PSTATE: (None, ("Performance State",)),
     "fb_total": (("FB Memory Usage",), ("Total",)),
     "fb_used": (("FB Memory Usage",), ("Used",)),
     "util_gpu": (("Utilization",), ("GPU", "Gpu")),

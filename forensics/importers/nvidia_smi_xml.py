@@ -28,6 +28,7 @@ from typing import Any
 from xml.parsers import expat
 
 from forensics.errors import BadInputError
+from forensics.gpu.readings import PSTATE
 from forensics.importers.common import Part, is_na
 from forensics.importers.gpu_record import to_probe
 
@@ -144,7 +145,7 @@ def _raw(g: Element) -> dict[str, Any]:
     put("compute_mode", ("compute_mode",))
     put("mig_current", ("mig_mode", "current_mig"))
     put("mig_pending", ("mig_mode", "pending_mig"))
-    put("pstate", ("performance_state",))
+    put(PSTATE, ("performance_state",))
     put("fb_total", ("fb_memory_usage", "total"))
     put("fb_used", ("fb_memory_usage", "used"))
     put("util_gpu", ("utilization", "gpu_util"))

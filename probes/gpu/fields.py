@@ -6,7 +6,7 @@ dotted, ``*`` matches one element (the GPU UUID, a link number).
 
 from __future__ import annotations
 
-from forensics.gpu.readings import CURRENT_MHZ
+from forensics.gpu.readings import CURRENT_MHZ, PSTATE
 from forensics.probe import FieldSpec
 
 _G = "gpus.*."
@@ -43,7 +43,7 @@ FIELDS: dict[str, FieldSpec] = {
     _G + "clocks.*.default_app_mhz": FieldSpec(
         "MHz", "default application clock", "nvmlDeviceGetDefaultApplicationsClock"
     ),
-    _G + "pstate": FieldSpec("", "P-state", "nvmlDeviceGetPerformanceState", volatile=True),
+    _G + PSTATE: FieldSpec("", "P-state", "nvmlDeviceGetPerformanceState", volatile=True),
     _G + "clocks_event_reasons.current_mask": FieldSpec(
         "bitmask", "clocks-event reasons", "nvmlDeviceGetCurrentClocksEventReasons", volatile=True
     ),
@@ -182,7 +182,7 @@ TYPES: dict[str, str] = {
     _G + "memory.*": _N,
     _G + "utilization.*": _N,
     _G + "clocks.*.*": _N,
-    _G + "pstate": "integer>=0",
+    _G + PSTATE: "integer>=0",
     _G + "clocks_event_reasons.active": "list",
     _G + "clocks_event_reasons.active.*": "string",
     _G + "clocks_event_reasons.current_mask": "integer>=0",

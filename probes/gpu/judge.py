@@ -31,7 +31,7 @@ from forensics_probes.gpu.views import (
     worst,
 )
 
-from forensics.gpu.readings import HW_REASONS
+from forensics.gpu.readings import HW_REASONS, PSTATE
 from forensics.model import Finding, HypothesisStatus, Severity, implicated, inconclusive, ruled_out
 from forensics.probe import JudgeContext, ProbeResult
 from forensics.words import plural
@@ -47,7 +47,7 @@ _THROTTLE_FIELDS = [
     "gpus.*.clocks_event_ns",
     "gpus.*.violation_ns",
     "gpus.*.clocks",
-    "gpus.*.pstate",
+    "gpus.*." + PSTATE,
     "gpus.*.utilization",
     "sample",
     "bench.telemetry",

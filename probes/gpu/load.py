@@ -42,7 +42,7 @@ from typing import Any
 
 from forensics_probes.gpu.views import get, label, num, worst
 
-from forensics.gpu.readings import UTIL_MEM_PCT
+from forensics.gpu.readings import MEM_TOTAL_BYTES, MEM_USED_BYTES, UTIL_MEM_PCT
 from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
 
 NEAR_FULL = 0.90
@@ -87,7 +87,7 @@ def _peak(entry: dict[str, Any]) -> float | None:
 
 
 def _mib(entry: dict[str, Any]) -> str:
-    used, total = num(get(entry, "mem_used_bytes", "max")), num(entry.get("mem_total_bytes"))
+    used, total = num(get(entry, MEM_USED_BYTES, "max")), num(entry.get(MEM_TOTAL_BYTES))
     return f"{used / 2**20:.0f} of {total / 2**20:.0f} MiB" if used is not None and total else "?"
 
 

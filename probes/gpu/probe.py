@@ -30,6 +30,7 @@ from forensics.gpu.readings import (
     CLOCKS_EVENT_FIELDS,
     CURRENT_MHZ,
     PCIE_COUNTER_FIELDS,
+    PSTATE,
     decode_reasons,
     read_processes,
     read_reason_masks,
@@ -265,7 +266,7 @@ class GpuProbe(Probe):
                 "memory_pct": util if is_missing(util) else int(util.memory),
             },
             "clocks": self._read_clocks(nv, h),
-            "pstate": nv.call("nvmlDeviceGetPerformanceState", h),
+            PSTATE: nv.call("nvmlDeviceGetPerformanceState", h),
         }
         masks = read_reason_masks(nv, h)
         gpu["clocks_event_reasons"] = {

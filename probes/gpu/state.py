@@ -13,6 +13,7 @@ from typing import Any
 
 from forensics_probes.gpu.views import get, label, not_held, num, unheld_summary, worst
 
+from forensics.gpu.readings import PSTATE
 from forensics.hypotheses import FACT_LIMIT_LOWERED, FACT_P2P_BLOCKED
 from forensics.model import (
     Finding,
@@ -223,7 +224,7 @@ def judge_health(pairs, docs=({}, {}), b=None, a=None) -> Finding:
             continue
         lost = [
             k
-            for k in ("name", "pstate", "uuid")
+            for k in ("name", PSTATE, "uuid")
             if is_missing(ga.get(k)) and ga[k].get("missing") == "gpu_lost"
         ]
         if lost or (is_missing(get(ga, "handle"))):

@@ -23,6 +23,7 @@ from forensics.gpu.readings import (
     IDLE_BIT,
     PCIE_GEN,
     PCIE_WIDTH,
+    PSTATE,
     THROTTLE_REASONS,
     is_busy,
 )
@@ -197,7 +198,7 @@ def instant_busy(gpu: dict[str, Any] | None) -> bool:
     if not gpu:
         return False
     return is_busy(
-        gpu.get("pstate"),
+        gpu.get(PSTATE),
         get(gpu, "utilization", "gpu_pct"),
         get(gpu, "clocks_event_reasons", "current_mask"),
     )
@@ -242,7 +243,7 @@ def idle_state(gpu: dict[str, Any] | None) -> str:
     if not gpu:
         return ""
     parts = []
-    ps = gpu.get("pstate")
+    ps = gpu.get(PSTATE)
     if num(ps) is not None:
         parts.append(f"P{ps}")
     util = num(get(gpu, "utilization", "gpu_pct"))

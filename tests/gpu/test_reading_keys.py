@@ -80,6 +80,9 @@ def test_each_key_is_declared_once_with_what_it_is():
         "TEMP_C",
         "PCIE_GEN",
         "PCIE_WIDTH",
+        "PSTATE",
+        "MEM_USED_BYTES",
+        "MEM_TOTAL_BYTES",
     ):
         assert getattr(readings, name) in READING_KEYS
         doc = text.split(f"\n{name} = ", 1)[1].split('"""')[1]
