@@ -10,7 +10,6 @@ processes).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, processes_with_env, run_cli
+from tests._stepkit import pip_target, step_env, take_baseline, tree_hash, wheel
+from tests.conftest import ROOT, commit, git, make_repo, processes_with_env, run_cli
 
 STEP = r"""
 import json, os, random, time
@@ -38,78 +38,23 @@ for _ in range(4):
     print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
 """
 CMD = f"{sys.executable} step.py"
-BASELINE = r"""
-import sys
-from forensics import snapshot as snap
-from forensics.collect import take_snapshot
-from forensics.investigate.measure import Subject, measure_now
-step = Subject("cmd", sys.argv[2])
-doc = take_snapshot(label="baseline", options={"repo": "."},
-                    bench=lambda: measure_now(step, canary=False, canary_options={}, processes=int(sys.argv[3]),
-                                              budget_s=60)[0])
-snap.save(doc, sys.argv[1])
-"""
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "T",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "T",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-}
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("PYTORCH_TEST_SLOW", "NCCL_TEST_DECOY", "FORENSICS_DEBUG")
-    }
-    env.update(GIT_ENV)
-    env.update(extra)
-    return env
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=_env()
-    ).stdout.strip()
-
-
-def _commit(repo: Path, msg: str, files: dict[str, str]) -> str:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", msg)
-    return _git(repo, "rev-parse", "HEAD")
 
 
 @pytest.fixture
 def user_repo(tmp_path):
     """(upstream, user clone): the user's clone at the first commit (cost 4 ms)."""
-    up = tmp_path / "upstream"
-    up.mkdir()
-    _git(up, "init", "-q", "-b", "main")
-    _commit(
-        up,
-        "serving: verify step",
+    up = make_repo(
+        tmp_path / "upstream",
         {"step.py": STEP, "cost.txt": "4\n", "kernels/attn.py": "x = 1\n"},
+        "serving: verify step",
     )
     user = tmp_path / "user"
-    subprocess.run(["git", "clone", "-q", str(up), str(user)], check=True, env=_env())
+    git(tmp_path, "clone", "-q", str(up), str(user))
     return up, user
 
 
 def baseline(path: Path, cwd: Path, processes: int = 5, **env: str) -> Path:
-    subprocess.run(
-        [sys.executable, "-c", BASELINE, str(path), CMD, str(processes)],
-        cwd=cwd,
-        env=_env(**env),
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return path
+    return take_baseline(path, cwd, CMD, processes, **env)
 
 
 def investigate(
@@ -118,20 +63,11 @@ def investigate(
     return subprocess.run(
         [sys.executable, "-m", "forensics", "investigate", *args],
         cwd=cwd,
-        env=_env(**env),
+        env=step_env(**env),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(root)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.mark.slow
@@ -195,16 +131,16 @@ def test_confirms_the_variable_that_slows_the_step_and_refutes_the_decoy(user_re
 def test_suspect_commit_confirmed_in_a_private_worktree_checkout_untouched(user_repo, tmp_path):
     up, user = user_repo
     base = baseline(tmp_path / "before.json", user)
-    _commit(up, "docs: timings", {"README.md": "timings per block\n"})
-    slow = _commit(
+    commit(up, {"README.md": "timings per block\n"}, "docs: timings")
+    slow = commit(
         up,
-        "kernels: recompute attention scores <script>alert(1)</script>",
         {"cost.txt": "5.6\n", "kernels/attn.py": "x = 2\n"},
+        "kernels: recompute attention scores <script>alert(1)</script>",
     )
-    _commit(up, "config: log every 50 steps", {"config.yaml": "log_every: 50\n"})
-    _git(user, "pull", "-q")
+    commit(up, {"config.yaml": "log_every: 50\n"}, "config: log every 50 steps")
+    git(user, "pull", "-q")
     (user / "scratch.txt").write_text("uncommitted, untracked\n")
-    before = _tree_hash(user)
+    before = tree_hash(user)
     r = investigate(
         user,
         "--baseline",
@@ -225,27 +161,28 @@ def test_suspect_commit_confirmed_in_a_private_worktree_checkout_untouched(user_
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert r.stdout.startswith(f"Confirmed by experiment: code.change: Going back from {slow[:10]}")
     doc = json.loads((tmp_path / "r.json").read_text())
-    commit, bis = doc["experiments"][0], doc["experiments"][1]
+    first, bis = doc["experiments"][0], doc["experiments"][1]
     assert (
-        commit["kind"] == "commit"
-        and commit["details"]["commit"] == slow
-        and commit["outcome"] == "confirmed"
+        first["kind"] == "commit"
+        and first["details"]["commit"] == slow
+        and first["outcome"] == "confirmed"
     )
     assert bis["kind"] == "bisect" and bis["outcome"] == "not-run" and "not needed" in bis["reason"]
-    assert _tree_hash(user) == before
-    assert _git(user, "worktree", "list").count("\n") == 0  # our worktrees are gone
+    assert tree_hash(user) == before
+    # our worktrees are gone: the checkout alone is listed
+    assert git(user, "worktree", "list").count("\n") == 1
 
 
 @pytest.mark.slow
 def test_a_hot_but_innocent_suspect_is_refuted_then_bisect_names_the_commit(user_repo, tmp_path):
     up, user = user_repo
     base = baseline(tmp_path / "before.json", user)
-    culprit = _commit(up, "tune the block size", {"cost.txt": "5.6\n"})
-    _commit(
-        up, "kernels: comments", {"kernels/attn.py": "x = 1  # attention\n"}
+    culprit = commit(up, {"cost.txt": "5.6\n"}, "tune the block size")
+    commit(
+        up, {"kernels/attn.py": "x = 1  # attention\n"}, "kernels: comments"
     )  # the hot-path suspect
-    _commit(up, "config", {"config.yaml": "a: 1\n"})
-    _git(user, "pull", "-q")
+    commit(up, {"config.yaml": "a: 1\n"}, "config")
+    git(user, "pull", "-q")
     r = investigate(
         user,
         "--baseline",
@@ -261,8 +198,8 @@ def test_a_hot_but_innocent_suspect_is_refuted_then_bisect_names_the_commit(user
         timeout=600,
     )
     doc = json.loads((tmp_path / "r.json").read_text())
-    commit, bis = doc["experiments"][0], doc["experiments"][1]
-    assert commit["outcome"] == "refuted", commit
+    first, bis = doc["experiments"][0], doc["experiments"][1]
+    assert first["outcome"] == "refuted", first
     assert bis["details"]["bisect"]["culprit"]["sha"] == culprit
     assert bis["outcome"] == "confirmed" and r.returncode == 1, r.stdout + r.stderr
 
@@ -392,10 +329,10 @@ def test_budget_accepts_seconds_and_units(text, seconds):
 @pytest.mark.slow
 def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(user_repo, tmp_path):
     _, user = user_repo
-    _commit(
+    commit(
         user,
-        "longer processes",
         {"step.py": STEP.replace("for _ in range(4):", "for _ in range(100):")},
+        "longer processes",
     )
     base = baseline(tmp_path / "before.json", user)
     marker = f"inv-{os.getpid()}-{time.time_ns()}"
@@ -416,7 +353,7 @@ def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(u
             "600",
         ],
         cwd=user,
-        env=_env(PYTORCH_TEST_SLOW="1", INV_TEST_MARKER=marker),
+        env=step_env(PYTORCH_TEST_SLOW="1", INV_TEST_MARKER=marker),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -489,7 +426,7 @@ def test_bench_runs_side_b_of_the_users_step_interleaved(user_repo, tmp_path):
             "-q",
         ],
         cwd=user,
-        env=_env(PYTORCH_TEST_SLOW="1"),
+        env=step_env(PYTORCH_TEST_SLOW="1"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -519,7 +456,7 @@ def test_bench_runs_side_b_of_the_users_step_interleaved(user_repo, tmp_path):
             "-q",
         ],
         cwd=user,
-        env=_env(),
+        env=step_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -539,7 +476,7 @@ def test_bench_runs_side_b_of_the_users_step_interleaved(user_repo, tmp_path):
             str(b),
         ],
         cwd=user,
-        env=_env(),
+        env=step_env(),
         capture_output=True,
         text=True,
         timeout=60,
@@ -587,49 +524,20 @@ def test_three_changed_variables_are_restored_together_first_then_one_by_one(use
     )
 
 
-def _wheel(folder: Path, version: str, cost: float) -> Path:
-    """A minimal pure-Python wheel of ``fakeslow`` (the step reads its COST)."""
-    import zipfile
-
-    path = folder / f"fakeslow-{version}-py3-none-any.whl"
-    info = f"fakeslow-{version}.dist-info"
-    files = {
-        "fakeslow/__init__.py": f"COST = {cost}\n",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: fakeslow\nVersion: {version}\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-    }
-    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*files, f"{info}/RECORD"])
-    with zipfile.ZipFile(path, "w") as z:
-        for name, text in files.items():
-            z.writestr(name, text)
-    return path
-
-
 @pytest.mark.slow
 def test_an_older_package_from_the_wheelhouse_is_confirmed_in_a_temporary_overlay(tmp_path):
     wheels, site, work = tmp_path / "wheels", tmp_path / "site", tmp_path / "work"
     for d in (wheels, site, work):
         d.mkdir()
-    old, new = _wheel(wheels, "1.0", 4), _wheel(wheels, "2.0", 5.6)
+    old, new = wheel(wheels, "1.0", 4), wheel(wheels, "2.0", 5.6)
     (work / "cost.txt").write_text("0\n")
     (work / "step.py").write_text(
         STEP.replace('float(open("cost.txt").read())', "__import__('fakeslow').COST")
     )
-    pip = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "--no-deps",
-        "--no-index",
-        "--target",
-        str(site),
-    ]
-    subprocess.run([*pip, str(old)], check=True, capture_output=True, timeout=120)
+    pip_target(site, old)
     base = baseline(tmp_path / "before.json", work, PYTHONPATH=str(site))
-    subprocess.run([*pip, "--upgrade", str(new)], check=True, capture_output=True, timeout=120)
-    before_site = _tree_hash(site)
+    pip_target(site, new, upgrade=True)
+    before_site = tree_hash(site)
     r = investigate(
         work,
         "--baseline",
@@ -654,7 +562,7 @@ def test_an_older_package_from_the_wheelhouse_is_confirmed_in_a_temporary_overla
     assert r.stdout.startswith(
         "Confirmed by experiment: python.packages: fakeslow 1.0 instead of 2.0"
     )
-    assert _tree_hash(site) == before_site  # the user's environment is not touched
+    assert tree_hash(site) == before_site  # the user's environment is not touched
     r = investigate(
         work,
         "--baseline",

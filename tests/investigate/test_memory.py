@@ -8,14 +8,15 @@ repository is a throw-away clone whose upstream gets a pull of several commits.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests._stepkit import step_env, take_baseline, tree_hash
+from tests.conftest import commit, git, make_repo
 
 STEP = r"""
 import json, os, random, time
@@ -31,78 +32,26 @@ for _ in range(4):
     print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
 """
 CMD = f"{sys.executable} step.py"
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "T",
-    "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "T",
-    "GIT_COMMITTER_EMAIL": "t@example.com",
-}
-BASELINE = r"""
-import sys
-from forensics import snapshot as snap
-from forensics.collect import take_snapshot
-from forensics.investigate.measure import Subject, measure_now
-step = Subject("cmd", sys.argv[2])
-doc = take_snapshot(label="baseline", options={"repo": "."},
-                    bench=lambda: measure_now(step, canary=False, canary_options={}, processes=5, budget_s=60)[0])
-snap.save(doc, sys.argv[1])
-"""
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("FORENSICS_DEBUG",)
-        and not k.startswith(("CUDA_", "NCCL_", "TORCH", "PYTORCH_"))
-    }
-    env.update(GIT_ENV)
-    env.update(extra)
-    return env
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=_env()
-    ).stdout.strip()
-
-
-def _commit(repo: Path, msg: str, files: dict[str, str]) -> str:
-    for name, text in files.items():
-        (repo / name).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", msg)
-    return _git(repo, "rev-parse", "HEAD")
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(root)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture
 def pulled(tmp_path):
     """(user clone after a silent pull of 6 commits, the slow commit's sha, the HEAD before the pull)."""
-    up = tmp_path / "upstream"
-    up.mkdir()
-    _git(up, "init", "-q", "-b", "main")
-    _commit(up, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n"})
+    up = make_repo(
+        tmp_path / "upstream", {"step.py": STEP, "cost.txt": "4\n"}, "serving: verify step"
+    )
     user = tmp_path / "user"
-    subprocess.run(["git", "clone", "-q", str(up), str(user)], check=True, env=_env())
-    old = _git(user, "rev-parse", "HEAD")
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    old = git(user, "rev-parse", "HEAD").strip()
     step = STEP
     for i in range(2):  # decoys touching the hot file: comments only
         step += f"# style {i}\n"
-        _commit(up, f"step: style {i}", {"step.py": step})
-    slow = _commit(up, "step: logits in float32", {"cost.txt": "6\n"})
+        commit(up, {"step.py": step}, f"step: style {i}")
+    slow = commit(up, {"cost.txt": "6\n"}, "step: logits in float32")
     for i in range(2, 5):
         step += f"# style {i}\n"
-        _commit(up, f"step: style {i}", {"step.py": step})
-    _git(user, "pull", "-q")
+        commit(up, {"step.py": step}, f"step: style {i}")
+    git(user, "pull", "-q")
     return user, slow, old
 
 
@@ -122,7 +71,7 @@ def investigate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProces
             *args,
         ],
         cwd=cwd,
-        env=_env(**env),
+        env=step_env(**env),
         capture_output=True,
         text=True,
         timeout=600,
@@ -132,7 +81,7 @@ def investigate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProces
 @pytest.mark.slow
 def test_no_baseline_a_silent_pull_is_confirmed_against_the_reflogs_head(pulled, tmp_path):
     user, slow, old = pulled
-    before = _tree_hash(user)
+    before = tree_hash(user)
     r = investigate(user, "-o", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.md"))
     assert r.returncode == 1, r.stdout + r.stderr
     lines = r.stdout.splitlines()
@@ -161,26 +110,25 @@ def test_no_baseline_a_silent_pull_is_confirmed_against_the_reflogs_head(pulled,
     ):  # the top suspect was a decoy: the bisect reused both endpoints
         assert bis[0]["details"]["reused_endpoints"] == {
             old[:10]: 5,
-            _git(user, "rev-parse", "HEAD")[:10]: 5,
+            git(user, "rev-parse", "HEAD").strip()[:10]: 5,
         }
     # adaptive: a 1.5x change is decided by the first round, 5 processes a side (3 more fresh after a bisect)
     assert confirmed[0]["details"]["processes_per_side"][0] <= 8
     assert "**baseline: HEAD@{1}" in (tmp_path / "r.md").read_text()
     assert (
-        _tree_hash(user) == before
+        tree_hash(user) == before
     )  # objects, refs, index and files: nothing written in the user's repository
 
 
 @pytest.mark.slow
 def test_a_pull_of_documentation_only_is_no_regression(tmp_path):
-    up = tmp_path / "upstream"
-    up.mkdir()
-    _git(up, "init", "-q", "-b", "main")
-    _commit(up, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n"})
+    up = make_repo(
+        tmp_path / "upstream", {"step.py": STEP, "cost.txt": "4\n"}, "serving: verify step"
+    )
     user = tmp_path / "user"
-    subprocess.run(["git", "clone", "-q", str(up), str(user)], check=True, env=_env())
-    _commit(up, "docs: say what a timing covers", {"README.md": "Timings are per step.\n"})
-    _git(user, "pull", "-q")
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    commit(up, {"README.md": "Timings are per step.\n"}, "docs: say what a timing covers")
+    git(user, "pull", "-q")
     r = investigate(user, "-o", str(tmp_path / "r.json"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines()[0].startswith("baseline: HEAD@{1}")
@@ -191,10 +139,9 @@ def test_a_pull_of_documentation_only_is_no_regression(tmp_path):
 
 @pytest.mark.slow
 def test_a_costly_variable_is_tested_unset_against_a_remembered_figure(tmp_path):
-    repo = tmp_path / "user"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    _commit(repo, "serving: verify step", {"step.py": STEP, "cost.txt": "4\n"})
+    repo = make_repo(
+        tmp_path / "user", {"step.py": STEP, "cost.txt": "4\n"}, "serving: verify step"
+    )
     r = investigate(
         repo, "--expect", "4ms", "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1"
     )
@@ -214,18 +161,10 @@ def test_a_costly_variable_is_tested_unset_against_a_remembered_figure(tmp_path)
 def test_two_causes_each_with_its_share_and_the_residual(pulled, tmp_path):
     """A baseline snapshot before the pull; then the pull (6 ms from 4) and CUDA_LAUNCH_BLOCKING=1 (x1.6)."""
     user, slow, old = pulled
-    _git(user, "checkout", "-q", old)
+    git(user, "checkout", "-q", old)
     base = tmp_path / "before.json"
-    subprocess.run(
-        [sys.executable, "-c", BASELINE, str(base), CMD],
-        cwd=user,
-        env=_env(),
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    _git(user, "checkout", "-q", "main")
+    take_baseline(base, user, CMD)
+    git(user, "checkout", "-q", "main")
     r = investigate(
         user, "--baseline", str(base), "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1"
     )

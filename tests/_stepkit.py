@@ -1,0 +1,105 @@
+"""Helpers for the investigate tests: the environment of a synthetic step, a real baseline snapshot of it,
+an offline wheel of a package it imports, and a hash of a folder (to show nothing in it was written).
+
+The steps themselves stay in the test files (each says what its step depends on); git goes through
+``tests.conftest.git`` / ``commit`` / ``make_repo``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from tests.conftest import GIT_ENV
+
+BASELINE = r"""
+import sys
+from forensics import snapshot as snap
+from forensics.collect import take_snapshot
+from forensics.investigate.measure import Subject, measure_now
+step = Subject("cmd", sys.argv[2])
+doc = take_snapshot(label="baseline", options={"repo": "."},
+                    bench=lambda: measure_now(step, canary=False, canary_options={}, processes=int(sys.argv[3]),
+                                              budget_s=60)[0])
+snap.save(doc, sys.argv[1])
+"""
+
+
+def step_env(**extra: str) -> dict[str, str]:
+    """This environment without ``FORENSICS_DEBUG`` and without any ``CUDA_``/``NCCL_``/``TORCH``/``PYTORCH_``
+    variable (the tests set the ones their step reads), with :data:`tests.conftest.GIT_ENV`, then ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "FORENSICS_DEBUG" and not k.startswith(("CUDA_", "NCCL_", "TORCH", "PYTORCH_"))
+    }
+    env.update(GIT_ENV)
+    env.update(extra)
+    return env
+
+
+def take_baseline(path: Path, cwd: Path, cmd: str, processes: int = 5, **env: str) -> Path:
+    """A real snapshot at ``path`` (probes, and ``cmd`` measured in ``processes`` fresh processes in ``cwd``,
+    no canary), taken in :func:`step_env` with ``env``; returns ``path``."""
+    subprocess.run(
+        [sys.executable, "-c", BASELINE, str(path), cmd, str(processes)],
+        cwd=cwd,
+        env=step_env(**env),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return path
+
+
+def wheel(folder: Path, version: str, cost: float, name: str = "fakeslow") -> Path:
+    """A minimal pure-Python wheel of ``name`` in ``folder`` whose module holds ``COST = cost`` (built
+    offline: no pip, no network)."""
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": f"COST = {cost}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{f},,\n" for f in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(path, "w") as z:
+        for f, text in files.items():
+            z.writestr(f, text)
+    return path
+
+
+def pip_target(site: Path, whl: Path, upgrade: bool = False) -> None:
+    """Install ``whl`` into ``site`` with ``pip --target`` (offline, no dependencies)."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(site),
+        ]
+        + (["--upgrade"] if upgrade else [])
+        + [str(whl)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def tree_hash(root: Path) -> str:
+    """SHA-256 over every file's relative path and bytes under ``root`` (objects, refs, index included)."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
