@@ -57,6 +57,8 @@ class StepSpec:
         callable_args: more options for :mod:`forensics.step.callable` (e.g. ``--blocks``).
         env: variables set (a ``None`` value: removed) for the setup and every process, on top of
             :func:`step_env` (``forensics investigate``: the interventions already confirmed).
+        pythonpath: folders put on ``PYTHONPATH`` after the worktree's, before this process's own
+            (``forensics investigate``: the temporary overlays of package swaps already confirmed).
         drop_warmup: a process's sample is the median of its values after the first when it printed
             3 or more (as ``forensics bench`` reduces one process), instead of the median of all.
     """
@@ -72,10 +74,11 @@ class StepSpec:
     callable_args: tuple[str, ...] = ()
     env: dict[str, str | None] | None = None
     drop_warmup: bool = False
+    pythonpath: tuple[str, ...] = ()
 
     def environment(self, tree: Path, sha: str, session: str) -> dict[str, str]:
-        """:func:`step_env` with ``env`` applied (a ``None`` value unsets a variable)."""
-        out = step_env(tree, sha, session)
+        """:func:`step_env` (with ``pythonpath``) with ``env`` applied (a ``None`` value unsets a variable)."""
+        out = step_env(tree, sha, session, self.pythonpath)
         for key, value in (self.env or {}).items():
             if value is None:
                 out.pop(key, None)
@@ -107,13 +110,14 @@ class StepSpec:
         return self.cmd if self.cmd else f"--callable {self.target}"
 
 
-def step_env(tree: Path, sha: str, session: str = "") -> dict[str, str]:
-    """Environment of the setup and of each process: worktree first on PYTHONPATH (see module docstring).
+def step_env(tree: Path, sha: str, session: str = "", more: tuple[str, ...] = ()) -> dict[str, str]:
+    """Environment of the setup and of each process: worktree first on PYTHONPATH (see module docstring),
+    then the folders ``more``, then this process's own PYTHONPATH.
 
     ``session`` (``FORENSICS_BISECT_SESSION``) lets :func:`forensics.bisect.worktree.reap` find
     what the step left running when the bisect is interrupted.
     """
-    paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else [])
+    paths = [str(tree)] + ([str(tree / "src")] if (tree / "src").is_dir() else []) + list(more)
     old = os.environ.get("PYTHONPATH")
     if old:
         paths.append(old)

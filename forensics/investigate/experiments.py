@@ -33,11 +33,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from forensics.errors import BadInputError
+from forensics.gitio import LOCATION_VARIABLES
 from forensics.gpu.readings import PCIE_GEN, PCIE_WIDTH
 from forensics.investigate.decide import decide, fmt_value, share_recovered
 from forensics.investigate.measure import (
@@ -74,6 +76,14 @@ class Context:
         deadline: ``time.monotonic()`` value when the budget is spent.
         on_process: progress callback (side, index, record).
         cache: results shared between experiments (one re-measurement serves several).
+        today: per-process values of the subject in the snapshot taken now.
+        overlay: variables of the confirmed causes, restored (``None``: unset) in every later experiment.
+        reverts: confirmed commits, taken out (their diffs applied in reverse in a private worktree of HEAD)
+            in every later experiment that runs today's code.
+        packages: confirmed package swaps, ``name -> {"old", "today", "dir"}``: ``dir`` is the temporary
+            ``pip --target`` overlay holding the old version, first on PYTHONPATH in every later experiment
+            (removed when the experiments end).
+        seeds: per-process values already measured, by (commit or place, :meth:`env_key` of the state).
     """
 
     baseline: dict[str, Any]
@@ -96,6 +106,7 @@ class Context:
     today: list[float] = field(default_factory=list)
     overlay: dict[str, str | None] = field(default_factory=dict)
     reverts: list[str] = field(default_factory=list)
+    packages: dict[str, dict[str, str]] = field(default_factory=dict)
     seeds: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     def left_s(self) -> float:
@@ -110,15 +121,42 @@ class Context:
         """A stable text key of an environment overlay (seeds are kept per commit and overlay)."""
         return ";".join(f"{k}={'<unset>' if v is None else v}" for k, v in sorted(env.items()))
 
+    def state(self, **packages: str) -> dict[str, str | None]:
+        """The confirmed variables and package swaps (with ``packages``, ``name=old version``, added) as one
+        mapping, the key under which measurements are kept (``package:NAME`` for a swap)."""
+        out = dict(self.overlay)
+        for name, old in {**{n: p["old"] for n, p in self.packages.items()}, **packages}.items():
+            out[f"package:{name}"] = old
+        return out
+
+    def applied(self) -> bool:
+        """Whether a confirmed intervention (variable, commit, package) is applied in later experiments."""
+        return bool(self.overlay or self.reverts or self.packages)
+
+    def side_env(
+        self, first: tuple[str, ...] | list[str] = (), more: dict[str, str | None] | None = None
+    ) -> dict[str, str | None]:
+        """The environment of a side run outside a bisect worktree: the confirmed variables, then ``more``, and
+        PYTHONPATH = the folders ``first``, the confirmed package overlays, then the PYTHONPATH the side would
+        have had (the restored value when a confirmed variable is PYTHONPATH, else this process's)."""
+        env = dict(self.overlay)
+        env.update(more or {})
+        dirs = [*first, *(p["dir"] for p in self.packages.values())]
+        if dirs:
+            rest = env["PYTHONPATH"] if "PYTHONPATH" in env else os.environ.get("PYTHONPATH")
+            env["PYTHONPATH"] = os.pathsep.join(dirs + ([rest] if rest else []))
+        return env
+
     def seed(self, sha: str, env: dict[str, str | None] | None = None) -> list[float]:
-        """Per-process values already measured for ``sha`` under ``env`` (default: the confirmed overlay)."""
-        return list(self.seeds.get((sha, self.env_key(self.overlay if env is None else env)), []))
+        """Per-process values already measured for ``sha`` under ``env`` (default: :meth:`state`)."""
+        return list(self.seeds.get((sha, self.env_key(self.state() if env is None else env)), []))
 
     def remember(
         self, sha: str, values: list[float], env: dict[str, str | None] | None = None
     ) -> None:
-        """Keep ``values`` of ``sha`` under ``env`` for later experiments (replaces a shorter sample)."""
-        key = (sha, self.env_key(self.overlay if env is None else env))
+        """Keep ``values`` of ``sha`` under ``env`` (default: :meth:`state`) for later experiments (replaces
+        a shorter sample)."""
+        key = (sha, self.env_key(self.state() if env is None else env))
         if len(values) >= len(self.seeds.get(key, [])):
             self.seeds[key] = list(values)
 
@@ -168,7 +206,7 @@ def _finish_ab(
     )
     exp.details["processes_per_side"] = [len(a), len(b)]
     rest = None
-    if (ctx.overlay or ctx.reverts) and today is not None:
+    if ctx.applied() and today is not None:
         # on top of causes already confirmed, this one is judged on the slowdown they left (side A against the
         # baseline); its share of the whole slowdown is what the accounting adds up
         rest = share_recovered(
@@ -203,11 +241,142 @@ def _finish_ab(
     exp.sentence = f"{moved}: {part}; {label}"
 
 
-def _on_top(ctx: Context) -> list[str]:
-    """The interventions already confirmed, in words ("CUDA_LAUNCH_BLOCKING unset", "commit 1a2b3c4d5e taken out")."""
-    return [f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()] + [
-        f"commit {sha[:10]} taken out" for sha in ctx.reverts
-    ]
+def _on_top(ctx: Context, commits: bool = True) -> list[str]:
+    """The interventions already confirmed, in words ("CUDA_LAUNCH_BLOCKING unset", "commit 1a2b3c4d5e taken
+    out", "fakeslow 1.0 instead of 2.0"); ``commits`` false leaves the commits out."""
+    return (
+        [f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()]
+        + [f"commit {sha[:10]} taken out" for sha in (ctx.reverts if commits else [])]
+        + [f"{n} {p['old']} instead of {p['today']}" for n, p in ctx.packages.items()]
+    )
+
+
+@contextmanager
+def applied_place(
+    ctx: Context, role: str = "applied"
+) -> Iterator[tuple[str | None, list[str], str, dict[str, str | None]]]:
+    """Where an A/B outside a bisect runs with the confirmed commits taken out: ``(cwd, first, key, env)``.
+
+    Without a confirmed commit: today's checkout (``cwd`` None), no folder first on PYTHONPATH, ``key``
+    the checkout's (HEAD's sha when it is clean, else ``checkout``), no variable to add. With one: HEAD in a
+    private worktree with every confirmed commit's diff applied in reverse (:func:`reverted_tree`), the
+    worktree (and its ``src/``) first on PYTHONPATH as in a bisect, ``key`` the same as
+    :func:`measure_revision`'s, and git's location variables (``GIT_DIR`` ...) unset in ``env`` so the step
+    is never pointed at the user's repository; the worktree is removed on leaving.
+
+    Raises:
+        BadInputError: the confirmed commit's repository is not known, or the revert failed.
+    """
+    if not ctx.reverts:
+        yield None, [], ctx.cache.get("cwd_sha") or "checkout", {}
+        return
+    from forensics.bisect.worktree import WorktreePool
+    from forensics.gitio import git
+
+    if "code" not in ctx.cache:
+        raise BadInputError("the confirmed commit's repository is not known here")
+    folder, head = ctx.cache["code"]
+    top = git(folder, "rev-parse", "--show-toplevel")
+    with WorktreePool(top) as pool:
+        tree = reverted_tree(pool, top, head, tuple(ctx.reverts), role)
+        first = [str(tree.path)] + (
+            [str(tree.path / "src")] if (tree.path / "src").is_dir() else []
+        )
+        env: dict[str, str | None] = {k: None for k in LOCATION_VARIABLES}
+        yield str(tree.path), first, revert_key(head, tuple(ctx.reverts)), env
+
+
+def revert_key(sha: str, reverts: tuple[str, ...]) -> str:
+    """The key of measurements of ``sha`` with ``reverts`` taken out (``sha`` itself without)."""
+    return sha if not reverts else f"{sha}-revert-{'-'.join(r[:12] for r in reverts)}"
+
+
+def reverted_tree(pool, top: str, sha: str, reverts: tuple[str, ...], role: str):
+    """A private worktree of ``sha`` with the diffs of ``reverts`` applied in reverse, newest first (``git
+    apply -R`` on the files: nothing is written to the repository's objects or refs).
+
+    Raises:
+        BadInputError: the checkout or a reverse patch failed.
+    """
+    from forensics.gitio import GitError, git
+
+    try:
+        tree = pool.add(role, sha)
+        for r in sorted(
+            reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())
+        ):  # newest first
+            patch = git(top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{r}^", r, "--")
+            if patch.strip():
+                fd, name = tempfile.mkstemp(prefix="forensics-revert-", suffix=".patch")
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                        fh.write(patch + "\n")
+                    git(tree.path, "apply", "-R", "--whitespace=nowarn", name)
+                finally:
+                    os.unlink(name)
+    except GitError as exc:
+        raise BadInputError(
+            f"reverting {', '.join(r[:10] for r in reverts)} on {sha[:10]} in a private "
+            f"worktree failed: {exc}"
+        ) from None
+    return tree
+
+
+def ab_on_top(
+    ctx: Context,
+    exp: Experiment,
+    *,
+    what: str,
+    b_env: dict[str, str | None] | None = None,
+    b_first: tuple[str, ...] = (),
+    b_state: dict[str, str | None] | None = None,
+) -> None:
+    """The adaptive interleaved A/B of an intervention outside a bisect (a variable, a package), on top of
+    every intervention already confirmed, on both sides: where :func:`applied_place` says (today's checkout,
+    or HEAD with the confirmed commits taken out), with :meth:`Context.side_env` (the confirmed variables, the
+    confirmed package overlays first on PYTHONPATH). Side B adds ``b_env`` and the folders ``b_first`` first on
+    its PYTHONPATH. ``ctx.processes`` a side, then rounds of :data:`ROUND` while undecided, up to
+    ``ctx.max_processes``; fills ``exp`` (:func:`_finish_ab`) and keeps both sides' values as seeds (side B
+    under ``b_state``).
+
+    Raises:
+        BadInputError: a process failed, or the place could not be prepared.
+    """
+    with applied_place(ctx) as (cwd, first, key, place):
+        a_env = {**place, **ctx.side_env(first)}
+        b = {**place, **ctx.side_env([*first, *b_first], b_env)}
+        if cwd is not None:
+            exp.details["place"] = (
+                f"HEAD in a private git worktree with {', '.join(r[:10] for r in ctx.reverts)} taken out "
+                "(reverse diff, files only), on both sides"
+            )
+        a: list[float] = []
+        bs: list[float] = []
+        n = ctx.processes
+        while True:  # adaptive: the first round decides a large effect; more only while undecided
+            ra, rb = ab(
+                ctx.subject,
+                a_env=a_env or None,
+                b_env=b,
+                processes=n,
+                budget_s=max(ctx.left_s() / 2, 1.0),
+                cwd=cwd,
+                on_process=ctx.on_process,
+            )
+            a, bs = a + ra, bs + rb
+            _finish_ab(
+                ctx, exp, a, bs, today=ctx.today if ctx.applied() and ctx.today else None, what=what
+            )
+            n = min(ROUND, ctx.max_processes - len(a))
+            if (
+                exp.outcome is not Outcome.INCONCLUSIVE
+                or n <= 0
+                or not ctx.can_add(2, n)
+                or _hopeless(exp, ctx)
+            ):
+                break
+    ctx.remember(key, a)
+    ctx.remember(key, bs, b_state if b_state is not None else ctx.state())
 
 
 def _hopeless(exp: Experiment, ctx: Context) -> bool:
@@ -344,38 +513,9 @@ class EnvExperiment:
             ([f"Restoring {sets}"] if sets else [])
             + ([f"{'unsetting' if sets else 'Unsetting'} {unsets} ({gone})"] if unsets else [])
         )
-        if ctx.overlay:
-            what += " on top of " + ", ".join(
-                f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items()
-            )
-        on_top = dict(ctx.overlay)
-        a: list[float] = []
-        b: list[float] = []
-        n = ctx.processes
-        while True:  # adaptive: the first round decides a large effect; more only while undecided
-            ra, rb = ab(
-                ctx.subject,
-                a_env=on_top or None,
-                b_env={**on_top, **restore},
-                processes=n,
-                budget_s=max(ctx.left_s() / 2, 1.0),
-                on_process=ctx.on_process,
-            )
-            a, b = a + ra, b + rb
-            _finish_ab(ctx, exp, a, b, today=ctx.today if on_top and ctx.today else None, what=what)
-            n = min(ROUND, ctx.max_processes - len(a))
-            if (
-                exp.outcome is not Outcome.INCONCLUSIVE
-                or n <= 0
-                or not ctx.can_add(2, n)
-                or _hopeless(exp, ctx)
-            ):
-                break
-        cwd = (
-            ctx.cache.get("cwd_sha") or "checkout"
-        )  # the checkout runs HEAD's code when it is clean
-        ctx.remember(cwd, a, on_top)
-        ctx.remember(cwd, b, {**on_top, **restore})
+        if ctx.applied():
+            what += " on top of " + ", ".join(_on_top(ctx))
+        ab_on_top(ctx, exp, what=what, b_env=restore, b_state={**ctx.state(), **restore})
 
 
 class CommitExperiment:
@@ -539,6 +679,7 @@ def _spec(ctx: Context):
         timeout_s=s.timeout_s,
         env=dict(ctx.overlay) or None,
         drop_warmup=True,
+        pythonpath=tuple(p["dir"] for p in ctx.packages.values()),
     )
 
 
@@ -572,12 +713,8 @@ def commit_vs_parent(
             ctx.on_process(label, len(m.samples.get(which, [])), {"value": value})
 
     what = f'Going back from {sha[:10]} "{subject}" to its parent {parent[:10]}'
-    if ctx.overlay:
-        what += (
-            " (with "
-            + ", ".join(f"{k} unset" if v is None else f"{k}={v}" for k, v in ctx.overlay.items())
-            + ")"
-        )
+    if ctx.overlay or ctx.packages:
+        what += " (with " + ", ".join(_on_top(ctx, commits=False)) + ")"
     reused = {c: len(ctx.seed(c)) for c, _ in sides}
     with WorktreePool(top) as pool:
         m = Measurer(pool, _spec(ctx), on_process)
@@ -632,11 +769,11 @@ def measure_revision(
     from forensics.bench.compare import compare_values
     from forensics.bisect.measure import Measurer, StepFailed
     from forensics.bisect.worktree import WorktreePool
-    from forensics.gitio import GitError, git
+    from forensics.gitio import git
     from forensics.stats import Verdict
 
     top = git(folder, "rev-parse", "--show-toplevel")
-    key = sha if not reverts else f"{sha}-revert-{'-'.join(r[:12] for r in reverts)}"
+    key = revert_key(sha, reverts)
     with WorktreePool(top) as pool:
         m = Measurer(
             pool,
@@ -648,28 +785,7 @@ def measure_revision(
         if ctx.seed(key):
             m.samples[key] = ctx.seed(key)
         if reverts:
-            try:  # the reverse diff applied to the files only: nothing is written to the repository's objects
-                tree = pool.add(role, sha)
-                for r in sorted(
-                    reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())
-                ):  # newest first
-                    patch = git(
-                        top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{r}^", r, "--"
-                    )
-                    if patch.strip():
-                        fd, name = tempfile.mkstemp(prefix="forensics-revert-", suffix=".patch")
-                        try:
-                            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                                fh.write(patch + "\n")
-                            git(tree.path, "apply", "-R", "--whitespace=nowarn", name)
-                        finally:
-                            os.unlink(name)
-            except GitError as exc:
-                raise BadInputError(
-                    f"reverting {', '.join(r[:10] for r in reverts)} on {sha[:10]} in a private "
-                    f"worktree failed: {exc}"
-                ) from None
-            m._ready[key] = tree
+            m._ready[key] = reverted_tree(pool, top, sha, reverts, role)
         n = ctx.processes
         while True:
             try:
@@ -1017,8 +1133,13 @@ class PackageExperiment:
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
+        """Install the old version into a temporary overlay and A/B it on top of the confirmed interventions
+        (:func:`ab_on_top`: the overlay first on side B's PYTHONPATH). A confirmed swap's overlay is kept in
+        ``exp.params["overlay_dir"]`` (and ``ctx.cache["overlays"]``, removed when the experiments end) so
+        that later experiments run with it; any other is removed at once."""
         name, old = exp.params["name"], exp.params["old"]
         overlay = tempfile.mkdtemp(prefix="forensics-overlay-")
+        keep = False
         try:
             argv = [
                 sys.executable,
@@ -1053,25 +1174,22 @@ class PackageExperiment:
                     f"{name}=={old} could not be installed from the wheelhouse: {last}",
                 )
                 return
-            path = os.pathsep.join(
-                [overlay] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
-            )
             exp.details["overlay"] = (
                 "pip --target into a temporary folder, first on PYTHONPATH for side B only; "
-                "--no-deps, so its dependencies stay today's; removed afterwards"
+                "--no-deps, so its dependencies stay today's; removed afterwards (kept until the "
+                "experiments end when confirmed, so later ones run with it)"
             )
-            a, b = ab(
-                ctx.subject,
-                b_env={"PYTHONPATH": path},
-                processes=ctx.processes,
-                budget_s=max(ctx.left_s() / 2, 1.0),
-                on_process=ctx.on_process,
-            )
-            _finish_ab(
-                ctx, exp, a, b, what=f"{name} {old} instead of {exp.details['today_version']}"
-            )
+            what = f"{name} {old} instead of {exp.details['today_version']}"
+            if ctx.applied():
+                what += " on top of " + ", ".join(_on_top(ctx))
+            ab_on_top(ctx, exp, what=what, b_first=(overlay,), b_state=ctx.state(**{name: old}))
+            keep = exp.outcome is Outcome.CONFIRMED
+            if keep:
+                exp.params["overlay_dir"] = overlay
+                ctx.cache.setdefault("overlays", []).append(overlay)
         finally:
-            shutil.rmtree(overlay, ignore_errors=True)
+            if not keep:
+                shutil.rmtree(overlay, ignore_errors=True)
 
 
 KINDS: dict[Kind, Any] = {

@@ -201,8 +201,10 @@ def ab(
     on_process: Callable[[str, int, dict], None] | None = None,
     a_env: dict[str, str | None] | None = None,
 ) -> tuple[list[float], list[float]]:
-    """Interleaved A/B of ``subject``: A as it is today (with ``a_env``: the interventions already
-    confirmed), B with ``b_env`` (``None`` unsets) and/or ``b_cmd``.
+    """Interleaved A/B of ``subject``: A as it is today with ``a_env`` (the interventions already
+    confirmed), B with ``b_env`` (``None`` unsets) and/or ``b_cmd``; each applied to this process's
+    environment, for the user's step and for the canary alike (a variable of ``a_env`` that ``b_env`` does not
+    name has this process's value on side B).
 
     Returns:
         (A per-process medians, B per-process medians), the subject's unit.
@@ -231,10 +233,13 @@ def ab(
         raise BadInputError(
             "an A/B with another command needs the user's step (--cmd or --callable)"
         )
-    if a_env:
-        b_env = {**a_env, **(b_env or {})}  # the canary's A side runs in this process's environment
     docs = run_canary_ab(
-        subject, b_env=b_env, processes=processes, budget_s=budget_s, on_process=on_process
+        subject,
+        a_env=a_env,
+        b_env=b_env,
+        processes=processes,
+        budget_s=budget_s,
+        on_process=on_process,
     )
     return _values(docs[0], subject.name), _values(docs[1], subject.name)
 
@@ -246,8 +251,10 @@ def run_canary_ab(
     processes: int,
     budget_s: float,
     on_process: Callable[[str, int, dict], None] | None = None,
+    a_env: dict[str, str | None] | None = None,
 ) -> list[dict]:
-    """The canary, A and B interleaved (B with ``b_env``); two bench documents."""
+    """The canary, A and B interleaved (A with ``a_env``, B with ``b_env``, each applied to this process's
+    environment: :func:`canary_sides_env`); two bench documents."""
     from forensics.bench import SNAPSHOT_BLOCKS, SNAPSHOT_WARMUP_S
     from forensics.bench.session import canary_config, run_canary
 
@@ -259,9 +266,22 @@ def run_canary_ab(
         if on_process:
             on_process(side.name, i, {"value": result.get("wall_s", 0.0)})
 
-    return run_canary(
-        cfg, processes=processes, budget_s=budget_s, b_env=dict(b_env or {}), on_process=cb
-    )
+    env, b = canary_sides_env(a_env, b_env)
+    return run_canary(cfg, processes=processes, budget_s=budget_s, env=env, b_env=b, on_process=cb)
+
+
+def canary_sides_env(
+    a_env: dict[str, str | None] | None, b_env: dict[str, str | None] | None
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """``(env, b_env)`` for :func:`forensics.bench.session.run_canary`, whose B side runs with ``env`` and
+    ``b_env`` on top: side A gets ``a_env``, side B exactly ``b_env`` (a variable only ``a_env`` names takes
+    this process's value again, ``os.environ``; ``None`` where it is unset here)."""
+    import os
+
+    a = dict(a_env or {})
+    b = {k: os.environ.get(k) for k in a}
+    b.update(b_env or {})
+    return a, b
 
 
 def canary_once(

@@ -805,9 +805,22 @@ def _run_all(
     inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[type[BaseException], ...]
 ) -> None:
     """Run the plan in order. After each confirmed cause its intervention is kept (``ctx.overlay`` for a
-    variable, ``ctx.reverts`` for a commit) and today with every confirmed intervention applied is measured
-    against the baseline (:func:`_account`); while that residual is beyond the threshold the next suspects
-    are tested on top of the interventions, else the rest are not needed (DESIGN section 16)."""
+    variable, ``ctx.reverts`` for a commit, ``ctx.packages`` for a package swap) and today with every
+    confirmed intervention applied is measured against the baseline (:func:`_account`); while that residual is
+    beyond the threshold the next suspects are tested on top of the interventions, else the rest are not
+    needed (DESIGN section 16). The kept package overlays are removed at the end, also when interrupted."""
+    import shutil
+
+    try:
+        _run_plan(inv, ctx, emit, interrupts)
+    finally:
+        for folder in ctx.cache.pop("overlays", []):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_plan(
+    inv: Investigation, ctx: Context, emit: EventFn, interrupts: tuple[type[BaseException], ...]
+) -> None:
     done: dict[str, Experiment] = {}
     todo = [e for e in inv.experiments if e.outcome is Outcome.PLANNED]
     total = len(todo)
@@ -847,7 +860,7 @@ def _run_all(
             )
             done[exp.id] = exp
             continue
-        if ctx.overlay or ctx.reverts:
+        if ctx.applied() and exp.kind is not Kind.REMEASURE:  # a re-measurement changes nothing
             exp.details["on_top_of"] = _interventions(ctx)
         emit("experiment", experiment=exp, index=n, total=total, left_s=left)
         t = time.monotonic()
@@ -916,8 +929,9 @@ def _interventions(ctx: Context) -> list[str]:
 def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -> None:
     """Keep ``exp``'s intervention and measure today with every confirmed intervention applied against the
     baseline (:func:`forensics.investigate.decide.residual`); the applied side is the experiment's own B side
-    when that is exactly it (a variable restored in today's checkout; HEAD's parent), else HEAD in a private
-    worktree with the confirmed commits reverted and the variables restored."""
+    when that is exactly it (a variable restored or a package swapped back: their A/B runs on top of every
+    earlier intervention; HEAD's parent when it is the only commit taken out), else HEAD in a private worktree
+    with the confirmed commits reverted, the variables restored and the package overlays kept."""
     from forensics.investigate.decide import residual, versus_baseline
     from forensics.investigate.experiments import measure_revision
 
@@ -942,8 +956,7 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
 
     if exp.kind is Kind.ENV:
         ctx.overlay.update(exp.params["restore"])
-        if not ctx.reverts:
-            applied = list(exp.b)
+        applied = list(exp.b)
     elif exp.kind in (Kind.COMMIT, Kind.BISECT):
         sha = exp.details.get("commit") or ""
         culprit = (exp.details.get("bisect") or {}).get("culprit") or {}
@@ -965,16 +978,13 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
                 role="applied",
                 decided=settled,
             )
-    elif exp.kind is Kind.PACKAGE:
-        applied = list(exp.b) if not ctx.reverts and not ctx.overlay else None
-    if applied is None and ctx.reverts and "code" in ctx.cache and exp.kind is Kind.ENV:
-        folder, head = ctx.cache[
-            "code"
-        ]  # a variable confirmed after a commit: HEAD without it, the overlay on
-        emit("phase", text="measuring today with every confirmed intervention applied")
-        applied = measure_revision(
-            ctx, folder, head, reverts=tuple(ctx.reverts), role="applied", decided=settled
-        )
+    elif exp.kind is Kind.PACKAGE and exp.params.get("overlay_dir"):
+        ctx.packages[exp.params["name"]] = {
+            "old": exp.params["old"],
+            "today": str(exp.details.get("today_version") or "?"),
+            "dir": exp.params["overlay_dir"],
+        }
+        applied = list(exp.b)
     if applied is None:
         return
     inv.residual = residual(

@@ -1,0 +1,251 @@
+"""Every kind of experiment runs on top of the causes already confirmed (issue 25), so that the accounting
+"cause 1: x%, cause 2: y%, unexplained: z%" holds whatever kinds of causes are combined.
+
+The step busy-waits (CPU time) for ``fakeslow.COST`` milliseconds (a package imported from a ``pip --target``
+folder on PYTHONPATH; the wheels are built offline), 1.6x longer when ``CUDA_LAUNCH_BLOCKING=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests._stepkit import pip_target, step_env, take_baseline, tree_hash, wheel
+from tests.conftest import EXAMPLES, commit, git, make_repo
+
+STEP = r"""
+import json, os, random, time
+cost = __import__("fakeslow").COST
+factor = (1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0)
+rnd = random.Random()
+proc = 1 + rnd.gauss(0, 0.01)
+for _ in range(4):
+    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))
+    t0 = time.process_time()
+    while (time.process_time() - t0) * 1e3 < ms:
+        pass
+    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
+"""
+CMD = f"{sys.executable} step.py"
+
+
+@pytest.fixture
+def upgraded(tmp_path):
+    """(work folder, wheelhouse, site, baseline snapshot): the baseline measured with fakeslow 1.0 (4 ms), then
+    fakeslow upgraded to 2.0 (6 ms) in the site folder the step imports it from."""
+    wheels, site, work = tmp_path / "wheels", tmp_path / "site", tmp_path / "work"
+    for d in (wheels, site, work):
+        d.mkdir()
+    old, new = wheel(wheels, "1.0", 4), wheel(wheels, "2.0", 6)
+    (work / "step.py").write_text(STEP)
+    pip_target(site, old)
+    base = take_baseline(tmp_path / "before.json", work, CMD, PYTHONPATH=str(site))
+    pip_target(site, new, upgrade=True)
+    return work, wheels, site, base
+
+
+def investigate(cwd, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "forensics", "investigate", "--cmd", CMD, "--no-canary", "-q"]
+        + ["--budget", "5m", "--max-processes", "5", *args],
+        cwd=cwd,
+        env=step_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_a_package_is_swapped_back_on_top_of_a_confirmed_variable(upgraded, tmp_path):
+    """A variable left set (x1.6) and an upgraded package (4 -> 6 ms): today 9.6 ms, baseline 4 ms. The variable
+    explains (9.6 - 6) / 5.6 = 64%, the package (6 - 4) / 5.6 = 36% when it is swapped back with the variable
+    unset on both sides (with the variable still set it would seem to recover (9.6 - 6.4) / 5.6 = 57%)."""
+    work, wheels, site, base = upgraded
+    before = tree_hash(site)
+    r = investigate(
+        work,
+        "--baseline",
+        str(base),
+        "--wheelhouse",
+        str(wheels),
+        "-o",
+        str(tmp_path / "r.json"),
+        PYTHONPATH=str(site),
+        CUDA_LAUNCH_BLOCKING="1",
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    conf = {e["kind"]: e for e in doc["experiments"] if e["outcome"] == "confirmed"}
+    assert set(conf) == {"environment", "package"}, r.stdout
+    env, pkg = conf["environment"], conf["package"]
+    assert pkg["details"]["on_top_of"] == ["CUDA_LAUNCH_BLOCKING unset"]
+    assert "of what was left after CUDA_LAUNCH_BLOCKING unset" in pkg["sentence"]
+    assert pkg["details"]["share_of_remaining"]["point"] > 0.7
+    assert 0.5 < env["share"]["point"] < 0.8 and 0.2 < pkg["share"]["point"] < 0.5
+    # the residual was measured with both interventions applied: within noise, and the shares add up
+    assert doc["residual"]["status"] != "beyond"
+    total = env["share"]["point"] + pkg["share"]["point"] + doc["residual"]["unexplained"]["point"]
+    assert abs(total - 1) < 0.15, doc["accounting"]
+    assert (
+        doc["accounting"].startswith("CUDA_LAUNCH_BLOCKING: ") and "fakeslow: " in doc["accounting"]
+    )
+    assert tree_hash(site) == before  # the user's packages are not touched
+
+
+@pytest.mark.slow
+def test_a_package_and_a_commit_each_on_top_of_the_other(tmp_path):
+    """An upgraded package (4 -> 6 ms) and a pulled commit that multiplies the step by 1.5: today 9 ms, baseline
+    4 ms. Whichever the ledger tests first recovers 9 -> 6 ms (60%); the second one, on top of it, 6 -> 4 ms
+    (40%, all of what was left): a commit against its parent with the old package first on PYTHONPATH on both
+    sides, or the package swapped back in a worktree of HEAD with the commit taken out."""
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    for d in (wheels, site):
+        d.mkdir()
+    old, new = wheel(wheels, "1.0", 4), wheel(wheels, "2.0", 6)
+    step = STEP.replace("factor = ", 'factor = float(open("mult.txt").read()) * ')
+    up = make_repo(tmp_path / "upstream", {"step.py": step, "mult.txt": "1\n"}, "step")
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    pip_target(site, old)
+    base = take_baseline(tmp_path / "before.json", user, CMD, PYTHONPATH=str(site))
+    pip_target(site, new, upgrade=True)
+    slow = commit(up, {"mult.txt": "1.5\n"}, "step: recompute the scores")
+    git(user, "pull", "-q")
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "--wheelhouse",
+        str(wheels),
+        "-o",
+        str(tmp_path / "r.json"),
+        PYTHONPATH=str(site),
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    conf = [e for e in doc["experiments"] if e["outcome"] == "confirmed"]
+    assert [e["kind"] for e in conf] in (["package", "commit"], ["commit", "package"]), r.stdout
+    first, second = conf
+    assert "on_top_of" not in first["details"] and 0.45 < first["share"]["point"] < 0.75
+    assert second["details"]["on_top_of"] == (
+        ["fakeslow 1.0 instead of 2.0"]
+        if first["kind"] == "package"
+        else [f"commit {slow[:10]} taken out"]
+    )
+    assert (
+        0.25 < second["share"]["point"] < 0.55
+        and second["details"]["share_of_remaining"]["point"] > 0.7
+    )
+    total = (
+        first["share"]["point"] + second["share"]["point"] + doc["residual"]["unexplained"]["point"]
+    )
+    assert doc["residual"]["status"] != "beyond" and abs(total - 1) < 0.15, doc["accounting"]
+    assert (
+        git(user, "status", "--porcelain") == "" and git(user, "worktree", "list").count("\n") == 1
+    )
+
+
+# --- the sides, without running a step ------------------------------------------------------------------
+
+
+def _effective(over: dict) -> dict:
+    """This process's environment with ``over`` applied as a canary process gets it (None unsets)."""
+    env = dict(os.environ)
+    for k, v in over.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def test_the_canarys_a_side_runs_with_the_confirmed_interventions(monkeypatch):
+    """Without --cmd the A/Bs measure the canary; side A ran in this process's environment, so a variable
+    confirmed and unset was still set on side A, and the next A/B measured both causes at once."""
+    from forensics.bench import session
+    from forensics.investigate.measure import CANARY_RESULT, Subject, ab
+
+    seen = {}
+
+    def run_canary(cfg, *, processes, budget_s, env=None, b_env=None, on_process=None, **kw):
+        seen["a"], seen["b"] = _effective(env or {}), _effective({**(env or {}), **b_env})
+        return [
+            {"results": [{"name": CANARY_RESULT, "process_medians": [v] * processes}]}
+            for v in (6.2, 3.9)
+        ]
+
+    monkeypatch.setattr(session, "run_canary", run_canary)
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    monkeypatch.setenv("NCCL_ALGO", "Tree")
+    monkeypatch.setenv("NCCL_PROTO", "LL")
+    a, b = ab(
+        Subject("canary"),
+        a_env={"CUDA_LAUNCH_BLOCKING": None, "NCCL_PROTO": "Simple"},
+        b_env={"CUDA_LAUNCH_BLOCKING": None, "NCCL_ALGO": "Ring"},
+        processes=5,
+        budget_s=60,
+    )
+    assert a == [6.2] * 5 and b == [3.9] * 5
+    names = ("CUDA_LAUNCH_BLOCKING", "NCCL_ALGO", "NCCL_PROTO")
+    # as for the user's step, side B is exactly b_env over this process's environment
+    assert [seen["a"].get(k) for k in names] == [None, "Tree", "Simple"]
+    assert [seen["b"].get(k) for k in names] == [None, "Ring", "LL"]
+
+
+def test_a_kept_package_overlay_is_first_on_every_later_sides_pythonpath(monkeypatch, tmp_path):
+    from forensics.investigate.experiments import Context, _spec
+    from forensics.investigate.measure import Subject
+
+    monkeypatch.setenv("PYTHONPATH", "site")
+    ctx = Context({}, {}, None, Subject("cmd", CMD), True, overlay={"CUDA_LAUNCH_BLOCKING": None})
+    ctx.packages["fakeslow"] = {"old": "1.0", "today": "2.0", "dir": "overlay"}
+    join = os.pathsep.join
+    # a variable or package A/B in the checkout, and one in a worktree with a commit taken out
+    assert ctx.side_env() == {"CUDA_LAUNCH_BLOCKING": None, "PYTHONPATH": join(["overlay", "site"])}
+    assert ctx.side_env(["tree", "new"])["PYTHONPATH"] == join(["tree", "new", "overlay", "site"])
+    # a commit against its parent, a bisect, a residual: the worktree first, then the overlay
+    env = _spec(ctx).environment(tmp_path, "0" * 40, "")
+    assert env["PYTHONPATH"] == join([str(tmp_path), "overlay", "site"])
+    assert "CUDA_LAUNCH_BLOCKING" not in env
+    # what was measured without the swap is not reused as a measurement with it
+    ctx.remember("head", [6.0] * 5, {"CUDA_LAUNCH_BLOCKING": None})
+    assert ctx.seed("head") == [] and ctx.state()["package:fakeslow"] == "1.0"
+
+
+def test_the_canarys_residual_is_accounted_against_the_baselines_canary():
+    """Without --cmd: a variable, then a package swapped back on top of it; after each, today with every
+    confirmed intervention applied (the A/B's own side B) against the baseline's canary processes."""
+    from forensics.investigate.experiments import Context
+    from forensics.investigate.measure import CANARY_RESULT, Subject
+    from forensics.investigate.model import Experiment, Kind, Outcome, Regression
+    from forensics.investigate.run import Investigation, Settings, _account, accounting
+
+    before = json.loads((EXAMPLES / "aa" / "before.json").read_text())
+    base = next(
+        r["process_medians"] for r in before["bench"]["results"] if r["name"] == CANARY_RESULT
+    )
+    today = [x * 1.6 for x in base]
+    subject = Subject("canary", name=CANARY_RESULT)
+    ctx = Context(before, {}, None, subject, False, today=today)
+    inv = Investigation(Settings(None), before, {}, None, subject, Regression.YES, "")
+    env = Experiment("env-1", Kind.ENV, "nccl.env", "unset", outcome=Outcome.CONFIRMED)
+    env.params["restore"] = {"CUDA_LAUNCH_BLOCKING": None}
+    env.a, env.b = today, [x * 1.2 for x in base]
+    _account(inv, ctx, env, lambda *a, **k: None)
+    assert inv.residual.status == "beyond" and 0.3 < inv.residual.unexplained.point < 0.4
+    pkg = Experiment("package-1", Kind.PACKAGE, "torch.version", "swap", outcome=Outcome.CONFIRMED)
+    pkg.params.update({"name": "torch", "old": "2.4.1", "overlay_dir": "overlay"})
+    pkg.details["today_version"] = "2.5.0"
+    pkg.a, pkg.b = env.b, list(base)
+    _account(inv, ctx, pkg, lambda *a, **k: None)
+    assert (
+        ctx.overlay == {"CUDA_LAUNCH_BLOCKING": None} and ctx.packages["torch"]["dir"] == "overlay"
+    )
+    assert inv.residual.status == "within" and abs(inv.residual.unexplained.point) < 0.01
+    inv.experiments = [env, pkg]
+    assert "unexplained: 0%" in accounting(inv)
