@@ -314,7 +314,9 @@ def compare_values(
         if cmp.processes_needed > min(len(va), len(vb)):
             cmp.reasons.append(f"need about {cmp.processes_needed} processes a side")
     cmp.reasons = [
-        more_processes_advice(r, cmp.processes_needed) if r.startswith("need about") else r
+        more_processes_advice(r, cmp.processes_needed, user_step=name.startswith("user."))
+        if r.startswith("need about")
+        else r
         for r in cmp.reasons
     ]
     return floor, cmp
@@ -345,17 +347,19 @@ def method_changes(
     return out
 
 
-def more_processes_advice(reason: str, needed: int) -> str:
+def more_processes_advice(reason: str, needed: int, *, user_step: bool = False) -> str:
     """The "need about N processes a side (K more)" reason, with the flag that asks for them or, when N
-    is out of reach, the better move (docs/inconclusive.md)."""
+    is out of reach, the better move (docs/inconclusive.md). ``user_step``: the result is the user's own
+    step (``user.*``), so "benchmark your own step" is not offered."""
     if 0 < needed <= REACHABLE_PROCESSES:
         return (
             f"{reason}: run again with --processes {needed} (snapshot --bench-processes {needed})"
         )
+    moves = "a quieter machine (nothing else on the GPUs or CPUs), a longer step (more work per timed block)"
     return (
-        f"{reason}; that many (--processes) is more than is worth running: cut the noise instead - a quieter machine "
-        "(nothing else on the GPUs or CPUs), a longer step (more work per timed block), or your own step "
-        "with --cmd; see docs/inconclusive.md"
+        f"{reason}; that many (--processes) is more than is worth running: cut the noise instead - "
+        + (f"{moves}" if user_step else f"{moves}, or your own step with --cmd")
+        + "; see docs/inconclusive.md"
     )
 
 

@@ -264,7 +264,8 @@ def recent_distributions(
 ) -> list[dict[str, str]]:
     """Distributions whose metadata folder changed in the last ``days`` days, newest first.
 
-    Source: ``importlib.metadata.distributions()`` and the ``st_mtime`` of each one's
+    forensics itself is left out: it never runs inside the user's step, and reinstalling the tool is
+    not a change of the workload. Source: ``importlib.metadata.distributions()`` and the ``st_mtime`` of each one's
     ``.dist-info`` / ``.egg-info`` folder (pip writes it at install or upgrade). Entries:
     ``{"name", "version", "installed" (UTC "YYYY-MM-DD HH:MM"), "location"}``.
     """
@@ -282,7 +283,7 @@ def recent_distributions(
         except OSError:
             continue
         key = re.sub(r"[-_.]+", "-", name).lower()
-        if mtime < cutoff or (key in seen and seen[key]["t"] >= mtime):
+        if key == "forensics" or mtime < cutoff or (key in seen and seen[key]["t"] >= mtime):
             continue
         seen[key] = {
             "t": mtime,

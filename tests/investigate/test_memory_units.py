@@ -242,3 +242,33 @@ def test_since_names_a_commit_or_is_one_line(tmp_path):
         memory.resolve_since("v9", tmp_path / "r")
     with pytest.raises(BadInputError, match="is not in a git repository; give --repo"):
         memory.resolve_since("HEAD", tmp_path)
+
+
+def test_recent_distributions_newest_first_with_dates_and_not_the_tool_itself(
+    tmp_path, monkeypatch
+):
+    """What pip leaves: a ``.dist-info`` folder per distribution, written at install or upgrade."""
+    import os
+    import sys
+
+    from forensics.investigate.memory import recent_distributions
+
+    now = 1_900_000_000.0  # 2030-03-17: every distribution really installed here is older than 14 days
+    site = tmp_path / "site"
+    for name, version, days_ago in (
+        ("nvidia-nccl-cu12", "2.27.3", 1.5),
+        ("torch", "2.9.1", 0.25),
+        ("numpy", "2.1.0", 30),
+        ("forensics", "0.1.0", 0.1),
+    ):
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        os.utime(info, (now - days_ago * 86400,) * 2)
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    rows = recent_distributions(now=now)
+    assert [(r["name"], r["version"], r["installed"]) for r in rows] == [
+        ("torch", "2.9.1", "2030-03-17 11:46"),
+        ("nvidia-nccl-cu12", "2.27.3", "2030-03-16 05:46"),
+    ]
+    assert rows[0]["location"] == str(site)
