@@ -1052,14 +1052,19 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
             EXIT_OK,
         )
     if inv.regression is Regression.UNKNOWN:
-        unmeasured = (
-            "neither snapshot has a measurement" in inv.regression_sentence
-        )  # the sentence says what to do
+        said = any(  # the sentence already says what to do
+            w in inv.regression_sentence
+            for w in (
+                "neither snapshot has a measurement",
+                "cut the noise instead",
+                "run again with",
+            )
+        )
         return (
             f"Could not tell whether it got slower: {inv.regression_sentence.removeprefix('could not tell whether the step got slower: ')}; no experiment was run"
             + (
                 "."
-                if unmeasured
+                if said
                 else ": rerun with more processes (--snapshot-processes) on a quieter machine."
             ),
             EXIT_INCONCLUSIVE,

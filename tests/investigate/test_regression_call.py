@@ -4,11 +4,16 @@ examples/investigate/memory.sh: the HEAD before the pull against today, 8 + 5 pr
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 from forensics.bench.compare import compare_values
 from forensics.investigate.run import Regression, Settings, _regression
 from forensics.stats import Verdict
+from tests._stepkit import step_env, take_baseline
+from tests.conftest import make_repo
 
 BEFORE = [0.35639, 0.41649, 0.36179, 0.3684, 0.36641, 0.35439, 0.44793, 0.35243]
 AFTER = [0.36698, 0.3585, 0.3583, 0.3665, 0.35751]
@@ -41,3 +46,50 @@ def test_the_users_own_step_is_not_told_to_benchmark_its_own_step():
     (c,) = [r for r in canary.reasons if r.startswith("need about")]
     assert "cut the noise instead" in u and "your own step" not in u
     assert c.endswith("or your own step with --cmd; see docs/inconclusive.md")
+
+
+NOISY_STEP = r"""
+import json, random
+spread = random.SystemRandom().uniform(0.4, 1.6)  # per process: nothing a few processes can decide
+for _ in range(3):
+    print(json.dumps({"metric": "step_ms", "value": 10.0 * spread}))
+"""
+
+
+def test_an_undecided_call_gives_one_piece_of_advice_not_two(tmp_path):
+    """The comparison says "cut the noise instead" (too many processes to be worth running): the
+    verdict does not then also say "rerun with more processes"."""
+    repo = make_repo(tmp_path / "repo", {"step.py": NOISY_STEP}, "step")
+    cmd = f"{sys.executable} step.py"
+    base = take_baseline(tmp_path / "before.json", repo, cmd, processes=5)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forensics",
+            "investigate",
+            "--baseline",
+            str(base),
+            "--cmd",
+            cmd,
+            "--no-canary",
+            "--processes",
+            "5",
+            "--max-processes",
+            "5",
+            "-q",
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=repo,
+        env=step_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 3, r.stdout + r.stderr
+    verdict = json.loads((tmp_path / "r.json").read_text())["verdict"]
+    assert verdict.startswith("Could not tell whether it got slower: user.step_ms")
+    assert "cut the noise instead" in verdict
+    assert "rerun with more processes" not in verdict
+    assert verdict.endswith("no experiment was run.")
