@@ -28,6 +28,25 @@ snap.save(doc, sys.argv[1])
 """
 
 
+def busy_step(cost: str, factor: str, also: str = "") -> str:
+    """The text of a step script: 4 timings of ``cost * factor`` ms of busy-waited CPU time (CPU time, so
+    other jobs on a loaded machine add little noise), with 1% noise per process and 2% per timing, each
+    printed as ``{"metric": "step_ms", "value": ...}``. ``cost`` and ``factor`` are Python expressions
+    (``os`` is imported), ``also`` a line run first (a variable read and ignored, say)."""
+    return (
+        "import json, os, random, time\n"
+        f"cost = ({cost})\nfactor = ({factor})\n{also}\n"
+        "rnd = random.Random()\n"
+        "proc = 1 + rnd.gauss(0, 0.01)\n"
+        "for _ in range(4):\n"
+        "    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))\n"
+        "    t0 = time.process_time()\n"
+        "    while (time.process_time() - t0) * 1e3 < ms:\n"
+        "        pass\n"
+        '    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))\n'
+    )
+
+
 def step_env(**extra: str) -> dict[str, str]:
     """This environment without ``FORENSICS_DEBUG`` and without any ``CUDA_``/``NCCL_``/``TORCH``/``PYTORCH_``
     variable (the tests set the ones their step reads), with :data:`tests.conftest.GIT_ENV`, then ``extra``."""

@@ -20,23 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tests._stepkit import pip_target, step_env, take_baseline, tree_hash, wheel
+from tests._stepkit import busy_step, pip_target, step_env, take_baseline, tree_hash, wheel
 from tests.conftest import ROOT, commit, git, make_repo, processes_with_env, run_cli
 
-STEP = r"""
-import json, os, random, time
-cost = float(open("cost.txt").read())
-factor = 1.4 if os.environ.get("PYTORCH_TEST_SLOW") else 1.0
-_ = os.environ.get("NCCL_TEST_DECOY")  # read, and it does not matter
-rnd = random.Random()
-proc = 1 + rnd.gauss(0, 0.01)
-for _ in range(4):
-    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))
-    t0 = time.process_time()
-    while (time.process_time() - t0) * 1e3 < ms:
-        pass
-    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
-"""
+STEP = busy_step(
+    'float(open("cost.txt").read())',
+    '1.4 if os.environ.get("PYTORCH_TEST_SLOW") else 1.0',
+    '_ = os.environ.get("NCCL_TEST_DECOY")  # read, and it does not matter',
+)
 CMD = f"{sys.executable} step.py"
 
 

@@ -15,22 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests._stepkit import step_env, take_baseline, tree_hash
+from tests._stepkit import busy_step, step_env, take_baseline, tree_hash
 from tests.conftest import commit, git, make_repo
 
-STEP = r"""
-import json, os, random, time
-cost = float(open("cost.txt").read())
-factor = 1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0
-rnd = random.Random()
-proc = 1 + rnd.gauss(0, 0.01)
-for _ in range(4):
-    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))
-    t0 = time.process_time()
-    while (time.process_time() - t0) * 1e3 < ms:
-        pass
-    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
-"""
+STEP = busy_step(
+    'float(open("cost.txt").read())',
+    '1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0',
+)
 CMD = f"{sys.executable} step.py"
 
 

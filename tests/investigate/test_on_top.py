@@ -14,22 +14,13 @@ import sys
 
 import pytest
 
-from tests._stepkit import pip_target, step_env, take_baseline, tree_hash, wheel
+from tests._stepkit import busy_step, pip_target, step_env, take_baseline, tree_hash, wheel
 from tests.conftest import EXAMPLES, commit, git, make_repo
 
-STEP = r"""
-import json, os, random, time
-cost = __import__("fakeslow").COST
-factor = (1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0)
-rnd = random.Random()
-proc = 1 + rnd.gauss(0, 0.01)
-for _ in range(4):
-    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))
-    t0 = time.process_time()
-    while (time.process_time() - t0) * 1e3 < ms:
-        pass
-    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
-"""
+STEP = busy_step(
+    '__import__("fakeslow").COST',
+    '1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0',
+)
 CMD = f"{sys.executable} step.py"
 
 
