@@ -60,6 +60,21 @@ def step_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_investigate(
+    cwd: Path, *args: str, timeout: float = 300, **env: str
+) -> subprocess.CompletedProcess:
+    """``python -m forensics investigate ARGS`` in ``cwd`` as a user runs it, in :func:`step_env` with
+    ``env``; output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "forensics", "investigate", *args],
+        cwd=cwd,
+        env=step_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def take_baseline(path: Path, cwd: Path, cmd: str, processes: int = 5, **env: str) -> Path:
     """A real snapshot at ``path`` (probes, and ``cmd`` measured in ``processes`` fresh processes in ``cwd``,
     no canary), taken in :func:`step_env` with ``env``; returns ``path``."""

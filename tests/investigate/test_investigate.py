@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from tests._stepkit import busy_step, pip_target, step_env, take_baseline, tree_hash, wheel
+from tests._stepkit import (
+    busy_step,
+    pip_target,
+    run_investigate,
+    step_env,
+    take_baseline,
+    tree_hash,
+    wheel,
+)
 from tests.conftest import ROOT, commit, git, make_repo, processes_with_env, run_cli
 
 STEP = busy_step(
@@ -48,17 +56,7 @@ def baseline(path: Path, cwd: Path, processes: int = 5, **env: str) -> Path:
     return take_baseline(path, cwd, CMD, processes, **env)
 
 
-def investigate(
-    cwd: Path, *args: str, timeout: float = 300, **env: str
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "forensics", "investigate", *args],
-        cwd=cwd,
-        env=step_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+investigate = run_investigate
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._stepkit import busy_step, step_env, take_baseline, tree_hash
+from tests._stepkit import busy_step, run_investigate, take_baseline, tree_hash
 from tests.conftest import commit, git, make_repo
 
 STEP = busy_step(
@@ -47,25 +47,8 @@ def pulled(tmp_path):
 
 
 def investigate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "forensics",
-            "investigate",
-            "--cmd",
-            CMD,
-            "--no-canary",
-            "-q",
-            "--budget",
-            "5m",
-            *args,
-        ],
-        cwd=cwd,
-        env=step_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return run_investigate(
+        cwd, "--cmd", CMD, "--no-canary", "-q", "--budget", "5m", *args, timeout=600, **env
     )
 
 

@@ -14,7 +14,14 @@ import sys
 
 import pytest
 
-from tests._stepkit import busy_step, pip_target, step_env, take_baseline, tree_hash, wheel
+from tests._stepkit import (
+    busy_step,
+    pip_target,
+    run_investigate,
+    take_baseline,
+    tree_hash,
+    wheel,
+)
 from tests.conftest import EXAMPLES, commit, git, make_repo
 
 STEP = busy_step(
@@ -40,14 +47,18 @@ def upgraded(tmp_path):
 
 
 def investigate(cwd, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "forensics", "investigate", "--cmd", CMD, "--no-canary", "-q"]
-        + ["--budget", "5m", "--max-processes", "5", *args],
-        cwd=cwd,
-        env=step_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    return run_investigate(
+        cwd,
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "-q",
+        "--budget",
+        "5m",
+        "--max-processes",
+        "5",
+        *args,
+        **env,
     )
 
 

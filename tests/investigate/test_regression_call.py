@@ -5,14 +5,13 @@ examples/investigate/memory.sh: the HEAD before the pull against today, 8 + 5 pr
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from types import SimpleNamespace
 
 from forensics.bench.compare import compare_values
 from forensics.investigate.run import Regression, Settings, _regression
 from forensics.stats import Verdict
-from tests._stepkit import step_env, take_baseline
+from tests._stepkit import run_investigate, take_baseline
 from tests.conftest import make_repo
 
 BEFORE = [0.35639, 0.41649, 0.36179, 0.3684, 0.36641, 0.35439, 0.44793, 0.35243]
@@ -62,29 +61,20 @@ def test_an_undecided_call_gives_one_piece_of_advice_not_two(tmp_path):
     repo = make_repo(tmp_path / "repo", {"step.py": NOISY_STEP}, "step")
     cmd = f"{sys.executable} step.py"
     base = take_baseline(tmp_path / "before.json", repo, cmd, processes=5)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "forensics",
-            "investigate",
-            "--baseline",
-            str(base),
-            "--cmd",
-            cmd,
-            "--no-canary",
-            "--processes",
-            "5",
-            "--max-processes",
-            "5",
-            "-q",
-            "-o",
-            str(tmp_path / "r.json"),
-        ],
-        cwd=repo,
-        env=step_env(),
-        capture_output=True,
-        text=True,
+    r = run_investigate(
+        repo,
+        "--baseline",
+        str(base),
+        "--cmd",
+        cmd,
+        "--no-canary",
+        "--processes",
+        "5",
+        "--max-processes",
+        "5",
+        "-q",
+        "-o",
+        str(tmp_path / "r.json"),
         timeout=120,
     )
     assert r.returncode == 3, r.stdout + r.stderr
