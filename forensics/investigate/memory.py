@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import importlib.resources
+import math
 import os
 import re
 import time
@@ -52,6 +53,7 @@ class CodePoint:
         when: the move's time (UTC ISO), or "".
         clean: the checkout is at ``new`` without uncommitted changes (today's step runs HEAD's code).
         reflog_index: index in the reflog (newest first) of the move, or -1.
+        note: what the report must say about the point ("not an ancestor of HEAD"), or "".
     """
 
     repo: str
@@ -62,6 +64,7 @@ class CodePoint:
     when: str = ""
     clean: bool = True
     reflog_index: int = -1
+    note: str = ""
 
     def sentence(self) -> str:
         """``HEAD@{1} 112037e, before the pull of 2026-11-30 10:15``."""
@@ -141,13 +144,25 @@ def code_point(
     clean = not rec.get("dirty") and not rec.get("operation")
     if since:
         sha = resolve_since(since, root)
-        if sha == head:
+        if sha == head and clean:
             return None, f"--since {since} is HEAD itself ({sha[:7]}): no code changed since"
-        return CodePoint(root, sha, head, f"--since {since}", clean=clean), ""
+        return CodePoint(
+            root,
+            sha,
+            head,
+            f"--since {since}",
+            clean=clean,
+            note=_not_ancestor(root, sha, head, since),
+        ), ""
     if baseline is not None:
         brec = main_repo(baseline)
         old = _head(brec) if brec else ""
         if old and old != head:
+            if _gone(root, old):
+                return None, (
+                    f"the baseline snapshot's HEAD {old[:7]} is no longer in {root} (a commit no branch, tag or "
+                    "reflog holds is pruned by git gc); name a point with --since REV"
+                )
             return CodePoint(
                 root,
                 old,
@@ -167,6 +182,19 @@ def code_point(
     i, e = found
     if e["old"] == head:
         return None, f"the last move in the reflog ({e['action']}) left HEAD where it was"
+    if _gone(root, e["old"]):
+        point = CodePoint(
+            root,
+            e["old"],
+            head,
+            f"HEAD@{{{i + 1}}}",
+            str(e.get("action", "")),
+            str(e.get("time", "")),
+        )
+        return None, (
+            f"{point.sentence()} is no longer in the repository (a commit no branch or tag holds is pruned by "
+            "git gc once its reflog entries expire); name a point with --since REV"
+        )
     return CodePoint(
         root,
         e["old"],
@@ -179,6 +207,41 @@ def code_point(
     ), ""
 
 
+def _gone(root: str, sha: str) -> bool:
+    """Whether commit ``sha`` is missing from the repository at ``root`` (``git cat-file -e``); False when
+    ``root`` is no folder or git cannot answer (the measurement then says why)."""
+    from forensics.gitio import GitError, succeeds
+
+    if not Path(root).is_dir():
+        return False
+    try:
+        return not succeeds(root, "cat-file", "-e", f"{sha}^{{commit}}")
+    except GitError:
+        return False
+
+
+def _not_ancestor(root: str, old: str, head: str, since: str) -> str:
+    """A note when ``old`` is not an ancestor of ``head`` (``git merge-base --is-ancestor``): the commits between
+    them cannot be tested one by one. "" when it is one, or git cannot tell."""
+    from forensics.gitio import GitError, git, succeeds
+
+    try:
+        if old == head or succeeds(root, "merge-base", "--is-ancestor", old, head):
+            return ""
+        if succeeds(root, "merge-base", "--is-ancestor", head, old):
+            n = git(root, "rev-list", "--count", f"{head}..{old}")
+            return (
+                f"--since {since} ({old[:7]}) is not behind HEAD but {n} commit(s) ahead of it: the baseline is newer "
+                "code than today's, and no commit of today's checkout can be tested against it"
+            )
+    except GitError:
+        return ""
+    return (
+        f"--since {since} ({old[:7]}) is not an ancestor of HEAD (the histories split): the comparison stands, "
+        "but the commits between cannot be tested one by one; name a commit HEAD descends from"
+    )
+
+
 def resolve_since(since: str, repo: str | Path) -> str:
     """The full sha ``--since`` names in the repository at ``repo`` (``git rev-parse --verify``).
 
@@ -187,6 +250,8 @@ def resolve_since(since: str, repo: str | Path) -> str:
     """
     from forensics.gitio import GitError, git
 
+    if not since.strip():
+        raise BadInputError("--since '': empty; give a sha, a tag, a branch or HEAD~3")
     try:
         return git(repo, "rev-parse", "--verify", "-q", "--end-of-options", f"{since}^{{commit}}")
     except GitError as exc:
@@ -194,24 +259,51 @@ def resolve_since(since: str, repo: str | Path) -> str:
             raise BadInputError(
                 f"--since {since}: {repo} is not in a git repository; give --repo"
             ) from None
-        raise BadInputError(
-            f"--since {since}: no such commit in {repo}; give a sha, a tag, a branch or HEAD~3"
-        ) from None
+    why = "no such commit"
+    try:
+        if re.fullmatch(r"[0-9a-fA-F]{4,39}", since):
+            n = len(git(repo, "rev-parse", "--disambiguate=" + since.lower(), check=False).split())
+            if n > 1:
+                why = f"ambiguous: {n} objects' names start with {since}; give more of the sha"
+        if why == "no such commit" and git(repo, "rev-parse", "--is-shallow-repository") == "true":
+            why = (
+                "no such commit in this shallow clone (its history is cut); fetch the rest with "
+                "'git fetch --unshallow' (or --deepen N), or give a commit it holds"
+            )
+    except GitError:
+        pass
+    if why == "no such commit":
+        why = f"no such commit in {repo}; give a sha, a tag, a branch or HEAD~3"
+    raise BadInputError(f"--since {since}: {why}")
 
 
 _EXPECT = re.compile(
     r"^\s*(?P<v>\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|ns|(?:[a-z]+)?/s)?\s*$", re.I
 )
+_TIME_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
+"""Milliseconds in one of each time unit ``--expect`` takes."""
+_METRIC_UNIT = re.compile(r"(?:^|[._-])(ms|s|sec|secs|seconds|us|usec|ns)$", re.I)
 
 
-def parse_expect(text: str, *, higher_is_better: bool) -> tuple[float, bool]:
+def metric_time_unit(metric: str | None) -> str:
+    """The time unit a metric's name ends in (``step_s`` -> ``s``, ``latency_us`` -> ``us``, ``step_ms`` or
+    a name without one -> ``ms``, the unit the step's results are kept in). From the name only."""
+    m = _METRIC_UNIT.search(metric or "")
+    unit = m.group(1).lower() if m else "ms"
+    return {"sec": "s", "secs": "s", "seconds": "s", "usec": "us"}.get(unit, unit)
+
+
+def parse_expect(
+    text: str, *, higher_is_better: bool, metric: str | None = None
+) -> tuple[float, bool]:
     """``--expect 19ms`` / ``0.019s`` / ``94tok/s`` / ``94`` -> (value in the step's unit, higher_is_better).
 
-    Times are returned in milliseconds (the unit of ``*_ms`` metrics); a throughput (``.../s``) as given
-    and marks the metric higher-is-better.
+    A time is returned in the unit the metric's name ends in (:func:`metric_time_unit`: ``step_s`` ->
+    seconds; milliseconds when the name says none or ``metric`` is None); a number without a unit is
+    taken in that unit. A throughput (``.../s``) is returned as given and marks the metric higher-is-better.
 
     Raises:
-        BadInputError: not a number with a known unit, zero, or a time for a throughput metric.
+        BadInputError: not a finite number with a known unit, zero, or a time for a throughput metric.
     """
     m = _EXPECT.match(text or "")
     if not m:
@@ -220,7 +312,11 @@ def parse_expect(text: str, *, higher_is_better: bool) -> tuple[float, bool]:
             "or 94tok/s"
         )
     v, unit = float(m.group("v")), (m.group("u") or "").lower()
-    if v <= 0:
+    if not math.isfinite(v) or v > 1e12:
+        raise BadInputError(
+            f"--expect {text!r}: not a finite value; give the step's old value, e.g. 19ms"
+        )
+    if v <= 0 or (unit and not unit.endswith("/s") and v * _TIME_UNITS[unit] < 1e-9):
         raise BadInputError(f"--expect {text!r}: must be more than 0")
     if unit.endswith("/s"):
         return v, True
@@ -228,8 +324,38 @@ def parse_expect(text: str, *, higher_is_better: bool) -> tuple[float, bool]:
         raise BadInputError(
             f"--expect {text!r} is a time, but --higher-is-better says the metric is a throughput"
         )
-    scale = {"": 1.0, "ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}[unit]
-    return v * scale, higher_is_better
+    if not unit:
+        return v, higher_is_better
+    return v * _TIME_UNITS[unit] / _TIME_UNITS[metric_time_unit(metric)], higher_is_better
+
+
+SCALE_LIMIT = 100.0
+"""A remembered figure this many times today's median, the wrong way for a slowdown, is a unit mistake."""
+
+
+def check_expect_scale(
+    text: str, value: float, today: list[float], metric: str, higher_is_better: bool
+) -> None:
+    """Refuse a remembered figure that would make today :data:`SCALE_LIMIT` times *better* than it: no step
+    speeds up a hundredfold on its own, a unit does (``--expect 19ms`` for a metric printed in seconds).
+
+    Args:
+        value: the figure in the step's unit (:func:`parse_expect`); today: today's per-process medians.
+
+    Raises:
+        BadInputError: naming the figure, today's median and the unit the metric is read in.
+    """
+    if not today:
+        return
+    med = sorted(today)[len(today) // 2]
+    better = med / value if higher_is_better else value / med
+    if med > 0 and better >= SCALE_LIMIT:
+        unit = "the metric's unit" if higher_is_better else metric_time_unit(metric)
+        raise BadInputError(
+            f"--expect {text} is {better:.0f}x {'below' if higher_is_better else 'above'} today's "
+            f"{metric} ({med:.4g}, read in {unit}): that is no slowdown but a unit mistake; give the "
+            f"value you remember in {unit}"
+        )
 
 
 @lru_cache(maxsize=1)
@@ -311,7 +437,11 @@ def synthetic_baseline(
     reflog cut before the move.
 
     The copy of ``now`` differs from it only in those fields, so the ledger finds the code change
-    and the measured slowdown and nothing else (the environment is the same by construction).
+    and the measured slowdown and nothing else (the environment is the same by construction). The
+    reflog is cut before the move (``point.reflog_index``), or for ``--since`` before the newest entry
+    that left HEAD at that commit (the whole reflog when HEAD never was there: then no move is told);
+    the working tree is clean (the commit was measured in a worktree, without the uncommitted changes
+    of today's checkout).
     """
     doc = copy.deepcopy(dict(source if source is not None else now))
     bench = doc.get("bench") if isinstance(doc.get("bench"), dict) else None
@@ -332,12 +462,29 @@ def synthetic_baseline(
         rec = main_repo(doc)
         if rec is not None:
             rec["head"] = {"sha": point.old}
-            rec["reflog"] = (
-                [e for e in rec.get("reflog") or []][point.reflog_index + 1 :]
-                if point.reflog_index >= 0
-                else []
-            )
+            log = [e for e in rec.get("reflog") or [] if isinstance(e, dict)]
+            cut = point.reflog_index + 1 if point.reflog_index >= 0 else _last_at(log, point)
+            rec["reflog"] = log[cut:]
+            # measured in a private worktree: the commit's own files, nothing uncommitted, no operation
+            rec.update(dirty=False, modified=[], staged=[], conflicted=[], operation=None)
+            rec["dirty_stat"] = {}
     return doc
+
+
+def _last_at(log: list[dict[str, Any]], point: CodePoint) -> int:
+    """Index of the newest reflog entry (newest first) that left HEAD at ``point.old``, else at one of its
+    ancestors (``git rev-list``, the last 10,000): where the reflog stood when HEAD was at the baseline's code.
+    0 (the whole reflog: no move told) when HEAD was never there or git cannot tell."""
+    for i, e in enumerate(log):
+        if e.get("new") == point.old:
+            return i
+    from forensics.gitio import GitError, git
+
+    try:
+        behind = set(git(point.repo, "rev-list", "--max-count=10000", point.old).split())
+    except GitError:
+        return 0
+    return next((i for i, e in enumerate(log) if e.get("new") in behind), 0)
 
 
 def wheel_versions(wheelhouse: Path, name: str) -> list[str]:

@@ -29,6 +29,7 @@ Core only: returns an :class:`Investigation`; progress goes to ``on_event``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import statistics
@@ -336,7 +337,25 @@ def investigate(
     cwd_sha = ""
     if step is not None and (baseline is None or step.name not in results_of(baseline) or s.expect):
         emit("phase", text="finding the baseline in this machine's memory")
-        remembered = _remember(s, now, baseline, step, notes, deadline=t0 + s.budget_s, emit=emit)
+        try:
+            remembered = _remember(
+                s, now, baseline, step, notes, deadline=t0 + s.budget_s, emit=emit
+            )
+        except (
+            interrupts
+        ) as exc:  # the worktree is already removed; the report says what was measured now
+            inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
+            inv.interrupted = (
+                type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
+            )
+            inv.verdict = (
+                "Interrupted while the baseline this machine remembers was being measured in a private "
+                "worktree: nothing was compared (the worktree was removed; your checkout is untouched)."
+            )
+            inv.baseline_source = "baseline: " + _interrupted_point(s, now, baseline)
+            inv.timings = {"snapshot_s": time.monotonic() - t0, "experiments_s": 0.0}
+            inv.timings["total_s"] = time.monotonic() - t0
+            return inv
         if remembered is not None:
             baseline, source, seeds, cwd_sha = remembered
     rec = main_repo(now)
@@ -368,7 +387,17 @@ def investigate(
                 now, s, notes, emit
             )  # nothing remembered either: judge the hardware, as without --cmd
         inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
-        if s.plan_only:
+        planned = [n for n in notes if n.startswith(PLAN_MEMORY)]
+        if s.plan_only and planned:
+            notes.remove(planned[0])
+            inv.verdict, inv.exit_code = (
+                "Plan: "
+                + planned[0].removeprefix("--plan: ").removesuffix("; nothing was run")
+                + "; then today's step is compared with it and the experiments follow from what differs "
+                "(give --expect with the value you remember to see them planned); nothing was run.",
+                EXIT_OK,
+            )
+        elif s.plan_only:
             inv.verdict, inv.exit_code = (
                 f"Plan: without --baseline, the canary runs in {s.snapshot_processes} fresh processes and this "
                 "machine is judged against what its GPUs should give (PCIe and SM clock under load, NVLink, the "
@@ -479,6 +508,22 @@ def _add_canary(now: dict[str, Any], s: Settings, notes: list[str], emit: EventF
         bench.setdefault("telemetry", doc.get("telemetry"))
 
 
+def _interrupted_point(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None) -> str:
+    """The report's first line after an interrupt while the remembered baseline was measured."""
+    from forensics.investigate import memory
+
+    try:
+        point, _ = memory.code_point(now, since=s.since, repo=s.repo, baseline=baseline)
+    except Exception:  # noqa: BLE001 - the interrupt is the news; the point only names it
+        point = None
+    what = point.sentence() if point is not None else "the commit the machine remembers"
+    return f"{what}, interrupted while measured in a private worktree (nothing was compared)"
+
+
+PLAN_MEMORY = "--plan: the baseline would be "
+"""How the note of a --plan run that found a code point to measure begins (its verdict repeats it)."""
+
+
 def _remember(
     s: Settings,
     now: dict[str, Any],
@@ -506,17 +551,22 @@ def _remember(
     parts: list[str] = []
     hib = step.higher_is_better
     if s.expect:
-        value, hib = memory.parse_expect(s.expect, higher_is_better=step.higher_is_better)
+        value, hib = memory.parse_expect(
+            s.expect, higher_is_better=step.higher_is_better, metric=step.name
+        )
         if hib != step.higher_is_better:
             raise BadInputError(
                 f"--expect {s.expect} is a throughput; the step's metric {step.name} is a time (give "
                 "--higher-is-better for a throughput metric, or --expect in ms)"
             )
+        memory.check_expect_scale(s.expect, value, today, step.name, hib)
         values = [value]
         parts.append(f"--expect {s.expect} (the value you remember)")
-    if point is not None and s.plan_only:
+    if point is not None and point.note:
+        notes.append(point.note)
+    if point is not None and s.plan_only and not values:
         notes.append(
-            f"--plan: the baseline would be {point.sentence()}, measured in a private worktree "
+            f"{PLAN_MEMORY}{point.sentence()}, measured in a private worktree "
             f"({s.processes} processes or more, about {s.processes * step.process_s:.0f} s); nothing was run"
         )
         return None
@@ -526,12 +576,14 @@ def _remember(
             "it still runs today's files there, so the baseline would measure today's code; give the "
             "command with paths relative to the repository (it runs in the repository's folder)"
         )
-    if point is not None:
+    if point is not None and not s.plan_only:
+        left = deadline - time.monotonic()
+        bounded = dataclasses.replace(step, timeout_s=max(1.0, round(min(step.timeout_s, left), 1)))
         ctx = Context(
             {},
             now,
             None,
-            step,
+            bounded,
             True,
             processes=s.processes,
             threshold=s.threshold,
@@ -546,7 +598,11 @@ def _remember(
                 ctx, point.repo, point.old, against=today, higher_is_better=hib
             )
         except BadInputError as exc:
-            notes.append(f"the baseline {point.sentence()} could not be measured: {exc}")
+            spent = bounded.timeout_s < step.timeout_s and time.monotonic() >= deadline - 0.5
+            notes.append(
+                f"the baseline {point.sentence()} could not be measured: {exc}"
+                + ("; the --budget was spent (give a longer --budget)" if spent else "")
+            )
             measured = []
         if measured:
             seeds[(point.old, "")] = measured
@@ -567,9 +623,21 @@ def _remember(
                 )
     elif not values:
         notes.append(
-            f"no baseline in this machine's memory: {why}; give --expect with the value you remember, or "
-            "--since REV"
+            f"no baseline in this machine's memory: {why}"
+            + (
+                ", or give --expect with the value you remember"
+                if "--since" in why
+                else "; give --expect with the value you remember, or --since REV"
+            )
         )
+        for (
+            row
+        ) in memory.costly_set_now():  # nothing to share a slowdown with, but the A/B still tells
+            notes.append(
+                f"{row['name']}={row['value']} is set now and is known to cost speed ({row['effect']}); "
+                f"without a baseline it is not tested: forensics bench --cmd STEP --b-unset {row['name']} "
+                "measures it"
+            )
     if not values:
         return None
     if baseline is None:
@@ -621,8 +689,11 @@ def _versus_expect(
     status, ratio, lo, hi = versus_baseline(
         base, today, threshold=s.threshold, higher_is_better=step.higher_is_better
     )
+    from forensics.investigate.memory import metric_time_unit
+
+    unit = step.unit if step.higher_is_better else metric_time_unit(step.name)
     text = (
-        f"{step.name}: {ratio:.3f}x the value you remember ({base[0]:.4g} {step.unit}; 95% CI {lo:.3f}-{hi:.3f}, "
+        f"{step.name}: {ratio:.3f}x the value you remember ({base[0]:.4g} {unit}; 95% CI {lo:.3f}-{hi:.3f}, "
         f"{len(today)} processes now)"
     )
     if status == "beyond":

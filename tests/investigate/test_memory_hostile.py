@@ -1,0 +1,289 @@
+"""forensics investigate's remembered baseline met as a new user meets it: odd repository states (a reflog
+entry whose commit git gc pruned, uncommitted changes against ``--since HEAD``, a ``--since`` that is not
+behind HEAD, a shallow clone, an ambiguous short sha), a remembered figure in the wrong unit, a baseline
+step that hangs past the budget, Ctrl-C while the baseline is measured in its worktree, and ``--plan``.
+
+Each asserts what the user sees (the message, the exit code, the report's first line) and that the user's
+checkout, branches, stash, index and worktrees are as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forensics.errors import BadInputError
+from forensics.investigate import memory
+from tests.conftest import commit, git, make_repo, run_cli
+
+STEP = """import json, random, time
+cost = float(open("cost.txt").read())
+for _ in range(3):
+    t0 = time.perf_counter()
+    time.sleep(cost / 1e3 * (1 + random.gauss(0, 0.01)))
+    print(json.dumps({"metric": "step_ms", "value": (time.perf_counter() - t0) * 1e3}))
+"""
+HANG = "import time\ntime.sleep(600)\n"
+CMD = f"{sys.executable} step.py"
+
+
+def _rec(repo: Path, **extra) -> dict:
+    """The snapshot taken now as the git probe records the main repository (the fields memory reads)."""
+    from forensics_probes.git.probe import parse_reflog
+
+    head = git(repo, "rev-parse", "HEAD").strip()
+    log = parse_reflog((repo / ".git" / "logs" / "HEAD").read_text())
+    rec = {"path": str(repo), "role": "main", "state": "ok", "head": {"sha": head}, "reflog": log}
+    rec.update(extra)
+    return {"probes": {"git": {"data": {"repos": [rec]}}}}
+
+
+def _state(repo: Path) -> str:
+    """Everything of the user's repository the tool must not change."""
+    return "\n".join(
+        git(repo, *args)
+        for args in (
+            ("status", "--porcelain=v2", "--branch", "--untracked-files=all"),
+            ("worktree", "list", "--porcelain"),
+            ("stash", "list"),
+            ("reflog", "--format=%H %gs"),
+            ("for-each-ref",),
+            ("ls-files", "-s"),
+        )
+    )
+
+
+@pytest.fixture
+def pulled(tmp_path):
+    """A clone after a pull of 2 commits, the second 2x slower: (clone, the HEAD before the pull)."""
+    up = make_repo(tmp_path / "up", {"step.py": STEP, "cost.txt": "4\n"}, "serving: step")
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    old = git(user, "rev-parse", "HEAD").strip()
+    commit(up, {"README": "docs\n"}, "docs")
+    commit(up, {"cost.txt": "8\n"}, "slow")
+    git(user, "pull", "-q")
+    return user, old
+
+
+def test_a_reflog_point_git_gc_pruned_is_named_as_gone_not_as_a_failed_step(git_repo):
+    repo = git_repo("r", {"a.txt": "a\n"})
+    head = git(repo, "rev-parse", "HEAD").strip()
+    gone = "4ad135072b420983c16e0326f99caa074772a483"  # in no repository: what git gc leaves of a commit
+    with open(repo / ".git" / "logs" / "HEAD", "a") as fh:
+        fh.write(f"{gone} {head} T <t@e> 1764584100 +0000\tpull origin main: Fast-forward\n")
+    point, why = memory.code_point(_rec(repo))
+    assert point is None
+    assert why.startswith("HEAD@{1} 4ad1350, before the pull of ")
+    assert "is no longer in the repository" in why and "git gc" in why and "--since REV" in why
+
+
+def test_since_head_with_uncommitted_changes_measures_head_against_them(git_repo):
+    repo = git_repo("r", {"cost.txt": "4\n"})
+    head = git(repo, "rev-parse", "HEAD").strip()
+    now = _rec(repo, dirty=True, modified=["cost.txt"], dirty_stat={"cost.txt": [2, 1]})
+    point, why = memory.code_point(now, since="HEAD")
+    assert why == "" and point is not None
+    assert (point.old, point.new, point.clean) == (head, head, False)  # the changes are the suspect
+    base = memory.synthetic_baseline(
+        now, {"name": "user.step_ms", "process_medians": [4.0]}, point=point, label="x"
+    )
+    rec = memory.main_repo(base)
+    assert rec["dirty"] is False and rec["modified"] == [] and rec["dirty_stat"] == {}
+    assert memory.main_repo(now)["dirty"] is True  # today's record is left as it was
+    clean, why = memory.code_point(_rec(repo), since="HEAD")
+    assert clean is None and "no code changed since" in why
+
+
+def test_since_tells_the_reflog_from_the_named_commit_and_a_commit_ahead_of_head(git_repo):
+    repo = git_repo("r", {"a.txt": "1\n"})
+    first = git(repo, "rev-parse", "HEAD").strip()
+    second = commit(repo, {"a.txt": "2\n"}, "two")
+    commit(repo, {"a.txt": "3\n"}, "three")
+    git(repo, "checkout", "-q", "--detach", second)  # the reflog: commit, commit, checkout
+    point, _ = memory.code_point(_rec(repo), since=first)
+    assert point is not None and point.note == ""
+    base = memory.main_repo(
+        memory.synthetic_baseline(
+            _rec(repo), {"name": "s", "process_medians": [1.0]}, point=point, label="x"
+        )
+    )
+    # HEAD was at the named commit after its own commit: the moves since then are the newer entries only
+    assert [e["action"] for e in base["reflog"]] == ["commit (initial): first"]
+    ahead, _ = memory.code_point(_rec(repo), since="main")
+    assert ahead is not None
+    assert "is not behind HEAD but 1 commit(s) ahead of it" in ahead.note
+
+
+def test_since_in_a_shallow_clone_an_ambiguous_sha_or_empty_says_what_to_do(tmp_path, git_repo):
+    up = git_repo("up", {"a.txt": "1\n"})
+    commit(up, {"a.txt": "2\n"}, "two")
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{up}", str(tmp_path / "shallow"))
+    with pytest.raises(BadInputError, match=r"shallow clone .*'git fetch --unshallow'"):
+        memory.resolve_since("HEAD~1", tmp_path / "shallow")
+    with pytest.raises(BadInputError, match=r"^--since '': empty; give a sha"):
+        memory.resolve_since("", up)
+    # two commits whose names share 4 hex digits: found offline, then written with git hash-object
+    import hashlib
+
+    tree = git(up, "rev-parse", "HEAD^{tree}").strip()
+    seen: dict[str, bytes] = {}
+    for i in range(100000):
+        body = f"tree {tree}\nauthor T <t@e> 1 +0000\ncommitter T <t@e> 1 +0000\n\n{i}\n".encode()
+        sha = hashlib.sha1(b"commit %d\0" % len(body) + body).hexdigest()
+        if sha[:4] in seen:
+            break
+        seen[sha[:4]] = body
+    for text in (seen[sha[:4]], body):
+        subprocess.run(
+            ["git", "-C", str(up), "hash-object", "-t", "commit", "-w", "--stdin"],
+            input=text,
+            check=True,
+            capture_output=True,
+        )
+    with pytest.raises(
+        BadInputError, match=rf"^--since {sha[:4]}: ambiguous: .* give more of the sha"
+    ):
+        memory.resolve_since(sha[:4], up)
+
+
+def test_expect_is_read_in_the_unit_the_metric_is_named_in():
+    assert memory.parse_expect("19ms", higher_is_better=False, metric="user.step_s") == (
+        pytest.approx(0.019),
+        False,
+    )
+    assert memory.parse_expect("2s", higher_is_better=False, metric="user.latency_us")[0] == 2e6
+    assert memory.parse_expect("19", higher_is_better=False, metric="user.step_s")[0] == 19
+    for bad in ("1e999ms", "1e400"):
+        with pytest.raises(BadInputError, match="not a finite value"):
+            memory.parse_expect(bad, higher_is_better=False)
+
+
+def test_a_remembered_figure_in_the_wrong_unit_is_refused_not_called_no_regression(tmp_path):
+    (tmp_path / "step.py").write_text(
+        "import json, random\nfor _ in range(3):\n"
+        '    print(json.dumps({"metric": "step_s", "value": 0.0202 * (1 + random.gauss(0, 0.01))}))\n'
+    )
+    r = run_cli(
+        "investigate",
+        "--no-canary",
+        "-q",
+        "--cmd",
+        CMD,
+        "--expect",
+        "19",  # meant as ms; the metric is printed in seconds
+        "--snapshot-processes",
+        "3",
+        "-o",
+        "r.json",
+        cwd=tmp_path,
+        env={"CUDA_LAUNCH_BLOCKING": ""},
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith("forensics: error: --expect 19 is ")
+    assert "above today's user.step_s" in r.stderr and "unit mistake" in r.stderr
+    assert "No regression" not in r.stdout and not (tmp_path / "r.json").exists()
+
+
+def test_a_baseline_that_hangs_stops_when_the_budget_is_spent(git_repo):
+    from forensics.investigate import run
+    from forensics.investigate.measure import Subject
+
+    repo = git_repo(
+        "r", {"step.py": HANG, "cost.txt": "4\n"}
+    )  # the commit before the move never ends
+    hang = git(repo, "rev-parse", "HEAD").strip()
+    commit(repo, {"step.py": STEP}, "fixed")
+    git(repo, "checkout", "-q", "--detach", hang)
+    git(repo, "checkout", "-q", "main")
+    before = _state(repo)
+    now = _rec(repo)
+    now["bench"] = {"results": [{"name": "user.step_ms", "process_medians": [4.0] * 5}]}
+    notes: list[str] = []
+    t = time.monotonic()
+    got = run._remember(
+        run.Settings(None, cmd=CMD, canary=False, budget_s=1.0),
+        now,
+        None,
+        Subject("cmd", CMD, name="user.step_ms", process_s=0.1),
+        notes,
+        deadline=time.monotonic() + 1.0,
+        emit=lambda *a, **k: None,
+    )
+    assert got is None and time.monotonic() - t < 20  # was the step's own 300 s timeout
+    (note,) = [n for n in notes if "could not be measured" in n]
+    assert note.startswith(f"the baseline HEAD@{{1}} {hang[:7]}, before the checkout of ")
+    assert "timed out after 1" in note
+    assert note.endswith("the --budget was spent (give a longer --budget)")
+    assert _state(repo) == before  # its worktree removed
+
+
+def test_plan_names_the_remembered_baseline_not_the_hardware_checks(pulled):
+    user, old = pulled
+    before = _state(user)
+    r = run_cli(
+        "investigate", "--no-canary", "-q", "--cmd", CMD, "--plan", "-o", "../r.md", cwd=user
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith(
+        f"Plan: the baseline would be HEAD@{{1}} {old[:7]}, before the pull of "
+    ), first
+    assert "canary" not in r.stdout and "hardware" not in r.stdout
+    assert r.stdout.count("the baseline would be") == 1  # said once, not as a note too
+    assert _state(user) == before
+
+
+def test_ctrl_c_while_the_baseline_is_measured_still_writes_the_report(pulled, tmp_path):
+    user, old = pulled
+    commit(
+        user, {"step.py": HANG}, "hang"
+    )  # the pull's old HEAD hangs in its worktree, today's does not
+    git(user, "reset", "-q", "--hard", "HEAD~1")
+    git(user, "checkout", "-q", "--detach", "HEAD@{1}")
+    git(user, "checkout", "-q", "main")  # HEAD@{1}: the hanging commit
+    before = _state(user)
+    env = dict(os.environ, CUDA_LAUNCH_BLOCKING="")
+    env.pop("FORENSICS_DEBUG", None)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "forensics", "investigate", "--no-canary", "--cmd", CMD]
+        + ["--snapshot-processes", "3"]
+        + ["-o", str(tmp_path / "r.md"), "-o", str(tmp_path / "r.json")],
+        cwd=user,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while git(user, "worktree", "list").count("\n") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)  # the hanging step has started in the worktree
+        os.killpg(p.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole foreground group
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, out + err
+    assert err.strip().endswith(
+        "interrupted (KeyboardInterrupt); the report holds what was learned"
+    )
+    assert out.splitlines()[0].startswith("baseline: HEAD@{1} ")
+    assert "interrupted while measured in a private worktree" in out.splitlines()[0]
+    md = (tmp_path / "r.md").read_text()
+    assert "interrupted while measured in a private worktree" in md.splitlines()[2]
+    assert "This machine alone" not in md
+    assert json.loads((tmp_path / "r.json").read_text())["interrupted"] == "KeyboardInterrupt"
+    assert (
+        _state(user) == before
+    )  # the worktree is gone, the checkout, index, stash and refs untouched
