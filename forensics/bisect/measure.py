@@ -218,9 +218,16 @@ class Measurer:
                 metric_regex=self.spec.metric_regex,
             )
         except (StepFailed, BadInputError) as exc:
-            self.failures[sha] = str(exc)
+            why = str(exc)
+            empty = getattr(self._ready.get(sha), "missing_submodules", None)
+            if empty:  # the likely cause: say it with the failure
+                why += (
+                    f"; submodule {', '.join(empty)} is empty in the worktree (the commit it records is not "
+                    "in your checkout of it: git submodule update --init brings it)"
+                )
+            self.failures[sha] = why
             self.on_process(sha, None)
-            raise StepFailed(str(exc)) from None
+            raise StepFailed(why) from None
         self.metric = self.metric or run.metric
         values = list(run.values)
         value = statistics.median(

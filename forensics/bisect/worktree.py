@@ -18,6 +18,12 @@ What touches the user's repository, and how it is undone:
 - Before removal, processes our steps left behind (a killed step's
   grandchildren, e.g. torchrun's ranks) are terminated: :func:`reap` finds
   them by the ``FORENSICS_BISECT_SESSION`` token they inherited.
+- Submodules: ``git worktree add`` leaves a submodule's folder empty (``git submodule update`` would
+  fetch, maybe over the network, and write into ``.git/modules``). Each one is filled instead from the
+  user's own checkout of it, read-only: ``git -C <that checkout> archive <the recorded commit>``,
+  unpacked into the private worktree (:func:`fill_submodules`; nested ones the same way). A submodule
+  whose recorded commit is not on this machine stays empty. (``git archive`` honours the
+  submodule's ``export-ignore`` / ``export-subst`` attributes.)
 - Nothing else is written: the other commands (rev-parse, rev-list,
   merge-base, show, diff --stat between commits) only read; ``forensics
   investigate`` takes a commit out of a private worktree with ``git apply -R``
@@ -274,6 +280,53 @@ def remove_stale(repo: str | Path) -> list[str]:
     return removed
 
 
+def fill_submodules(repo: str | Path, path: Path, sha: str, depth: int = 0) -> list[str]:
+    """Fill the submodule folders of the private checkout ``path`` (of commit ``sha`` of ``repo``) with
+    the files of the commit each one records, from the user's own checkout of that submodule
+    (``repo/<submodule path>``), read-only: ``git ls-tree`` finds the gitlinks, ``git archive`` of the
+    recorded commit is unpacked into the folder; nested submodules the same way (4 levels).
+
+    Returns:
+        the submodule paths left empty: no checkout of it in ``repo``, or its recorded commit is not
+        there (``git fetch`` in that submodule brings it). [] for a commit without ``.gitmodules``.
+
+    Raises:
+        GitError: ``git ls-tree`` failed or ran past its timeout.
+    """
+    import io
+    import tarfile
+
+    from forensics.gitio import Calls
+
+    if not succeeds(repo, "cat-file", "-e", f"{sha}:.gitmodules"):
+        return []
+    missing: list[str] = []
+    for entry in git(repo, "ls-tree", "-r", "-z", sha).split("\0"):
+        meta, _, sub = entry.partition("\t")
+        if not meta.startswith("160000 commit "):
+            continue
+        sub_sha, src, dest = meta.split()[2], Path(repo) / sub, path / sub
+        if not (src / ".git").exists():
+            missing.append(sub)
+            continue
+        try:
+            with Calls(src, 120) as calls:
+                _, data = calls.result_bytes(calls.start("archive", "--format=tar", sub_sha))
+        except GitError:
+            missing.append(sub)
+            continue
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            if hasattr(tarfile, "data_filter"):  # no member may leave dest (Python 3.11.4+)
+                tar.extractall(dest, filter="data")
+            else:  # pragma: no cover - git archive writes relative names only
+                tar.extractall(dest)
+        if depth < 4:
+            missing += [f"{sub}/{m}" for m in fill_submodules(src, dest, sub_sha, depth + 1)]
+    return missing
+
+
 class Worktree:
     """One private detached checkout; use :meth:`checkout` to move it to another commit."""
 
@@ -282,6 +335,7 @@ class Worktree:
         self.path = path
         self.sha = sha
         self.admin_dir: Path | None = None
+        self.missing_submodules: list[str] = []
 
     def checkout(self, sha: str) -> None:
         """Force the worktree to ``sha`` and remove untracked files (ignored build outputs stay)."""
@@ -290,6 +344,7 @@ class Worktree:
         git(self.path, "checkout", "--detach", "--force", "-q", sha)
         git(self.path, "clean", "-ffdq")
         self.sha = sha
+        self.missing_submodules = fill_submodules(self.repo, self.path, sha)
 
 
 class WorktreePool:
@@ -334,6 +389,7 @@ class WorktreePool:
         if gitfile.is_file() and gitfile.read_text().startswith("gitdir:"):
             wt.admin_dir = Path(gitfile.read_text().split(":", 1)[1].strip())
             _mark_ours(wt.admin_dir, self.session)
+        wt.missing_submodules = fill_submodules(self.repo, path, sha)
         return wt
 
     @property
