@@ -9,6 +9,7 @@ Layout (docs/bench.md documents every field)::
                   "median": ..., "noise_iqr_over_median": ..., ...}],
      "processes": [{"wall_s", "pids", "warmup_converged"}],
      "telemetry": <gpusample Sampler summary or {"missing": ...}>,
+     "host_cpu": {"other_cpus", "cpus", "wall_s", "source"} (user steps; may be absent),
      "summary": "one line"}
 """
 
@@ -309,8 +310,10 @@ def build(
     telemetry: dict[str, Any],
     processes: list[dict[str, Any]] | None = None,
     label: str = "",
+    host_cpu: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Assemble a bench document (see the module docstring)."""
+    """Assemble a bench document (see the module docstring); ``host_cpu`` is
+    :func:`forensics.bench.session.host_cpu`'s reading, recorded when given and not empty."""
     head = results[0]
     summary = (
         f"{head['name']} {head['median']:.4g} {head['unit']} (median of {len(head['process_medians'])} "
@@ -325,6 +328,7 @@ def build(
         "results": results,
         "processes": processes or [],
         "telemetry": telemetry,
+        **({"host_cpu": host_cpu} if host_cpu else {}),
         "summary": summary,
     }
 

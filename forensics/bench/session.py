@@ -39,6 +39,55 @@ CANARY_FIELDS = (
 
 
 @contextlib.contextmanager
+def host_cpu() -> Iterator[dict[str, Any]]:
+    """How much CPU the rest of the machine used while the block ran; the yielded dict is filled on exit.
+
+    ``{"other_cpus": float, "own_cpus": float, "cpus": int, "wall_s": float, "source": str}``:
+    ``other_cpus`` is the CPU time of every process that is neither this one nor a child it waited for
+    (the step's processes and their descendants), divided by the wall time: the average number of CPUs
+    something else kept busy; ``own_cpus`` the same for this process and those children.
+    Source: ``psutil.cpu_times()`` (system-wide busy time: all but idle and iowait) at the start and end,
+    less ``resource.getrusage`` of this process and of its waited-for children over the same span. Left
+    empty (``{}``) where psutil or getrusage cannot say. Never raises.
+    """
+    box: dict[str, Any] = {}
+    try:
+        import resource
+
+        import psutil
+
+        def busy() -> float:  # user includes guest time on Linux; steal is not this machine's work
+            t = psutil.cpu_times()
+            return t.user + t.system + sum(getattr(t, k, 0.0) for k in ("nice", "irq", "softirq"))
+
+        def own() -> float:
+            a, b = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+            return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+        start = (time.monotonic(), busy(), own())
+    except Exception:  # noqa: BLE001 - a reading that cannot be taken is left out, never a failure
+        yield box
+        return
+    try:
+        yield box
+    finally:
+        try:
+            wall = time.monotonic() - start[0]
+            if wall > 0:
+                mine = own() - start[2]
+                other = max(busy() - start[1] - mine, 0.0) / wall
+                box.update(
+                    other_cpus=round(other, 2),
+                    own_cpus=round(mine / wall, 2),
+                    cpus=psutil.cpu_count() or 0,
+                    wall_s=round(wall, 3),
+                    source="psutil.cpu_times() less getrusage(self and waited-for children)",
+                )
+        except Exception:  # noqa: BLE001
+            pass
+
+
+@contextlib.contextmanager
 def telemetry(enabled: bool = True) -> Iterator[dict[str, Any]]:
     """Sample GPU telemetry while the block runs; the yielded dict is filled on exit."""
     box: dict[str, Any] = {}

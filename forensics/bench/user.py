@@ -208,10 +208,10 @@ def measure_user(
     """
     from forensics.bench import document
     from forensics.bench.harness import visible_gpus
-    from forensics.bench.session import telemetry
+    from forensics.bench.session import host_cpu, telemetry
 
     kind = "cmd" if cmd else "callable"
-    with telemetry(visible_gpus() > 0) as tel:
+    with telemetry(visible_gpus() > 0) as tel, host_cpu() as cpu:
         recs = run_user(
             kind,
             cmd or target,
@@ -241,7 +241,7 @@ def measure_user(
         "processes_asked": processes,
         "budget_s": budget_s,
     }
-    return document.build(config, [result], telemetry=tel, label=label)
+    return document.build(config, [result], telemetry=tel, label=label, host_cpu=cpu)
 
 
 def run_user_ab(
@@ -358,11 +358,11 @@ def measure_user_ab(
     """
     from forensics.bench import document
     from forensics.bench.harness import visible_gpus
-    from forensics.bench.session import telemetry
+    from forensics.bench.session import host_cpu, telemetry
 
     a_cmd = cmd or callable_command(str(target))
     a_env, full_b = dict(env or {}), {**(env or {}), **(b_env or {})}
-    with telemetry(visible_gpus() > 0) as tel:
+    with telemetry(visible_gpus() > 0) as tel, host_cpu() as cpu:
         ra, rb = run_user_ab(
             a_cmd,
             b_cmd or a_cmd,
@@ -398,5 +398,7 @@ def measure_user_ab(
             "processes_asked": processes,
             "budget_s": budget_s,
         }
-        docs.append(document.build(config, [result], telemetry=tel, label=label or side))
+        docs.append(
+            document.build(config, [result], telemetry=tel, label=label or side, host_cpu=cpu)
+        )
     return docs

@@ -170,10 +170,10 @@ def measure_now(
     if step is not None:
         if doc is None:
             from forensics.bench.harness import visible_gpus
-            from forensics.bench.session import telemetry
+            from forensics.bench.session import host_cpu, telemetry
 
             doc = {"results": []}
-            with telemetry(visible_gpus() > 0) as tel:
+            with telemetry(visible_gpus() > 0) as tel, host_cpu() as cpu:
                 _user_result(doc, step, processes, budget_s, on_process)
             config = {
                 "kind": "user",
@@ -184,9 +184,14 @@ def measure_now(
                 "processes_asked": processes,
                 "budget_s": budget_s,
             }
-            doc = build(config, doc["results"], telemetry=tel, label="snapshot")
+            doc = build(config, doc["results"], telemetry=tel, label="snapshot", host_cpu=cpu)
         else:
-            _user_result(doc, step, processes, budget_s, on_process)
+            from forensics.bench.session import host_cpu
+
+            with host_cpu() as cpu:
+                _user_result(doc, step, processes, budget_s, on_process)
+            if cpu:
+                doc["host_cpu"] = cpu
     return doc, canary_s
 
 
@@ -341,13 +346,16 @@ def spread_note(doc: dict[str, Any] | None, name: str) -> str:
     if not isinstance(spread, (int, float)) or spread <= SPREAD_NOTE:
         return ""
     head = f"your step's processes spread by {spread:.0%} (IQR/median)"
+    cpu = _cpu_contention(doc.get("host_cpu"))
     tel = doc.get("telemetry") if isinstance(doc, dict) else None
     if not isinstance(tel, dict) or not isinstance(tel.get("gpus"), dict) or not tel["gpus"]:
+        if cpu is not None:
+            return f"{head}: {cpu[1]}"
         return (
             f"{head}; no GPU telemetry was read during the step, so the cause cannot be seen: quiet the machine, "
             "or time more iterations per process"
         )
-    why: list[str] = []
+    why: list[str] = [cpu[1]] if cpu is not None and cpu[0] else []
     for g in tel["gpus"].values():
         if not isinstance(g, dict):
             continue
@@ -381,8 +389,43 @@ def spread_note(doc: dict[str, Any] | None, name: str) -> str:
         )
     why += [f"{k} in {v:.0%} of busy samples" for k, v in throttled(tel).items() if v > 0.05]
     if not why:
+        where = (
+            "the step's own variance, the rest of the machine being quiet"
+            if cpu is not None
+            else "CPU load, the step's own variance"
+        )
         return (
             f"{head}; the GPU telemetry shows no cause (steady clocks, no other process, no throttling): the "
-            "spread is on the host (CPU load, the step's own variance); more processes per side resolve it"
+            f"spread is on the host ({where}); more processes per side resolve it"
         )
     return f"{head}: " + "; ".join(why)
+
+
+CONTENDED = 0.75
+"""Share of the machine's CPUs busy (the step's own and other processes together) above which other
+processes' CPU use is named as a cause of the step's spread (:func:`_cpu_contention`)."""
+
+
+def _cpu_contention(reading: Any) -> tuple[bool, str] | None:
+    """From the bench document's ``host_cpu`` (:func:`forensics.bench.session.host_cpu`): (other processes
+    compete for the CPUs, the sentence saying so); None when there is no reading. They compete when they
+    kept a quarter of a CPU or more busy and, with the step's own processes, more than :data:`CONTENDED`
+    of the CPUs."""
+    if not isinstance(reading, dict):
+        return None
+    other, own, cpus = reading.get("other_cpus"), reading.get("own_cpus"), reading.get("cpus")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (other, own, cpus)):
+        return None
+    if cpus <= 0:
+        return None
+    if other >= 0.25 and other + own > CONTENDED * cpus:
+        return True, (
+            f"other processes kept {other:.1f} of the {cpus} CPUs busy on average while it ran (the step "
+            f"itself {own:.1f}): they compete with the step; quiet the machine, or time more iterations "
+            "per process"
+        )
+    return False, (
+        f"the rest of the machine was quiet while it ran (other processes used {other:.1f} of the {cpus} "
+        f"CPUs, the step {own:.1f}), so the spread is the step's own: time more iterations per process, "
+        "after a warm-up"
+    )

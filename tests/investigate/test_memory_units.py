@@ -211,6 +211,59 @@ def test_the_spread_is_explained_from_the_telemetry_sampled_during_the_step():
     )
 
 
+def test_on_a_cpu_run_the_spread_is_explained_from_the_other_processes_cpu_use(tmp_path):
+    """No GPU telemetry (a CPU run): the host's CPU reading taken while the step ran says whether other
+    processes competed for the CPUs. The per-process values are today's side of the decode step's
+    documentation-only pull (examples/investigate/memory.sh) on the 2-core VM while two other agents ran
+    their tests beside it."""
+    from forensics.bench.document import build, make_result
+
+    result = make_result(
+        "user.decode_ms", "user", "ms", [0.35429, 0.45803, 0.35959, 0.36257, 0.76622]
+    )
+    cpu_run = {"missing": "not_applicable", "detail": "CPU run: no GPU to sample"}
+
+    def note(reading):
+        return spread_note(build({}, [result], telemetry=cpu_run, host_cpu=reading), result["name"])
+
+    busy = {"other_cpus": 1.4, "own_cpus": 0.9, "cpus": 2, "wall_s": 9.8, "source": "psutil"}
+    assert note(busy) == (
+        "your step's processes spread by 27% (IQR/median): other processes kept 1.4 of the 2 CPUs busy on "
+        "average while it ran (the step itself 0.9): they compete with the step; quiet the machine, or time "
+        "more iterations per process"
+    )
+    quiet = busy | {"other_cpus": 0.1}
+    assert "the rest of the machine was quiet" in note(quiet)
+    assert "so the spread is the step's own" in note(quiet)
+    assert "no GPU telemetry was read" in note(None)  # no reading: the cause cannot be seen
+
+
+def test_the_host_cpu_reading_counts_other_processes_not_the_steps(tmp_path):
+    """A busy process this one does not wait for during the block counts as another's; a child waited
+    for inside the block (as the step's processes are) counts as the step's own."""
+    import subprocess
+    import sys
+    import time
+
+    from forensics.bench.session import host_cpu
+
+    spin = "import time\nt = time.process_time() + {s}\nwhile time.process_time() < t: pass\n"
+    other = subprocess.Popen([sys.executable, "-c", spin.format(s=30)])
+    try:
+        with host_cpu() as cpu:
+            time.sleep(1)
+            subprocess.run([sys.executable, "-c", spin.format(s=1)], check=True)
+    finally:
+        other.kill()
+        other.wait()
+    assert set(cpu) == {"other_cpus", "own_cpus", "cpus", "wall_s", "source"}
+    assert cpu["cpus"] >= 1 and cpu["wall_s"] >= 2
+    # CPU seconds over the block: the waited-for child's one second of CPU is the step's own, the
+    # spinning process that was not waited for is another's (it ran for the whole block)
+    assert 0.9 <= cpu["own_cpus"] * cpu["wall_s"] <= 1.5
+    assert cpu["other_cpus"] * cpu["wall_s"] >= 0.5
+
+
 def test_wheel_versions_are_read_from_the_wheel_file_names(tmp_path):
     for name in (
         "flash_attn-2.10.0-cp312-cp312-linux_x86_64.whl",
