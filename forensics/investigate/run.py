@@ -1160,6 +1160,15 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         if shares and (also or inv.residual is not None):
             text += f" Shares of the slowdown: {shares}."
         return text, EXIT_REGRESSION
+    if top is None and not inv.experiments and inv.regression is Regression.YES:
+        listed = any(n.startswith("distributions installed or upgraded") for n in inv.notes)
+        return (  # say what was measured, and what the user can name
+            f"Slower, not explained: {inv.regression_sentence}; nothing that changed is known to this "
+            "machine, so no experiment could run ("
+            + ("the notes list recently installed distributions; " if listed else "")
+            + "--since REV names the code it ran before, --wheelhouse DIR old packages).",
+            EXIT_INCONCLUSIVE,
+        )
     ran = [e for e in inv.experiments if e.outcome not in (Outcome.NOT_RUN, Outcome.PLANNED)]
     lead = f"{top.id} ({top.summary})" if top else "no hypothesis implicated"
     present = [e for e in ran if e.outcome is Outcome.STILL_PRESENT]

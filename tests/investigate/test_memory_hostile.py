@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -287,3 +288,56 @@ def test_ctrl_c_while_the_baseline_is_measured_still_writes_the_report(pulled, t
     assert (
         _state(user) == before
     )  # the worktree is gone, the checkout, index, stash and refs untouched
+
+
+PRINTS = (
+    "import json, random\nfor _ in range(3):\n"
+    '    print(json.dumps({"metric": "step_ms", "value": 10 * (1 + random.gauss(0, 0.01))}))\n'
+)
+
+
+def test_slower_than_remembered_with_nothing_to_test_says_what_was_measured(tmp_path):
+    (tmp_path / "step.py").write_text(PRINTS)  # no repository, no costly variable: nothing to test
+    r = run_cli(
+        "investigate",
+        "--no-canary",
+        "-q",
+        "--cmd",
+        CMD,
+        "--expect",
+        "5ms",
+        "--snapshot-processes",
+        "3",
+        "-o",
+        "r.md",
+        cwd=tmp_path,
+        env={"CUDA_LAUNCH_BLOCKING": ""},
+    )
+    assert r.returncode == 3, r.stdout + r.stderr
+    verdict = [line for line in r.stdout.splitlines() if not line.startswith("note:")][1]
+    assert re.match(
+        r"Slower, not explained: user\.step_ms: [12]\.\d+x the value you remember", verdict
+    )
+    assert "x the value you remember (5 ms;" in verdict and "--since REV" in verdict
+
+
+def test_a_costly_variable_set_with_nothing_remembered_points_to_the_ab(tmp_path, monkeypatch):
+    from forensics.investigate import run
+    from forensics.investigate.measure import Subject
+
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    now = {"bench": {"results": [{"name": "user.step_ms", "process_medians": [4.0] * 5}]}}
+    notes: list[str] = []
+    got = run._remember(
+        run.Settings(None, cmd=CMD, canary=False),
+        now,
+        None,
+        Subject("cmd", CMD, name="user.step_ms"),
+        notes,
+        deadline=time.monotonic() + 60,
+        emit=lambda *a, **k: None,
+    )
+    assert got is None
+    assert notes[0].startswith("no baseline in this machine's memory: ")
+    (costly,) = [n for n in notes if n.startswith("CUDA_LAUNCH_BLOCKING=1 is set now")]
+    assert costly.endswith("forensics bench --cmd STEP --b-unset CUDA_LAUNCH_BLOCKING measures it")
