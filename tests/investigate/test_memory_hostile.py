@@ -234,7 +234,7 @@ def test_plan_names_the_remembered_baseline_not_the_hardware_checks(pulled):
         "investigate", "--no-canary", "-q", "--cmd", CMD, "--plan", "-o", "../r.md", cwd=user
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    first = r.stdout.splitlines()[0]
+    first = [line for line in r.stdout.splitlines() if not line.startswith("note:")][0]
     assert first.startswith(
         f"Plan: the baseline would be HEAD@{{1}} {old[:7]}, before the pull of "
     ), first
