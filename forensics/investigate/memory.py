@@ -93,12 +93,14 @@ def _head(rec: Mapping[str, Any]) -> str:
     return sha if isinstance(sha, str) else ""
 
 
-def reflog_point(rec: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
-    """The newest reflog entry that moved HEAD to other code, and its index; a multi-entry operation
-    (``rebase (start)`` ... ``rebase (finish)``, ``pull --rebase``) is followed back to its start, whose
-    ``old`` is the HEAD before it. None when the reflog has none."""
+def reflog_point(rec: Mapping[str, Any], start: int = 0) -> tuple[int, dict[str, Any]] | None:
+    """The newest reflog entry (from index ``start`` on) that moved HEAD to other code, and its index; a
+    multi-entry operation (``rebase (start)`` ... ``rebase (finish)``, ``pull --rebase``) is followed back
+    to its start, whose ``old`` is the HEAD before it. None when the reflog has none."""
     log = [e for e in rec.get("reflog") or [] if isinstance(e, dict)]
     for i, e in enumerate(log):
+        if i < start:
+            continue
         action = str(e.get("action", ""))
         if not action.startswith(_MOVES) or e.get("old") == e.get("new"):
             continue
@@ -173,11 +175,25 @@ def code_point(
             ), ""
         if old:
             return None, "the baseline snapshot's HEAD is today's: no code changed"
-    found = reflog_point(rec)
+    found, passed = reflog_point(rec), []
+    while found is not None and _unrelated(root, found[1]["old"], head):
+        passed.append(  # an orphan branch (gh-pages) visited: no history shared with today's code
+            f"HEAD@{{{found[0] + 1}}} {found[1]['old'][:7]} ({found[1].get('action', '')}) shares no "
+            "history with HEAD and was passed over"
+        )
+        found = reflog_point(rec, found[0] + 1)
     if found is None:
         return (
             None,
-            "the reflog holds no pull, checkout, reset or rebase (git reflog); name a point with --since REV",
+            "; ".join(
+                passed
+                + [
+                    "the reflog holds no other pull, checkout, reset or rebase"
+                    if passed
+                    else "the reflog holds no pull, checkout, reset or rebase (git reflog)"
+                ]
+            )
+            + "; name a point with --since REV",
         )
     i, e = found
     if e["old"] == head:
@@ -204,6 +220,7 @@ def code_point(
         str(e.get("time", "")),
         clean,
         i,
+        "; ".join(passed),
     ), ""
 
 
@@ -216,6 +233,21 @@ def _gone(root: str, sha: str) -> bool:
         return False
     try:
         return not succeeds(root, "cat-file", "-e", f"{sha}^{{commit}}")
+    except GitError:
+        return False
+
+
+def _unrelated(root: str, old: str, head: str) -> bool:
+    """Whether ``old`` and ``head`` share no history (``git merge-base`` finds no common commit: an orphan
+    branch); False when they do, or when git cannot tell (a missing commit is :func:`_gone`'s to say)."""
+    from forensics.gitio import GitError, git
+
+    if not Path(root).is_dir() or old == head:
+        return False
+    try:
+        if _gone(root, old):
+            return False
+        return git(root, "merge-base", old, head, check=False) == ""
     except GitError:
         return False
 

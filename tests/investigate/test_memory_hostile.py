@@ -341,3 +341,19 @@ def test_a_costly_variable_set_with_nothing_remembered_points_to_the_ab(tmp_path
     assert notes[0].startswith("no baseline in this machine's memory: ")
     (costly,) = [n for n in notes if n.startswith("CUDA_LAUNCH_BLOCKING=1 is set now")]
     assert costly.endswith("forensics bench --cmd STEP --b-unset CUDA_LAUNCH_BLOCKING measures it")
+
+
+def test_an_orphan_branch_visited_is_passed_over_for_the_pull_before_it(pulled):
+    user, old = pulled
+    git(user, "checkout", "-q", "--orphan", "gh-pages")
+    git(user, "rm", "-rfq", ".")
+    commit(user, {"index.html": "docs\n"}, "pages")
+    git(user, "checkout", "-q", "main")  # HEAD@{1}: the pages commit, which has no step.py
+    pages = git(user, "rev-parse", "gh-pages").strip()
+    point, why = memory.code_point(_rec(user))
+    assert why == "" and point is not None and point.old == old
+    assert point.sentence().startswith(f"HEAD@{{3}} {old[:7]}, before the pull of ")
+    assert point.note == (
+        f"HEAD@{{1}} {pages[:7]} (checkout: moving from gh-pages to main) shares no history with HEAD "
+        "and was passed over"
+    )
