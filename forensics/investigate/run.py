@@ -692,9 +692,12 @@ def _versus_expect(
     from forensics.investigate.memory import metric_time_unit
 
     unit = step.unit if step.higher_is_better else metric_time_unit(step.name)
+    shown = (ratio, lo, hi)  # today over the figure, as a time: the slowdown factor
+    if step.higher_is_better:  # a throughput is said as itself: 0.53x the tok/s remembered
+        shown = (1 / ratio, 1 / hi, 1 / lo)
     text = (
-        f"{step.name}: {ratio:.3f}x the value you remember ({base[0]:.4g} {unit}; 95% CI {lo:.3f}-{hi:.3f}, "
-        f"{len(today)} processes now)"
+        f"{step.name}: {shown[0]:.3f}x the value you remember ({base[0]:.4g} {unit}; 95% CI "
+        f"{shown[1]:.3f}-{shown[2]:.3f}, {len(today)} processes now)"
     )
     if status == "beyond":
         return Regression.YES, text

@@ -357,3 +357,19 @@ def test_an_orphan_branch_visited_is_passed_over_for_the_pull_before_it(pulled):
         f"HEAD@{{1}} {pages[:7]} (checkout: moving from gh-pages to main) shares no history with HEAD "
         "and was passed over"
     )
+
+
+def test_a_throughput_below_the_remembered_figure_is_said_as_a_fraction_of_it():
+    from forensics.investigate import run
+    from forensics.investigate.measure import Subject
+
+    def doc(values):
+        return {"bench": {"results": [{"name": "user.tok_s", "process_medians": values}]}}
+
+    step = Subject("cmd", CMD, higher_is_better=True, name="user.tok_s", unit="per s")
+    got, text = run._versus_expect(
+        doc([94.0]), doc([50.0, 50.5, 49.5, 50.2, 49.8]), step, run.Settings(None, cmd=CMD)
+    )
+    assert got is run.Regression.YES
+    # 50 tok/s against 94 remembered: about half of it, not "1.88x the value you remember"
+    assert text.startswith("user.tok_s: 0.532x the value you remember (94 per s; 95% CI 0.5"), text
