@@ -144,7 +144,7 @@ def code_point(
     root = str(repo) if repo is not None else rec["path"]
     head = _head(rec)
     clean = not rec.get("dirty") and not rec.get("operation")
-    if since:
+    if since is not None:
         sha = resolve_since(since, root)
         if sha == head and clean:
             return None, f"--since {since} is HEAD itself ({sha[:7]}): no code changed since"

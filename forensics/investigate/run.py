@@ -215,8 +215,9 @@ def check_settings(s: Settings) -> None:
     """
     s.step.check()
     if s.wheelhouse is not None and not s.wheelhouse.is_dir():
+        what = "is a file, not a folder" if s.wheelhouse.exists() else "no such folder"
         raise BadInputError(
-            f"{s.wheelhouse}: no such folder; give a folder of wheels (pip download -d DIR)",
+            f"{s.wheelhouse}: {what}; give a folder of wheels (pip download -d DIR)",
             option="wheelhouse",
         )
     if s.expect is not None:
@@ -291,7 +292,9 @@ def investigate(
             "canary processes"
         )
     refuse_early(s, baseline, step, measure_canary)
-    if s.since:  # a revision that names nothing is bad input before the snapshot, not after it
+    if (
+        s.since is not None
+    ):  # a revision that names nothing (or '') is bad input before the snapshot
         from forensics.investigate.memory import resolve_since
 
         resolve_since(s.since, s.repo if s.repo is not None else Path.cwd())

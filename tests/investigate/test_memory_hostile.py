@@ -373,3 +373,25 @@ def test_a_throughput_below_the_remembered_figure_is_said_as_a_fraction_of_it():
     assert got is run.Regression.YES
     # 50 tok/s against 94 remembered: about half of it, not "1.88x the value you remember"
     assert text.startswith("user.tok_s: 0.532x the value you remember (94 per s; 95% CI 0.5"), text
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ("--since", ""),
+            "forensics: error: --since '': empty; give a sha, a tag, a branch or HEAD~3",
+        ),
+        (
+            ("--wheelhouse", "step.py"),
+            "forensics: error: --wheelhouse step.py: is a file, not a folder; give a folder of wheels "
+            "(pip download -d DIR)",
+        ),
+    ],
+)
+def test_an_empty_since_or_a_file_as_wheelhouse_is_one_line_before_any_work(pulled, args, message):
+    user, _ = pulled
+    before = _state(user)
+    r = run_cli("investigate", "--no-canary", "--cmd", CMD, *args, "-o", "../r.json", cwd=user)
+    assert (r.returncode, r.stderr.strip(), r.stdout) == (2, message, "")
+    assert not (user.parent / "r.json").exists() and _state(user) == before
