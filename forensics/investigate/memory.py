@@ -182,6 +182,9 @@ def code_point(
             "history with HEAD and was passed over"
         )
         found = reflog_point(rec, found[0] + 1)
+    orig = _orig_head(root, head) if found is None and not rec.get("reflog") else None
+    if orig is not None:
+        return orig, ""
     if found is None:
         return (
             None,
@@ -235,6 +238,39 @@ def _gone(root: str, sha: str) -> bool:
         return not succeeds(root, "cat-file", "-e", f"{sha}^{{commit}}")
     except GitError:
         return False
+
+
+def _orig_head(root: str, head: str) -> CodePoint | None:
+    """``ORIG_HEAD`` as the baseline when the reflog is empty (``core.logAllRefUpdates=false``, or expired):
+    git writes it at every pull, merge, reset and rebase (the HEAD before it). Its date is the file's
+    modification time (``git rev-parse --git-path ORIG_HEAD``). None when there is none, it is HEAD, it
+    shares no history with HEAD, or git cannot tell."""
+    from forensics.gitio import GitError, git
+
+    if not Path(root).is_dir():
+        return None
+    try:
+        sha = git(root, "rev-parse", "--verify", "-q", "ORIG_HEAD^{commit}", check=False)
+        if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) or sha == head:
+            return None
+        if _unrelated(root, sha, head):
+            return None
+        path = Path(root) / git(root, "rev-parse", "--git-path", "ORIG_HEAD")
+        when = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
+    except (GitError, OSError):
+        return None
+    stamp = when.strftime("%Y-%m-%d %H:%M")
+    return CodePoint(
+        root,
+        sha,
+        head,
+        "ORIG_HEAD",
+        note=(
+            "git keeps no reflog in this repository (core.logAllRefUpdates is false, or it expired): the "
+            f"baseline is ORIG_HEAD {sha[:7]}, the HEAD before the last pull, merge, reset or rebase "
+            f"(written {stamp} UTC)"
+        ),
+    )
 
 
 def _unrelated(root: str, old: str, head: str) -> bool:

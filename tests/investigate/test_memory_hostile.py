@@ -40,7 +40,8 @@ def _rec(repo: Path, **extra) -> dict:
     from forensics_probes.git.probe import parse_reflog
 
     head = git(repo, "rev-parse", "HEAD").strip()
-    log = parse_reflog((repo / ".git" / "logs" / "HEAD").read_text())
+    logs = repo / ".git" / "logs" / "HEAD"
+    log = parse_reflog(logs.read_text()) if logs.exists() else []
     rec = {"path": str(repo), "role": "main", "state": "ok", "head": {"sha": head}, "reflog": log}
     rec.update(extra)
     return {"probes": {"git": {"data": {"repos": [rec]}}}}
@@ -395,3 +396,26 @@ def test_an_empty_since_or_a_file_as_wheelhouse_is_one_line_before_any_work(pull
     r = run_cli("investigate", "--no-canary", "--cmd", CMD, *args, "-o", "../r.json", cwd=user)
     assert (r.returncode, r.stderr.strip(), r.stdout) == (2, message, "")
     assert not (user.parent / "r.json").exists() and _state(user) == before
+
+
+def test_without_a_reflog_orig_head_is_the_baseline_with_a_note(git_repo):
+    import shutil
+
+    repo = git_repo("r", {"cost.txt": "4\n"})
+    old = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "config", "core.logAllRefUpdates", "false")
+    shutil.rmtree(repo / ".git" / "logs")  # git keeps no reflog here
+    git(repo, "checkout", "-q", "-b", "up")
+    new = commit(repo, {"cost.txt": "8\n"}, "slow")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "up")  # writes ORIG_HEAD: the HEAD before the merge
+    point, why = memory.code_point(_rec(repo))
+    assert why == "" and point is not None and (point.old, point.new) == (old, new)
+    assert point.sentence() == f"ORIG_HEAD {old[:7]}"
+    assert point.note.startswith(
+        "git keeps no reflog in this repository (core.logAllRefUpdates is false"
+    )
+    assert (
+        f"the baseline is ORIG_HEAD {old[:7]}, the HEAD before the last pull, merge, reset"
+        in point.note
+    )
