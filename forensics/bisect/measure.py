@@ -38,6 +38,19 @@ ISOLATION_NOTE = (
 CALLABLE_NOTE = "; --callable also checked that the module was imported from inside the worktree"
 
 
+def workdir(tree: Path, repo: str | Path) -> Path:
+    """Where the step runs in the private worktree ``tree`` of ``repo``: the same subfolder as the one the
+    command was started in (``cd serving && forensics bisect ...`` runs the step in ``<tree>/serving``),
+    when this process's working folder is inside ``repo`` and that subfolder exists at the commit; else
+    the worktree itself (``os.getcwd``)."""
+    try:
+        rel = Path.cwd().resolve().relative_to(Path(repo).resolve())
+    except (ValueError, OSError):
+        return tree
+    sub = tree / rel
+    return sub if rel.parts and sub.is_dir() else tree
+
+
 class StepFailed(Exception):
     """The setup or the step failed on a commit; ``str()`` says which and why (one line)."""
 
@@ -211,7 +224,7 @@ class Measurer:
             tree = self.tree_for(sha, role)
             run = run_command(
                 self.spec.command_for(tree.path),
-                cwd=str(tree.path),
+                cwd=str(workdir(tree.path, self.pool.repo)),
                 env=self.spec.environment(tree.path, sha, self.pool.session),
                 timeout_s=self.spec.timeout_s,
                 metric=self.spec.metric or (self.metric or None),

@@ -1,0 +1,31 @@
+"""A step started from a subfolder of the repository runs in the same subfolder of each private worktree.
+
+``cd serving && forensics investigate --cmd "python step.py"`` measured today's step in ``serving/`` but
+the remembered baseline (and every bisect or commit experiment) at the worktree's root, where there is
+no ``step.py``: "could not be measured: can't open file '.../step.py'".
+"""
+
+from __future__ import annotations
+
+import sys
+
+from forensics.bisect.measure import Measurer, StepSpec, workdir
+from forensics.bisect.worktree import WorktreePool
+from tests.conftest import git, make_repo
+
+STEP = 'import json\nprint(json.dumps({"metric": "step_ms", "value": float(open("cost.txt").read())}))\n'
+
+
+def test_the_step_runs_in_the_subfolder_it_was_started_from(tmp_path, monkeypatch):
+    repo = make_repo(
+        tmp_path / "r", {"serving/step.py": STEP, "serving/cost.txt": "4\n", "x": "1\n"}
+    )
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    monkeypatch.chdir(repo / "serving")
+    with WorktreePool(str(repo)) as pool:
+        tree = pool.add("baseline", sha)
+        assert workdir(tree.path, repo) == tree.path / "serving"
+        m = Measurer(pool, StepSpec(cmd=f"{sys.executable} step.py"), lambda *a: None)
+        assert m.run_once(sha, "baseline") == 4.0
+    monkeypatch.chdir(tmp_path)  # started outside the repository: the worktree itself
+    assert workdir(tmp_path / "t", repo) == tmp_path / "t"
