@@ -338,6 +338,13 @@ def investigate(
     source = ""
     seeds: dict[tuple[str, str], list[float]] = {}
     cwd_sha = ""
+    if s.since is not None and step is not None and baseline is not None and not s.expect:
+        if step.name in results_of(baseline):  # the flag is not silently dropped
+            notes.append(
+                f"--since {s.since} was not used: the baseline snapshot measured your step "
+                f"({step.name}), and that measurement is the baseline; --since names the code to measure "
+                "without one"
+            )
     if step is not None and (baseline is None or step.name not in results_of(baseline) or s.expect):
         emit("phase", text="finding the baseline in this machine's memory")
         try:

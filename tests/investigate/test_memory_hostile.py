@@ -419,3 +419,30 @@ def test_without_a_reflog_orig_head_is_the_baseline_with_a_note(git_repo):
         f"the baseline is ORIG_HEAD {old[:7]}, the HEAD before the last pull, merge, reset"
         in point.note
     )
+
+
+def test_since_with_a_baseline_that_measured_the_step_is_said_to_be_unused(git_repo):
+    from tests.conftest import EXAMPLES
+
+    repo = git_repo("r", {"step.py": PRINTS})
+    r = run_cli(
+        "investigate",
+        "--no-canary",
+        "-q",
+        "--baseline",
+        str(EXAMPLES / "silent-pull" / "before.json"),  # H200, user.step_ms measured
+        "--cmd",
+        CMD,
+        "--since",
+        "HEAD",
+        "--snapshot-processes",
+        "3",
+        "-o",
+        "../r.json",
+        cwd=repo,
+    )
+    assert r.returncode in (0, 1, 3), r.stdout + r.stderr
+    assert (
+        "note: --since HEAD was not used: the baseline snapshot measured your step (user.step_ms), and "
+        "that measurement is the baseline" in r.stdout
+    )
