@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from forensics.errors import BadInputError
 
@@ -454,16 +454,33 @@ def costly_set_now(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]
 
 
 def recent_distributions(
-    *, days: float = 14.0, limit: int = 8, now: float | None = None
-) -> list[dict[str, str]]:
-    """Distributions whose metadata folder changed in the last ``days`` days, newest first.
+    *,
+    days: float = 14.0,
+    limit: int | None = 8,
+    now: float | None = None,
+    imported: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    """Distributions whose metadata folder changed in the last ``days`` days: those providing a top-level
+    package the step imported first (``imported``: the benchmark's ``loaded_packages``, mapped to their
+    distributions by ``importlib.metadata.packages_distributions``), then the others, each group newest
+    first; at most ``limit`` (None: all). An upgrade of torch brings a dozen ``nvidia-*`` wheels and a new
+    venv brings pip and setuptools: without this order the one the step uses could fall off the list.
 
     forensics itself is left out: it never runs inside the user's step, and reinstalling the tool is
     not a change of the workload. Source: ``importlib.metadata.distributions()`` and the ``st_mtime`` of each one's
     ``.dist-info`` / ``.egg-info`` folder (pip writes it at install or upgrade). Entries:
-    ``{"name", "version", "installed" (UTC "YYYY-MM-DD HH:MM"), "location"}``.
+    ``{"name", "version", "installed" (UTC "YYYY-MM-DD HH:MM"), "location", "imported" (bool)}``.
     """
     from importlib import metadata
+
+    used: set[str] = set()
+    if imported:
+        try:
+            providers = metadata.packages_distributions()
+        except Exception:  # noqa: BLE001 - a broken metadata file must not hide the list
+            providers = {}
+        for top in imported:
+            used.update(re.sub(r"[-_.]+", "-", d).lower() for d in providers.get(top, ()))
 
     cutoff = (now if now is not None else time.time()) - days * 86400
     seen: dict[str, dict[str, Any]] = {}
@@ -488,7 +505,9 @@ def recent_distributions(
                 "%Y-%m-%d %H:%M"
             ),
         }
-    rows = sorted(seen.values(), key=lambda r: -r["t"])[:limit]
+    for key, row in seen.items():
+        row["imported"] = key in used
+    rows = sorted(seen.values(), key=lambda r: (not r["imported"], -r["t"]))[:limit]
     return [{k: v for k, v in r.items() if k != "t"} for r in rows]
 
 

@@ -54,12 +54,14 @@ def recent_packages(ctx: Context, next_id) -> list[Experiment]:
     (:func:`forensics.investigate.memory.recent_distributions`) whose wheelhouse holds another version, that
     version in a temporary overlay (the package experiment), newest wheel first, one per distribution."""
     from forensics.investigate.experiments import PackageExperiment
+    from forensics.investigate.measure import results_of
     from forensics.investigate.memory import recent_distributions, wheel_versions
 
     if not ctx.cache.get("memory") or ctx.wheelhouse is None or ctx.subject is None:
         return []
     out = []
-    for dist in recent_distributions():
+    loaded = (results_of(ctx.now).get(ctx.subject.name) or {}).get("loaded_packages") or []
+    for dist in recent_distributions(limit=None, imported=[str(x) for x in loaded]):
         others = [v for v in wheel_versions(ctx.wheelhouse, dist["name"]) if v != dist["version"]]
         if not others:
             continue

@@ -640,9 +640,8 @@ def _remember(
                 else "; give --expect with the value you remember, or --since REV"
             )
         )
-        for (
-            row
-        ) in memory.costly_set_now():  # nothing to share a slowdown with, but the A/B still tells
+        # nothing to share a slowdown with, but an A/B still tells what each one costs
+        for row in memory.costly_set_now():
             notes.append(
                 f"{row['name']}={row['value']} is set now and is known to cost speed ({row['effect']}); "
                 f"without a baseline it is not tested: forensics bench --cmd STEP --b-unset {row['name']} "
@@ -653,12 +652,17 @@ def _remember(
     if baseline is None:
         from forensics.investigate.memory import recent_distributions
 
-        recent = recent_distributions()
+        loaded = (results_of(now).get(step.name) or {}).get("loaded_packages") or []
+        recent = recent_distributions(imported=[str(x) for x in loaded])
         if recent:
             notes.append(
                 "distributions installed or upgraded in the last 14 days (dist-info times; their old versions "
                 "are not known without a baseline snapshot): "
-                + ", ".join(f"{r['name']} {r['version']} ({r['installed']})" for r in recent)
+                + ", ".join(
+                    f"{r['name']} {r['version']} ({r['installed']}"
+                    + (", imported by the step)" if r.get("imported") else ")")
+                    for r in recent
+                )
             )
     result = make_result(
         step.name,

@@ -446,3 +446,21 @@ def test_since_with_a_baseline_that_measured_the_step_is_said_to_be_unused(git_r
         "note: --since HEAD was not used: the baseline snapshot measured your step (user.step_ms), and "
         "that measurement is the baseline" in r.stdout
     )
+
+
+def test_a_recent_distribution_the_step_imported_leads_the_list(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    t = time.time()
+    for i, name in enumerate(["target"] + [f"noise{k}" for k in range(9)]):
+        info = site / f"{name}-2.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 2.0\n")
+        (info / "top_level.txt").write_text(f"{name}_mod\n")
+        stamp = t - 86400 * (3 if name == "target" else 1) + i  # target: the oldest, 3 days ago
+        os.utime(info, (stamp, stamp))
+    monkeypatch.syspath_prepend(str(site))
+    rows = memory.recent_distributions(imported=["target_mod", "json"])
+    assert len(rows) == 8 and rows[0]["name"] == "target" and rows[0]["imported"] is True
+    assert not any(r["imported"] for r in rows[1:] if r["name"].startswith("noise"))
+    everything = memory.recent_distributions(limit=None)
+    assert {f"noise{k}" for k in range(9)} | {"target"} <= {r["name"] for r in everything}
