@@ -139,7 +139,15 @@ def code_point(
         BadInputError: ``--since`` names no commit of the repository.
     """
     rec = main_repo(now)
-    if rec is None or rec.get("state", "ok") != "ok":
+    if rec is not None and rec.get("state") == "no_commits":
+        return (
+            None,
+            f"the repository at {rec['path']} has no commit yet, so no earlier code to measure; give --expect with the value you remember",
+        )
+    if rec is not None and rec.get("state", "ok") != "ok":
+        why = f": {rec['error']}" if rec.get("error") else ""
+        return None, f"the repository at {rec['path']} could not be read ({rec.get('state')}{why})"
+    if rec is None:
         return None, "the snapshot taken now found no git repository for the step (give --repo)"
     root = str(repo) if repo is not None else rec["path"]
     head = _head(rec)

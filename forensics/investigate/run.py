@@ -635,7 +635,9 @@ def _remember(
         notes.append(
             f"no baseline in this machine's memory: {why}"
             + (
-                ", or give --expect with the value you remember"
+                ""
+                if "--expect" in why
+                else ", or give --expect with the value you remember"
                 if "--since" in why
                 else "; give --expect with the value you remember, or --since REV"
             )

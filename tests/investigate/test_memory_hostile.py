@@ -464,3 +464,14 @@ def test_a_recent_distribution_the_step_imported_leads_the_list(tmp_path, monkey
     assert not any(r["imported"] for r in rows[1:] if r["name"].startswith("noise"))
     everything = memory.recent_distributions(limit=None)
     assert {f"noise{k}" for k in range(9)} | {"target"} <= {r["name"] for r in everything}
+
+
+def test_a_repository_without_a_commit_is_said_so_not_missing(git_repo):
+    repo = git_repo("r")  # git init, nothing committed
+    now = {"probes": {"git": {"data": {"repos": [{"path": str(repo), "state": "no_commits"}]}}}}
+    point, why = memory.code_point(now)
+    assert point is None
+    assert why == (
+        f"the repository at {repo} has no commit yet, so no earlier code to measure; give --expect with "
+        "the value you remember"
+    )
