@@ -392,19 +392,25 @@ def paths_only(paths: Iterable[tuple[str, str]], loaded: set[str] | None) -> lis
 
 def order(commits: Sequence[Any]) -> list[Any]:
     """Commits in the order to suspect them: suspects by weight (then weighted hot lines, then their given order),
-    then commits that are not suspects (files the step never loaded before behaviour-free ones).
+    then commits that are not suspects (files the step never loaded before behaviour-free ones). Within
+    a tier, a merge commit comes after the commits it brought in when they are listed too: its diff
+    against its first parent repeats theirs (a ``git pull`` that merged), so it would always weigh most,
+    and going back from it to its first parent only re-measures the whole pull.
 
     ``commits``: objects with ``assessment`` (a :class:`CommitAssessment` or ``None``: judged as a
-    signal-free suspect) and ``weight`` (weighted hot lines), e.g. :class:`forensics.diff.commits.CommitChanges`.
+    signal-free suspect), ``weight`` (weighted hot lines) and optionally ``parents``, e.g.
+    :class:`forensics.diff.commits.CommitChanges`.
     """
     index = {id(c): i for i, c in enumerate(commits)}
+    many = len(commits) > 1
 
     def key(c: Any) -> tuple:
+        merge = many and len(getattr(c, "parents", None) or ()) > 1
         a = getattr(c, "assessment", None)
         if a is None:
-            return (0, -0.2, -float(getattr(c, "weight", 0.0)), index[id(c)])
+            return (0, merge, -0.2, -float(getattr(c, "weight", 0.0)), index[id(c)])
         tier = 0 if a.suspect else (1 if not a.behaviour_free else 2)
-        return (tier, -a.weight, -float(getattr(c, "weight", 0.0)), index[id(c)])
+        return (tier, merge, -a.weight, -float(getattr(c, "weight", 0.0)), index[id(c)])
 
     return sorted(commits, key=key)
 
