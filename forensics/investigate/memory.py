@@ -190,7 +190,11 @@ def code_point(
             "history with HEAD and was passed over"
         )
         found = reflog_point(rec, found[0] + 1)
-    orig = _orig_head(root, head) if found is None and not rec.get("reflog") else None
+    orig = (
+        _orig_head(root, head, len(rec.get("reflog") or []))
+        if found is None and not passed
+        else None
+    )
     if orig is not None:
         return orig, ""
     if found is None:
@@ -248,9 +252,10 @@ def _gone(root: str, sha: str) -> bool:
         return False
 
 
-def _orig_head(root: str, head: str) -> CodePoint | None:
-    """``ORIG_HEAD`` as the baseline when the reflog is empty (``core.logAllRefUpdates=false``, or expired):
-    git writes it at every pull, merge, reset and rebase (the HEAD before it). Its date is the file's
+def _orig_head(root: str, head: str, entries: int = 0) -> CodePoint | None:
+    """``ORIG_HEAD`` as the baseline when the reflog the git probe read (``entries`` of them) holds no move
+    (``core.logAllRefUpdates=false``, expired, or the move older than the probe's last 100 entries): git
+    writes it at every pull, merge, reset and rebase (the HEAD before it). Its date is the file's
     modification time (``git rev-parse --git-path ORIG_HEAD``). None when there is none, it is HEAD, it
     shares no history with HEAD, or git cannot tell."""
     from forensics.gitio import GitError, git
@@ -274,9 +279,13 @@ def _orig_head(root: str, head: str) -> CodePoint | None:
         head,
         "ORIG_HEAD",
         note=(
-            "git keeps no reflog in this repository (core.logAllRefUpdates is false, or it expired): the "
-            f"baseline is ORIG_HEAD {sha[:7]}, the HEAD before the last pull, merge, reset or rebase "
-            f"(written {stamp} UTC)"
+            (
+                "git keeps no reflog in this repository (core.logAllRefUpdates is false, or it expired)"
+                if not entries
+                else f"the {entries} reflog entries read hold no pull, checkout, reset or rebase"
+            )
+            + f": the baseline is ORIG_HEAD {sha[:7]}, the HEAD before the last pull, merge, reset or "
+            f"rebase (written {stamp} UTC)"
         ),
     )
 

@@ -475,3 +475,24 @@ def test_a_repository_without_a_commit_is_said_so_not_missing(git_repo):
         f"the repository at {repo} has no commit yet, so no earlier code to measure; give --expect with "
         "the value you remember"
     )
+
+
+def test_a_move_older_than_the_reflog_read_falls_back_to_orig_head(git_repo):
+    repo = git_repo("r", {"cost.txt": "4\n"})
+    old = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "-b", "up")
+    commit(repo, {"cost.txt": "8\n"}, "slow")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--ff-only", "up")  # ORIG_HEAD: the HEAD before the merge
+    for i in range(3):
+        commit(repo, {"mine.txt": f"{i}\n"}, f"mine {i}")
+    now = _rec(repo)
+    rec = memory.main_repo(now)
+    rec["reflog"] = rec["reflog"][
+        :3
+    ]  # the probe reads the last entries only: the user's own commits
+    point, why = memory.code_point(now)
+    assert why == "" and point is not None and point.old == old
+    assert point.note.startswith(
+        f"the 3 reflog entries read hold no pull, checkout, reset or rebase: the baseline is ORIG_HEAD {old[:7]}"
+    )
