@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from forensics.bisect.worktree import Worktree, WorktreePool
+from forensics.bisect.worktree import Worktree, WorktreePool, untracked_named
 from forensics.errors import BadInputError
 from forensics.gitio import GitError, clean_env
 from forensics.procgroup import run_group
@@ -166,6 +166,8 @@ class Measurer:
         self.metric: str = spec.metric or ""
         self.on_process = on_process or (lambda sha, value: None)
         self._ready: dict[str, Worktree] = {}
+        # the user's own untracked benchmark script, named by the command, is in no commit
+        pool.carry = untracked_named(spec.cmd, pool.repo) if spec.cmd else []
 
     def tree_for(self, sha: str, role: str) -> Worktree:
         """A worktree at ``sha`` with the setup done (reuses one already there).

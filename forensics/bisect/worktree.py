@@ -24,6 +24,8 @@ What touches the user's repository, and how it is undone:
   unpacked into the private worktree (:func:`fill_submodules`; nested ones the same way). A submodule
   whose recorded commit is not on this machine stays empty. (``git archive`` honours the
   submodule's ``export-ignore`` / ``export-subst`` attributes.)
+- Untracked files the step's command names (the user's own ``bench.py``) are copied into each
+  worktree (:func:`untracked_named`, :attr:`WorktreePool.carry`); the originals are only read.
 - Nothing else is written: the other commands (rev-parse, rev-list,
   merge-base, show, diff --stat between commits) only read; ``forensics
   investigate`` takes a commit out of a private worktree with ``git apply -R``
@@ -327,6 +329,36 @@ def fill_submodules(repo: str | Path, path: Path, sha: str, depth: int = 0) -> l
     return missing
 
 
+def untracked_named(cmd: str | None, repo: str | Path, cwd: Path | None = None) -> list[str]:
+    """The files the step's command names (``python bench.py --config local.yaml``) that are in the
+    repository's folder but in no commit (untracked or ignored: ``git ls-files --error-unmatch`` fails),
+    as paths relative to its top. Such a file, the user's own benchmark script, is in no worktree, so a
+    step naming it failed at every commit; it is copied into each (:attr:`WorktreePool.carry`).
+
+    ``cwd``: the folder the command runs from (default: this process's). Options, absolute paths and
+    words that name no file there are left alone.
+    """
+    import shlex
+
+    try:
+        words = shlex.split(cmd or "")
+    except ValueError:
+        return []
+    top, here = Path(repo).resolve(), (cwd or Path.cwd()).resolve()
+    out = []
+    for word in words[1:]:
+        if word.startswith("-") or os.path.isabs(word) or "=" in word:
+            continue
+        path = (here / word).resolve()
+        try:
+            rel = path.relative_to(top)
+        except ValueError:
+            continue
+        if path.is_file() and not succeeds(top, "ls-files", "--error-unmatch", "--", str(rel)):
+            out.append(str(rel))
+    return out
+
+
 class Worktree:
     """One private detached checkout; use :meth:`checkout` to move it to another commit."""
 
@@ -367,6 +399,7 @@ class WorktreePool:
         self._worktrees_dir_existed = (self.common_dir / "worktrees").exists()
         self.base: Path | None = None
         self.trees: dict[str, Worktree] = {}
+        self.carry: list[str] = []  # untracked files the step names, copied into every worktree
 
     def __enter__(self) -> "WorktreePool":
         self.base = Path(tempfile.mkdtemp(prefix="forensics-bisect-"))
@@ -376,9 +409,10 @@ class WorktreePool:
         return self
 
     def add(self, role: str, sha: str) -> Worktree:
-        """Create (or move) the worktree for ``role`` at ``sha``."""
+        """Create (or move) the worktree for ``role`` at ``sha``; the files of :attr:`carry` are copied in."""
         if role in self.trees:
             self.trees[role].checkout(sha)
+            self._carry(self.trees[role].path)
             return self.trees[role]
         assert self.base is not None, "use WorktreePool as a context manager"
         path = self.base / f"{self.base.name}-{role}"
@@ -390,7 +424,21 @@ class WorktreePool:
             wt.admin_dir = Path(gitfile.read_text().split(":", 1)[1].strip())
             _mark_ours(wt.admin_dir, self.session)
         wt.missing_submodules = fill_submodules(self.repo, path, sha)
+        self._carry(path)
         return wt
+
+    def _carry(self, path: Path) -> None:
+        """Copy each file of :attr:`carry` (relative to the repository's top) into the worktree at ``path``,
+        unless the commit has a file there."""
+        for rel in self.carry:
+            dest = path / rel
+            if dest.exists() or dest.is_symlink():
+                continue
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(Path(self.repo) / rel, dest)
+            except OSError:
+                continue  # the step then says what is missing
 
     @property
     def session(self) -> str:

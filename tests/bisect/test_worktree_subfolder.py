@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 
 from forensics.bisect.measure import Measurer, StepSpec, workdir
-from forensics.bisect.worktree import WorktreePool
-from tests.conftest import git, make_repo
+from forensics.bisect.worktree import WorktreePool, untracked_named
+from tests.conftest import commit, git, make_repo
 
 STEP = 'import json\nprint(json.dumps({"metric": "step_ms", "value": float(open("cost.txt").read())}))\n'
 
@@ -29,3 +29,23 @@ def test_the_step_runs_in_the_subfolder_it_was_started_from(tmp_path, monkeypatc
         assert m.run_once(sha, "baseline") == 4.0
     monkeypatch.chdir(tmp_path)  # started outside the repository: the worktree itself
     assert workdir(tmp_path / "t", repo) == tmp_path / "t"
+
+
+def test_an_untracked_script_the_command_names_is_copied_into_each_worktree(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "r", {"serving/cost.txt": "4\n"})
+    first = git(repo, "rev-parse", "HEAD").strip()
+    second = commit(repo, {"serving/cost.txt": "8\n"}, "slow")
+    (repo / "serving" / "bench.py").write_text(STEP)  # the user's own script, never committed
+    (repo / "serving" / "notes.txt").write_text("x\n")  # untracked, but not named by the command
+    monkeypatch.chdir(repo / "serving")
+    cmd = f"{sys.executable} bench.py --out /tmp/x.json"
+    assert untracked_named(cmd, repo) == ["serving/bench.py"]
+    before = git(repo, "status", "--porcelain=v2", "--untracked-files=all")
+    with WorktreePool(str(repo)) as pool:
+        m = Measurer(pool, StepSpec(cmd=cmd), lambda *a: None)
+        assert m.run_once(first, "x") == 4.0
+        assert (
+            m.run_once(second, "x") == 8.0
+        )  # the same worktree moved on: copied again after git clean
+        assert not (pool.trees["x"].path / "serving" / "notes.txt").exists()
+    assert git(repo, "status", "--porcelain=v2", "--untracked-files=all") == before
