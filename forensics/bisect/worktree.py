@@ -329,6 +329,10 @@ def fill_submodules(repo: str | Path, path: Path, sha: str, depth: int = 0) -> l
     return missing
 
 
+CARRY_COPY_BYTES = 16 << 20
+"""Untracked files the step names up to this size are copied into a worktree; larger ones are left out."""
+
+
 def untracked_named(cmd: str | None, repo: str | Path, cwd: Path | None = None) -> list[str]:
     """The files the step's command names (``python bench.py --config local.yaml``) that are in the
     repository's folder but in no commit (untracked or ignored: ``git ls-files --error-unmatch`` fails),
@@ -429,14 +433,18 @@ class WorktreePool:
 
     def _carry(self, path: Path) -> None:
         """Copy each file of :attr:`carry` (relative to the repository's top) into the worktree at ``path``,
-        unless the commit has a file there."""
+        unless the commit has a file there or it is larger than :data:`CARRY_COPY_BYTES`. A copy, never a
+        link: Python puts a script's *resolved* folder first on ``sys.path`` (a link would import the
+        user's checkout), and a step writing to a file it names must not write to the user's."""
         for rel in self.carry:
-            dest = path / rel
+            src, dest = Path(self.repo) / rel, path / rel
             if dest.exists() or dest.is_symlink():
                 continue
             try:
+                if src.stat().st_size > CARRY_COPY_BYTES:
+                    continue  # a local data set or checkpoint: not copied per worktree
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(Path(self.repo) / rel, dest)
+                shutil.copy2(src, dest)
             except OSError:
                 continue  # the step then says what is missing
 

@@ -49,3 +49,19 @@ def test_an_untracked_script_the_command_names_is_copied_into_each_worktree(tmp_
         )  # the same worktree moved on: copied again after git clean
         assert not (pool.trees["x"].path / "serving" / "notes.txt").exists()
     assert git(repo, "status", "--porcelain=v2", "--untracked-files=all") == before
+
+
+def test_a_large_untracked_file_the_command_names_is_left_out_not_linked(tmp_path, monkeypatch):
+    import forensics.bisect.worktree as wt
+
+    repo = make_repo(tmp_path / "r", {"step.py": STEP})
+    sha = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "ckpt.pt").write_text("4\n")  # stands for a large local checkpoint the step may write
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(wt, "CARRY_COPY_BYTES", 1)
+    with WorktreePool(str(repo)) as pool:
+        pool.carry = untracked_named(f"{sys.executable} step.py --save ckpt.pt", repo)
+        assert pool.carry == ["ckpt.pt"]
+        tree = pool.add("x", sha)
+        assert not (tree.path / "ckpt.pt").exists() and not (tree.path / "ckpt.pt").is_symlink()
+    assert (repo / "ckpt.pt").read_text() == "4\n"
