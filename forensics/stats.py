@@ -9,8 +9,9 @@ per-process medians of side A (before/good) and side B (after/candidate):
 - 95% confidence interval of that ratio: percentile bootstrap, resampling
   processes within each side (``n_boot`` resamples, fixed seed: reproducible);
 - significance: two-sided Mann-Whitney U on the process medians
-  (``scipy.stats.mannwhitneyu``), alpha 0.01: exact for small samples, and exact over
-  every split (a permutation test) when values tie, where scipy would fall back to the normal
+  (the p-value of ``scipy.stats.mannwhitneyu``, computed here: :func:`mwu_p`), alpha 0.01: exact for
+  small samples, and exact over every split (a permutation test) when values tie, where scipy would
+  fall back to the normal
   approximation (5+5 fully separated processes with one tie: p=0.012 instead of the exact 0.0079,
   above alpha, so even a large change could not be called); see :func:`mwu_p`;
 - practical threshold (default 5%): a change smaller than that is ``same``;
@@ -35,7 +36,9 @@ Verdicts (three-way: no change, a small real change, a change beyond the thresho
 from __future__ import annotations
 
 import enum
+import itertools
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -232,27 +235,92 @@ def bootstrap_ratio_ci(
 
 EXACT_SPLITS_MAX = 20000
 """Above this many ways to split the pooled processes (C(n1+n2, n1); 7+7 is 3,432, 8+8 is 12,870),
-tied samples use scipy's normal approximation: with that many processes it is close."""
+tied samples use the normal approximation: with that many processes it is close."""
+
+_PERMUTATION_RTOL = sys.float_info.epsilon * 100
+"""Relative tolerance under which a split's U counts as equal to the observed U (floating-point
+rank sums of tied values), as ``scipy.stats.permutation_test`` takes it."""
 
 
 def mwu_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided Mann-Whitney U p-value of per-process medians ``a`` and ``b``.
 
-    scipy's ``method="auto"`` is exact only without ties; with a tie (two processes printing the
-    same rounded time, common for a step timed to 4-5 digits) it switches to the normal
-    approximation, which is conservative at these sample sizes. Here ties are handled exactly by
-    enumerating every split of the pooled values (``scipy.stats.PermutationMethod`` with as many
-    resamples as there are splits, so it is exact and deterministic) while the splits are at most
-    :data:`EXACT_SPLITS_MAX`.
-    """
-    from scipy.stats import PermutationMethod, mannwhitneyu
+    The p-value ``scipy.stats.mannwhitneyu(a, b)`` gives, except that ties are handled exactly: scipy's
+    ``method="auto"`` is exact only without ties, and with a tie (two processes printing the same
+    rounded time, common for a step timed to 4-5 digits) it switches to the normal approximation,
+    conservative at these sample sizes. So:
 
-    xa, xb = list(a), list(b)
-    splits = math.comb(len(xa) + len(xb), len(xa))
-    if len(set(xa) | set(xb)) < len(xa) + len(xb) and splits <= EXACT_SPLITS_MAX:
-        method = PermutationMethod(n_resamples=splits)
-        return float(mannwhitneyu(xa, xb, alternative="two-sided", method=method).pvalue)
-    return float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    - no tie, and one side of at most 8: the exact null distribution of U (every split of the ranks
+      1..n1+n2 counted), ``p = 2 P(U >= max(U1, U2))``;
+    - a tie, and at most :data:`EXACT_SPLITS_MAX` splits: every split of the pooled values enumerated
+      (the exact permutation test, as scipy's ``PermutationMethod`` with as many resamples as splits),
+      ``p = 2 min(P(U <= U1), P(U >= U1))``;
+    - otherwise the normal approximation with the tie correction and the continuity correction.
+
+    Written here rather than called from scipy because ``import scipy.stats`` costs about 0.5 s of a
+    process's start (docs/benchmarks.md, 'diff'), every ``diff``, ``bench compare`` and ``investigate``
+    paid it for one p-value; tests/bench/test_mwu.py checks every branch against scipy.
+    """
+    import numpy as np
+
+    xa, xb = [float(v) for v in a], [float(v) for v in b]
+    n1, n2 = len(xa), len(xb)
+    if n1 == 0 or n2 == 0:
+        raise ValueError("Mann-Whitney U needs a value on each side")
+    pooled = np.asarray(xa + xb)
+    ranks, counts = _average_ranks(pooled)
+    u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2
+    u = max(u1, n1 * n2 - u1)
+    tied = bool((counts > 1).any())
+    if tied and math.comb(n1 + n2, n1) <= EXACT_SPLITS_MAX:
+        pick = np.fromiter(
+            itertools.chain.from_iterable(itertools.combinations(range(n1 + n2), n1)),
+            dtype=np.intp,
+        ).reshape(-1, n1)
+        null = ranks[pick].sum(axis=1) - n1 * (n1 + 1) / 2
+        gamma = abs(_PERMUTATION_RTOL * u1)
+        less, greater = np.mean(null <= u1 + gamma), np.mean(null >= u1 - gamma)
+        return float(min(1.0, 2 * min(less, greater)))
+    if not tied and min(n1, n2) <= 8:
+        return float(min(1.0, 2 * _u_exact_sf(round(u), n1, n2)))
+    n = n1 + n2
+    spread = n1 * n2 / 12 * ((n + 1) - float((counts**3 - counts).sum()) / (n * (n - 1)))
+    if spread <= 0:  # every value the same: nothing tells the sides apart
+        return 1.0
+    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(spread)
+    return float(min(1.0, math.erfc(z / math.sqrt(2))))  # 2 x the normal survival at z
+
+
+def _average_ranks(x):
+    """Ranks 1..n of the 1-D array ``x``, tied values sharing their average rank; and the size of each
+    group of equal values (ones where nothing ties). Both numpy arrays."""
+    import numpy as np
+
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+    counts = np.diff(np.r_[starts, len(xs)])
+    average = starts + (counts + 1) / 2  # 1-based: the mean of ranks start+1 .. start+count
+    ranks = np.empty(len(x))
+    ranks[order] = np.repeat(average, counts)
+    return ranks, counts
+
+
+def _u_exact_sf(u: int, n1: int, n2: int) -> float:
+    """P(U >= u) under the null for samples of ``n1`` and ``n2`` without ties: the share of the
+    n1-subsets of the ranks 1..n1+n2 whose rank sum minus n1(n1+1)/2 is at least ``u``."""
+    import numpy as np
+
+    n = n1 + n2
+    top = n1 * n2
+    ways = np.zeros((n1 + 1, top + 1))  # ways[k, s]: k of the ranks seen so far, their U-sum s
+    ways[0, 0] = 1.0
+    for r in range(n):  # rank r + 1 adds r - (k - 1) to U when it is the k-th one picked
+        for k in range(min(r + 1, n1), 0, -1):
+            shift = r - (k - 1)
+            if 0 <= shift <= top:
+                ways[k, shift:] += ways[k - 1, : top + 1 - shift]
+    return float(ways[n1, max(u, 0) :].sum() / math.comb(n, n1))
 
 
 def compare(
