@@ -4,6 +4,7 @@ rank the rest, and a pull weighs what its commits changed (nothing, unknown, or 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -554,5 +555,13 @@ def test_the_step_records_the_installed_packages_it_imported(tmp_path):
     assert (
         "yaml" in rec["loaded_packages"] and "json" not in rec["loaded_packages"]
     )  # stdlib is not a package
+    at_start = subprocess.run(
+        [sys.executable, "-c", "import sys; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    if "_distutils_hack" in at_start:  # setuptools' .pth imports it in every process, not the step
+        assert "_distutils_hack" not in rec["loaded_packages"]
     res = user_result("user.step_ms", [rec, rec, rec], unit="ms", higher_is_better=False)
     assert "yaml" in res["loaded_packages"]

@@ -22,6 +22,10 @@ import sys
 
 _DIR = os.environ.get("FORENSICS_LOADED_DIR", "")
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_AT_START = frozenset(sys.modules)
+"""Modules every process has before the step's code runs: the interpreter's own, and what the ``.pth``
+files of site-packages import at start-up (setuptools' ``_distutils_hack``, namespace packages). They
+are not packages the step imported."""
 
 
 def _skip_prefixes():
@@ -51,7 +55,11 @@ def _write():
             if real.startswith(_HERE + os.sep):
                 continue
             if real.startswith(skip) or "site-packages" in real or "dist-packages" in real:
-                if ("site-packages" in real or "dist-packages" in real) and isinstance(name, str):
+                if (
+                    ("site-packages" in real or "dist-packages" in real)
+                    and isinstance(name, str)
+                    and name not in _AT_START
+                ):
                     packages.add(name.split(".", 1)[0])  # an installed package the step imported
                 if real.startswith(skip):
                     continue
