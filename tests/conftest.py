@@ -68,6 +68,22 @@ def git(cwd: Path, *args: str, env: dict | None = None) -> str:
     ).stdout
 
 
+def repo_state(repo: Path) -> str:
+    """Everything of the user's repository forensics must leave as it found it: status (branch,
+    untracked files), worktrees, stash, reflog, refs and the index, as git prints them."""
+    return "\n".join(
+        git(repo, *args)
+        for args in (
+            ("status", "--porcelain=v2", "--branch", "--untracked-files=all"),
+            ("worktree", "list", "--porcelain"),
+            ("stash", "list"),
+            ("reflog", "--format=%H %gs"),
+            ("for-each-ref",),
+            ("ls-files", "-s"),
+        )
+    )
+
+
 def commit(repo: Path, files: dict[str, str], message: str, env: dict | None = None) -> str:
     """Write ``files`` ({relative path: text}) into ``repo``, commit them all; returns the new HEAD's id."""
     for rel, text in files.items():

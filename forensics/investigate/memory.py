@@ -213,20 +213,7 @@ def code_point(
     i, e = found
     if e["old"] == head:
         return None, f"the last move in the reflog ({e['action']}) left HEAD where it was"
-    if _gone(root, e["old"]):
-        point = CodePoint(
-            root,
-            e["old"],
-            head,
-            f"HEAD@{{{i + 1}}}",
-            str(e.get("action", "")),
-            str(e.get("time", "")),
-        )
-        return None, (
-            f"{point.sentence()} is no longer in the repository (a commit no branch or tag holds is pruned by "
-            "git gc once its reflog entries expire); name a point with --since REV"
-        )
-    return CodePoint(
+    point = CodePoint(
         root,
         e["old"],
         head,
@@ -236,7 +223,13 @@ def code_point(
         clean,
         i,
         "; ".join(passed),
-    ), ""
+    )
+    if _gone(root, e["old"]):
+        return None, (
+            f"{point.sentence()} is no longer in the repository (a commit no branch or tag holds is pruned by "
+            "git gc once its reflog entries expire); name a point with --since REV"
+        )
+    return point, ""
 
 
 def _gone(root: str, sha: str) -> bool:

@@ -9,31 +9,17 @@ only; nothing of the user's repository or submodule changes.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
 from forensics.bisect.measure import Measurer, StepFailed, StepSpec
 from forensics.bisect.worktree import WorktreePool
-from tests.conftest import commit, git, make_repo
+from tests.conftest import commit, git, make_repo, repo_state
 
 FILE = (
     "-c",
     "protocol.file.allow=always",
 )  # local submodule URLs (git 2.38.1+ refuses them by default)
-
-
-def _state(repo: Path) -> str:
-    return "\n".join(
-        git(repo, *args)
-        for args in (
-            ("status", "--porcelain=v2", "--branch", "--untracked-files=all"),
-            ("worktree", "list", "--porcelain"),
-            ("reflog", "--format=%H %gs"),
-            ("for-each-ref",),
-            ("ls-files", "-s"),
-        )
-    )
 
 
 def test_a_submodule_is_filled_at_the_commit_each_revision_records(tmp_path):
@@ -48,7 +34,7 @@ def test_a_submodule_is_filled_at_the_commit_each_revision_records(tmp_path):
     new = git(up, "rev-parse", "HEAD").strip()
     user = tmp_path / "user"
     git(tmp_path, *FILE, "clone", "-q", "--recurse-submodules", str(up), str(user))
-    before, sub_before = _state(user), _state(user / "lib")
+    before, sub_before = repo_state(user), repo_state(user / "lib")
 
     with WorktreePool(str(user)) as pool:
         wt = pool.add("baseline", old)
@@ -60,7 +46,7 @@ def test_a_submodule_is_filled_at_the_commit_each_revision_records(tmp_path):
         path = wt.path
     assert not path.exists()
     assert (user / "lib" / "cost.txt").read_text() == "20\n"
-    assert _state(user) == before and _state(user / "lib") == sub_before
+    assert repo_state(user) == before and repo_state(user / "lib") == sub_before
 
 
 def test_a_submodule_commit_not_on_this_machine_is_named(tmp_path):

@@ -22,7 +22,7 @@ import pytest
 
 from forensics.errors import BadInputError
 from forensics.investigate import memory
-from tests.conftest import commit, git, make_repo, run_cli
+from tests.conftest import commit, git, make_repo, repo_state, run_cli
 
 STEP = """import json, random, time
 cost = float(open("cost.txt").read())
@@ -45,21 +45,6 @@ def _rec(repo: Path, **extra) -> dict:
     rec = {"path": str(repo), "role": "main", "state": "ok", "head": {"sha": head}, "reflog": log}
     rec.update(extra)
     return {"probes": {"git": {"data": {"repos": [rec]}}}}
-
-
-def _state(repo: Path) -> str:
-    """Everything of the user's repository the tool must not change."""
-    return "\n".join(
-        git(repo, *args)
-        for args in (
-            ("status", "--porcelain=v2", "--branch", "--untracked-files=all"),
-            ("worktree", "list", "--porcelain"),
-            ("stash", "list"),
-            ("reflog", "--format=%H %gs"),
-            ("for-each-ref",),
-            ("ls-files", "-s"),
-        )
-    )
 
 
 @pytest.fixture
@@ -206,7 +191,7 @@ def test_a_baseline_that_hangs_stops_when_the_budget_is_spent(git_repo):
     commit(repo, {"step.py": STEP}, "fixed")
     git(repo, "checkout", "-q", "--detach", hang)
     git(repo, "checkout", "-q", "main")
-    before = _state(repo)
+    before = repo_state(repo)
     now = _rec(repo)
     now["bench"] = {"results": [{"name": "user.step_ms", "process_medians": [4.0] * 5}]}
     notes: list[str] = []
@@ -225,12 +210,12 @@ def test_a_baseline_that_hangs_stops_when_the_budget_is_spent(git_repo):
     assert note.startswith(f"the baseline HEAD@{{1}} {hang[:7]}, before the checkout of ")
     assert "timed out after 1" in note
     assert note.endswith("the --budget was spent (give a longer --budget)")
-    assert _state(repo) == before  # its worktree removed
+    assert repo_state(repo) == before  # its worktree removed
 
 
 def test_plan_names_the_remembered_baseline_not_the_hardware_checks(pulled):
     user, old = pulled
-    before = _state(user)
+    before = repo_state(user)
     r = run_cli(
         "investigate", "--no-canary", "-q", "--cmd", CMD, "--plan", "-o", "../r.md", cwd=user
     )
@@ -241,7 +226,7 @@ def test_plan_names_the_remembered_baseline_not_the_hardware_checks(pulled):
     ), first
     assert "canary" not in r.stdout and "hardware" not in r.stdout
     assert r.stdout.count("the baseline would be") == 1  # said once, not as a note too
-    assert _state(user) == before
+    assert repo_state(user) == before
 
 
 def test_ctrl_c_while_the_baseline_is_measured_still_writes_the_report(pulled, tmp_path):
@@ -252,7 +237,7 @@ def test_ctrl_c_while_the_baseline_is_measured_still_writes_the_report(pulled, t
     git(user, "reset", "-q", "--hard", "HEAD~1")
     git(user, "checkout", "-q", "--detach", "HEAD@{1}")
     git(user, "checkout", "-q", "main")  # HEAD@{1}: the hanging commit
-    before = _state(user)
+    before = repo_state(user)
     env = dict(os.environ, CUDA_LAUNCH_BLOCKING="")
     env.pop("FORENSICS_DEBUG", None)
     p = subprocess.Popen(
@@ -287,7 +272,7 @@ def test_ctrl_c_while_the_baseline_is_measured_still_writes_the_report(pulled, t
     assert "This machine alone" not in md
     assert json.loads((tmp_path / "r.json").read_text())["interrupted"] == "KeyboardInterrupt"
     assert (
-        _state(user) == before
+        repo_state(user) == before
     )  # the worktree is gone, the checkout, index, stash and refs untouched
 
 
@@ -392,10 +377,10 @@ def test_a_throughput_below_the_remembered_figure_is_said_as_a_fraction_of_it():
 )
 def test_an_empty_since_or_a_file_as_wheelhouse_is_one_line_before_any_work(pulled, args, message):
     user, _ = pulled
-    before = _state(user)
+    before = repo_state(user)
     r = run_cli("investigate", "--no-canary", "--cmd", CMD, *args, "-o", "../r.json", cwd=user)
     assert (r.returncode, r.stderr.strip(), r.stdout) == (2, message, "")
-    assert not (user.parent / "r.json").exists() and _state(user) == before
+    assert not (user.parent / "r.json").exists() and repo_state(user) == before
 
 
 def test_without_a_reflog_orig_head_is_the_baseline_with_a_note(git_repo):
