@@ -278,7 +278,15 @@ def applied_place(
     folder, head = ctx.cache["code"]
     top = git(folder, "rev-parse", "--show-toplevel")
     with WorktreePool(top) as pool:
-        tree = reverted_tree(pool, top, head, tuple(ctx.reverts), role)
+        tree = reverted_tree(
+            pool,
+            top,
+            head,
+            tuple(ctx.reverts),
+            role,
+            ctx.cache.get("behaviour_free", set()),
+            ctx.cache.setdefault("notes", []),
+        )
         first = [str(tree.path)] + (
             [str(tree.path / "src")] if (tree.path / "src").is_dir() else []
         )
@@ -291,20 +299,35 @@ def revert_key(sha: str, reverts: tuple[str, ...]) -> str:
     return sha if not reverts else f"{sha}-revert-{'-'.join(r[:12] for r in reverts)}"
 
 
-def reverted_tree(pool, top: str, sha: str, reverts: tuple[str, ...], role: str):
+def reverted_tree(
+    pool,
+    top: str,
+    sha: str,
+    reverts: tuple[str, ...],
+    role: str,
+    free: frozenset[str] | set[str] = frozenset(),
+    notes: list[str] | None = None,
+):
     """A private worktree of ``sha`` with the diffs of ``reverts`` applied in reverse, newest first (``git
     apply -R`` on the files: nothing is written to the repository's objects or refs).
 
+    When a reverse patch does not apply (a later commit rewrote the same lines: a rename of a local, a
+    reformatting) and every commit after the oldest of ``reverts`` up to ``sha`` is either reverted too
+    or behaviour-free (``free``: shas judged so by ``forensics.diff.commits.classify``), the worktree is
+    checked out at that oldest commit's parent instead: the same behaviour as ``sha`` without them. A
+    line saying so is appended to ``notes``.
+
     Raises:
-        BadInputError: the checkout or a reverse patch failed.
+        BadInputError: the checkout or a reverse patch failed, and the parent cannot stand in for it.
     """
     from forensics.gitio import GitError, git
 
     try:
-        tree = pool.add(role, sha)
-        for r in sorted(
+        order = sorted(
             reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())
-        ):  # newest first
+        )  # newest first
+        tree = pool.add(role, sha)
+        for r in order:
             patch = git(top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{r}^", r, "--")
             if patch.strip():
                 fd, name = tempfile.mkstemp(prefix="forensics-revert-", suffix=".patch")
@@ -315,10 +338,33 @@ def reverted_tree(pool, top: str, sha: str, reverts: tuple[str, ...], role: str)
                 finally:
                     os.unlink(name)
     except GitError as exc:
-        raise BadInputError(
+        failed = (
             f"reverting {', '.join(r[:10] for r in reverts)} on {sha[:10]} in a private "
             f"worktree failed: {exc}"
-        ) from None
+        )
+        try:
+            oldest = order[-1]
+            between = git(top, "rev-list", f"{oldest}..{sha}").split()
+            full_free = {f for f in free if len(f) == 40}
+            alike = all(
+                c in reverts or c in full_free or any(c.startswith(f) for f in free)
+                for c in between
+            )
+            if not alike:
+                raise BadInputError(failed) from None
+            parent = git(top, "rev-parse", f"{oldest}^").strip()
+            tree = pool.add(role, parent)
+        except (GitError, NameError) as again:
+            raise BadInputError(
+                f"{failed} ({again})" if isinstance(again, GitError) else failed
+            ) from None
+        if notes is not None:
+            later = [c for c in between if c not in reverts]
+            notes.append(
+                f"{failed.split(': git')[0]} (a later commit rewrote the same lines); "
+                f"{oldest[:10]}'s parent {parent[:10]} was measured instead: the "
+                f"{len(later)} commit(s) after it up to {sha[:10]} change no behaviour"
+            )
     return tree
 
 
@@ -633,6 +679,7 @@ class CommitExperiment:
                     f"{name}: bisect the {len(rc.commits)} commits {rc.before_sha[:10]}..{rc.after_sha[:10]}",
                 )
                 free = _behaviour_free(rc.commits)
+                ctx.cache.setdefault("behaviour_free", set()).update(free)
                 bis.params.update(
                     {
                         "folder": folder,
@@ -785,7 +832,15 @@ def measure_revision(
         if ctx.seed(key):
             m.samples[key] = ctx.seed(key)
         if reverts:
-            m._ready[key] = reverted_tree(pool, top, sha, reverts, role)
+            m._ready[key] = reverted_tree(
+                pool,
+                top,
+                sha,
+                reverts,
+                role,
+                ctx.cache.get("behaviour_free", set()),
+                ctx.cache.setdefault("notes", []),
+            )
         n = ctx.processes
         while True:
             try:

@@ -477,6 +477,9 @@ def investigate(
         )  # --plan shows what would run, also when the slowdown is not yet measured
         if not s.plan_only:
             _run_all(inv, ctx, emit, interrupts)
+            inv.notes.extend(  # what the experiments had to do differently (a revert that did not apply)
+                n for n in dict.fromkeys(ctx.cache.get("notes", [])) if n not in inv.notes
+            )
     t_exp = sum(e.elapsed_s for e in inv.experiments)
     inv.timings = {
         "snapshot_s": t_snap,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests._stepkit import busy_step, run_investigate, take_baseline, tree_hash
-from tests.conftest import commit, git, make_repo
+from tests.conftest import commit, git, make_repo, repo_state
 
 STEP = busy_step(
     'float(open("cost.txt").read())',
@@ -160,3 +160,44 @@ def test_two_causes_each_with_its_share_and_the_residual(pulled, tmp_path):
         and "unexplained: " in acc
     )
     assert acc.endswith("stopped: the residual is within noise")
+
+
+KERNEL = "def factor():\n    scale = 1.0\n    return scale\n"
+
+
+@pytest.mark.slow
+def test_a_commit_whose_lines_a_later_rename_rewrote_is_taken_out_through_its_parent(tmp_path):
+    """As on the H200 (examples/investigate/h200-memory): the slow commit changes a line that a later
+    commit rewrote with a rename of a local, so its diff no longer applies in reverse on HEAD. Every
+    commit after it changing no behaviour, its parent stands in for "today without it", and the residual
+    is measured (before: 'the residual could not be measured: ... git apply: error: patch failed')."""
+    step = busy_step('float(open("cost.txt").read())', '__import__("kernel").factor()')
+    up = make_repo(
+        tmp_path / "upstream",
+        {"step.py": step, "cost.txt": "4\n", "kernel.py": KERNEL},
+        "serving: verify step",
+    )
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    old = git(user, "rev-parse", "HEAD").strip()
+    slow = commit(up, {"kernel.py": KERNEL.replace("1.0", "1.5")}, "kernel: scale 1.5")
+    commit(
+        up,
+        {"kernel.py": "def factor():\n    multiplier = 1.5\n    return multiplier\n"},
+        "kernel: clearer local name",
+    )
+    git(user, "pull", "-q")
+    before = repo_state(user)
+    r = investigate(user, "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    confirmed = [e for e in doc["experiments"] if e["outcome"] == "confirmed"]
+    assert [e["details"]["commit"] for e in confirmed] == [slow]
+    assert doc["residual"] is not None and doc["residual"]["status"] != "beyond", doc["notes"]
+    assert not any("the residual could not be measured" in n for n in doc["notes"])
+    assert any(
+        n.startswith(f"reverting {slow[:10]} on ")
+        and f"{slow[:10]}'s parent {old[:10]} was measured instead: the 1 commit(s) after it" in n
+        for n in doc["notes"]
+    ), doc["notes"]
+    assert repo_state(user) == before
