@@ -983,6 +983,7 @@ def _run_plan(
             if exp.kind is Kind.ENV and any(e.params.get("depends_on") == exp.id for e in todo):
                 continue  # a group of variables: the one-by-one experiments that follow say which one to keep
             t = time.monotonic()
+            earlier = inv.residual
             try:
                 _account(inv, ctx, exp, emit)
             except interrupts as exc:
@@ -993,6 +994,9 @@ def _run_plan(
                 )
             except BadInputError as exc:
                 inv.notes.append(f"the residual could not be measured: {exc}")
+            if inv.residual is earlier and earlier is not None:
+                # measured before this cause was kept, it no longer says what is left: no stale share
+                inv.residual = None
             exp.elapsed_s += time.monotonic() - t
     if not inv.confirmed:
         inv.stopped = ""
