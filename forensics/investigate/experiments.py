@@ -322,6 +322,7 @@ def reverted_tree(
     """
     from forensics.gitio import GitError, git
 
+    order: list[str] = []
     try:
         order = sorted(
             reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())
@@ -342,22 +343,17 @@ def reverted_tree(
             f"reverting {', '.join(r[:10] for r in reverts)} on {sha[:10]} in a private "
             f"worktree failed: {exc}"
         )
+        if not order:  # the commits could not even be listed
+            raise BadInputError(failed) from None
+        oldest = order[-1]
         try:
-            oldest = order[-1]
             between = git(top, "rev-list", f"{oldest}..{sha}").split()
-            full_free = {f for f in free if len(f) == 40}
-            alike = all(
-                c in reverts or c in full_free or any(c.startswith(f) for f in free)
-                for c in between
-            )
-            if not alike:
+            if not all(c in reverts or any(c.startswith(f) for f in free) for c in between):
                 raise BadInputError(failed) from None
             parent = git(top, "rev-parse", f"{oldest}^").strip()
             tree = pool.add(role, parent)
-        except (GitError, NameError) as again:
-            raise BadInputError(
-                f"{failed} ({again})" if isinstance(again, GitError) else failed
-            ) from None
+        except GitError as again:
+            raise BadInputError(f"{failed} ({again})") from None
         if notes is not None:
             later = [c for c in between if c not in reverts]
             notes.append(
