@@ -801,10 +801,17 @@ def measure_revision(
     higher_is_better: bool = False,
     role: str = "baseline",
     decided: Callable[[list[float]], bool] | None = None,
+    today_sha: str = "",
 ) -> list[float]:
     """Measure the step at ``sha`` (with ``reverts`` reverted, uncommitted) in a private worktree, the confirmed
     overlay applied: ``ctx.processes`` fresh processes, then rounds of :data:`ROUND` while its comparison with
     ``against`` (today's step) is undecided, or while ``decided(values)`` is false, up to ``ctx.max_processes``.
+
+    With ``today_sha`` (the commit today's checkout runs, clean), today's side grows too: ``against`` seeds it,
+    and each undecided round adds :data:`ROUND` fresh processes of ``today_sha`` in its own worktree,
+    interleaved with the baseline's, until the call is decided, a slowdown of ``ctx.threshold`` is ruled out,
+    or ``ctx.max_processes`` a side; today's values are kept as ``ctx.seed(today_sha)``. One side growing
+    alone cannot narrow a median whose other side has 5 processes.
 
     Raises:
         BadInputError: the checkout, the revert or the step failed.
@@ -837,18 +844,36 @@ def measure_revision(
                 ctx.cache.get("behaviour_free", set()),
                 ctx.cache.setdefault("notes", []),
             )
+        both = bool(today_sha and against and decided is None and today_sha != key)
+        if both:
+            m.samples[today_sha] = [float(x) for x in against or []]
+        wanted = [(key, role)]
         n = ctx.processes
         while True:
             try:
-                m.top_up([(key, role)], n)
+                m.top_up(wanted, n)
             except StepFailed as exc:
                 raise BadInputError(f"the step failed at {sha[:10]} in a worktree: {exc}") from None
             step = min(ROUND, ctx.max_processes - n)
-            if (not against and decided is None) or step <= 0 or not ctx.can_add(1, step):
+            if (
+                (not against and decided is None)
+                or step <= 0
+                or not ctx.can_add(2 if both else 1, step)
+            ):
                 break
             if decided is not None:
                 if decided(list(m.samples[key])):
                     break
+            elif both:
+                _, c = compare_values(
+                    m.samples[key],
+                    m.samples[today_sha],
+                    threshold=ctx.threshold,
+                    higher_is_better=higher_is_better,
+                )  # as the regression call reads it: the baseline is A, today B
+                if c.verdict is not Verdict.INCONCLUSIVE or c.ci_high < 1 + ctx.threshold:
+                    break
+                wanted = [(key, role), (today_sha, "today")]
             else:
                 _, c = compare_values(
                     against,
@@ -860,6 +885,8 @@ def measure_revision(
                     break
             n += step
     ctx.remember(key, m.samples[key])
+    if both:
+        ctx.remember(today_sha, m.samples[today_sha])
     return list(m.samples[key])
 
 

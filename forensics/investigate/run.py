@@ -608,7 +608,12 @@ def _remember(
         t = time.monotonic()
         try:
             measured = measure_revision(
-                ctx, point.repo, point.old, against=today, higher_is_better=hib
+                ctx,
+                point.repo,
+                point.old,
+                against=today,
+                higher_is_better=hib,
+                today_sha=point.new if point.clean and not values else "",
             )
         except BadInputError as exc:
             spent = bounded.timeout_s < step.timeout_s and time.monotonic() >= deadline - 0.5
@@ -620,6 +625,15 @@ def _remember(
         if measured:
             seeds[(point.old, "")] = measured
             if point.clean:
+                grown = ctx.seed(point.new)
+                if len(grown) > len(today):  # undecided at first: today's side grew too
+                    _grow_today(now, step.name, grown[len(today) :], point.new)
+                    notes.append(
+                        f"the first {len(today)} processes a side did not decide whether the step got slower: "
+                        f"both sides grew to {len(measured)} and {len(grown)} processes, interleaved (today's "
+                        f"extra ones ran HEAD {point.new[:10]} in a private worktree: the checkout is clean)"
+                    )
+                    today = grown
                 seeds[(point.new, "")] = [float(x) for x in today]
             if not values:
                 values = measured
@@ -689,6 +703,32 @@ def _remember(
         label=label.removeprefix("baseline: ")[:120],
     )
     return doc, label, seeds, point.new if point is not None and point.clean else ""
+
+
+def _grow_today(now: dict[str, Any], name: str, more: list[float], sha: str) -> None:
+    """Add ``more`` per-process values of HEAD (``sha``, measured in a private worktree because the checkout is
+    clean and runs the same code) to today's result ``name`` in ``now``'s bench, its summary recomputed and
+    the extra processes said in ``extra_processes``."""
+    from forensics.bench.document import make_result
+
+    for i, r in enumerate((now.get("bench") or {}).get("results") or []):
+        if isinstance(r, dict) and r.get("name") == name:
+            values = [float(x) for x in r.get("process_medians") or []] + list(more)
+            fresh = make_result(
+                name,
+                r.get("kind", "user"),
+                r.get("unit", ""),
+                values,
+                higher_is_better=bool(r.get("higher_is_better")),
+            )
+            now["bench"]["results"][i] = {
+                **r,
+                **fresh,
+                "extra_processes": {
+                    "count": len(more),
+                    "where": f"HEAD {sha[:10]} in a private worktree (the checkout is clean: the same code)",
+                },
+            }
 
 
 def _versus_expect(

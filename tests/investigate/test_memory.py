@@ -111,6 +111,39 @@ def test_a_pull_of_documentation_only_is_no_regression(tmp_path):
     assert doc["confirmed"] == [] and doc["experiments"] == []
 
 
+SETTLING_STEP = (
+    "import json, os, pathlib\n"
+    "c = pathlib.Path(os.environ['STEP_COUNTER'])\n"
+    "k = int(c.read_text()) if c.exists() else 0\n"
+    "c.write_text(str(k + 1))\n"
+    "wide = [3.0, 5.0, 4.0, 3.4, 4.6, 3.1, 4.9, 4.1, 3.5, 4.7]\n"
+    "v = wide[k] if k < 10 else 4.0 * (1 + 0.002 * ((k % 3) - 1))\n"
+    "print(json.dumps({'metric': 'step_ms', 'value': v}))\n"
+)
+"""A step with no change whose first 10 processes (today's 5 in the snapshot, then the baseline's 5) spread by
++-25%, and every later one within 0.2% of 4 ms: the first call cannot be decided, more processes decide it."""
+
+
+@pytest.mark.slow
+def test_an_undecided_first_call_grows_both_sides_until_a_slowdown_is_ruled_out(tmp_path):
+    up = make_repo(tmp_path / "upstream", {"step.py": SETTLING_STEP}, "serving: verify step")
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    commit(up, {"README.md": "Timings are per step.\n"}, "docs: say what a timing covers")
+    git(user, "pull", "-q")
+    r = investigate(
+        user, "-o", str(tmp_path / "r.json"), STEP_COUNTER=str(tmp_path / "counter")
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "No regression" in r.stdout
+    assert "did not decide whether the step got slower: both sides grew to" in r.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    row = next(x for x in doc["bench"]["results"] if x["name"] == "user.step_ms")
+    assert len(row["before"]) == len(row["after"]) >= 8  # 5 a side, then rounds of 3 on both sides
+    assert row["comparison"]["ci95"][1] < 1.05
+    assert doc["confirmed"] == [] and doc["experiments"] == []
+
+
 @pytest.mark.slow
 def test_a_costly_variable_is_tested_unset_against_a_remembered_figure(tmp_path):
     repo = make_repo(
