@@ -299,6 +299,27 @@ def revert_key(sha: str, reverts: tuple[str, ...]) -> str:
     return sha if not reverts else f"{sha}-revert-{'-'.join(r[:12] for r in reverts)}"
 
 
+def _apply_diff(top: str, tree: str, commit: str, *, reverse: bool) -> None:
+    """Apply ``commit``'s diff against its first parent to the files of the worktree ``tree`` (``git apply``,
+    in reverse with ``reverse``): nothing is written to the repository's objects, refs or index.
+
+    Raises:
+        GitError: the diff could not be read, or does not apply.
+    """
+    from forensics.gitio import git
+
+    patch = git(top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{commit}^", commit, "--")
+    if not patch.strip():
+        return
+    fd, name = tempfile.mkstemp(prefix="forensics-revert-", suffix=".patch")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(patch + "\n")
+        git(tree, "apply", *(["-R"] if reverse else []), "--whitespace=nowarn", name)
+    finally:
+        os.unlink(name)
+
+
 def reverted_tree(
     pool,
     top: str,
@@ -312,13 +333,16 @@ def reverted_tree(
     apply -R`` on the files: nothing is written to the repository's objects or refs).
 
     When a reverse patch does not apply (a later commit rewrote the same lines: a rename of a local, a
-    reformatting) and every commit after the oldest of ``reverts`` up to ``sha`` is either reverted too
-    or behaviour-free (``free``: shas judged so by ``forensics.diff.commits.classify``), the worktree is
-    checked out at that oldest commit's parent instead: the same behaviour as ``sha`` without them. A
-    line saying so is appended to ``notes``.
+    reformatting), the worktree is checked out at the parent of the oldest of ``reverts`` instead, and the
+    commits after it up to ``sha`` that may change behaviour (neither reverted nor in ``free``, the shas
+    ``forensics.diff.commits.classify`` judged behaviour-free) are applied forward on the files, oldest
+    first: the same behaviour as ``sha`` without ``reverts``, because what is left out changes none. A line
+    saying so is appended to ``notes``.
 
     Raises:
-        BadInputError: the checkout or a reverse patch failed, and the parent cannot stand in for it.
+        BadInputError: the checkout or a reverse patch failed, and the parent with the later commits cannot
+            stand in for it either (a later commit's diff does not apply on it, or a later merge commit
+            that may change behaviour).
     """
     from forensics.gitio import GitError, git
 
@@ -329,15 +353,7 @@ def reverted_tree(
         )  # newest first
         tree = pool.add(role, sha)
         for r in order:
-            patch = git(top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{r}^", r, "--")
-            if patch.strip():
-                fd, name = tempfile.mkstemp(prefix="forensics-revert-", suffix=".patch")
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                        fh.write(patch + "\n")
-                    git(tree.path, "apply", "-R", "--whitespace=nowarn", name)
-                finally:
-                    os.unlink(name)
+            _apply_diff(top, tree.path, r, reverse=True)
     except GitError as exc:
         failed = (
             f"reverting {', '.join(r[:10] for r in reverts)} on {sha[:10]} in a private "
@@ -347,19 +363,36 @@ def reverted_tree(
             raise BadInputError(failed) from None
         oldest = order[-1]
         try:
-            between = git(top, "rev-list", f"{oldest}..{sha}").split()
-            if not all(c in reverts or any(c.startswith(f) for f in free) for c in between):
+            between = git(top, "rev-list", f"{oldest}..{sha}").split()  # newest first
+            merges = set(git(top, "rev-list", "--merges", f"{oldest}..{sha}").split())
+            kept = [
+                c
+                for c in reversed(between)
+                if c not in reverts and not any(c.startswith(f) for f in free)
+            ]
+            if merges.intersection(kept):
                 raise BadInputError(failed) from None
             parent = git(top, "rev-parse", f"{oldest}^").strip()
             tree = pool.add(role, parent)
+            for c in kept:
+                _apply_diff(top, tree.path, c, reverse=False)
         except GitError as again:
-            raise BadInputError(f"{failed} ({again})") from None
+            raise BadInputError(
+                f"{failed}; nor can its parent {oldest[:10]}^ stand in, with the later commits that may "
+                f"change behaviour applied: {again}"
+            ) from None
         if notes is not None:
-            later = [c for c in between if c not in reverts]
+            skipped = len(between) - len(kept) - sum(c in reverts for c in between)
             notes.append(
                 f"{failed.split(': git')[0]} (a later commit rewrote the same lines); "
-                f"{oldest[:10]}'s parent {parent[:10]} was measured instead: the "
-                f"{len(later)} commit(s) after it up to {sha[:10]} change no behaviour"
+                f"{oldest[:10]}'s parent {parent[:10]} was measured instead"
+                + (
+                    f", with the {len(kept)} later commit(s) that may change behaviour applied on its "
+                    f"files ({', '.join(c[:10] for c in kept)})"
+                    if kept
+                    else ""
+                )
+                + f": the {skipped} other commit(s) after it up to {sha[:10]} change no behaviour"
             )
     return tree
 
