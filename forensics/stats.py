@@ -120,8 +120,12 @@ class Comparison:
         return (self.time_ratio - 1.0) * 100.0
 
     def sentence(self) -> str:
-        """One line: "1.12x slower (95% CI 1.09-1.15, p=0.0002, Mann-Whitney U)"."""
+        """One line: "1.12x slower (95% CI 1.09-1.15, p=0.0002, Mann-Whitney U)". A change called faster
+        gives its factor and CI in the same terms ("1.27x faster (95% CI 1.23-1.39 ...)": the inverse of
+        the time ratio's CI), never a speed-up factor beside a time ratio's interval."""
         ci = f"95% CI {self.ci_low:.3f}-{self.ci_high:.3f}"
+        if self.verdict.faster_at_all:
+            ci = f"95% CI {1 / self.ci_high:.3f}-{1 / self.ci_low:.3f}"
         p = f"p={self.p_value:.2g}"
         if self.verdict is Verdict.SLOWER:
             head = f"{self.time_ratio:.3f}x slower"

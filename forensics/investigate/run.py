@@ -1152,13 +1152,17 @@ def _pct_range(share) -> str:
     return f"{share.point:.0%} ({share.low:.0%} to {share.high:.0%})"
 
 
+def _causes(inv: Investigation) -> list[Experiment]:
+    """The confirmed experiments that are causes of their own: a group of variables whose one-by-one A/Bs
+    said which is left out (the one-by-one experiment is the cause)."""
+    narrowed = {e.params.get("depends_on") for e in inv.confirmed}
+    return [e for e in inv.confirmed if e.id not in narrowed]
+
+
 def accounting(inv: Investigation) -> str:
     """``CUDA_LAUNCH_BLOCKING: 69% (68% to 74%); commit ebecb14: 30% (25% to 36%); unexplained: 1% (-4% to 6%);
     stopped: the residual is within noise`` ("" before any cause is confirmed)."""
-    narrowed = {
-        e.params.get("depends_on") for e in inv.confirmed
-    }  # a group whose one-by-one A/Bs said which
-    conf = [e for e in inv.confirmed if e.id not in narrowed]
+    conf = _causes(inv)
     if not conf:
         return ""
     parts = [f"{_cause_name(e)}: {_pct_range(e.share)}" for e in conf]
@@ -1217,13 +1221,23 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
     if conf:
         head = conf[0]
         also = [e for e in conf[1:]]
+        shares = accounting(inv)
+        causes = [e for e in conf if e in _causes(inv)]
+        if (
+            len(causes) > 1 and shares
+        ):  # several causes: each with its share first, then what showed each
+            return (
+                f"Confirmed by experiment, {len(causes)} causes: {shares}. Evidence: "
+                + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in causes)
+                + ".",
+                EXIT_REGRESSION,
+            )
         text = f"Confirmed by experiment: {head.hypothesis}: {head.sentence}."
         if also:
             text += (
                 " Also confirmed: " + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in also) + "."
             )
-        shares = accounting(inv)
-        if shares and (also or inv.residual is not None):
+        if shares and inv.residual is not None:
             text += f" Shares of the slowdown: {shares}."
         return text, EXIT_REGRESSION
     if top is None and not inv.experiments and inv.regression is Regression.YES:

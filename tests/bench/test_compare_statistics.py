@@ -58,6 +58,17 @@ def test_faster_exits_zero():
     assert res.verdict is Verdict.FASTER and res.exit_code == 0
 
 
+def test_a_faster_change_gives_its_factor_and_ci_in_the_same_terms():
+    """On the H200 the reports said "1.271x faster (95% CI 0.718-0.813, ...)": a speed-up factor beside
+    the time ratio's interval. The interval is now of the factor, and holds it."""
+    a = [v / 0.787 for v in H200_STEP_MS]
+    c = compare_docs(side(a), side(H200_STEP_MS)).results["canary.verify_step_ms"]
+    head, ci = c.sentence().split(" (95% CI ")
+    factor = float(head.removesuffix("x faster"))
+    lo, hi = (float(x) for x in ci.split(",")[0].split("-"))
+    assert 1 < lo <= factor <= hi and abs(factor - 1 / 0.787) < 0.01
+
+
 def test_high_noise_is_inconclusive_with_how_many_more():
     a = noisy(7.85, 0.30, 6, 1)
     b = [v * 1.10 for v in noisy(7.85, 0.30, 6, 2)]

@@ -191,6 +191,11 @@ def test_two_causes_each_with_its_share_and_the_residual(pulled, tmp_path):
         and "unexplained: " in acc
     )
     assert acc.endswith("stopped: the residual is within noise")
+    # the report leads with the causes and their shares; what showed each one is the evidence after them
+    assert r.stdout.startswith(
+        f"Confirmed by experiment, 2 causes: {acc}. Evidence: nccl.env: Unsetting "
+    )
+    assert doc["verdict"].index("Evidence: ") > doc["verdict"].index("unexplained: ")
 
 
 KERNEL = "def factor():\n    scale = 1.0\n    return scale\n"
