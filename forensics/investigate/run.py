@@ -18,11 +18,14 @@
 6. writes the verdict: "Confirmed: ..." only from a ``confirmed`` experiment
    (:mod:`forensics.investigate.decide`), else "Most likely, not confirmed: ...".
 
-Ctrl-C or SIGTERM during an experiment (the exception types in
-``interrupts``) stops it cleanly: the running step's process group is stopped
-by :mod:`forensics.procgroup`, worktrees are removed by
-:class:`forensics.bisect.worktree.WorktreePool`, and the result so far is returned
-with ``interrupted`` set, so the report still says what was learned.
+Ctrl-C or SIGTERM (the exception types in ``interrupts``) while the snapshot
+is taken now, while the remembered baseline is measured, or during an
+experiment stops it cleanly: the running step's process group is stopped by
+:mod:`forensics.procgroup`, worktrees are removed by
+:class:`forensics.bisect.worktree.WorktreePool`, and the result so far is
+returned with ``interrupted`` set, so the report still says what was learned
+(in the snapshot phase: the values of today's processes that finished, nothing
+compared).
 
 Core only: returns an :class:`Investigation`; progress goes to ``on_event``.
 """
@@ -299,6 +302,15 @@ def investigate(
 
         resolve_since(s.since, s.repo if s.repo is not None else Path.cwd())
     canary_s = [0.0 if measure_canary else _baseline_canary_s(baseline)]
+    stop: list[BaseException] = []  # an interrupt while the snapshot was taken now
+    doing = [PROBES_READ]  # what it stopped
+    measured: list[float] = []  # today's step: each process's value, as it comes
+
+    def on_now(side: str, i: int, rec: dict) -> None:
+        if side == "step" and isinstance(rec.get("value"), (int, float)):
+            measured.append(float(rec["value"]))
+            doing[0] = "today's step was measured"  # the canary is done
+        emit("process", side=side, index=i, record=rec)
 
     def bench():
         emit(
@@ -309,15 +321,24 @@ def investigate(
             )
             + " in fresh processes",
         )
-        doc, took = measure_now(
-            step,
-            canary=measure_canary,
-            canary_options=s.canary_options,
-            processes=s.snapshot_processes,
-            budget_s=45.0,
-            notes=notes,
-            on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec),
+        doing[0] = (
+            ("the canary and today's step were measured" if step else "the canary was measured")
+            if measure_canary
+            else "today's step was measured"
         )
+        try:
+            doc, took = measure_now(
+                step,
+                canary=measure_canary,
+                canary_options=s.canary_options,
+                processes=s.snapshot_processes,
+                budget_s=45.0,
+                notes=notes,
+                on_process=on_now,
+            )
+        except interrupts as exc:
+            stop.append(exc)  # its processes are stopped; the snapshot keeps what the probes read
+            return None
         if measure_canary:
             canary_s[0] = took
         return doc
@@ -327,8 +348,17 @@ def investigate(
     emit("phase", text="taking a snapshot now")
     options = probe_options(repo=str(s.repo) if s.repo else None)
     measure = bench if (measure_canary or step) else None
-    now = take_snapshot(label="investigate", options=options, redact=s.redact, bench=measure)
+    try:
+        now = take_snapshot(label="investigate", options=options, redact=s.redact, bench=measure)
+    except interrupts as exc:  # while the probes ran: a snapshot with none of them
+        from forensics import snapshot as snap
+        from forensics.redact import Redactor
+
+        stop.append(exc)
+        now = snap.build({}, label="investigate", options=options, redactor=Redactor(s.redact))
     t_snap = time.monotonic() - t0
+    if stop:
+        return _interrupted_now(s, now, step, notes, stop[0], doing[0], measured, t_snap)
     if step is not None and now.get("bench"):
         from forensics.investigate.measure import spread_note
 
@@ -519,6 +549,57 @@ def _add_canary(now: dict[str, Any], s: Settings, notes: list[str], emit: EventF
     else:
         bench["results"] = list(doc.get("results") or []) + list(bench.get("results") or [])
         bench.setdefault("telemetry", doc.get("telemetry"))
+
+
+def _signal_name(exc: BaseException) -> str:
+    """``KeyboardInterrupt``, or ``signal 15`` for SIGTERM's ``Terminated`` (:attr:`Investigation.interrupted`)."""
+    signum = getattr(exc, "signum", None)
+    return f"signal {signum}" if signum else type(exc).__name__
+
+
+def _interrupted_now(
+    s: Settings,
+    now: dict[str, Any],
+    step: Subject | None,
+    notes: list[str],
+    exc: BaseException,
+    doing: str,
+    measured: list[float],
+    t_snap: float,
+) -> Investigation:
+    """The investigation of a run interrupted while the snapshot was taken now (``doing``: what it was doing,
+    "today's step was measured"): nothing compared, nothing changed; the verdict gives the values of the
+    step's processes that finished (``measured``, in the step's unit)."""
+    unit = "per s" if s.higher_is_better else "ms"
+    got = ""
+    if measured:
+        shown = ", ".join(f"{v:.4g}" for v in measured)
+        got = f" ({plural(len(measured), 'process', 'processes')} measured: {shown} {unit})"
+    elif step is not None and doing != PROBES_READ:
+        got = " (no process of your step finished)"
+    inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
+    inv.interrupted = _signal_name(exc)
+    inv.verdict = (
+        f"Interrupted while {doing}{got}: nothing was compared and nothing was changed (no experiment "
+        "ran; your checkout is untouched)."
+    )
+    if s.baseline is not None:
+        inv.baseline_source = (
+            f"baseline: {s.baseline}, not compared (interrupted while the snapshot was taken now)"
+        )
+    elif step is not None:
+        inv.baseline_source = (
+            "baseline: not looked for (interrupted while the snapshot was taken now, before the baseline this "
+            "machine remembers was looked for)"
+        )
+    else:
+        inv.baseline_source = "baseline: this machine's hardware, not judged (interrupted while the snapshot was taken now)"
+    inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": t_snap}
+    return inv
+
+
+PROBES_READ = "the snapshot taken now read this machine"
+"""What an interrupt before any measurement stopped (:func:`_interrupted_now`)."""
 
 
 def _interrupted_point(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None) -> str:

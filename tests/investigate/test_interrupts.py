@@ -1,0 +1,86 @@
+"""forensics investigate stopped by the user (Ctrl-C, SIGTERM) while the snapshot taken now measures today's
+step: the reports are still written and say what was measured, with the interrupted exit code (130 for
+Ctrl-C, 128 + the signal's number otherwise), and the user's repository is left as it was.
+
+The step counts its processes in a file outside the repository; the third one hangs, so the signal comes
+while today's step is measured, after two processes printed their value (no sleeps decide when).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._stepkit import step_env
+from tests.conftest import make_repo, repo_state
+
+STEP = """import json, os, pathlib, time
+log = pathlib.Path(os.environ["INV_TEST_LOG"])
+n = len(log.read_text().splitlines()) if log.exists() else 0
+with log.open("a") as f:
+    f.write("started\\n")
+if n >= 2:
+    time.sleep(600)
+for _ in range(3):
+    print(json.dumps({"metric": "step_ms", "value": 6.0 + n / 10}))
+"""
+
+
+@pytest.mark.parametrize(
+    "signum, code, name",
+    [(signal.SIGINT, 130, "KeyboardInterrupt"), (signal.SIGTERM, 143, "signal 15")],
+)
+def test_a_signal_while_todays_step_is_measured_still_writes_the_report(
+    tmp_path, signum, code, name
+):
+    user = make_repo(tmp_path / "user", {"step.py": STEP}, "serving: step")
+    log = tmp_path / "processes.log"
+    before = repo_state(user)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "forensics", "investigate", "--no-canary", "-q"]
+        + ["--cmd", f"{sys.executable} step.py", "--expect", "4ms"]
+        + ["-o", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.md")],
+        cwd=user,
+        env=step_env(INV_TEST_LOG=str(log)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None:
+            if log.exists() and len(log.read_text().splitlines()) >= 3:
+                break  # the third process of today's step has started (and hangs)
+            time.sleep(0.05)
+        os.killpg(p.pid, signum)  # Ctrl-C at a terminal reaches the whole foreground group
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == code, out + err
+    assert err.strip().splitlines()[-1] == (
+        f"forensics: error: interrupted ({name}); the report holds what was learned"
+    ), err
+    first, verdict = [line for line in out.splitlines() if not line.startswith("note:")][:2]
+    assert first.startswith(
+        "baseline: not looked for (interrupted while the snapshot was taken now"
+    ), out
+    assert verdict.startswith("Interrupted while today's step was measured"), out
+    assert "2 processes measured" in verdict and "measured: 6, 6.1 ms)" in verdict, verdict
+    assert "nothing was compared" in verdict and "nothing was changed" in verdict, verdict
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["interrupted"] == name
+    assert doc["verdict"] == verdict
+    assert doc["experiments"] == [] and doc["exit_code"] == 3
+    md = (tmp_path / "r.md").read_text()
+    assert verdict in md and first in md and "This machine alone" not in md
+    assert repo_state(user) == before
+    assert not Path(user, "forensics-investigate.html").exists()
