@@ -36,6 +36,16 @@ def _skip_prefixes():
     return tuple(sorted(out))
 
 
+def _module_file(mod):
+    """The module's source path: ``__file__``, else its loader's ``path``. The interpreter deletes
+    ``__file__`` of the script it ran (``python step.py``) once the script returns, before atexit, so the
+    step's own script is found only through ``__main__.__loader__.path`` (absolute since Python 3.9)."""
+    f = getattr(mod, "__file__", None)
+    if isinstance(f, str):
+        return f
+    return getattr(getattr(mod, "__loader__", None), "path", None)
+
+
 def _write():
     if not _DIR:
         return
@@ -44,7 +54,7 @@ def _write():
         files = set()
         packages = set()
         for name, mod in list(sys.modules.items()):
-            f = getattr(mod, "__file__", None)
+            f = _module_file(mod)
             if (
                 not isinstance(f, str)
                 or not os.path.isabs(f)
