@@ -40,7 +40,8 @@ def run_cmd_process(
     timeout_s: float,
     env: dict[str, str] | None = None,
 ) -> dict:
-    """One fresh process of the user's command; returns ``{"value", "values", "metric", "warmup_dropped"}``.
+    """One fresh process of the user's command; returns ``{"value", "values", "metric", "warmup_dropped",
+    "loaded_files", "loaded_packages", "python_paths"}`` (the last three: :mod:`forensics.step.loaded_files`).
 
     Raises:
         BadInputError: the command failed, timed out, or printed no measurement.
@@ -51,7 +52,7 @@ def run_cmd_process(
             cmd, env=step_env, timeout_s=timeout_s, metric=metric, metric_regex=metric_regex
         )
     finally:
-        loaded, packages = loaded_files.collect_all(folder)
+        loaded, packages, paths = loaded_files.collect_all(folder)
     values = list(run.values)
     dropped = len(values) >= 3
     kept = values[1:] if dropped else values
@@ -64,6 +65,7 @@ def run_cmd_process(
         "warmup_dropped": dropped,
         "loaded_files": loaded,
         "loaded_packages": packages,
+        "python_paths": paths,
     }
 
 
@@ -100,7 +102,7 @@ def run_callable_process(
     try:  # its own process group, ended when it exits: a child the callable started does not outlive it
         code, stdout, stderr = run_group(args, timeout_s, env=step_env)
     finally:
-        loaded, packages = loaded_files.collect_all(folder)
+        loaded, packages, paths = loaded_files.collect_all(folder)
     if code is None:
         raise BadInputError(
             f"--callable {target}: timed out after {timeout_s:g} s (its processes were stopped)"
@@ -116,6 +118,7 @@ def run_callable_process(
     data["value"] = statistics.median(data["per_call_ms"])
     data["loaded_files"] = loaded
     data["loaded_packages"] = packages
+    data["python_paths"] = paths
     return data
 
 
@@ -140,6 +143,10 @@ def user_result(name: str, processes: list[dict], *, unit: str, higher_is_better
         result["loaded_packages"] = sorted(
             {n for p in processes for n in p.get("loaded_packages") or []}
         )
+    paths = list(dict.fromkeys(f for p in processes for f in p.get("python_paths") or []))
+    if paths:
+        # the sys.path folders of the step's Python processes: where the distributions it runs with live
+        result["python_paths"] = paths
     return result
 
 

@@ -13,7 +13,8 @@ measure the step.
 - **a remembered figure**: ``--expect 19ms`` / ``--expect 94tok/s`` (:func:`parse_expect`): the
   baseline value of the step, a sample of one;
 - **packages**: the distributions installed or upgraded recently, from the modification time of
-  their ``.dist-info`` / ``.egg-info`` folders (``importlib.metadata``; :func:`recent_distributions`);
+  their ``.dist-info`` / ``.egg-info`` folders in the step's Python (the ``sys.path`` its processes
+  recorded; ``importlib.metadata``; :func:`recent_distributions`);
 - **environment**: variables known to cost speed when set (``costly_env.yaml`` next to this module,
   one source per row; :func:`costly_set_now`), tested unset when they are set now.
 """
@@ -469,32 +470,31 @@ def recent_distributions(
     limit: int | None = 8,
     now: float | None = None,
     imported: Iterable[str] = (),
+    paths: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Distributions whose metadata folder changed in the last ``days`` days: those providing a top-level
-    package the step imported first (``imported``: the benchmark's ``loaded_packages``, mapped to their
-    distributions by ``importlib.metadata.packages_distributions``), then the others, each group newest
-    first; at most ``limit`` (None: all). An upgrade of torch brings a dozen ``nvidia-*`` wheels and a new
-    venv brings pip and setuptools: without this order the one the step uses could fall off the list.
+    package the step imported first (``imported``: the benchmark's ``loaded_packages``), then the others,
+    each group newest first; at most ``limit`` (None: all). An upgrade of torch brings a dozen ``nvidia-*``
+    wheels and a new venv brings pip and setuptools: without this order the one the step uses could fall
+    off the list.
+
+    ``paths``: the folders to look in, the ``sys.path`` of the step's Python processes (the benchmark's
+    ``python_paths``, :func:`step_python_paths`), so that a step run by another Python (a venv's) is
+    judged by its own distributions; None: the ``sys.path`` of the Python running forensics.
 
     forensics itself is left out: it never runs inside the user's step, and reinstalling the tool is
-    not a change of the workload. Source: ``importlib.metadata.distributions()`` and the ``st_mtime`` of each one's
-    ``.dist-info`` / ``.egg-info`` folder (pip writes it at install or upgrade). Entries:
+    not a change of the workload. Source: ``importlib.metadata.distributions(path=...)``, the ``st_mtime``
+    of each one's ``.dist-info`` / ``.egg-info`` folder (pip writes it at install or upgrade) and the
+    top-level names it provides (``top_level.txt``, else the files its ``RECORD`` lists). Entries:
     ``{"name", "version", "installed" (UTC "YYYY-MM-DD HH:MM"), "location", "imported" (bool)}``.
     """
     from importlib import metadata
 
-    used: set[str] = set()
-    if imported:
-        try:
-            providers = metadata.packages_distributions()
-        except Exception:  # noqa: BLE001 - a broken metadata file must not hide the list
-            providers = {}
-        for top in imported:
-            used.update(re.sub(r"[-_.]+", "-", d).lower() for d in providers.get(top, ()))
-
+    wanted = set(imported)
     cutoff = (now if now is not None else time.time()) - days * 86400
     seen: dict[str, dict[str, Any]] = {}
-    for dist in metadata.distributions():
+    found = metadata.distributions() if paths is None else metadata.distributions(path=list(paths))
+    for dist in found:
         path = getattr(dist, "_path", None)  # PathDistribution's folder; other finders have none
         name = (dist.metadata.get("Name") or "") if path is not None else ""
         if not name or not isinstance(path, Path):
@@ -514,11 +514,68 @@ def recent_distributions(
             "installed": dt.datetime.fromtimestamp(mtime, dt.timezone.utc).strftime(
                 "%Y-%m-%d %H:%M"
             ),
+            "imported": bool(wanted) and not wanted.isdisjoint(_top_levels(dist)),
         }
-    for key, row in seen.items():
-        row["imported"] = key in used
     rows = sorted(seen.values(), key=lambda r: (not r["imported"], -r["t"]))[:limit]
     return [{k: v for k, v in r.items() if k != "t"} for r in rows]
+
+
+def _top_levels(dist: Any) -> set[str]:
+    """The top-level import names a distribution provides: its ``top_level.txt``, else the first part of
+    each file its ``RECORD`` lists (``pkg/__init__.py`` -> ``pkg``, ``mod.py`` -> ``mod``); empty when
+    neither can be read (as ``importlib.metadata.packages_distributions`` reads them)."""
+    try:
+        declared = (dist.read_text("top_level.txt") or "").split()
+        if declared:
+            return set(declared)
+        out = set()
+        for f in dist.files or ():
+            parts = f.parts
+            if not parts or parts[0].endswith((".dist-info", ".egg-info")) or parts[0] == "..":
+                continue
+            out.add(parts[0].split(".", 1)[0] if len(parts) == 1 else parts[0])
+        return out
+    except Exception:  # noqa: BLE001 - a broken metadata file must not hide the list
+        return set()
+
+
+def step_python_paths(result: Mapping[str, Any] | None) -> list[str] | None:
+    """The ``sys.path`` folders the step's Python processes recorded (``python_paths`` of its bench result,
+    :mod:`forensics.step.loaded_files`), or None when none was recorded (the step ran no Python, or one
+    started without its ``site`` module: ``python -S`` / ``-I``)."""
+    paths = (result or {}).get("python_paths")
+    if not isinstance(paths, list):
+        return None
+    kept = [str(p) for p in paths if isinstance(p, str) and p]
+    return kept or None
+
+
+def recent_note(result: Mapping[str, Any] | None) -> str:
+    """The note listing :func:`recent_distributions` of the step's Python (:func:`step_python_paths`), or
+    of the Python running forensics (``sys.executable``) with the reason when the step recorded none; ""
+    when none is recent."""
+    import sys
+
+    paths = step_python_paths(result)
+    loaded = (result or {}).get("loaded_packages") or []
+    recent = recent_distributions(imported=[str(x) for x in loaded], paths=paths)
+    if not recent:
+        return ""
+    where = (
+        "in the step's Python (the folders on its sys.path; "
+        if paths is not None
+        else f"in the Python running forensics ({sys.executable}; the step recorded no Python folders: it ran "
+        "no Python, or one started without its site module; "
+    )
+    return (
+        f"distributions installed or upgraded in the last 14 days {where}dist-info times; their old "
+        "versions are not known without a baseline snapshot): "
+        + ", ".join(
+            f"{r['name']} {r['version']} ({r['installed']}"
+            + (", imported by the step)" if r.get("imported") else ")")
+            for r in recent
+        )
+    )
 
 
 def synthetic_baseline(

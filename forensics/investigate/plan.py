@@ -55,13 +55,21 @@ def recent_packages(ctx: Context, next_id) -> list[Experiment]:
     version in a temporary overlay (the package experiment), newest wheel first, one per distribution."""
     from forensics.investigate.experiments import PackageExperiment
     from forensics.investigate.measure import results_of
-    from forensics.investigate.memory import recent_distributions, wheel_versions
+    from forensics.investigate.memory import (
+        recent_distributions,
+        step_python_paths,
+        wheel_versions,
+    )
 
     if not ctx.cache.get("memory") or ctx.wheelhouse is None or ctx.subject is None:
         return []
     out = []
-    loaded = (results_of(ctx.now).get(ctx.subject.name) or {}).get("loaded_packages") or []
-    for dist in recent_distributions(limit=None, imported=[str(x) for x in loaded]):
+    today = results_of(ctx.now).get(ctx.subject.name) or {}
+    loaded = today.get("loaded_packages") or []
+    recent = recent_distributions(
+        limit=None, imported=[str(x) for x in loaded], paths=step_python_paths(today)
+    )
+    for dist in recent:
         others = [v for v in wheel_versions(ctx.wheelhouse, dist["name"]) if v != dist["version"]]
         if not others:
             continue

@@ -750,20 +750,11 @@ def _remember(
     if not values:
         return None
     if baseline is None:
-        from forensics.investigate.memory import recent_distributions
+        from forensics.investigate.memory import recent_note
 
-        loaded = (results_of(now).get(step.name) or {}).get("loaded_packages") or []
-        recent = recent_distributions(imported=[str(x) for x in loaded])
-        if recent:
-            notes.append(
-                "distributions installed or upgraded in the last 14 days (dist-info times; their old versions "
-                "are not known without a baseline snapshot): "
-                + ", ".join(
-                    f"{r['name']} {r['version']} ({r['installed']}"
-                    + (", imported by the step)" if r.get("imported") else ")")
-                    for r in recent
-                )
-            )
+        note = recent_note(results_of(now).get(step.name))
+        if note:
+            notes.append(note)
     result = make_result(
         step.name,
         "user",

@@ -6,9 +6,11 @@ the command itself, ``torchrun``/``multiprocessing`` spawn workers (they inherit
 environment) and forked ``multiprocessing`` children -- writes, when it exits, one file
 ``<pid>.txt`` there: the ``__file__`` of every module in ``sys.modules`` that is not
 under the interpreter's prefixes (the standard library and installed packages), one
-real path a line, and ``<pid>.pkgs``: the top-level names of the installed packages (under a
-``site-packages`` or ``dist-packages`` folder) it imported, one a line. The benchmark keeps their
-unions as the result's ``loaded_files`` and ``loaded_packages``;
+real path a line, ``<pid>.pkgs``: the top-level names of the installed packages (under a
+``site-packages`` or ``dist-packages`` folder) it imported, one a line, and ``<pid>.path``: the folders
+on its ``sys.path`` (real paths, in order, this folder left out), where its distributions' metadata
+lives. The benchmark keeps their unions as the result's ``loaded_files``, ``loaded_packages`` and
+``python_paths``;
 ``forensics diff`` ranks a commit that touches only files the step never loaded lower.
 
 The user's own ``sitecustomize`` (if any, later on ``sys.path``) still runs: it is
@@ -81,6 +83,15 @@ def _write():
         path = os.path.join(_DIR, f"{os.getpid()}.pkgs")
         with open(path + ".tmp", "w", encoding="utf-8") as fh:
             fh.write("\n".join(sorted(packages)) + "\n")
+        os.replace(path + ".tmp", path)
+        folders = []
+        for p in sys.path:
+            real = os.path.realpath(p or os.curdir)
+            if real != _HERE and real not in folders and os.path.isdir(real):
+                folders.append(real)
+        path = os.path.join(_DIR, f"{os.getpid()}.path")
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            fh.write("\n".join(folders) + "\n")
         os.replace(path + ".tmp", path)
     except Exception:
         pass
