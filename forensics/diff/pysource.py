@@ -5,15 +5,24 @@ Two versions of a ``.py`` file behave the same when their syntax trees (Python's
 sets aside, in both:
 
 - **docstrings** and any other bare constant statement (a string or ``...`` on its own
-  line), and ``pass`` in a block that has other statements;
+  line), and ``pass`` in a block that has other statements; not in a file that reads
+  ``__doc__`` (or calls ``getdoc``): ``docopt(__doc__)`` takes its options' defaults from the
+  module docstring;
 - **annotations**: parameter and return annotations, ``x: T = v`` (kept as ``x = v``; in
   a class body the statement stays, its annotation blanked, because dataclasses and
-  NamedTuples turn annotated names into fields), ``from __future__ import annotations``,
-  imports from ``typing``/``typing_extensions``, ``if TYPE_CHECKING:`` blocks and
-  ``typing.cast(T, x)`` (which returns ``x``);
+  NamedTuples turn annotated names into fields; a ``ClassVar`` or ``InitVar`` annotation
+  stays named, since it decides whether a dataclass has that field), ``from __future__ import
+  annotations``, imports from ``typing``/``typing_extensions``, ``if TYPE_CHECKING:`` blocks and
+  ``typing.cast(T, x)`` (which returns ``x``; a bare ``cast(...)`` only where ``cast`` is
+  imported from ``typing``); not in a file that imports a library which acts on annotations
+  at run time (:data:`RUNTIME_TYPING`: pydantic, typer, FastAPI, beartype...), nor on a
+  function registered by annotation (``@f.register`` of ``functools.singledispatch``);
 - **debug logging**: a ``log.debug(...)`` call whose arguments are names, attributes or
   constants (formatting is deferred: nothing is computed when the level is off), and an
-  ``if log.isEnabledFor(logging.DEBUG):`` block (no ``else``);
+  ``if log.isEnabledFor(logging.DEBUG):`` block (no ``else``), the test being that check alone
+  (``getEffectiveLevel() <= DEBUG`` and ``log.level <= DEBUG`` too), or joined by ``and`` to
+  names and attributes: ``if not log.isEnabledFor(DEBUG):`` or ``if SYNC or ...:`` runs when
+  the level is off, so it is behaviour;
 - **renames of local names**: inside each function, the names it binds (locals,
   ``*args``/``**kwargs``, positional-only parameters, a lambda's parameters) are replaced
   by canonical ones given in the order of their first binding, so a consistent rename
@@ -40,6 +49,22 @@ ASIDE_ORDER = ("comments", "docstrings", "annotations", "debug logging", "rename
 _LOGGER = re.compile(r"^_*(log|logger|LOG|LOGGER|logging)$")
 _TYPING_MODULES = ("typing", "typing_extensions")
 _NAME_INTROSPECTION = {"locals", "vars", "eval", "exec"}
+RUNTIME_TYPING = (
+    "pydantic",
+    "typer",
+    "fastapi",
+    "beartype",
+    "typeguard",
+    "msgspec",
+    "cattrs",
+    "cattr",
+    "strawberry",
+    "jaxtyping",
+    "attrs",
+    "attr",
+)
+"""Libraries that read annotations at run time (validation, coercion, command-line parsing, checks): in a file
+importing one, an annotation is behaviour."""
 
 
 def _is_logger(node: ast.AST) -> bool:
@@ -78,11 +103,63 @@ def is_debug_log(stmt: ast.stmt) -> bool:
             and all(_cheap(k.value) for k in stmt.value.keywords)
         )
     if isinstance(stmt, ast.If) and not stmt.orelse:
-        return "DEBUG" in ast.dump(stmt.test) and any(
-            isinstance(n, ast.Attribute)
-            and n.attr in ("isEnabledFor", "getEffectiveLevel", "level")
-            for n in ast.walk(stmt.test)
+        return _debug_guard(stmt.test)
+    return False
+
+
+def _is_debug_level(node: ast.AST) -> bool:
+    """``logging.DEBUG``, ``DEBUG`` or ``10``."""
+    return (
+        (isinstance(node, ast.Attribute) and node.attr == "DEBUG")
+        or (isinstance(node, ast.Name) and node.id == "DEBUG")
+        or (isinstance(node, ast.Constant) and node.value == 10 and type(node.value) is int)
+    )
+
+
+def _logger_expr(node: ast.AST) -> bool:
+    """A logger: a name or attribute chain, or ``logging.getLogger(...)``."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        return (isinstance(f, ast.Attribute) and f.attr == "getLogger") or (
+            isinstance(f, ast.Name) and f.id == "getLogger"
         )
+    return _cheap(node)
+
+
+def _level_read(node: ast.AST) -> bool:
+    """``log.getEffectiveLevel()`` or ``log.level``."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        f = node.func
+        return (
+            isinstance(f, ast.Attribute) and f.attr == "getEffectiveLevel" and _logger_expr(f.value)
+        )
+    return isinstance(node, ast.Attribute) and node.attr == "level" and _is_logger(node.value)
+
+
+def _debug_guard(test: ast.expr) -> bool:
+    """A test that is true only when debug logging is on: ``log.isEnabledFor(logging.DEBUG)``,
+    ``log.getEffectiveLevel() <= logging.DEBUG`` (or ``== DEBUG``, or ``DEBUG >= ...``), ``log.level <= DEBUG``,
+    or one of these joined by ``and`` to names and attributes (nothing computed, no other way in)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_debug_guard(v) for v in test.values) and all(
+            _debug_guard(v) or _cheap(v) for v in test.values
+        )
+    if isinstance(test, ast.Call):
+        f = test.func
+        return (
+            isinstance(f, ast.Attribute)
+            and f.attr == "isEnabledFor"
+            and _logger_expr(f.value)
+            and len(test.args) == 1
+            and not test.keywords
+            and _is_debug_level(test.args[0])
+        )
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        if _level_read(left) and _is_debug_level(right):
+            return isinstance(op, (ast.LtE, ast.Eq))
+        if _is_debug_level(left) and _level_read(right):
+            return isinstance(op, (ast.GtE, ast.Eq))
     return False
 
 
@@ -95,8 +172,15 @@ def _type_checking(test: ast.expr) -> bool:
 class _Strip(ast.NodeTransformer):
     """Sets aside docstrings, annotations and debug logging (see the module docstring)."""
 
-    def __init__(self, annotations: bool = True, debug: bool = True, docstrings: bool = True):
+    def __init__(
+        self,
+        annotations: bool = True,
+        debug: bool = True,
+        docstrings: bool = True,
+        typing_cast: bool = True,
+    ):
         self.annotations, self.debug, self.docstrings = annotations, debug, docstrings
+        self.typing_cast = typing_cast
         self.in_class = [False]
 
     def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
@@ -173,7 +257,7 @@ class _Strip(ast.NodeTransformer):
         return node
 
     def _function(self, node):
-        if self.annotations:
+        if self.annotations and not _registered(node):
             node.returns = None
             for a in (
                 node.args.posonlyargs
@@ -207,7 +291,9 @@ class _Strip(ast.NodeTransformer):
         if not self.annotations:
             return self.generic_visit(node)
         if self.in_class[-1]:
-            node.annotation = ast.Constant(value=None)
+            # ClassVar / InitVar decide whether a dataclass has the field: they stay named
+            kept = [w for w in ("ClassVar", "InitVar") if w in ast.dump(node.annotation)]
+            node.annotation = ast.Constant(value=kept[0] if kept else None)
             if node.value is not None:
                 node.value = self.visit(node.value)
             return node
@@ -227,7 +313,7 @@ class _Strip(ast.NodeTransformer):
             and len(node.args) == 2
             and not node.keywords
             and (
-                (isinstance(f, ast.Name) and f.id == "cast")
+                (isinstance(f, ast.Name) and f.id == "cast" and self.typing_cast)
                 or (
                     isinstance(f, ast.Attribute)
                     and f.attr == "cast"
@@ -238,6 +324,52 @@ class _Strip(ast.NodeTransformer):
         ):
             return self.visit(node.args[1])
         return self.generic_visit(node)
+
+
+def _registered(node) -> bool:
+    """A function decorated with ``@something.register`` (``functools.singledispatch``: its annotation picks
+    the type it serves)."""
+    return any(isinstance(d, ast.Attribute) and d.attr == "register" for d in node.decorator_list)
+
+
+def _binds_typing_cast(tree: ast.Module) -> bool:
+    """``cast`` is ``typing.cast`` in this module: imported from ``typing``/``typing_extensions`` under its
+    own name, and bound nowhere else (a function, an assignment or another import named ``cast``)."""
+    typing_cast = other = False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                if (a.asname or a.name.split(".")[0]) != "cast":
+                    continue
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and node.module in _TYPING_MODULES
+                    and not a.asname
+                ):
+                    typing_cast = True
+                else:
+                    other = True
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            other = other or node.name == "cast"
+        elif (
+            isinstance(node, ast.Name) and node.id == "cast" and not isinstance(node.ctx, ast.Load)
+        ):
+            other = True
+        elif isinstance(node, ast.arg) and node.arg == "cast":
+            other = True
+    return typing_cast and not other
+
+
+def _imports(tree: ast.Module, roots: tuple[str, ...]) -> bool:
+    """The module imports one of the packages ``roots`` (or a module under one)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            if any(a.name.split(".")[0] in roots for a in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.split(".")[0] in roots:
+                return True
+    return False
 
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -423,10 +555,14 @@ def normalise(
     annotations: bool = True,
     debug: bool = True,
     renames: bool = True,
+    typing_cast: bool = True,
 ) -> ast.AST:
-    """A copy of ``tree`` with the inert parts set aside (module docstring); each kind can be kept."""
+    """A copy of ``tree`` with the inert parts set aside (module docstring); each kind can be kept.
+    ``typing_cast``: a bare ``cast(T, x)`` is ``typing.cast`` (see :func:`_binds_typing_cast`)."""
     tree = copy.deepcopy(tree)
-    tree = _Strip(annotations=annotations, debug=debug, docstrings=docstrings).visit(tree)
+    tree = _Strip(
+        annotations=annotations, debug=debug, docstrings=docstrings, typing_cast=typing_cast
+    ).visit(tree)
     if renames:
         tree = _Canon().visit(tree)
     return tree
@@ -503,8 +639,20 @@ def compare(old: str | None, new: str | None) -> PyComparison:
         return PyComparison(False, False, [], t_old, t_new)
     texts = [_statement_texts(t, x or "") for t, x in ((t_old, old), (t_new, new))]
     shared = set(texts[0]) & set(texts[1])
+    # what is behaviour in this file: a docstring read at run time, annotations a library acts on
+    keep: dict[str, bool] = {}
+    if any("__doc__" in x or "getdoc" in x for x in (old or "", new or "")):
+        keep["docstrings"] = False
+    if _imports(t_old, RUNTIME_TYPING) or _imports(t_new, RUNTIME_TYPING):
+        keep["annotations"] = False
+    casts = [{"typing_cast": _binds_typing_cast(t)} for t in (t_old, t_new)]
+
+    def tokens(i: int, **kinds: bool) -> list[str]:
+        tree = (t_old, t_new)[i]
+        return _tokens(tree, texts[i], shared, **{**casts[i], **keep, **kinds})
+
     try:
-        if _tokens(t_old, texts[0], shared) != _tokens(t_new, texts[1], shared):
+        if tokens(0) != tokens(1):
             return PyComparison(True, False, [], t_old, t_new)
         aside = []
         if _comments(old or "") != _comments(new or ""):
@@ -515,9 +663,7 @@ def compare(old: str | None, new: str | None) -> PyComparison:
             ("debug logging", {"debug": False}),
             ("renames", {"renames": False}),
         ):
-            if _tokens(t_old, texts[0], shared, **kwargs) != _tokens(
-                t_new, texts[1], shared, **kwargs
-            ):
+            if tokens(0, **kwargs) != tokens(1, **kwargs):
                 aside.append(kind)
     except RecursionError:
         return PyComparison(False, False, [], t_old, t_new)

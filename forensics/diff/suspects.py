@@ -3,11 +3,13 @@
 A commit is judged from what its files' changes do, not from how many lines they touch:
 
 - **inert files** weigh nothing: documentation (``*.md``, ``*.rst``, ``docs/``, images, a
-  README, licence or changelog of any suffix; any other ``*.txt`` may be data the step reads,
+  README, licence or changelog of any suffix but a code or configuration one: ``history.py``
+  and ``security.py`` are code; any other ``*.txt`` may be data the step reads,
   so it is code here), tests (``tests/``, ``test_*.py``,
   ``*_test.py``, ``conftest.py``) and CI or repository tooling (``.github/``,
   ``.gitlab-ci.yml``, ``.circleci/``, ``.pre-commit-config.yaml``, ``.gitignore``...)
-  (:func:`file_kind`);
+  (:func:`file_kind`), unless the step loaded the file (a ``load_test.py`` run as the step,
+  a module in a ``testing/`` package it imports): a file the step loaded is judged as code;
 - **behaviour-free edits** weigh nothing: a Python file whose syntax tree is unchanged once
   comments, docstrings, annotations, formatting, debug logging and consistent renames of
   local names are set aside (:mod:`forensics.diff.pysource`); a configuration file whose
@@ -93,6 +95,31 @@ _CI = re.compile(
     r"\.mailmap$|\.editorconfig$|\.flake8$|\.pylintrc$|\.clang-format$|\.clang-tidy$|mypy\.ini$|"
     r"\.yamllint|\.markdownlint|\.codespellrc$|\.typos\.toml$|ruff\.toml$|\.ruff\.toml$)"
 )
+_SOURCE_SUFFIXES = (
+    ".py",
+    ".pyw",
+    ".pyx",
+    ".pxd",
+    ".pyi",
+    ".so",
+    ".pyd",
+    ".c",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".cu",
+    ".cuh",
+    ".h",
+    ".hpp",
+    ".sh",
+    ".bash",
+    ".js",
+    ".ts",
+    ".rs",
+    ".go",
+    ".java",
+)
+"""Suffixes of code: a file named like a document (``history.py``, ``notes.sh``) with one of them is code."""
 _DEPENDENCY_TXT = re.compile(r"(requirements|constraints)[^/]*\.txt$|CMakeLists\.txt$", re.I)
 
 
@@ -107,9 +134,10 @@ def file_kind(path: str) -> FileKind:
         return FileKind.TESTS
     if _DEPENDENCY_TXT.search(name):
         return FileKind.CONFIG if not name.lower().startswith("cmakelists") else FileKind.CODE
+    suffix = p.suffix.lower()
     if (
-        p.suffix.lower() in _DOC_SUFFIXES
-        or _DOC_NAMES.match(name)
+        suffix in _DOC_SUFFIXES
+        or (_DOC_NAMES.match(name) and suffix not in _SOURCE_SUFFIXES + sig.CONFIG_SUFFIXES)
         or any(x in _DOC_DIRS for x in parts)
     ):
         return FileKind.DOCS
@@ -226,7 +254,12 @@ def assess_file(
         is searched as text).
     """
     kind = file_kind(path)
-    fa = FileAssessment(path, kind, place(path, loaded, renamed_from))
+    where = place(path, loaded, renamed_from)
+    if (
+        kind in INERT and where == "loaded"
+    ):  # the step ran it: its tests-like or doc-like path says nothing
+        kind = FileKind.CODE
+    fa = FileAssessment(path, kind, where)
     if kind in INERT:
         fa.behaviour_free, fa.set_aside = True, [kind.value]
         return fa
@@ -382,8 +415,10 @@ def paths_only(paths: Iterable[tuple[str, str]], loaded: set[str] | None) -> lis
     """File assessments from paths alone ((path, renamed_from) pairs), when the texts were not read."""
     out = []
     for path, src in paths:
-        kind = file_kind(path)
-        fa = FileAssessment(path, kind, place(path, loaded, src), read=kind in INERT)
+        kind, where = file_kind(path), place(path, loaded, src)
+        if kind in INERT and where == "loaded":
+            kind = FileKind.CODE
+        fa = FileAssessment(path, kind, where, read=kind in INERT)
         if kind in INERT:
             fa.behaviour_free, fa.set_aside = True, [kind.value]
         out.append(fa)

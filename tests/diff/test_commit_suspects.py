@@ -151,6 +151,55 @@ def test_a_debug_log_behind_a_level_check_is_behaviour_free_an_eager_one_is_not(
     ).same_behaviour  # the f-string calls .tolist() whatever the level
 
 
+def test_a_level_check_that_runs_with_debug_off_is_behaviour():
+    """Only a test that is true when debug logging is on guards a debug block; "not", "or" and a look-alike
+    level read were set aside as debug logging, whatever the block did (a sleep, a synchronisation)."""
+    base = "import logging, time\nlog = logging.getLogger(__name__)\n\ndef f():\n    return 1\n"
+
+    def guarded(test, body="time.sleep(0.5)"):
+        return base.replace("    return 1\n", f"    if {test}:\n        {body}\n    return 1\n")
+
+    for test in (
+        "not log.isEnabledFor(logging.DEBUG)",
+        "SYNC or log.isEnabledFor(logging.DEBUG)",
+        "cfg.level > DEBUG_LEVEL",
+        "log.getEffectiveLevel() > logging.DEBUG",
+        "warm_up() and log.isEnabledFor(logging.DEBUG)",
+    ):
+        assert not compare(base, guarded(test)).same_behaviour, test
+    for test in (
+        "log.isEnabledFor(logging.DEBUG)",
+        "VERBOSE and log.isEnabledFor(logging.DEBUG)",
+        "log.getEffectiveLevel() <= logging.DEBUG",
+        "logging.getLogger('x').isEnabledFor(logging.DEBUG)",
+    ):
+        assert compare(base, guarded(test, "log.debug('%s', 1)")).set_aside == ["debug logging"], (
+            test
+        )
+
+
+def test_a_docstring_read_at_run_time_an_own_cast_and_annotations_read_at_run_time_are_behaviour():
+    # docopt takes the options' defaults from the module docstring
+    usage = '"""Usage: step [--n=<n>]\n\n  --n=<n>  steps [default: 4]\n"""\nfrom docopt import docopt\nARGS = docopt(__doc__)\n'
+    assert not compare(usage, usage.replace("default: 4", "default: 40")).same_behaviour
+    plain = '"""Steps: 4."""\nN = 4\n'
+    assert compare(plain, plain.replace("4.", "40.")).set_aside == ["docstrings"]
+    # a module's own cast(x, dtype) is not typing.cast(T, x): its first argument is behaviour
+    own = "def cast(x, dtype):\n    return x.to(dtype)\n\ndef f(x):\n    return cast(x, HALF)\n"
+    assert not compare(own, own.replace("cast(x, HALF)", "cast(x.float(), HALF)")).same_behaviour
+    typed = "from typing import cast\n\ndef f(x):\n    return x\n"
+    assert compare(typed, typed.replace("return x", "return cast(int, x)")).set_aside == [
+        "annotations"
+    ]
+    # ClassVar decides whether a dataclass has the field; singledispatch and pydantic act on annotations
+    dc = "from dataclasses import dataclass\nfrom typing import ClassVar\n@dataclass\nclass C:\n    n: ClassVar[int] = 1\n"
+    assert not compare(dc, dc.replace("ClassVar[int]", "int")).same_behaviour
+    sd = "from functools import singledispatch\n@singledispatch\ndef f(x):\n    return 0\n@f.register\ndef _(x: int):\n    return 1\n"
+    assert not compare(sd, sd.replace("x: int", "x: float")).same_behaviour
+    pd = "from pydantic import BaseModel\nclass C(BaseModel):\n    n: int = 1\n"
+    assert not compare(pd, pd.replace("n: int", "n: float")).same_behaviour
+
+
 def test_a_dataclass_field_keeps_its_statement():
     a = "from dataclasses import dataclass\n@dataclass\nclass C:\n    pass\n"
     assert not compare(a, a.replace("    pass\n", "    n: int\n")).same_behaviour  # a new field
@@ -268,10 +317,30 @@ def test_configuration_values_and_cuda_sources():
         ("cost.txt", FileKind.CODE),
         ("model.py", FileKind.CODE),
         ("csrc/attn.cu", FileKind.CODE),
+        # named like a document, but code or configuration (they were 'documentation': behaviour-free)
+        ("HISTORY.md", FileKind.DOCS),
+        ("NEWS", FileKind.DOCS),
+        ("serving/history.py", FileKind.CODE),
+        ("app/security.py", FileKind.CODE),
+        ("kv/changes.py", FileKind.CODE),
+        ("notes.sh", FileKind.CODE),
+        ("changes.yaml", FileKind.CONFIG),
     ],
 )
 def test_file_kinds(path, kind):
     assert file_kind(path) is kind
+
+
+@pytest.mark.parametrize("path", ["load_test.py", "tests/bench_step.py", "docs/conf.py"])
+def test_a_file_the_step_loaded_is_never_inert(path):
+    """A step run as ``python load_test.py`` (or importing a tests/ or docs/ module) runs that file: a change
+    to it is judged as code, not set aside by its path."""
+    from forensics.diff.suspects import assess_file
+
+    assert assess_file(path, "X = 1\n", "X = 2\n").behaviour_free  # nothing recorded: by its path
+    assert assess_file(path, "X = 1\n", "X = 2\n", loaded=set()).behaviour_free
+    loaded = assess_file(path, "X = 1\n", "X = 2\n", loaded={path})
+    assert not loaded.behaviour_free and loaded.kind is FileKind.CODE
 
 
 # --------------------------------------------------------------------------------------------------
