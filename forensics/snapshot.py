@@ -235,11 +235,75 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     bench = doc.get("bench")
     if bench is not None and not isinstance(bench, dict):
         raise BadInputError(f"{path}: 'bench' must be a mapping or null, found {json_type(bench)}")
+    if bench:
+        _check_bench(bench, path)
     for key in ("label", "created"):
         if key in doc and not isinstance(doc[key], str):
             raise BadInputError(f"{path}: {key!r} must be a string, found {json_type(doc[key])}")
     check_field_types(doc, path)
     return doc
+
+
+BENCH_SCHEMA = ("forensics.bench", 1)
+"""The bench document a ``--bench`` snapshot embeds (written by ``forensics.bench``; docs/bench.md)."""
+
+
+def _check_bench(bench: dict[str, Any], path: Path) -> None:
+    """Check the embedded bench's schema and the shape ``diff`` reads of each result: ``results`` a list of
+    mappings, each with a string ``name`` and ``process_medians`` a list of numbers. A result of the wrong
+    shape was skipped without a word ('measured only in BEFORE'), a newer bench schema read as the old.
+
+    Raises:
+        BadInputError: naming the file and the field (``bench.results[1] must be a mapping ...``).
+    """
+    name, version = BENCH_SCHEMA
+    schema = bench.get("schema")
+    if "schema" in bench:
+        got, _, n = str(schema).rpartition("/")
+        if not isinstance(schema, str) or got != name or not n.isdigit() or int(n) < 1:
+            raise BadInputError(
+                f"{path}: bench.schema is {schema!r}, expected '{name}/{version}'; the file was "
+                "edited or damaged (take the snapshot again)"
+            )
+        if int(n) > version:
+            raise BadInputError(
+                f"{path}: its bench is {schema}, newer than this forensics ({__version__}) reads "
+                f"({name}/{version}); upgrade forensics"
+            )
+    results = bench.get("results")
+    if results is None:
+        return
+    if not isinstance(results, list):
+        raise BadInputError(
+            f"{path}: bench.results must be a list, found {json_type(results)}; the file was "
+            "edited or damaged (take the snapshot again)"
+        )
+    for i, r in enumerate(results):
+        if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+            found = (
+                json_type(r)
+                if not isinstance(r, dict)
+                else f"a 'name' of {json_type(r.get('name'))}"
+            )
+            raise BadInputError(
+                f"{path}: bench.results[{i}] must be a mapping with a 'name' string, found {found}; "
+                "the file was edited or damaged (take the snapshot again)"
+            )
+        vals = r.get("process_medians")
+        if vals is not None and (
+            not isinstance(vals, list)
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+        ):
+            raise BadInputError(
+                f"{path}: bench result {r['name']!r} 'process_medians' must be a list of numbers, "
+                f"found {json_type(vals)}"
+                + (
+                    f" holding {json_type(next(v for v in vals if not isinstance(v, (int, float)) or isinstance(v, bool)))}"
+                    if isinstance(vals, list)
+                    else ""
+                )
+                + "; the file was edited or damaged (take the snapshot again)"
+            )
 
 
 _OTHER_KINDS = {

@@ -135,3 +135,57 @@ def test_write_is_atomic_and_keeps_old_file_on_failure(tmp_path, monkeypatch):
 def test_write_into_missing_folder_is_bad_input(tmp_path):
     with pytest.raises(BadInputError, match="does not exist"):
         snap.save(_valid_doc(), tmp_path / "no" / "s.json")
+
+
+BENCH_DAMAGE = {
+    "results_str": (
+        lambda b: b.update(results="x"),
+        "bench.results must be a list, found a string",
+    ),
+    "entry_str": (
+        lambda b: b["results"].append("x"),
+        "must be a mapping with a 'name' string, found a string",
+    ),
+    "name_int": (
+        lambda b: b["results"][0].update(name=5),
+        "must be a mapping with a 'name' string, found a 'name' of a number",
+    ),
+    "medians_str": (
+        lambda b: b["results"][0].update(process_medians=["19.3", 19.4]),
+        "'process_medians' must be a list of numbers, found a list holding a string",
+    ),
+    "newer": (
+        lambda b: b.update(schema="forensics.bench/9"),
+        "its bench is forensics.bench/9, newer than this forensics",
+    ),
+    "foreign": (lambda b: b.update(schema="other/1"), "bench.schema is 'other/1'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BENCH_DAMAGE))
+def test_diff_refuses_a_damaged_embedded_bench(tmp_path, name):
+    """A snapshot whose embedded bench is damaged or newer: one line naming the file and the field,
+    exit 2. diff said 'measured only in BEFORE' (or read a newer bench as its own) and exited 0."""
+    from tests.conftest import EXAMPLES
+
+    before = EXAMPLES / "silent-pull" / "before.json"
+    doc = json.loads(before.read_text())
+    damage, expected = BENCH_DAMAGE[name]
+    damage(doc["bench"])
+    after = tmp_path / "after.json"
+    after.write_text(json.dumps(doc))
+    proc = run_cli("diff", str(before), str(after), "-o", str(tmp_path / "r.html"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"forensics: error: {after}: "), lines
+    assert expected in lines[0]
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_bench_without_results_is_read(tmp_path):
+    """Snapshots whose bench holds only telemetry (no results) stay readable."""
+    doc = _valid_doc()
+    doc["bench"] = {"telemetry": {}}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    assert snap.load(path)["bench"] == {"telemetry": {}}
