@@ -31,6 +31,10 @@ Verdicts (three-way: no change, a small real change, a change beyond the thresho
   reaches beyond it could hide a small real change, so it is not ``same``;
 - anything else is ``inconclusive`` with a reason. Too few processes (< 3 a
   side) is always ``inconclusive``, never "significant".
+
+Against a **remembered figure** (one value the user gives, ``investigate --expect 19ms``; not a side of
+processes) :func:`compare_to_figure` takes no rank test: the CI is the bootstrap of today's median over the
+figure, and ``slower`` / ``faster`` / ``same`` are read from it and the threshold alone.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from typing import Sequence
 
 MIN_PROCESSES = 3
 DEFAULT_ALPHA = 0.01
+MWU_TEST = "Mann-Whitney U (two-sided) on per-process medians; bootstrap CI of the ratio of medians"
+FIGURE_TEST = "today's median over the remembered figure (one value: no rank test); bootstrap CI over today's processes"
 DEFAULT_THRESHOLD = 0.05
 MIN_NOISE_BAND = 0.01
 REACHABLE_PROCESSES = 50
@@ -104,7 +110,9 @@ class Comparison:
     time_ratio: float
     ci_low: float
     ci_high: float
-    p_value: float
+    p_value: (
+        float | None
+    )  # None: no rank test (against a remembered figure, :func:`compare_to_figure`)
     threshold: float
     alpha: float
     a: Summary
@@ -113,6 +121,7 @@ class Comparison:
     reasons: list[str] = field(default_factory=list)
     processes_needed: int = 0
     noise_band: float = DEFAULT_THRESHOLD
+    test: str = MWU_TEST  # how the call was made; FIGURE_TEST (``p_value`` None) against a remembered figure
 
     @property
     def change_pct(self) -> float:
@@ -126,7 +135,7 @@ class Comparison:
         ci = f"95% CI {self.ci_low:.3f}-{self.ci_high:.3f}"
         if self.verdict.faster_at_all:
             ci = f"95% CI {1 / self.ci_high:.3f}-{1 / self.ci_low:.3f}"
-        p = f"p={self.p_value:.2g}"
+        p = f"p={self.p_value:.2g}" if self.p_value is not None else ""
         if self.verdict is Verdict.SLOWER:
             head = f"{self.time_ratio:.3f}x slower"
         elif self.verdict is Verdict.FASTER:
@@ -141,6 +150,8 @@ class Comparison:
                 f"a small real change: {1 / self.time_ratio:.3f}x faster "
                 f"({self.change_pct:+.1f}%, below the {self.threshold:.0%} threshold)"
             )
+        elif self.verdict is Verdict.SAME and self.p_value is None:
+            head = f"within {self.threshold:.0%} of it (ratio {self.time_ratio:.3f})"
         elif self.verdict is Verdict.SAME:
             head = f"no change beyond the noise (ratio {self.time_ratio:.3f}, CI within +-{self.noise_band:.1%})"
         else:
@@ -150,6 +161,8 @@ class Comparison:
             if self.reasons and self.verdict is Verdict.INCONCLUSIVE
             else ""
         )
+        if self.p_value is None:  # one remembered value: today's processes against it
+            return f"{head} ({ci} over today's {self.b.n} processes, against the figure you remember){tail}"
         return f"{head} ({ci}, {p}, Mann-Whitney U, n={self.a.n}+{self.b.n}){tail}"
 
     def to_json(self) -> dict:
@@ -159,7 +172,7 @@ class Comparison:
             "change_pct": self.change_pct,
             "ci95": [self.ci_low, self.ci_high],
             "p_value": self.p_value,
-            "test": "Mann-Whitney U (two-sided) on per-process medians; bootstrap CI of the ratio of medians",
+            "test": self.test,
             "threshold": self.threshold,
             "alpha": self.alpha,
             "higher_is_better": self.higher_is_better,
@@ -414,4 +427,65 @@ def compare(
                 )
     return Comparison(
         verdict, ratio, lo, hi, p, threshold, alpha, sa, sb, higher_is_better, reasons, needed, band
+    )
+
+
+def compare_to_figure(
+    figure: float,
+    values: Sequence[float],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    higher_is_better: bool = False,
+    n_boot: int = 4000,
+    seed: int = 0,
+) -> Comparison:
+    """Today's per-process medians ``values`` against one remembered value ``figure`` (side A).
+
+    A figure is not a sample of processes, so no rank test is made (``p_value`` None, ``test``
+    :data:`FIGURE_TEST`) and "too few processes" does not apply: the CI is the percentile bootstrap of
+    ``median(values) / figure`` over ``values`` (exact, one point, when every process gave the same value).
+    ``slower``: the CI's low end above 1 and the ratio beyond the threshold (``faster`` likewise); ``same``:
+    the whole CI within the threshold (``noise_band`` is the threshold); anything else ``inconclusive``, the
+    reason saying that more processes now would narrow the CI.
+
+    Raises:
+        ValueError: ``values`` is empty, or a value or the figure is non-positive or non-finite.
+    """
+    if len(values) == 0:
+        raise ValueError("no measurements on the after side")
+    if any((not math.isfinite(x)) or x <= 0 for x in [figure, *values]):
+        raise ValueError("a non-positive or non-finite value")
+    sa, sb = summarize([figure]), summarize(values)
+    ratio = sb.median / figure
+    lo, hi = bootstrap_ratio_ci([figure], values, n_boot=n_boot, seed=seed)
+    if higher_is_better:
+        ratio, lo, hi = 1 / ratio, 1 / hi, 1 / lo
+    reasons: list[str] = []
+    if lo > 1 and ratio >= 1 + threshold:
+        verdict = Verdict.SLOWER
+    elif hi < 1 and ratio <= 1 / (1 + threshold):
+        verdict = Verdict.FASTER
+    elif hi < 1 + threshold and lo > 1 / (1 + threshold):
+        verdict = Verdict.SAME
+    else:
+        verdict = Verdict.INCONCLUSIVE
+        reasons.append(
+            f"the CI of today's median over the figure ({lo:.3f}-{hi:.3f}) reaches across the "
+            f"{threshold:.0%} threshold: more processes now would narrow it"
+        )
+    return Comparison(
+        verdict,
+        ratio,
+        lo,
+        hi,
+        None,
+        threshold,
+        DEFAULT_ALPHA,
+        sa,
+        sb,
+        higher_is_better,
+        reasons,
+        0,
+        threshold,
+        FIGURE_TEST,
     )

@@ -6,7 +6,9 @@
 Results with the same ``name`` on both sides are compared with
 :func:`forensics.bench.compare.compare_values`: :func:`forensics.stats.compare`
 (Mann-Whitney U on per-process medians, bootstrap CI of the ratio) plus the
-bench's own rules (A/A noise floor, no call on noisy data, too few processes).
+bench's own rules (A/A noise floor, no call on noisy data, too few processes);
+a BEFORE result that is a figure the user remembers (``remembered``, one value:
+``investigate --expect``) with :func:`forensics.stats.compare_to_figure`.
 
 The canary and its component probes (matmul, all-reduce, copies) are fixed
 code, so (DESIGN section 7):
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from forensics.errors import BadInputError
-from forensics.stats import Comparison, Verdict
+from forensics.stats import Comparison, Verdict, compare_to_figure
 
 ENVIRONMENT_KINDS = ("canary", "component")
 """Result kinds measured by forensics' own fixed code: a change there is the environment's."""
@@ -150,6 +152,15 @@ def _medians(result: Mapping[str, Any] | None) -> list[float] | None:
         return None
 
 
+def remembered_figure(result: Mapping[str, Any] | None) -> float | None:
+    """The value of a result that is a figure the user remembers (``remembered``: where it came from, such as
+    ``--expect 19ms``, with one value in ``process_medians``), else None."""
+    if not result or not result.get("remembered"):
+        return None
+    xs = _medians(result)
+    return xs[0] if xs is not None and len(xs) == 1 else None
+
+
 def compare_bench(before: Mapping[str, Any], after: Mapping[str, Any]) -> BenchEffect | None:
     """Compare matching benchmark results of two snapshots.
 
@@ -173,10 +184,16 @@ def compare_bench(before: Mapping[str, Any], after: Mapping[str, Any]) -> BenchE
         else:
             from forensics.bench.compare import compare_values, method_changes
 
+            figure = remembered_figure(rb.get(name))
             try:
-                res.comparison = compare_values(xb, xa, higher_is_better=hib, name=name)[1]
+                if figure is not None:  # one value the user remembers, not a side of processes
+                    res.comparison = compare_to_figure(figure, xa, higher_is_better=hib)
+                else:
+                    res.comparison = compare_values(xb, xa, higher_is_better=hib, name=name)[1]
             except BadInputError as exc:
                 res.note = f"not comparable: {exc}"
+            except ValueError as exc:
+                res.note = f"not comparable: result {name!r}: {exc}"
             else:
                 res.note = " ".join(method_changes(rb, ra, [name], ("BEFORE", "AFTER")))
         out.append(res)

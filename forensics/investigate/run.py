@@ -766,6 +766,8 @@ def _remember(
     files = (results_of(now).get(step.name) or {}).get("loaded_files")
     if isinstance(files, list):
         result["loaded_files"] = files
+    if s.expect:  # one value, not processes: the diff compares today's with it exactly (stats.compare_to_figure)
+        result["remembered"] = f"--expect {s.expect}"
     label = "baseline: " + "; ".join(parts)
     doc = memory.synthetic_baseline(
         now,
@@ -826,10 +828,13 @@ def _versus_expect(
     shown = (ratio, lo, hi)  # today over the figure, as a time: the slowdown factor
     if step.higher_is_better:  # a throughput is said as itself: 0.53x the tok/s remembered
         shown = (1 / ratio, 1 / hi, 1 / lo)
-    text = (
-        f"{step.name}: {shown[0]:.3f}x the value you remember ({base[0]:.4g} {unit}; 95% CI "
-        f"{shown[1]:.3f}-{shown[2]:.3f}, {len(today)} processes now)"
-    )
+    if (
+        len(set(today)) == 1
+    ):  # every process gave the same value: the ratio is exact, no interval to give
+        how = f"each of the {len(today)} processes now gave {today[0]:.4g} {unit}"
+    else:
+        how = f"95% CI {shown[1]:.3f}-{shown[2]:.3f}, {len(today)} processes now"
+    text = f"{step.name}: {shown[0]:.3f}x the value you remember ({base[0]:.4g} {unit}; {how})"
     if status == "beyond":
         return Regression.YES, text
     if status == "within":

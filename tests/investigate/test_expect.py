@@ -1,0 +1,100 @@
+"""forensics investigate --expect with a step that prints the same value in every process (a step reporting a
+fixed configured figure): the comparison with the remembered figure is exact, and nothing in the verdict,
+the terminal or the reports asks for more processes or blames a spread that cannot apply.
+
+The remembered figure is one value, not a side of processes: the embedded diff's benchmark table compares
+today's processes with it as the verdict does (no rank test against one value, no 'too few processes').
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests._stepkit import run_investigate
+
+STEP = """import json
+for _ in range(3):
+    print(json.dumps({"metric": "step_ms", "value": %s}))
+"""
+
+ADVICE = ("too few processes", "processes a side", "--processes", "spread", "noisy", "quieter")
+
+
+@pytest.mark.parametrize(
+    "value, code, verdict, diff_verdict",
+    [
+        (
+            "6.0",
+            3,
+            "Slower, not explained: user.step_ms: 1.500x the value you remember (4 ms; each of the 5 "
+            "processes now gave 6 ms); nothing that changed is known to this machine",
+            "slower",
+        ),
+        (
+            "4.0",
+            0,
+            "No regression: user.step_ms: 1.000x the value you remember (4 ms; each of the 5 processes now "
+            "gave 4 ms); a slowdown of 5% or more is ruled out; no experiment was run.",
+            "same",
+        ),
+    ],
+)
+def test_a_constant_step_against_the_value_you_remember_is_compared_exactly(
+    tmp_path, value, code, verdict, diff_verdict
+):
+    (tmp_path / "step.py").write_text(STEP % value)
+    r = run_investigate(
+        tmp_path,
+        "--no-canary",
+        "-q",
+        "--cmd",
+        "python step.py",
+        "--expect",
+        "4ms",
+        "-o",
+        "r.json",
+        "-o",
+        "r.md",
+        "-o",
+        "r.html",
+    )
+    assert r.returncode == code, r.stdout + r.stderr
+    shown = [ln for ln in r.stdout.splitlines() if not ln.startswith(("note:", "baseline:"))][0]
+    assert shown.startswith(verdict), shown
+    doc = json.loads((tmp_path / "r.json").read_text())
+    (res,) = [x for x in doc["bench"]["results"] if x["name"] == "user.step_ms"]
+    cmp = res["comparison"]
+    assert cmp["verdict"] == diff_verdict and cmp["reasons"] == [], cmp
+    assert cmp["p_value"] is None and "remembered" in cmp["test"], cmp
+    assert cmp["ci95"] == [float(value) / 4, float(value) / 4]
+    for name in ("r.md", "r.html"):
+        text = (tmp_path / name).read_text()
+        assert not [w for w in ADVICE if w in text], (name, [w for w in ADVICE if w in text])
+    assert not [w for w in ADVICE if w in r.stdout + r.stderr]
+
+
+def test_a_figure_is_compared_by_the_ci_of_todays_median_alone():
+    from forensics.stats import FIGURE_TEST, Verdict, compare_to_figure
+
+    spread = compare_to_figure(4.0, [3.9, 4.1, 4.4, 3.8, 4.3])  # the CI reaches across 5%
+    assert spread.verdict is Verdict.INCONCLUSIVE and spread.p_value is None
+    assert spread.reasons == [
+        f"the CI of today's median over the figure ({spread.ci_low:.3f}-{spread.ci_high:.3f}) reaches "
+        "across the 5% threshold: more processes now would narrow it"
+    ]
+    slow = compare_to_figure(94.0, [50.0] * 5, higher_is_better=True)  # tok/s: half the throughput
+    assert (
+        slow.verdict is Verdict.SLOWER
+        and abs(slow.time_ratio - 1.88) < 1e-12
+        and slow.test == FIGURE_TEST
+    )
+    assert slow.sentence() == (
+        "1.880x slower (95% CI 1.880-1.880 over today's 5 processes, against the figure you remember)"
+    )
+    same = compare_to_figure(4.0, [4.0] * 5)
+    assert same.sentence() == (
+        "within 5% of it (ratio 1.000) (95% CI 1.000-1.000 over today's 5 processes, against the figure "
+        "you remember)"
+    )
