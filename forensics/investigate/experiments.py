@@ -732,11 +732,9 @@ class CommitExperiment:
 
     @staticmethod
     def estimate(ctx: Context, exp: Experiment) -> float:
-        # first round: each side's processes not already measured (today's step is reused for HEAD)
+        # first round: both sides fresh, interleaved (nothing measured earlier is reused: commit_vs_parent)
         per = ctx.subject.process_s if ctx.subject else 5.0
-        sha = exp.params.get("sha") or ""
-        todo = ctx.processes - min(len(ctx.seed(sha)), ctx.processes) + ctx.processes
-        return todo * per + 2 * STARTUP_S
+        return 2 * ctx.processes * per + 2 * STARTUP_S
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
@@ -760,15 +758,18 @@ def _spec(ctx: Context):
 
 
 def commit_vs_parent(
-    ctx: Context, exp: Experiment, folder: str, sha: str, head: str | None, fresh: int = 0
+    ctx: Context, exp: Experiment, folder: str, sha: str, head: str | None
 ) -> None:
     """A/B of ``sha`` (A) against its first parent (B) in private worktrees, interleaved, with the interventions
     already confirmed applied on both sides (``ctx.overlay``); fills ``exp`` by the rule of :mod:`decide`.
 
-    Samples already measured (``ctx.seed``: today's step when ``sha`` is HEAD and the checkout is clean,
-    the commits a bisect measured) are reused; ``fresh`` processes a side are run regardless (at least one
-    interleaved round), then rounds of :data:`ROUND` are added while the call is undecided, up to
-    ``ctx.max_processes`` a side. The share uses today's step (``ctx.today``) for today's side.
+    Both sides are fresh processes, interleaved: ``ctx.processes`` a side, then rounds of :data:`ROUND` while
+    the call is undecided, up to ``ctx.max_processes`` a side. Samples measured earlier are not reused on
+    either side (today's step when ``sha`` is HEAD, the baseline, the commits a bisect measured): they were
+    measured at another time, so a machine that got faster or slower since would read as the commit's
+    effect, and today's and the baseline's are the very samples that decided the step got slower, whose
+    chance extremes a comparison reusing them would confirm. The share uses today's step (``ctx.today``)
+    for today's side.
 
     Raises:
         BadInputError: the step failed in a worktree.
@@ -791,13 +792,9 @@ def commit_vs_parent(
     what = f'Going back from {sha[:10]} "{subject}" to its parent {parent[:10]}'
     if ctx.overlay or ctx.packages:
         what += " (with " + ", ".join(_on_top(ctx, commits=False)) + ")"
-    reused = {c: len(ctx.seed(c)) for c, _ in sides}
     with WorktreePool(top) as pool:
         m = Measurer(pool, _spec(ctx), on_process)
-        for c, _ in sides:
-            if reused[c]:
-                m.samples[c] = ctx.seed(c)
-        n = max(ctx.processes, min(len(m.samples.get(c, [])) for c, _ in sides) + fresh)
+        n = ctx.processes
         while True:
             try:
                 m.top_up(sides, n)
@@ -818,9 +815,9 @@ def commit_vs_parent(
     for c, _ in sides:
         ctx.remember(c, m.samples[c])
     exp.a_label, exp.b_label = sha[:10], f"its parent {parent[:10]}"
-    exp.details["reused_processes"] = {c[:10]: k for c, k in reused.items() if k}
     exp.details["isolation"] = (
-        "each commit ran in its own private git worktree; your checkout was not touched"
+        "each commit ran in its own private git worktree, both in fresh processes, interleaved; your "
+        "checkout was not touched"
     )
 
 
@@ -951,9 +948,9 @@ class BisectExperiment:
         n = max(int(exp.params.get("n", 2)), 2)
         p = max(ctx.processes, 5)
         # endpoints not yet measured, one commit per round (log2 n rounds), then the culprit against its
-        # parent: what the bisect measured of both plus one fresh interleaved round a side
+        # parent, both fresh and interleaved
         ends = sum(p - min(len(ctx.seed(exp.params.get(k) or "")), p) for k in ("good", "bad"))
-        return (ends + math.ceil(math.log2(n + 1)) * p + 2 * ROUND) * per + 4 * STARTUP_S
+        return (ends + math.ceil(math.log2(n + 1)) * p + 2 * ctx.processes) * per + 4 * STARTUP_S
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
@@ -980,9 +977,7 @@ class BisectExperiment:
                 ctx.on_process(sha[:7], 0, {"value": value})
 
         res = run_bisect(cfg, None, on_process)
-        for rec in (
-            res.records
-        ):  # the commits it measured serve the confirmation below (and later experiments)
+        for rec in res.records:  # the commits it measured serve later bisects' endpoints
             if rec.samples and rec.cls.value not in ("skipped",):
                 ctx.remember(rec.info.sha, rec.samples)
         exp.details["bisect"] = {
@@ -1009,9 +1004,7 @@ class BisectExperiment:
                 )
                 exp.sentence = f"forensics bisect: {res.sentence}"
                 return
-            commit_vs_parent(
-                ctx, exp, exp.params["folder"], res.culprit.sha, exp.params["bad"], fresh=ROUND
-            )
+            commit_vs_parent(ctx, exp, exp.params["folder"], res.culprit.sha, exp.params["bad"])
             exp.sentence = (
                 f"bisect named {res.culprit.short}; {exp.sentence[0].lower()}{exp.sentence[1:]}"
             )
