@@ -724,6 +724,9 @@ def _remember(
                 )
             else:
                 parts.append(f"commits since {point.sentence()} are the code suspects")
+                notes.append(
+                    _old_code_note(point.sentence(), measured, today, step, hib, s.threshold)
+                )
             if not point.clean:
                 notes.append(
                     "your checkout has uncommitted changes (or an operation in progress): today's step runs "
@@ -777,6 +780,37 @@ def _remember(
         label=label.removeprefix("baseline: ")[:120],
     )
     return doc, label, seeds, point.new if point is not None and point.clean else ""
+
+
+def _old_code_note(
+    what: str,
+    measured: list[float],
+    today: list[float],
+    step: Subject,
+    hib: bool,
+    threshold: float,
+) -> str:
+    """What the commit the machine remembers (``what``: "HEAD@{1} 112037e, before the pull of ..."), measured
+    now in a private worktree (``measured``, per-process values), says next to today's processes when the
+    baseline is a figure the user remembers: as slow as today (the slowdown is not in the commits since it),
+    faster (they are suspects), or not decided."""
+    from forensics.investigate.decide import versus_baseline
+    from forensics.investigate.memory import metric_time_unit
+
+    status, ratio, _, _ = versus_baseline(
+        measured, today, threshold=threshold, higher_is_better=hib
+    )
+    unit = step.unit if hib else metric_time_unit(step.name)
+    gives = f"{what}, measured now in a private worktree, gives {statistics.median(measured):.4g} {unit}"
+    n = f"{len(measured)} processes"
+    if status == "within":
+        return (
+            f"{gives}, as today (ratio {ratio:.3f}): the slowdown against the value you remember is not in the "
+            f"commits since it (it is older, or outside the code; {n})"
+        )
+    if status == "beyond":
+        return f"{gives} ({n}); today is {ratio:.3f}x slower than it: the commits since it are suspects"
+    return f"{gives} ({n}); whether today is slower than it is not decided (ratio {ratio:.3f})"
 
 
 def _grow_today(now: dict[str, Any], name: str, more: list[float], sha: str) -> None:
@@ -1319,9 +1353,14 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         return text, EXIT_REGRESSION
     if top is None and not inv.experiments and inv.regression is Regression.YES:
         listed = any(n.startswith("distributions installed or upgraded") for n in inv.notes)
+        cleared = _cleared(inv.analysis)
+        known = (
+            f"what changed was checked and does not explain it ({'; '.join(cleared)})"
+            if cleared
+            else "nothing that changed is known to this machine"
+        )
         return (  # say what was measured, and what the user can name
-            f"Slower, not explained: {inv.regression_sentence}; nothing that changed is known to this "
-            "machine, so no experiment could run ("
+            f"Slower, not explained: {inv.regression_sentence}; {known}, so no experiment could run ("
             + ("the notes list recently installed distributions; " if listed else "")
             + "--since REV names the code it ran before, --wheelhouse DIR old packages).",
             EXIT_INCONCLUSIVE,
@@ -1337,7 +1376,26 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         tail = "; no experiment could run (see each one's reason)"
     if inv.interrupted:
         tail += f"; interrupted ({inv.interrupted}) before the plan was done"
+    if (
+        top is None and inv.regression is Regression.YES
+    ):  # the measurement is the news, not a missing suspect
+        return f"Slower, not explained: {inv.regression_sentence}; {lead}{tail}.", EXIT_INCONCLUSIVE
     return f"Most likely, not confirmed: {lead}{tail}.", EXIT_INCONCLUSIVE
+
+
+def _cleared(analysis) -> list[str]:
+    """``code.change: <summary>`` when a repository's HEAD moved and the ledger ruled code.change out (every
+    new commit behaviour-free: documentation, comments), [] otherwise: a change that is known and checked is
+    not "nothing known"."""
+    from forensics.model import HypothesisStatus
+
+    if analysis is None or not any(r.changed for r in analysis.repos):
+        return []
+    return [
+        f"{h.id}: {h.summary}"
+        for h in analysis.hypotheses
+        if h.id == "code.change" and h.status is HypothesisStatus.RULED_OUT and h.summary
+    ]
 
 
 __all__ = ["Investigation", "Settings", "investigate", "check_settings"]

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from tests._stepkit import run_investigate
+from tests.conftest import commit, git, make_repo
 
 STEP = """import json
 for _ in range(3):
@@ -98,3 +99,52 @@ def test_a_figure_is_compared_by_the_ci_of_todays_median_alone():
         "within 5% of it (ratio 1.000) (95% CI 1.000-1.000 over today's 5 processes, against the figure "
         "you remember)"
     )
+
+
+def test_slower_than_remembered_with_every_experiment_refuted_still_says_what_was_measured(
+    tmp_path,
+):
+    (tmp_path / "step.py").write_text(
+        STEP % "6.0"
+    )  # slower than remembered; the variable costs nothing
+    r = run_investigate(
+        tmp_path,
+        "--no-canary",
+        "-q",
+        "--cmd",
+        "python step.py",
+        "--expect",
+        "4ms",
+        CUDA_LAUNCH_BLOCKING="1",
+    )
+    assert r.returncode == 3, r.stdout + r.stderr
+    shown = [ln for ln in r.stdout.splitlines() if not ln.startswith(("note:", "baseline:"))][0]
+    assert shown == (
+        "Slower, not explained: user.step_ms: 1.500x the value you remember (4 ms; each of the 5 processes "
+        "now gave 6 ms); no hypothesis implicated; experiments: env-1 refuted."
+    ), r.stdout
+
+
+def test_a_pull_that_changes_no_behaviour_is_checked_not_unknown(tmp_path):
+    up = make_repo(tmp_path / "up", {"step.py": STEP % "6.0"}, "serving: step")
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    old = git(user, "rev-parse", "HEAD").strip()
+    commit(up, {"README": "docs\n"}, "docs")
+    commit(up, {"step.py": STEP % "6.0" + "# a comment\n"}, "step: comment")
+    git(user, "pull", "-q")
+    r = run_investigate(user, "--no-canary", "-q", "--cmd", "python step.py", "--expect", "4ms")
+    assert r.returncode == 3, r.stdout + r.stderr
+    shown = [ln for ln in r.stdout.splitlines() if not ln.startswith(("note:", "baseline:"))][0]
+    assert "nothing that changed is known to this machine" not in shown, shown
+    assert shown.startswith(
+        "Slower, not explained: user.step_ms: 1.500x the value you remember (4 ms; each of the 5 processes "
+        "now gave 6 ms); what changed was checked and does not explain it (code.change: "
+    ), shown
+    assert "no commit changes what the step runs (comments; documentation)" in shown
+    assert (
+        f"note: HEAD@{{1}} {old[:7]}, before the pull of " in r.stdout
+        and ", measured now in a private worktree, gives 6 ms, as today (ratio 1.000): the slowdown "
+        "against the value you remember is not in the commits since it"
+        in r.stdout
+    ), r.stdout
