@@ -59,6 +59,15 @@ def _check(
     }
 
 
+def gpus_seen(now: dict[str, Any]) -> bool:
+    """True when the snapshot's gpu probe (``probes.gpu``, status ok or partial) lists a GPU
+    (``data.gpus``): what :func:`judge_alone` judges. False on a machine without an NVIDIA driver."""
+    gpu = (now.get("probes") or {}).get("gpu") or {}
+    return bool(
+        gpu.get("status") in ("ok", "partial") and ((gpu.get("data") or {}).get("gpus") or {})
+    )
+
+
 def judge_alone(now: dict[str, Any]) -> tuple[list[dict[str, Any]], str, int]:
     """Judge one snapshot against its hardware.
 

@@ -414,18 +414,22 @@ def investigate(
         if today_now and cwd_sha == rec["head"]["sha"]:
             seeds.setdefault((cwd_sha, ""), [float(x) for x in today_now])
     if baseline is None:
-        from forensics.investigate.hardware import judge_alone
+        from forensics.investigate.hardware import gpus_seen, judge_alone
 
         if (
             step is not None
             and not _has_canary(now)
             and s.canary
             and not s.plan_only
+            and gpus_seen(
+                now
+            )  # without a GPU the hardware cannot be judged: the canary is not run for nothing
             and importlib.util.find_spec("torch") is not None
         ):
             _add_canary(
                 now, s, notes, emit
             )  # nothing remembered either: judge the hardware, as without --cmd
+            notes[:] = [n for n in notes if not n.startswith("the canary was not run: ")]
         inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
         planned = [n for n in notes if n.startswith(PLAN_MEMORY)]
         if s.plan_only and planned:
@@ -437,6 +441,13 @@ def investigate(
                 "(give --expect with the value you remember to see them planned); nothing was run.",
                 EXIT_OK,
             )
+        elif s.plan_only and step is not None and not gpus_seen(now):
+            inv.verdict, inv.exit_code = (
+                "Plan: nothing to compare your step with (no baseline snapshot, none remembered) and no GPU "
+                "to judge the hardware by; give --since REV (the code to measure), --expect VALUE (the value "
+                "you remember) or --baseline BEFORE.json; nothing was run.",
+                EXIT_OK,
+            )
         elif s.plan_only:
             inv.verdict, inv.exit_code = (
                 f"Plan: without --baseline, the canary runs in {s.snapshot_processes} fresh processes and this "
@@ -446,6 +457,12 @@ def investigate(
             )
         else:
             inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
+            if step is not None and not gpus_seen(now):
+                inv.verdict = (
+                    "Cannot judge: nothing to compare your step with (no baseline snapshot, none remembered) "
+                    "and no GPU to judge the hardware by (the gpu probe has no data); give --since REV (the "
+                    "code to measure), --expect VALUE (the value you remember) or --baseline BEFORE.json."
+                )
         inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": time.monotonic() - t0}
         return inv
     from forensics.diff.files import Side, analyse_files

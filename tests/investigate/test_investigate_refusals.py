@@ -100,3 +100,29 @@ def test_plan_prints_the_plan_without_running_the_canary(tmp_path):
     planned = [e for e in doc["experiments"] if e["outcome"] == "planned"]
     # estimated from the baseline's canary processes (7.3-9.6 s each), 5 a side (the first round), two sides
     assert planned and all(e["estimate_s"] >= 2 * 5 * 7.3 for e in planned)
+
+
+@needs_torch
+@pytest.mark.parametrize("plan", [False, True])
+def test_a_step_with_nothing_remembered_and_no_gpu_names_since_and_expect(tmp_path, plan):
+    """--cmd in a repository whose reflog holds no pull, on a machine without GPUs: nothing to compare the
+    step with and no hardware to judge. It ran the CPU canary (about 20 s) to say 'Cannot judge this machine
+    alone: no GPU seen; give --baseline', with a note 'the canary was not run'; --plan said the canary would
+    run and the machine be judged against its GPUs."""
+    from tests._stepkit import busy_step, run_investigate
+    from tests.conftest import make_repo
+
+    repo = make_repo(tmp_path / "repo", {"step.py": busy_step("2", "1")})
+    args = ["--cmd", "python step.py", "-o", "r.json", "--snapshot-out", "now.json"]
+    r = run_investigate(repo, *args, *(["--plan"] if plan else []), **NO_GPU)
+    now = json.loads((repo / "now.json").read_text())
+    if (now["probes"]["gpu"].get("data") or {}).get("gpus"):
+        pytest.skip("this machine's gpu probe sees a GPU: the hardware is judged")
+    assert r.returncode == (0 if plan else 3), r.stdout + r.stderr
+    verdict = next(line for line in r.stdout.splitlines() if not line.startswith("note: "))
+    assert verdict.startswith(
+        "Plan: nothing to compare" if plan else "Cannot judge: nothing to compare"
+    )
+    assert "--since REV" in verdict and "--expect VALUE" in verdict and "no GPU" in verdict
+    names = [x["name"] for x in now["bench"]["results"]]
+    assert names == ["user.step_ms"]  # the canary was not run for nothing
