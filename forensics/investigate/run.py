@@ -426,10 +426,25 @@ def investigate(
             )  # without a GPU the hardware cannot be judged: the canary is not run for nothing
             and importlib.util.find_spec("torch") is not None
         ):
-            _add_canary(
-                now, s, notes, emit
-            )  # nothing remembered either: judge the hardware, as without --cmd
-            notes[:] = [n for n in notes if not n.startswith("the canary was not run: ")]
+            try:  # nothing remembered either: judge the hardware, as without --cmd
+                _add_canary(now, s, notes, emit)
+                notes[:] = [n for n in notes if not n.startswith("the canary was not run: ")]
+            except interrupts as exc:  # the canary's ranks are stopped; today's step was measured
+                today_now = (results_of(now).get(step.name) or {}).get("process_medians") or []
+                return _interrupted_now(
+                    s,
+                    now,
+                    step,
+                    notes,
+                    exc,
+                    "the canary was measured for the hardware checks",
+                    [float(x) for x in today_now],
+                    t_snap,
+                    why="no baseline is remembered to compare your step with",
+                    source="baseline: none remembered (this machine against its hardware, not judged: "
+                    "interrupted)",
+                    total_s=time.monotonic() - t0,
+                )
         inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
         planned = [n for n in notes if n.startswith(PLAN_MEMORY)]
         if s.plan_only and planned:
@@ -583,24 +598,34 @@ def _interrupted_now(
     doing: str,
     measured: list[float],
     t_snap: float,
+    *,
+    why: str = "",
+    source: str = "",
+    total_s: float | None = None,
 ) -> Investigation:
-    """The investigation of a run interrupted while the snapshot was taken now (``doing``: what it was doing,
-    "today's step was measured"): nothing compared, nothing changed; the verdict gives the values of the
-    step's processes that finished (``measured``, in the step's unit)."""
+    """The investigation of a run interrupted before anything was compared: while the snapshot was taken now
+    (``doing``: what it was doing, "today's step was measured"), or while the canary was measured for the
+    hardware checks; nothing compared, nothing changed. The verdict gives the values of the step's processes
+    that finished (``measured``, in the step's unit), after ``why`` (a clause said first in the same
+    parentheses); ``source`` is the report's first line (default: the baseline was not looked for yet)."""
     unit = "per s" if s.higher_is_better else "ms"
     got = ""
     if measured:
         shown = ", ".join(f"{v:.4g}" for v in measured)
-        got = f" ({plural(len(measured), 'process', 'processes')} measured: {shown} {unit})"
+        got = f"{plural(len(measured), 'process', 'processes')} measured: {shown} {unit}"
+        got = f"{why}; your step: {got}" if why else got
     elif step is not None and doing != PROBES_READ:
-        got = " (no process of your step finished)"
+        got = "no process of your step finished"
+    got = f" ({got})" if got else (f" ({why})" if why else "")
     inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
     inv.interrupted = _signal_name(exc)
     inv.verdict = (
         f"Interrupted while {doing}{got}: nothing was compared and nothing was changed (no experiment "
         "ran; your checkout is untouched)."
     )
-    if s.baseline is not None:
+    if source:
+        inv.baseline_source = source
+    elif s.baseline is not None:
         inv.baseline_source = (
             f"baseline: {s.baseline}, not compared (interrupted while the snapshot was taken now)"
         )
@@ -611,7 +636,7 @@ def _interrupted_now(
         )
     else:
         inv.baseline_source = "baseline: this machine's hardware, not judged (interrupted while the snapshot was taken now)"
-    inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": t_snap}
+    inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": total_s or t_snap}
     return inv
 
 

@@ -84,3 +84,49 @@ def test_a_signal_while_todays_step_is_measured_still_writes_the_report(
     assert verdict in md and first in md and "This machine alone" not in md
     assert repo_state(user) == before
     assert not Path(user, "forensics-investigate.html").exists()
+
+
+def test_ctrl_c_while_the_canary_is_measured_for_the_hardware_checks_keeps_the_steps_values(
+    tmp_path, monkeypatch
+):
+    """No baseline is remembered (no repository, no --expect) on a GPU machine: after today's step, the
+    canary runs for the hardware checks. A Ctrl-C there (raised where the canary runs: this machine has no
+    GPU to run it on) still gives the report, with the step's values and the interrupted exit code."""
+    from forensics.investigate import hardware, run
+    from forensics.render.investigate import to_json
+    from forensics.step.spec import StepOptions
+
+    (tmp_path / "step.py").write_text(
+        "import json\nfor _ in range(3):\n"
+        '    print(json.dumps({"metric": "step_ms", "value": 6.0}))\n'
+    )
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(hardware, "gpus_seen", lambda now: True)
+    monkeypatch.setattr(run, "_add_canary", ctrl_c)
+    find_spec = (
+        run.importlib.util.find_spec
+    )  # torch "installed" for the canary's branch, whatever this Python has
+    monkeypatch.setattr(
+        run.importlib.util,
+        "find_spec",
+        lambda name, *a: object() if name == "torch" else find_spec(name, *a),
+    )
+    settings = run.Settings.from_options(
+        StepOptions(cmd=f"{sys.executable} step.py", processes=5), baseline=None
+    )
+    inv = run.investigate(settings)
+    assert inv.exit_status == 130 and inv.interrupted == "KeyboardInterrupt"
+    doc = to_json(inv)
+    assert doc["verdict"] == (
+        "Interrupted while the canary was measured for the hardware checks (no baseline is remembered to "
+        "compare your step with; your step: 5 processes measured: 6, 6, 6, 6, 6 ms): nothing was compared "
+        "and nothing was changed (no experiment ran; your checkout is untouched)."
+    )
+    assert doc["baseline_source"] == (
+        "baseline: none remembered (this machine against its hardware, not judged: interrupted)"
+    )
+    assert doc["hardware"] == [] and doc["experiments"] == []
