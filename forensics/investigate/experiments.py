@@ -277,6 +277,7 @@ def applied_place(
         raise BadInputError("the confirmed commit's repository is not known here")
     folder, head = ctx.cache["code"]
     top = git(folder, "rev-parse", "--show-toplevel")
+    mine = uncommitted(ctx)
     with WorktreePool(top) as pool:
         tree = reverted_tree(
             pool,
@@ -286,17 +287,45 @@ def applied_place(
             role,
             ctx.cache.get("behaviour_free", set()),
             ctx.cache.setdefault("notes", []),
+            mine,
         )
         first = [str(tree.path)] + (
             [str(tree.path / "src")] if (tree.path / "src").is_dir() else []
         )
         env: dict[str, str | None] = {k: None for k in LOCATION_VARIABLES}
-        yield str(tree.path), first, revert_key(head, tuple(ctx.reverts)), env
+        yield str(tree.path), first, revert_key(head, tuple(ctx.reverts), bool(mine)), env
 
 
-def revert_key(sha: str, reverts: tuple[str, ...]) -> str:
-    """The key of measurements of ``sha`` with ``reverts`` taken out (``sha`` itself without)."""
-    return sha if not reverts else f"{sha}-revert-{'-'.join(r[:12] for r in reverts)}"
+def revert_key(sha: str, reverts: tuple[str, ...], mine: bool = False) -> str:
+    """The key of measurements of ``sha`` with ``reverts`` taken out (``sha`` itself without), and with the
+    user's uncommitted changes applied (``mine``)."""
+    key = sha if not reverts else f"{sha}-revert-{'-'.join(r[:12] for r in reverts)}"
+    return key + ("-uncommitted" if mine else "")
+
+
+def uncommitted(ctx: Context) -> str:
+    """The user's uncommitted changes to tracked files as a patch (``git diff --binary HEAD`` in the checkout,
+    read-only), "" when the checkout was clean in the snapshot taken now (``ctx.cache["dirty"]``). Today's
+    step runs them; a private worktree of HEAD does not hold them, so "today with the confirmed commits taken
+    out" applies them first (:func:`reverted_tree`).
+
+    Raises:
+        BadInputError: the checkout's diff could not be read.
+    """
+    if not ctx.cache.get("dirty") or "code" not in ctx.cache:
+        return ""
+    if "uncommitted" not in ctx.cache:
+        from forensics.gitio import GitError, git
+
+        folder, _ = ctx.cache["code"]
+        try:
+            top = git(folder, "rev-parse", "--show-toplevel")
+            ctx.cache["uncommitted"] = git(
+                top, "diff", "--binary", "--no-color", "--no-ext-diff", "HEAD", "--"
+            )
+        except GitError as exc:
+            raise BadInputError(f"your uncommitted changes could not be read: {exc}") from None
+    return ctx.cache["uncommitted"]
 
 
 def _apply_diff(top: str, tree: str, commit: str, *, reverse: bool) -> None:
@@ -309,6 +338,17 @@ def _apply_diff(top: str, tree: str, commit: str, *, reverse: bool) -> None:
     from forensics.gitio import git
 
     patch = git(top, "diff", "--binary", "--no-color", "--no-ext-diff", f"{commit}^", commit, "--")
+    _apply_patch(tree, patch, reverse=reverse)
+
+
+def _apply_patch(tree: str, patch: str, *, reverse: bool = False) -> None:
+    """``git apply`` the text ``patch`` to the files of the worktree ``tree`` (in reverse with ``reverse``).
+
+    Raises:
+        GitError: it does not apply.
+    """
+    from forensics.gitio import git
+
     if not patch.strip():
         return
     fd, name = tempfile.mkstemp(prefix="forensics-revert-", suffix=".patch")
@@ -328,16 +368,18 @@ def reverted_tree(
     role: str,
     free: frozenset[str] | set[str] = frozenset(),
     notes: list[str] | None = None,
+    mine: str = "",
 ):
     """A private worktree of ``sha`` with the diffs of ``reverts`` applied in reverse, newest first (``git
-    apply -R`` on the files: nothing is written to the repository's objects or refs).
+    apply -R`` on the files: nothing is written to the repository's objects or refs). ``mine``, the user's
+    uncommitted changes as a patch (:func:`uncommitted`), is applied first: today's step runs them.
 
     When a reverse patch does not apply (a later commit rewrote the same lines: a rename of a local, a
     reformatting), the worktree is checked out at the parent of the oldest of ``reverts`` instead, and the
     commits after it up to ``sha`` that may change behaviour (neither reverted nor in ``free``, the shas
     ``forensics.diff.commits.classify`` judged behaviour-free) are applied forward on the files, oldest
-    first: the same behaviour as ``sha`` without ``reverts``, because what is left out changes none. A line
-    saying so is appended to ``notes``.
+    first, then ``mine``: the same behaviour as ``sha`` without ``reverts``, because what is left out
+    changes none. A line saying so is appended to ``notes``.
 
     Raises:
         BadInputError: the checkout or a reverse patch failed, and the parent with the later commits cannot
@@ -352,6 +394,7 @@ def reverted_tree(
             reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())
         )  # newest first
         tree = pool.add(role, sha)
+        _apply_patch(tree.path, mine)
         for r in order:
             _apply_diff(top, tree.path, r, reverse=True)
     except GitError as exc:
@@ -376,6 +419,7 @@ def reverted_tree(
             tree = pool.add(role, parent)
             for c in kept:
                 _apply_diff(top, tree.path, c, reverse=False)
+            _apply_patch(tree.path, mine)
         except GitError as again:
             raise BadInputError(
                 f"{failed}; nor can its parent {oldest[:10]}^ stand in, with the later commits that may "
@@ -832,9 +876,10 @@ def measure_revision(
     role: str = "baseline",
     decided: Callable[[list[float]], bool] | None = None,
     today_sha: str = "",
+    mine: str = "",
 ) -> list[float]:
-    """Measure the step at ``sha`` (with ``reverts`` reverted, uncommitted) in a private worktree, the confirmed
-    overlay applied: ``ctx.processes`` fresh processes, then rounds of :data:`ROUND` while its comparison with
+    """Measure the step at ``sha`` (with ``reverts`` reverted, uncommitted, and the patch ``mine`` applied
+    first: the user's uncommitted changes) in a private worktree, the confirmed overlay applied: ``ctx.processes`` fresh processes, then rounds of :data:`ROUND` while its comparison with
     ``against`` (today's step) is undecided, or while ``decided(values)`` is false, up to ``ctx.max_processes``.
 
     With ``today_sha`` (the commit today's checkout runs, clean), today's side grows too: ``against`` seeds it,
@@ -853,7 +898,7 @@ def measure_revision(
     from forensics.stats import Verdict
 
     top = git(folder, "rev-parse", "--show-toplevel")
-    key = revert_key(sha, reverts)
+    key = revert_key(sha, reverts, bool(mine))
     with WorktreePool(top) as pool:
         m = Measurer(
             pool,
@@ -864,7 +909,7 @@ def measure_revision(
         )
         if ctx.seed(key):
             m.samples[key] = ctx.seed(key)
-        if reverts:
+        if reverts or mine:
             m._ready[key] = reverted_tree(
                 pool,
                 top,
@@ -873,6 +918,7 @@ def measure_revision(
                 role,
                 ctx.cache.get("behaviour_free", set()),
                 ctx.cache.setdefault("notes", []),
+                mine,
             )
         both = bool(today_sha and against and decided is None and today_sha != key)
         if both:

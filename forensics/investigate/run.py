@@ -532,6 +532,7 @@ def investigate(
     )
     ctx.cache["no_canary_reason"] = f"the canary cannot run: {no_canary_reason}"
     ctx.cache["cwd_sha"] = cwd_sha
+    ctx.cache["dirty"] = bool(rec is not None and rec.get("dirty"))
     ctx.cache["memory"] = bool(source) and s.baseline is None
     if regression is Regression.YES or (s.plan_only and regression is Regression.UNKNOWN):
         inv.experiments = build_plan(
@@ -1261,9 +1262,11 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
         head = exp.params.get("head") or exp.params.get("bad") or ""
         if head and exp.params.get("folder"):
             ctx.cache["code"] = (exp.params["folder"], head)  # where later residuals are measured
-        if sha == head and len(ctx.reverts) == 1:
+        if sha == head and len(ctx.reverts) == 1 and not ctx.cache.get("dirty"):
             applied = list(exp.b)  # HEAD's parent, the overlay applied: today without the commit
         elif head and exp.params.get("folder"):
+            from forensics.investigate.experiments import uncommitted
+
             emit("phase", text="measuring today with every confirmed intervention applied")
             applied = measure_revision(
                 ctx,
@@ -1272,6 +1275,7 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
                 reverts=tuple(ctx.reverts),
                 role="applied",
                 decided=settled,
+                mine=uncommitted(ctx),  # today's step runs them: so does today without the commits
             )
     elif exp.kind is Kind.PACKAGE and exp.params.get("overlay_dir"):
         ctx.packages[exp.params["name"]] = {
