@@ -305,11 +305,13 @@ def investigate(
     stop: list[BaseException] = []  # an interrupt while the snapshot was taken now
     doing = [PROBES_READ]  # what it stopped
     measured: list[float] = []  # today's step: each process's value, as it comes
+    metric = [""]  # and the metric it printed (its unit)
 
     def on_now(side: str, i: int, rec: dict) -> None:
         if side == "step" and isinstance(rec.get("value"), (int, float)):
             measured.append(float(rec["value"]))
             doing[0] = "today's step was measured"  # the canary is done
+            metric[0] = str(rec.get("metric") or "")
         emit("process", side=side, index=i, record=rec)
 
     def bench():
@@ -358,7 +360,9 @@ def investigate(
         now = snap.build({}, label="investigate", options=options, redactor=Redactor(s.redact))
     t_snap = time.monotonic() - t0
     if stop:
-        return _interrupted_now(s, now, step, notes, stop[0], doing[0], measured, t_snap)
+        return _interrupted_now(
+            s, now, step, notes, stop[0], doing[0], measured, t_snap, metric=metric[0]
+        )
     if step is not None and now.get("bench"):
         from forensics.investigate.measure import spread_note
 
@@ -600,6 +604,7 @@ def _interrupted_now(
     measured: list[float],
     t_snap: float,
     *,
+    metric: str = "",
     why: str = "",
     source: str = "",
     total_s: float | None = None,
@@ -607,9 +612,14 @@ def _interrupted_now(
     """The investigation of a run interrupted before anything was compared: while the snapshot was taken now
     (``doing``: what it was doing, "today's step was measured"), or while the canary was measured for the
     hardware checks; nothing compared, nothing changed. The verdict gives the values of the step's processes
-    that finished (``measured``, in the step's unit), after ``why`` (a clause said first in the same
-    parentheses); ``source`` is the report's first line (default: the baseline was not looked for yet)."""
-    unit = "per s" if s.higher_is_better else "ms"
+    that finished (``measured``, in the unit of ``metric``, the step's name or the metric it printed), after
+    ``why`` (a clause said first in the same parentheses); ``source`` is the report's first line (default:
+    the baseline was not looked for yet)."""
+    from forensics.investigate.memory import metric_time_unit
+
+    unit = (
+        "per s" if s.higher_is_better else metric_time_unit(metric or (step.name if step else ""))
+    )
     got = ""
     if measured:
         shown = ", ".join(f"{v:.4g}" for v in measured)

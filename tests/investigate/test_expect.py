@@ -148,3 +148,33 @@ def test_a_pull_that_changes_no_behaviour_is_checked_not_unknown(tmp_path):
         "against the value you remember is not in the commits since it"
         in r.stdout
     ), r.stdout
+
+
+def test_a_step_timed_in_seconds_is_reported_in_seconds(tmp_path):
+    """``step_s`` values are seconds: the experiments, the verdict and the report's table say s, not ms."""
+    (tmp_path / "step.py").write_text(
+        "import json, os\n"
+        'v = 0.006 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 0.004\n'
+        "for _ in range(3):\n"
+        '    print(json.dumps({"metric": "step_s", "value": v}))\n'
+    )
+    r = run_investigate(
+        tmp_path,
+        "--no-canary",
+        "-q",
+        "--cmd",
+        "python step.py",
+        "--expect",
+        "4ms",
+        "-o",
+        "r.md",
+        CUDA_LAUNCH_BLOCKING="1",
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert (
+        "brings the step from 0.006 s to 0.004 s: recovers 100% of the slowdown (95% CI 100% to 100%; "
+        "baseline 0.004 s)" in r.stdout
+    ), r.stdout
+    md = (tmp_path / "r.md").read_text()
+    assert "| `user.step_s` | user | 0.004 s | 0.006 s |" in md
+    assert "0.006 ms" not in md + r.stdout and "0.004 ms" not in md + r.stdout
