@@ -492,6 +492,12 @@ def investigate(
         else (source.split(",")[0].split(";")[0].removeprefix("baseline: ") + " (remembered)")
     )
     analysis = analyse_files(Side(baseline, name), Side(now, "now"), repo=s.repo, config=s.config)
+    if getattr(
+        analysis, "machine_note", ""
+    ):  # every share below is of a slowdown against that baseline
+        notes.append(
+            f"{analysis.machine_note} The slowdown, and every share of it, is measured against that baseline."
+        )
     subject, regression, sentence = _regression(
         analysis, baseline, step, canary, canary_s[0], s, notes
     )
