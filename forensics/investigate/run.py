@@ -491,18 +491,37 @@ def investigate(
         if s.baseline is not None
         else (source.split(",")[0].split(";")[0].removeprefix("baseline: ") + " (remembered)")
     )
-    analysis = analyse_files(Side(baseline, name), Side(now, "now"), repo=s.repo, config=s.config)
-    if getattr(
-        analysis, "machine_note", ""
-    ):  # every share below is of a slowdown against that baseline
-        notes.append(
-            f"{analysis.machine_note} The slowdown, and every share of it, is measured against that baseline."
+    try:  # reading the commits of a long pull can take a while
+        analysis = analyse_files(
+            Side(baseline, name), Side(now, "now"), repo=s.repo, config=s.config
         )
-    subject, regression, sentence = _regression(
-        analysis, baseline, step, canary, canary_s[0], s, notes
-    )
-    if s.expect and step is not None:
-        regression, sentence = _versus_expect(baseline, now, step, s)
+        if getattr(
+            analysis, "machine_note", ""
+        ):  # every share below is of a slowdown against that baseline
+            notes.append(
+                f"{analysis.machine_note} The slowdown, and every share of it, is measured against that "
+                "baseline."
+            )
+        subject, regression, sentence = _regression(
+            analysis, baseline, step, canary, canary_s[0], s, notes
+        )
+        if s.expect and step is not None:
+            regression, sentence = _versus_expect(baseline, now, step, s)
+    except interrupts as exc:
+        today_now = (results_of(now).get(step.name) or {}).get("process_medians") if step else None
+        return _interrupted_now(
+            s,
+            now,
+            step,
+            notes,
+            exc,
+            "the snapshot taken now was compared with the baseline",
+            [float(x) for x in today_now or []],
+            t_snap,
+            source=source
+            or f"baseline: {s.baseline}, not compared (interrupted while it was compared with now)",
+            total_s=time.monotonic() - t0,
+        )
     inv = Investigation(
         s,
         baseline,
@@ -545,9 +564,21 @@ def investigate(
     ctx.cache["dirty"] = bool(rec is not None and rec.get("dirty"))
     ctx.cache["memory"] = bool(source) and s.baseline is None
     if regression is Regression.YES or (s.plan_only and regression is Regression.UNKNOWN):
-        inv.experiments = build_plan(
-            ctx
-        )  # --plan shows what would run, also when the slowdown is not yet measured
+        try:  # --plan shows what would run, also when the slowdown is not yet measured
+            inv.experiments = build_plan(ctx)
+        except interrupts as exc:
+            inv.interrupted = _signal_name(exc)
+            inv.verdict, inv.exit_code = (
+                f"Interrupted while the experiments were planned: {sentence}; nothing was changed (no "
+                "experiment ran; your checkout is untouched).",
+                EXIT_INCONCLUSIVE,
+            )
+            inv.timings = {
+                "snapshot_s": t_snap,
+                "experiments_s": 0.0,
+                "total_s": time.monotonic() - t0,
+            }
+            return inv
         if not s.plan_only:
             _run_all(inv, ctx, emit, interrupts)
             inv.notes.extend(  # what the experiments had to do differently (a revert that did not apply)

@@ -130,3 +130,50 @@ def test_ctrl_c_while_the_canary_is_measured_for_the_hardware_checks_keeps_the_s
         "baseline: none remembered (this machine against its hardware, not judged: interrupted)"
     )
     assert doc["hardware"] == [] and doc["experiments"] == []
+
+
+@pytest.mark.parametrize("where", ["comparison", "plan"])
+def test_ctrl_c_while_the_snapshots_are_compared_or_the_plan_is_made_keeps_what_was_measured(
+    tmp_path, monkeypatch, where
+):
+    """Reading the commits of a long pull takes a while: a Ctrl-C while the snapshot taken now is compared
+    with the baseline (the value remembered here), or while the experiments are planned, still gives the
+    report with what was measured, and exit 130 (raised where that work runs)."""
+    from forensics.diff import files
+    from forensics.investigate import run
+    from forensics.render.investigate import to_json
+    from forensics.step.spec import StepOptions
+
+    (tmp_path / "step.py").write_text(
+        "import json\nfor _ in range(3):\n"
+        '    print(json.dumps({"metric": "step_ms", "value": 6.0}))\n'
+    )
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    if where == "comparison":
+        monkeypatch.setattr(files, "analyse_files", ctrl_c)
+    else:
+        monkeypatch.setattr(run, "build_plan", ctrl_c)
+    settings = run.Settings.from_options(
+        StepOptions(cmd=f"{sys.executable} step.py", processes=5),
+        baseline=None,
+        canary=False,
+        expect="4ms",
+    )
+    inv = run.investigate(settings)
+    assert inv.exit_status == 130 and inv.interrupted == "KeyboardInterrupt"
+    doc = to_json(inv)
+    assert doc["baseline_source"] == "baseline: --expect 4ms (the value you remember)"
+    assert doc["experiments"] == []
+    assert doc["verdict"] == (
+        "Interrupted while the snapshot taken now was compared with the baseline (5 processes measured: 6, "
+        "6, 6, 6, 6 ms): nothing was compared and nothing was changed (no experiment ran; your checkout is "
+        "untouched)."
+        if where == "comparison"
+        else "Interrupted while the experiments were planned: user.step_ms: 1.500x the value you remember "
+        "(4 ms; each of the 5 processes now gave 6 ms); nothing was changed (no experiment ran; your "
+        "checkout is untouched)."
+    )
