@@ -79,7 +79,7 @@ class BenchRequest:
         Raises:
             BadInputError: a bad step (:meth:`forensics.step.spec.StepOptions.check`); fewer than one
                 process; a timeout or budget not in (0, 1 day]; ``b_cmd`` without ``cmd``, or empty; a
-                side B without ``b_output``; the CUDA graph and eager variants together.
+                side B without ``b_output``, or ``b_output`` without a side B; the CUDA graph and eager variants together.
         """
         s = self.step
         s.check()
@@ -103,6 +103,12 @@ class BenchRequest:
             raise BadInputError(
                 "{b_env_pairs}, {b_unset} and {b_cmd} need {b_output} PATH for side B's bench file",
                 names=("b_env_pairs", "b_unset", "b_cmd", "b_output"),
+            )
+        if self.b_output and not self.two_sided:
+            raise BadInputError(
+                "{b_output} is side B's bench file, and no side B was asked for; add {b_env_pairs}, "
+                "{b_unset} or {b_cmd} (or leave {b_output} out)",
+                names=("b_output", "b_env_pairs", "b_unset", "b_cmd"),
             )
         if self.canary.get("cuda_graph") and self.eager:
             raise BadInputError(

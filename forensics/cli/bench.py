@@ -200,6 +200,7 @@ def bench(
     from forensics.bench import document
     from forensics.bench.compare import compare_docs
     from forensics.bench.request import BenchRequest, run_bench
+    from forensics.errors import BadInputError
 
     req = BenchRequest(
         step,
@@ -214,6 +215,11 @@ def bench(
         not no_redact,
     )
     req.check()
+    if output is not None and b_output is not None and _same_file(output, b_output):
+        raise BadInputError(
+            f"-o {output} and --b-output {b_output} are the same file: side B would overwrite side A; "
+            "give two names (e.g. -o a.json --b-output b.json)"
+        )
     thr = parse_threshold(threshold)
     docs = run_bench(req, lambda total, what, last: _progress(total, what, quiet, last))
     if no_redact:
@@ -237,6 +243,14 @@ def bench(
         else:
             print_comparison(c, result)
         ctx.exit(result.exit_code)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """True when the two output paths name one file (the same path, or links to one file)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _side_b_env(pairs: tuple[str, ...], unset: tuple[str, ...]) -> dict[str, str | None]:

@@ -118,6 +118,28 @@ def test_b_env_needs_b_output():
     assert r.exit_code == 2 and "expected NAME=VALUE" in r.output
 
 
+def test_b_output_alone_or_on_side_a_is_refused_before_any_run(tmp_path):
+    """--b-output without a side B was ignored (its file never written, exit 0); -o and --b-output naming
+    one file wrote side B over side A."""
+    ran = tmp_path / "ran"
+    step = py(f'open({str(ran)!r}, "a").write("x"); print(\'{{"metric": "ms", "value": 2.0}}\')')
+    b = tmp_path / "b.json"
+    r = CliRunner().invoke(
+        main, ["bench", "-q", "--processes", "3", "--cmd", step, "--b-output", str(b)]
+    )
+    assert r.exit_code == 2, r.output
+    assert r.output.count("\n") == 1 and "no side B was asked for" in r.output
+    assert "--b-env, --b-unset or --b-cmd" in r.output
+    link = tmp_path / "link.json"
+    link.symlink_to(b)
+    for a_path, b_path in ((b, b), (tmp_path / "sub" / ".." / "b.json", b), (b, link)):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        r = bench("--cmd", step, "--b-env", "X=1", "-o", str(a_path), "--b-output", str(b_path))
+        assert r.exit_code == 2, r.output
+        assert "are the same file: side B would overwrite side A" in r.output
+    assert not ran.exists() and not b.exists()  # refused before any process ran
+
+
 def test_bench_file_is_json(tmp_path):
     step = py('print(\'{"metric": "ms", "value": 2.0}\')')
     out = tmp_path / "x.json"
