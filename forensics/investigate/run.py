@@ -1223,22 +1223,22 @@ def _run_plan(
         if exp.outcome is Outcome.CONFIRMED and not inv.interrupted:
             if exp.kind is Kind.ENV and any(e.params.get("depends_on") == exp.id for e in todo):
                 continue  # a group of variables: the one-by-one experiments that follow say which one to keep
-            t = time.monotonic()
-            earlier = inv.residual
-            try:
-                _account(inv, ctx, exp, emit)
-            except interrupts as exc:
-                inv.interrupted = (
-                    type(exc).__name__
-                    if not getattr(exc, "signum", None)
-                    else f"signal {exc.signum}"
-                )
-            except BadInputError as exc:
-                inv.notes.append(f"the residual could not be measured: {exc}")
-            if inv.residual is earlier and earlier is not None:
-                # measured before this cause was kept, it no longer says what is left: no stale share
-                inv.residual = None
-            exp.elapsed_s += time.monotonic() - t
+            _keep(inv, ctx, exp, emit, interrupts)
+        group = done.get(exp.params.get("depends_on", "")) if exp.kind is Kind.ENV else None
+        if (
+            group is not None
+            and group.outcome is Outcome.CONFIRMED
+            and not inv.interrupted
+            and not any(
+                e.params.get("depends_on") == group.id
+                and e.outcome in (Outcome.PLANNED, Outcome.CONFIRMED)
+                for e in todo
+            )
+        ):
+            # the last variable of a confirmed group, and none alone explains the slowdown: the group is the
+            # cause kept (its B side is today with all of them restored); without this no residual was measured
+            # and the accounting said 'stopped: the residual could not be measured'
+            _keep(inv, ctx, group, emit, interrupts)
     if not inv.confirmed:
         inv.stopped = ""
     elif inv.interrupted:
@@ -1253,6 +1253,32 @@ def _run_plan(
         inv.stopped = "no suspect left to test" + (
             "" if inv.residual.status == "beyond" else " (the residual is not decided)"
         )
+
+
+def _keep(
+    inv: Investigation,
+    ctx: Context,
+    exp: Experiment,
+    emit: EventFn,
+    interrupts: tuple[type[BaseException], ...],
+) -> None:
+    """Keep a confirmed cause's intervention and measure the residual (:func:`_account`); an interrupt is
+    recorded in ``inv.interrupted``, a residual that cannot be measured in the notes (and no earlier residual
+    is left standing for it)."""
+    t = time.monotonic()
+    earlier = inv.residual
+    try:
+        _account(inv, ctx, exp, emit)
+    except interrupts as exc:
+        inv.interrupted = (
+            type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
+        )
+    except BadInputError as exc:
+        inv.notes.append(f"the residual could not be measured: {exc}")
+    if inv.residual is earlier and earlier is not None:
+        # measured before this cause was kept, it no longer says what is left: no stale share
+        inv.residual = None
+    exp.elapsed_s += time.monotonic() - t
 
 
 def _beyond(inv: Investigation) -> bool:

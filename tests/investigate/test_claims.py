@@ -193,3 +193,43 @@ def test_a_baseline_from_another_machine_is_said_beside_the_shares(tmp_path):
     assert said in head and "every share of it, is measured against that baseline" in head, r.stdout
     md = (tmp_path / "r.md").read_text()
     assert md.index(said) < md.index("## Experiments"), md
+
+
+THREE_STEP = (
+    "import json, os, pathlib\n"
+    "c = pathlib.Path(os.environ['STEP_COUNTER'])\n"
+    "k = int(c.read_text()) if c.exists() else 0\n"
+    "c.write_text(str(k + 1))\n"
+    "noise = [0.0, 0.01, -0.01, 0.005, -0.005][k % 5]\n"
+    "v = 4.0 + sum(2.0 for n in ('NCCL_A_TEST', 'NCCL_B_TEST', 'NCCL_C_TEST') if os.environ.get(n))\n"
+    "for _ in range(3):\n"
+    "    print(json.dumps({'metric': 'step_ms', 'value': v * (1 + noise)}))\n"
+)
+
+
+@pytest.mark.slow
+def test_three_variables_none_alone_a_cause_the_group_is_accounted(tmp_path):
+    """Three variables each add 2 ms to 4 ms: restored together they are confirmed (100%), one by one each is a
+    partial cause (33%). The group's intervention was never kept: no residual, and the accounting ended
+    'stopped: the residual could not be measured' though nothing had failed."""
+    user = make_repo(tmp_path / "user", {"step.py": THREE_STEP}, "serving: verify step")
+    base = take_baseline(tmp_path / "before.json", user, CMD, STEP_COUNTER=str(tmp_path / "c0"))
+    r = investigate(
+        user,
+        "--baseline",
+        str(base),
+        "-o",
+        str(tmp_path / "r.json"),
+        STEP_COUNTER=str(tmp_path / "counter"),
+        NCCL_A_TEST="1",
+        NCCL_B_TEST="1",
+        NCCL_C_TEST="1",
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    group, *singles = doc["experiments"]
+    assert group["outcome"] == "confirmed" and len(group["details"]["restore"]) == 3
+    assert [e["outcome"] for e in singles] == ["partial"] * 3
+    assert doc["residual"]["status"] == "within"
+    assert doc["stopped"] == "the residual is within noise"
+    assert "could not be measured" not in doc["accounting"]
