@@ -310,7 +310,7 @@ def investigate(
 
     budget_s = parse_duration(budget)
     check_repo(repo)
-    outs = _check_outputs(list(outputs) or [Path(DEFAULT_REPORT)], snapshot_out, baseline)
+    outs = _check_outputs(list(outputs) or [Path(DEFAULT_REPORT)], snapshot_out, baseline, config)
     settings = Settings.from_options(
         step,
         baseline=baseline,
@@ -361,8 +361,19 @@ def _write_outputs(inv, outs: list[Path], snapshot_out: Path | None) -> None:
         write_report(inv, out)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """True when two paths name one file (the same path, or links to one file)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
 def _check_outputs(
-    outs: list[Path], snapshot_out: Path | None, baseline: Path | None
+    outs: list[Path],
+    snapshot_out: Path | None,
+    baseline: Path | None,
+    config: Path | None = None,
 ) -> list[Path]:
     """Refuse report and snapshot names that cannot be written, and a missing baseline, before any work.
 
@@ -372,7 +383,9 @@ def _check_outputs(
     Raises:
         BadInputError: a missing or unsearchable folder or a name too long
             (:func:`forensics.docfile.check_writable`), a report name of no known format, a
-            ``--snapshot-out`` that is not .json/.yaml/.yml, a ``--baseline`` that does not exist.
+            ``--snapshot-out`` that is not .json/.yaml/.yml, a ``--baseline`` that does not exist, an
+            output that is the ``--baseline`` or ``--config`` file (it was written over), ``--snapshot-out``
+            naming a report's file.
     """
     from forensics.docfile import check_writable
     from forensics.errors import BadInputError
@@ -389,6 +402,19 @@ def _check_outputs(
     if snapshot_out is not None and snapshot_out.suffix.lower() not in (".json", ".yaml", ".yml"):
         raise BadInputError(
             f"--snapshot-out {snapshot_out}: the name must end in .json, .yaml or .yml"
+        )
+    named = [(o, "-o") for o in outs] + ([(snapshot_out, "--snapshot-out")] if snapshot_out else [])
+    for out, option in named:
+        for given, what in ((baseline, "--baseline"), (config, "--config")):
+            if given is not None and _same_file(out, given):
+                raise BadInputError(
+                    f"{option} {out} is the {what} file; writing there would destroy it, choose "
+                    "another name"
+                )
+    if snapshot_out is not None and any(_same_file(snapshot_out, o) for o in outs):
+        raise BadInputError(
+            f"--snapshot-out {snapshot_out} is also a report's -o; the snapshot would be written over the "
+            "report, choose another name"
         )
     if baseline is not None and not _exists(baseline):
         raise BadInputError(

@@ -126,3 +126,30 @@ def test_a_step_with_nothing_remembered_and_no_gpu_names_since_and_expect(tmp_pa
     assert "--since REV" in verdict and "--expect VALUE" in verdict and "no GPU" in verdict
     names = [x["name"] for x in now["bench"]["results"]]
     assert names == ["user.step_ms"]  # the canary was not run for nothing
+
+
+@pytest.mark.parametrize(
+    "outputs, expected",
+    [
+        (["-o", "before.json"], "-o before.json is the --baseline file"),
+        (["--snapshot-out", "./before.json"], "--snapshot-out before.json is the --baseline file"),
+        (
+            ["-o", "r.json", "--snapshot-out", "r.json"],
+            "--snapshot-out r.json is also a report's -o",
+        ),
+        (["--config", "hot.yaml", "--snapshot-out", "hot.yaml"], "is the --config file"),
+    ],
+)
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, outputs, expected):
+    """investigate --baseline before.json -o before.json wrote the report over the user's baseline snapshot."""
+    base = _baseline(tmp_path)
+    (tmp_path / "hot.yaml").write_text("hot_paths: {kernels: ['csrc/']}\n")
+    kept = {p.name: p.read_bytes() for p in (base, tmp_path / "hot.yaml")}
+    r = run_cli(
+        "investigate", "--baseline", str(base), "--plan", "--no-canary", *outputs, cwd=tmp_path
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("forensics: error: ")
+    assert expected in r.stderr and "choose another name" in r.stderr
+    assert {n: (tmp_path / n).read_bytes() for n in kept} == kept
+    assert not (tmp_path / "r.json").exists()
