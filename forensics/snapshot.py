@@ -306,7 +306,7 @@ def _check_bench(bench: dict[str, Any], path: Path) -> None:
             )
 
 
-_OTHER_KINDS = {
+OTHER_KINDS = {
     "forensics.fleet": "a fleet file; read it with 'forensics fleet report {path}' (or compare two with "
     "'forensics diff A B')",
     "forensics.fleet-record": "one rank's record of a fleet; read the whole folder with 'forensics fleet report "
@@ -333,7 +333,7 @@ def _other_kind(doc: dict[str, Any], path: Path) -> None:
     if not isinstance(schema, str):
         return
     name = schema.rpartition("/")[0]
-    what = _OTHER_KINDS.get(name)
+    what = OTHER_KINDS.get(name)
     if what is not None:
         folder = path.parent if str(path.parent) else Path(".")
         raise BadInputError(

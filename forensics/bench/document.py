@@ -355,6 +355,35 @@ def save(doc: dict[str, Any], path: Path) -> Path:
     return docfile.save(doc, path)
 
 
+def _other_kind(doc: dict[str, Any], path: Path) -> None:
+    """Refuse another forensics document, naming the command that reads it (a snapshot: ``forensics diff``,
+    which compares the benches two ``--bench`` snapshots embed).
+
+    Raises:
+        BadInputError: ``schema`` names another forensics document.
+    """
+    from forensics.snapshot import OTHER_KINDS
+    from forensics.snapshot import SCHEMA_NAME as SNAPSHOT
+
+    schema = doc.get("schema")
+    if not isinstance(schema, str):
+        return
+    name = schema.rpartition("/")[0]
+    if name == SNAPSHOT:
+        what = (
+            "a snapshot; compare two snapshots with 'forensics diff BEFORE AFTER', which compares the "
+            "benches they embed (snapshot --bench)"
+        )
+    elif name != SCHEMA_NAME and name in OTHER_KINDS:
+        folder = path.parent if str(path.parent) else Path(".")
+        what = OTHER_KINDS[name].format(path=path, folder=folder)
+    else:
+        return
+    raise BadInputError(
+        f"{path}: schema is {schema!r}: wrong kind of file, not a bench file: {what}"
+    )
+
+
 def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
     """Check a loaded bench document; returns it.
 
@@ -362,6 +391,7 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
         BadInputError: wrong/newer schema, or a malformed ``results`` entry
             (one line naming the file and the entry).
     """
+    _other_kind(doc, path)
     docfile.check_schema(doc, path, SCHEMA_NAME, SCHEMA_VERSION)
     results = doc.get("results")
     if not isinstance(results, list) or not results:

@@ -74,7 +74,10 @@ def test_inconclusive_exits_3_and_json(tmp_path):
         (None, "no such file"),
         ("", "file is empty"),
         ('{"schema": "forensics.bench/1", "results": [', "invalid JSON"),
-        ('{"schema": "forensics.snapshot/1", "probes": {}}', "expected forensics.bench/1"),
+        (
+            '{"schema": "forensics.snapshot/1", "probes": {}}',
+            "wrong kind of file, not a bench file: a snapshot",
+        ),
         ('{"schema": "forensics.bench/9", "results": []}', "newer than this forensics"),
         ('{"schema": "forensics.bench/1", "results": []}', "'results' must be a non-empty list"),
         (

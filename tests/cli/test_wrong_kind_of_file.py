@@ -74,3 +74,22 @@ def test_investigate_reads_a_ticket_text_as_baseline_as_diff_does(tmp_path):
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "damaged" not in proc.stderr and "invalid JSON" not in proc.stderr
     assert (tmp_path / "plan.json").exists()
+
+
+@pytest.mark.parametrize(
+    "path, words",
+    [
+        (SNAPSHOT, "a snapshot; compare two snapshots with 'forensics diff BEFORE AFTER'"),
+        (FLEET, "a fleet file; read it with 'forensics fleet report"),
+        (REPORT, "a diff report"),
+    ],
+    ids=["snapshot", "fleet file", "diff report"],
+)
+def test_bench_compare_names_the_command_that_reads_another_document(path, words):
+    """bench compare of a snapshot said only "schema is 'forensics.snapshot/1', expected forensics.bench/1;
+    wrong kind of file", with no word of what reads it."""
+    proc = run_cli("bench", "compare", str(BENCH), str(path), timeout=120)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{path}: schema is " in lines[0] and words in lines[0], proc.stderr
+    assert "wrong kind of file, not a bench file" in lines[0]
