@@ -63,6 +63,12 @@ def env(launcher, nccl_init, deep, extra, timeout_s, output, no_redact):
 
     if timeout_s <= 0:
         raise BadInputError(f"--timeout must be positive, got {timeout_s:g}")
+    for name in extra:
+        if not name.strip() or "=" in name or any(c.isspace() for c in name):
+            raise BadInputError(
+                f"--select {name!r}: give a variable name or a prefix, e.g. --select HF_HOME or "
+                "--select MY_APP_"
+            )
     if launcher is not None:
         from forensics.step.command import check_launcher
 

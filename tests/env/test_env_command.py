@@ -86,3 +86,13 @@ def test_snapshot_with_the_probe(tmp_path):
         "nccl_init",
         "network",
     }
+
+
+@pytest.mark.parametrize("value", ["", " ", "NCCL_ALGO=Tree", "MY APP"])
+def test_env_select_that_names_no_variable_is_one_line_exit_2(value):
+    """--select '' was taken (no variable named, nothing said); a NAME=VALUE or a name with a space can name
+    no variable either."""
+    r = CliRunner().invoke(main, ["env", "--select", value])
+    assert r.exit_code == 2, r.output
+    assert r.output.count("\n") == 1
+    assert f"--select {value!r}: give a variable name or a prefix" in r.output
