@@ -212,6 +212,9 @@ class Residual:
         unexplained: the share of the slowdown still there, ``(applied - baseline) / (today - baseline)``
             on the medians, with its 95% bootstrap interval (a :class:`Share`; ``point`` is the share).
         processes: processes of the applied side.
+        higher_is_better: the step's metric is a throughput: :meth:`sentence` says the rate against the
+            baseline's (``0.800x the baseline's rate``), as the value reads, not the time ratio (1.250x, which
+            reads as faster).
     """
 
     status: str
@@ -220,6 +223,7 @@ class Residual:
     high: float
     unexplained: Share
     processes: int
+    higher_is_better: bool = False
 
     def sentence(self) -> str:
         what = {
@@ -227,9 +231,16 @@ class Residual:
             "beyond": "still beyond the threshold",
             "undecided": "not decided",
         }
+        if self.higher_is_better:
+            shown = (
+                f"runs at {1 / self.ratio:.3f}x the baseline's rate (95% CI {1 / self.high:.3f}-"
+                f"{1 / self.low:.3f}"
+            )
+        else:
+            shown = f"is {self.ratio:.3f}x the baseline (95% CI {self.low:.3f}-{self.high:.3f}"
         return (
-            f"today with the confirmed interventions applied is {self.ratio:.3f}x the baseline (95% CI "
-            f"{self.low:.3f}-{self.high:.3f}, {self.processes} processes): {what[self.status]}"
+            f"today with the confirmed interventions applied {shown}, {self.processes} processes): "
+            f"{what[self.status]}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -239,6 +250,8 @@ class Residual:
             "ci95": [self.low, self.high],
             "unexplained": self.unexplained.to_json(),
             "processes": self.processes,
+            "higher_is_better": self.higher_is_better,
+            "sentence": self.sentence(),
         }
 
 
@@ -314,4 +327,4 @@ def residual(
             share.low, share.high = float(lo_s), float(hi_s)
     else:
         share.note = "today is not slower than the baseline in these samples"
-    return Residual(status, ratio, lo, hi, share, len(applied))
+    return Residual(status, ratio, lo, hi, share, len(applied), higher_is_better)

@@ -179,7 +179,8 @@ def print_investigation(c, inv, outputs: list[Path], safe) -> None:
     c.print(f"[bold]{escape(safe(inv.verdict))}[/bold]")
     if inv.experiments:
         c.print(
-            "[bold]experiments[/bold] (A = today, B = the intervention; ratio B/A with its 95% CI; share of the "
+            "[bold]experiments[/bold] (A = today, B = the intervention; time ratio B/A with its 95% CI, below 1: B "
+            "faster; share of the "
             "slowdown recovered with its 95% CI):"
         )
         for e in inv.experiments:

@@ -117,3 +117,24 @@ def test_the_same_idle_machine_re_measured_is_gone():
     ctx.cache["remeasure"] = before["bench"]  # the load gone: the canary as in the baseline
     RemeasureExperiment.run(ctx, exp)
     assert exp.outcome is Outcome.GONE and exp.sentence.startswith("Gone now:")
+
+
+def test_a_throughputs_residual_is_said_as_its_rate():
+    """Applied at 200 tok/s against the baseline's 250: it read 'is 1.250x the baseline', which for a rate
+    says faster, beside 'still beyond the threshold'."""
+    from forensics.investigate.decide import residual
+
+    r = residual(
+        [250, 251, 249, 250.5, 249.5],
+        [104, 105, 103, 104.5, 103.5],
+        [200, 201, 199, 200.5, 199.5],
+        threshold=0.05,
+        higher_is_better=True,
+    )
+    assert r.status == "beyond"
+    text = r.sentence()
+    assert "runs at 0.800x the baseline's rate (95% CI 0.79" in text, text
+    assert "1.250x" not in text and r.to_json()["sentence"] == text
+    assert (
+        0.15 < r.unexplained.point < 0.2
+    )  # (1/200 - 1/250) / (1/104 - 1/250): a share of the lost time
