@@ -140,6 +140,13 @@ def rebasing_branch(git_dir: Path) -> str | None:
 
 
 READABLE = ("ok", "no_commits")
+_STATE_WORDS = {
+    "no_commits": "no commit yet",
+    "bare": "a bare repository (no working tree)",
+    "not_a_repository": "not a git repository",
+    "error": "git could not read it",
+}
+"""A repository's ``state`` as the snapshot's summary table says it."""
 """Repository states whose HEAD and working tree were read (a ``bare``, ``error`` or ``not_a_repository``
 record cannot rule a code change out)."""
 
@@ -420,7 +427,8 @@ class GitProbe(Probe):
         for r in data.get("repos") or []:
             name = os.path.basename(str(r.get("path", "?")).rstrip("/"))
             if r.get("state") != "ok":
-                parts.append(f"{name}: {r.get('state')}")
+                state = _STATE_WORDS.get(str(r.get("state")), str(r.get("state")))
+                parts.append(f"{name}: {state}")
                 continue
             head = r.get("head") or {}
             where = r.get("branch") or "detached"

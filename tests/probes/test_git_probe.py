@@ -223,6 +223,8 @@ def test_no_commits(tmp_path):
     (empty / "x.py").write_text("")
     rec = _collect(empty)
     assert rec["state"] == "no_commits" and rec["head"] is None and rec["untracked"] == ["x.py"]
+    # the summary table said 'empty: no_commits'
+    assert GitProbe().headline({"repos": [rec]}) == "empty: no commit yet"
 
 
 def test_not_a_repository_given_with_repo(tmp_path):
@@ -230,6 +232,7 @@ def test_not_a_repository_given_with_repo(tmp_path):
     plain.mkdir()
     rec = _collect(plain)
     assert rec["state"] == "not_a_repository"
+    assert GitProbe().headline({"repos": [rec]}) == "plain: not a git repository"
 
 
 def test_not_in_a_repository_is_unavailable(tmp_path, monkeypatch):
