@@ -2,7 +2,8 @@
 
 A commit is judged from what its files' changes do, not from how many lines they touch:
 
-- **inert files** weigh nothing: documentation (``*.md``, ``*.rst``, ``docs/``, images, a
+- **inert files** weigh nothing: documentation (``*.md``, ``*.rst``, ``docs/``, images in
+  documentation folders (``docs/``, ``images/``, ``figures/``...: one elsewhere may be a step's input), a
   README, licence or changelog of any suffix but a code or configuration one: ``history.py``
   and ``security.py`` are code; any other ``*.txt`` may be data the step reads,
   so it is code here), tests (``tests/``, ``test_*.py``,
@@ -78,6 +79,10 @@ _DOC_NAMES = re.compile(
     re.I,
 )
 _DOC_DIRS = {"docs", "doc", "documentation", "examples-docs", "site", "mkdocs"}
+_IMAGES = {".png", ".jpg", ".jpeg", ".gif", ".svg"}
+_IMAGE_DIRS = {"img", "imgs", "image", "images", "figures", "figs", "screenshots", ".github"}
+"""Folders whose images are documentation; an image elsewhere may be the input a step reads (a sample picture
+for a vision model), so it is judged as data."""
 _TEST_DIRS = {
     "tests",
     "test",
@@ -135,6 +140,8 @@ def file_kind(path: str) -> FileKind:
     if _DEPENDENCY_TXT.search(name):
         return FileKind.CONFIG if not name.lower().startswith("cmakelists") else FileKind.CODE
     suffix = p.suffix.lower()
+    if suffix in _IMAGES and not any(x in _DOC_DIRS | _IMAGE_DIRS for x in parts):
+        return FileKind.CODE  # an image outside documentation folders may be what the step reads
     if (
         suffix in _DOC_SUFFIXES
         or (_DOC_NAMES.match(name) and suffix not in _SOURCE_SUFFIXES + sig.CONFIG_SUFFIXES)

@@ -325,6 +325,11 @@ def test_configuration_values_and_cuda_sources():
         ("kv/changes.py", FileKind.CODE),
         ("notes.sh", FileKind.CODE),
         ("changes.yaml", FileKind.CONFIG),
+        # an image is documentation in a documentation folder; elsewhere it may be the step's input
+        ("docs/img/report.png", FileKind.DOCS),
+        ("images/arch.svg", FileKind.DOCS),
+        ("data/sample.png", FileKind.CODE),
+        ("bench/cat.jpg", FileKind.CODE),
     ],
 )
 def test_file_kinds(path, kind):
