@@ -27,7 +27,13 @@ UNTESTABLE = {
 def costly_env(ctx: Context, plan: list[Experiment], next_id) -> list[Experiment]:
     """One experiment per variable known to cost speed that is set now to a costly value
     (:func:`forensics.investigate.memory.costly_set_now`) and not already restored by the plan: the step with
-    it unset against today, an interleaved A/B. It needs no baseline value of the variable."""
+    it unset against today, an interleaved A/B. It needs no baseline value of the variable, but one the
+    baseline had too is no cause of the slowdown since: a variable the baseline snapshot recorded with the
+    same value, or any variable when the baseline was measured now in this environment (a remembered commit),
+    is left out with a note saying how to measure what it costs (unsetting it recovered more than the
+    slowdown, "115%", and was confirmed while the commit that caused it was "not needed"). Only with
+    ``--expect``, a figure whose environment nothing recorded, is every costly variable tested
+    (``ctx.cache["figure"]``)."""
     from types import SimpleNamespace
 
     from forensics.investigate.experiments import EnvExperiment
@@ -36,9 +42,17 @@ def costly_env(ctx: Context, plan: list[Experiment], next_id) -> list[Experiment
     if ctx.subject is None:
         return []
     planned = {k for e in plan if e.kind is Kind.ENV for k in (e.params.get("restore") or {})}
+    before = {} if ctx.cache.get("figure") else EnvExperiment._parent_env(ctx.baseline)
     out = []
     for row in costly_set_now():
         if row["name"] in planned:
+            continue
+        if row["name"] in before and str(before[row["name"]]) == str(row["value"]):
+            ctx.cache.setdefault("notes", []).append(
+                f"{row['name']}={row['value']} is set now and was set the same in the baseline, so it is not what "
+                f"changed; it is known to cost speed ({row['effect']}): forensics bench --cmd STEP --b-unset "
+                f"{row['name']} measures what it costs"
+            )
             continue
         exp = EnvExperiment._one(
             ctx, SimpleNamespace(id="nccl.env"), {row["name"]: None}, next_id("env")

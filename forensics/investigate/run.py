@@ -563,6 +563,9 @@ def investigate(
     ctx.cache["cwd_sha"] = cwd_sha
     ctx.cache["dirty"] = bool(rec is not None and rec.get("dirty"))
     ctx.cache["memory"] = bool(source) and s.baseline is None
+    ctx.cache["figure"] = bool(
+        s.expect
+    )  # the baseline's value is a figure: its environment is unknown
     if regression is Regression.YES or (s.plan_only and regression is Regression.UNKNOWN):
         try:  # --plan shows what would run, also when the slowdown is not yet measured
             inv.experiments = build_plan(ctx)

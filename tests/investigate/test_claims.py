@@ -233,3 +233,33 @@ def test_three_variables_none_alone_a_cause_the_group_is_accounted(tmp_path):
     assert doc["residual"]["status"] == "within"
     assert doc["stopped"] == "the residual is within noise"
     assert "could not be measured" not in doc["accounting"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("baseline", ["remembered", "snapshot"])
+def test_a_costly_variable_the_baseline_had_too_is_not_confirmed_as_the_cause(tmp_path, baseline):
+    """CUDA_LAUNCH_BLOCKING=1 set on both sides (the baseline snapshot recorded it; the remembered commit was
+    measured now, in this environment) and a pulled commit (4 -> 6 ms): unsetting the variable was 'Confirmed
+    by experiment ... recovers 115% of the slowdown' and the commit 'not needed'."""
+    step = busy_step(
+        'float(open("cost.txt").read())',
+        '1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0',
+    )
+    up = make_repo(tmp_path / "upstream", {"step.py": step, "cost.txt": "4\n"}, "serving: step")
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    args: list[str] = []
+    if baseline == "snapshot":
+        base = take_baseline(tmp_path / "before.json", user, CMD, CUDA_LAUNCH_BLOCKING="1")
+        args = ["--baseline", str(base)]
+    commit(up, {"cost.txt": "6\n"}, "step: logits in float32")
+    git(user, "pull", "-q")
+    r = investigate(user, *args, "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert not [e for e in doc["experiments"] if e["kind"] == "environment"], r.stdout
+    assert any(
+        n.startswith("CUDA_LAUNCH_BLOCKING=1 is set now and was set the same in the baseline")
+        for n in doc["notes"]
+    )
+    code = [e for e in doc["experiments"] if e["kind"] == "commit"][0]
+    assert code["outcome"] != "not-run", code["reason"]
