@@ -328,6 +328,12 @@ def investigate(
             if measure_canary
             else "today's step was measured"
         )
+        full_timeout = step.timeout_s if step is not None else 0.0
+        if (
+            step is not None
+        ):  # a step that hangs stops when the --budget is spent, not after --timeout
+            left = t0 + s.budget_s - time.monotonic()
+            step.timeout_s = max(1.0, round(min(full_timeout, left), 1))
         try:
             doc, took = measure_now(
                 step,
@@ -341,6 +347,16 @@ def investigate(
         except interrupts as exc:
             stop.append(exc)  # its processes are stopped; the snapshot keeps what the probes read
             return None
+        except BadInputError as exc:
+            if step is not None and step.timeout_s < full_timeout and "timed out" in str(exc):
+                raise BadInputError(
+                    f"{exc}; the --budget {s.budget_s:g}s was spent measuring today's step (give a longer "
+                    "--budget)"
+                ) from exc
+            raise
+        finally:
+            if step is not None:
+                step.timeout_s = full_timeout  # the experiments bound each process themselves
         if measure_canary:
             canary_s[0] = took
         return doc
