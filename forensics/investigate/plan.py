@@ -64,9 +64,11 @@ def costly_env(ctx: Context, plan: list[Experiment], next_id) -> list[Experiment
 
 
 def recent_packages(ctx: Context, next_id) -> list[Experiment]:
-    """Without a baseline snapshot, with ``--wheelhouse``: for each distribution installed or upgraded recently
-    (:func:`forensics.investigate.memory.recent_distributions`) whose wheelhouse holds another version, that
-    version in a temporary overlay (the package experiment), newest wheel first, one per distribution."""
+    """Without a baseline snapshot, with ``--wheelhouse`` and ``--expect``: for each distribution installed or
+    upgraded recently (:func:`forensics.investigate.memory.recent_distributions`) whose wheelhouse holds another
+    version, that version in a temporary overlay (the package experiment), newest wheel first, one per
+    distribution. Against a remembered commit measured now (no ``--expect``) none: it ran with today's
+    packages, so none is part of the slowdown measured (a note says so)."""
     from forensics.investigate.experiments import PackageExperiment
     from forensics.investigate.measure import results_of
     from forensics.investigate.memory import (
@@ -76,6 +78,16 @@ def recent_packages(ctx: Context, next_id) -> list[Experiment]:
     )
 
     if not ctx.cache.get("memory") or ctx.wheelhouse is None or ctx.subject is None:
+        return []
+    if not ctx.cache.get("figure"):
+        # the remembered commit was measured now, with today's packages: a package installed since is on both
+        # sides of the measured slowdown, so swapping it back cannot be a share of it (a swap recovering a
+        # speed the code change did not lose was 'confirmed' at 102% of a slowdown the user's edit caused)
+        ctx.cache.setdefault("notes", []).append(
+            "--wheelhouse: the recently installed distributions were not tried: the remembered commit was "
+            "measured now with today's packages, so they are on both sides of the slowdown measured; give "
+            "--expect with the value you remember to try them against it"
+        )
         return []
     out = []
     today = results_of(ctx.now).get(ctx.subject.name) or {}

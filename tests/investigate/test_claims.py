@@ -263,3 +263,34 @@ def test_a_costly_variable_the_baseline_had_too_is_not_confirmed_as_the_cause(tm
     )
     code = [e for e in doc["experiments"] if e["kind"] == "commit"][0]
     assert code["outcome"] != "not-run", code["reason"]
+
+
+@pytest.mark.slow
+def test_a_recent_package_is_not_tried_against_a_commit_measured_with_it(tmp_path):
+    """fakeslow 2.0 (6 ms, 4 ms in 1.0) installed on both sides of the remembered comparison, and the user's
+    uncommitted edit (x1.5) the slowdown: with --wheelhouse, 'Confirmed by experiment: python.packages: fakeslow
+    1.0 instead of 2.0 ... recovers 102% of the slowdown; stopped: the residual is within noise'."""
+    from tests._stepkit import pip_target, wheel
+
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    for d in (wheels, site):
+        d.mkdir()
+    wheel(wheels, "1.0", 4)
+    pip_target(site, wheel(wheels, "2.0", 6))
+    step = busy_step('__import__("fakeslow").COST', 'float(open("mult.txt").read())')
+    user = make_repo(tmp_path / "user", {"step.py": step, "mult.txt": "1.0\n"}, "serving: step")
+    (user / "mult.txt").write_text("1.5\n")
+    r = investigate(
+        user,
+        "--since",
+        "HEAD",
+        "--wheelhouse",
+        str(wheels),
+        "-o",
+        str(tmp_path / "r.json"),
+        PYTHONPATH=str(site),
+    )
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["confirmed"] == [] and "Confirmed by experiment" not in r.stdout, r.stdout
+    assert not [e for e in doc["experiments"] if e["kind"] == "package"]
+    assert any(n.startswith("--wheelhouse: the recently installed") for n in doc["notes"])
