@@ -8,6 +8,22 @@ commands (what importing them cost each worker: docs/benchmarks.md, 'measured ph
 
 
 def main() -> None:
+    """Run the ``forensics`` command line (:func:`_main`); exits with its code.
+
+    Ctrl-C before the command line handles it itself (while its modules are imported) or after
+    (while the helpers left are stopped) is the same one line, ``forensics: error: interrupted``,
+    and exit code 130, as during a command; not a traceback.
+    """
+    try:
+        _main()
+    except KeyboardInterrupt:
+        import sys
+
+        sys.stderr.write("forensics: error: interrupted\n")
+        sys.exit(130)
+
+
+def _main() -> None:
     """Run the ``forensics`` command line (:func:`forensics.cli.run`); exits with its code.
 
     When the command is done the objects left are frozen (``gc.freeze``): the process is ending,

@@ -82,6 +82,30 @@ def signals_held():
             signal.raise_signal(signum)  # now the handler acts (raises), after the clean-up
 
 
+@contextlib.contextmanager
+def terminal_signals_blocked():
+    """Block Ctrl-C (SIGINT) in the calling thread for the block, for starting a child that cannot be
+    given a session of its own (``multiprocessing``'s spawn and forkserver start theirs without a
+    ``start_new_session``).
+
+    A child shares forensics' process group, so the terminal's Ctrl-C reaches it too; a Python child
+    hit while its interpreter starts prints a traceback or "Fatal Python error: init_import_site"
+    under forensics' one-line message. A child started in the block inherits the blocked signal
+    (``fork`` and ``exec`` keep the mask) and keeps it for its life: the terminal's Ctrl-C stays
+    pending there and forensics stops the child itself (SIGTERM, which stays unblocked:
+    :func:`end_helpers`). Only the calling thread's mask changes; forensics' main thread still gets
+    Ctrl-C. A no-op without ``pthread_sigmask``.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def kill_group(proc: subprocess.Popen, grace_s: float = GRACE_S) -> None:
     """Stop ``proc``'s whole process group (SIGTERM, ``grace_s``, SIGKILL) and reap ``proc``. Never raises.
 
@@ -489,11 +513,17 @@ def end_helpers(grace_s: float = 1.0) -> list[str]:
     The ``multiprocessing`` forkserver and resource tracker (started by the
     nccl_env probe's start-method checks) are asked to stop through their own
     ``_stop()``; any other child still running (a probe's child past its
-    timeout) gets SIGTERM, ``grace_s``, then SIGKILL, and is reaped
-    (``psutil.Process().children()``). Never raises.
+    timeout, a forkserver's worker) gets SIGTERM, ``grace_s``, then SIGKILL, and is reaped
+    (``psutil.Process().children()``, read before the forkserver stops too). Never raises.
     """
     import sys
 
+    try:  # taken first: the forkserver's children, orphaned when it stops, are no longer found after
+        import psutil
+
+        kids = psutil.Process().children(recursive=True)
+    except Exception:  # noqa: BLE001 - exiting anyway
+        kids = []
     stopped: list[str] = []
     for mod, attr in (
         ("multiprocessing.forkserver", "_forkserver"),
@@ -510,7 +540,8 @@ def end_helpers(grace_s: float = 1.0) -> list[str]:
     try:
         import psutil
 
-        kids = psutil.Process().children(recursive=True)
+        kids = [kid for kid in kids + psutil.Process().children(recursive=True) if kid.is_running()]
+        kids = list({kid.pid: kid for kid in kids}.values())
         for kid in kids:
             try:
                 stopped.append(kid.name())

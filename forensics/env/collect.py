@@ -182,7 +182,7 @@ def differences(
     return out
 
 
-from forensics.procgroup import run_group  # noqa: E402  (shared helper)
+from forensics.procgroup import run_group, terminal_signals_blocked  # noqa: E402  (shared helpers)
 
 
 def _read_json(path: str) -> dict[str, Any]:
@@ -199,10 +199,18 @@ def _mp_worker(method: str, path: str, select, timeout_s: float) -> dict[str, An
                 MissingReason.NOT_SUPPORTED, f"start method {method} not on this platform"
             )
         }
+    from multiprocessing import resource_tracker
+
     proc = mp.get_context(method).Process(
         target=envdump.dump_and_exit, args=(path, tuple(select), method), daemon=True
     )
-    proc.start()
+    # The workers (and the forkserver, and the resource tracker) share forensics' process group: the
+    # terminal's Ctrl-C must not reach them while their interpreters start (a traceback under
+    # forensics' one line). The tracker is started first, as it starts itself (SIGINT blocked for its
+    # fork, then unblocked in this thread: inside the block below it would unblock it for the rest).
+    resource_tracker.ensure_running()
+    with terminal_signals_blocked():
+        proc.start()
     proc.join(timeout_s)
     if proc.is_alive():
         proc.kill()

@@ -144,8 +144,12 @@ class GpuProbe(Probe):
             return data
         data["gpu_count"] = len(devices)
         topo: dict[str, Any] = {}
+        from forensics.procgroup import carry_children
+
+        # carried: nvidia-smi starts in a session of its own, as the probe's other children do (out of
+        # reach of the terminal's Ctrl-C, ended with the probe when its time is up)
         topo_thread = threading.Thread(
-            target=lambda: topo.update(v=self._read_topology(ctx)), daemon=True
+            target=carry_children(lambda: topo.update(v=self._read_topology(ctx))), daemon=True
         )
         matrix = topology.from_nvml(nv, devices, self.nic_folder)
         if isinstance(matrix, dict):

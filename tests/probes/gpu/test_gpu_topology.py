@@ -131,3 +131,31 @@ def test_cpu_and_node_masks_read_as_nvidia_smi_writes_them():
     assert topology.ranges([0xFFFF, 0xFFFF]) == "0-15,64-79"
     assert topology.ranges([0b1011]) == "0-1,3"
     assert topology.ranges([0, 0]) == "N/A"
+
+
+def test_nvidia_smi_topo_runs_out_of_reach_of_the_terminals_ctrl_c(tmp_path):
+    """The probe runs nvidia-smi from a thread of its own while NVML is read: that child, like the probe's
+    others, starts in a session of its own (the terminal's Ctrl-C to forensics' group does not reach it; the
+    runner ends it with the probe). It was started in forensics' process group."""
+    import os
+    import sys
+
+    from forensics.procgroup import ChildGroups, probe_children
+    from forensics.readers import run_command
+
+    groups = []
+
+    def runner(argv, timeout):  # a real child in nvidia-smi's place: says its process group
+        res = run_command([sys.executable, "-c", "import os; print(os.getpgid(0))"], timeout)
+        groups.append(int(res.stdout))
+        return CommandResult(True, TOPO)
+
+    probe = GpuProbe(
+        nvml=Nvml(FakePynvml("idle")),  # without the topology calls: nvidia-smi is asked
+        topo_runner=runner,
+        nic_folder=str(tmp_path),
+    )
+    with probe_children(ChildGroups()):
+        data = probe.collect(ProbeContext({}))
+    assert data["topology"]["command"] == "nvidia-smi topo -m"
+    assert len(groups) == 1 and groups[0] != os.getpgrp()
