@@ -344,6 +344,13 @@ def resolve_since(since: str, repo: str | Path) -> str:
             n = len(git(repo, "rev-parse", "--disambiguate=" + since.lower(), check=False).split())
             if n > 1:
                 why = f"ambiguous: {n} objects' names start with {since}; give more of the sha"
+        if why == "no such commit" and not git(
+            repo, "rev-parse", "--verify", "-q", "HEAD", check=False
+        ):
+            why = (
+                f"the repository at {repo} has no commit yet, so no earlier code to measure; give --expect "
+                "with the value you remember"
+            )
         if why == "no such commit" and git(repo, "rev-parse", "--is-shallow-repository") == "true":
             why = (
                 "no such commit in this shallow clone (its history is cut); fetch the rest with "

@@ -170,3 +170,20 @@ def test_a_step_that_hangs_in_the_snapshot_taken_now_stops_when_the_budget_is_sp
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.count("\n") == 1 and "step command timed out after" in r.stderr
     assert "the --budget 5s was spent measuring today's step (give a longer --budget)" in r.stderr
+
+
+def test_since_in_a_repository_with_no_commit_says_so(tmp_path):
+    """--since HEAD~1 where nothing is committed yet said 'no such commit in ...; give a sha, a tag, a branch
+    or HEAD~3', none of which exists there."""
+    from tests._stepkit import busy_step, run_investigate
+    from tests.conftest import make_repo
+
+    repo = make_repo(tmp_path / "repo")
+    (repo / "step.py").write_text(busy_step("2", "1"))
+    r = run_investigate(repo, "--cmd", "python step.py", "--since", "HEAD~1", "-o", "r.json")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr == (
+        f"forensics: error: --since HEAD~1: the repository at {repo} has no commit yet, so no earlier "
+        "code to measure; give --expect with the value you remember\n"
+    )
+    assert not (repo / "r.json").exists()
