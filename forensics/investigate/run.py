@@ -782,6 +782,10 @@ def _remember(
     if point is not None and not s.plan_only:
         left = deadline - time.monotonic()
         bounded = dataclasses.replace(step, timeout_s=max(1.0, round(min(step.timeout_s, left), 1)))
+        # a baseline snapshot that did not measure the step recorded its environment: its HEAD is measured with
+        # the variables that differ now set as it recorded them, else a variable changed since would be on both
+        # sides of the slowdown measured, and restoring it 'recovered 114%' of a slowdown a commit caused
+        restore = _recorded_env(baseline, now) if baseline is not None and not values else {}
         ctx = Context(
             {},
             now,
@@ -794,6 +798,12 @@ def _remember(
             max_processes=max(s.max_processes, s.processes),
             on_process=lambda side, i, rec: emit("process", side=side, index=i, record=rec),
         )
+        ctx.overlay.update(restore)
+        if restore:
+            notes.append(
+                f"{point.sentence()} was measured with the environment the baseline snapshot recorded: "
+                + ", ".join(f"{k} unset" if v is None else f"{k}={v}" for k, v in restore.items())
+            )
         emit("phase", text=f"measuring the baseline {point.sentence()} in a private worktree")
         t = time.monotonic()
         try:
@@ -803,7 +813,7 @@ def _remember(
                 point.old,
                 against=today,
                 higher_is_better=hib,
-                today_sha=point.new if point.clean and not values else "",
+                today_sha=point.new if point.clean and not values and not restore else "",
             )
         except BadInputError as exc:
             spent = bounded.timeout_s < step.timeout_s and time.monotonic() >= deadline - 0.5
@@ -813,8 +823,8 @@ def _remember(
             )
             measured = []
         if measured:
-            seeds[(point.old, "")] = measured
-            if point.clean:
+            seeds[(point.old, Context.env_key(restore))] = measured
+            if point.clean and not restore:
                 grown = ctx.seed(point.new)
                 if len(grown) > len(today):  # undecided at first: today's side grew too
                     _grow_today(now, step.name, grown[len(today) :], point.new)
@@ -920,6 +930,25 @@ def _old_code_note(
     if status == "beyond":
         return f"{gives} ({n}); today is {ratio:.3f}x slower than it: the commits since it are suspects"
     return f"{gives} ({n}); whether today is slower than it is not decided (ratio {ratio:.3f})"
+
+
+def _recorded_env(baseline: dict[str, Any], now: dict[str, Any]) -> dict[str, str | None]:
+    """The variables whose value the baseline snapshot recorded differently from the snapshot taken now (the
+    ``nccl_env`` probe's launching-process environment; ``None``: unset in the baseline), redacted ones left
+    out: what the baseline ran with, where it differs."""
+    from forensics.investigate.experiments import EnvExperiment
+    from forensics.model import is_missing
+    from forensics.redact import REDACTED
+
+    before, after = EnvExperiment._parent_env(baseline), EnvExperiment._parent_env(now)
+    out: dict[str, str | None] = {}
+    for k in sorted(set(before) | set(after)):
+        old, new = before.get(k), after.get(k)
+        old = None if old is None or is_missing(old) else str(old)
+        new = None if new is None or is_missing(new) else str(new)
+        if old != new and REDACTED not in (old or "") and REDACTED not in (new or ""):
+            out[k] = old
+    return out
 
 
 def _grow_today(now: dict[str, Any], name: str, more: list[float], sha: str) -> None:

@@ -294,3 +294,48 @@ def test_a_recent_package_is_not_tried_against_a_commit_measured_with_it(tmp_pat
     assert doc["confirmed"] == [] and "Confirmed by experiment" not in r.stdout, r.stdout
     assert not [e for e in doc["experiments"] if e["kind"] == "package"]
     assert any(n.startswith("--wheelhouse: the recently installed") for n in doc["notes"])
+
+
+@pytest.mark.slow
+def test_a_baseline_snapshot_without_the_step_is_measured_in_the_environment_it_recorded(tmp_path):
+    """A plain snapshot (no --bench), then a pull (4 -> 6 ms) and CUDA_LAUNCH_BLOCKING=1 (x1.6). The snapshot's
+    HEAD was measured now with the variable set, so the variable was on both sides of the slowdown measured:
+    unsetting it 'recovered 114%', 'stopped: the residual is within noise', the commit 'not needed'."""
+    import subprocess
+
+    from tests._stepkit import step_env
+
+    step = busy_step(
+        'float(open("cost.txt").read())',
+        '1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0',
+    )
+    up = make_repo(tmp_path / "upstream", {"step.py": step, "cost.txt": "4\n"}, "serving: step")
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    base = tmp_path / "before.json"
+    subprocess.run(
+        [sys.executable, "-m", "forensics", "snapshot", "-q", "-o", str(base)],
+        cwd=user,
+        env=step_env(),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    commit(up, {"cost.txt": "6\n"}, "step: logits in float32")
+    git(user, "pull", "-q")
+    r = investigate(
+        user, "--baseline", str(base), "-o", str(tmp_path / "r.json"), CUDA_LAUNCH_BLOCKING="1"
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert any(
+        n.endswith(
+            "was measured with the environment the baseline snapshot recorded: "
+            "CUDA_LAUNCH_BLOCKING unset"
+        )
+        for n in doc["notes"]
+    ), doc["notes"]
+    env = [e for e in doc["experiments"] if e["kind"] == "environment"][0]
+    assert env["share"]["point"] < 0.9, env["sentence"]  # (9.6 - 6) / (9.6 - 4) = 64%, not 114%
+    code = [e for e in doc["experiments"] if e["kind"] == "commit"][0]
+    assert code["outcome"] != "not-run", code["reason"]
