@@ -76,6 +76,7 @@ def _add_user_step(
     """Run the user's step command and append its result (kind ``user``) to a canary document."""
     from forensics.bench.user import run_user, user_result
     from forensics.errors import BadInputError
+    from forensics.words import metric_time_unit
 
     hib = bool(opts.get("higher_is_better"))
     try:
@@ -95,7 +96,8 @@ def _add_user_step(
         doc["summary"] = f"{doc.get('summary', '')}; your step failed: {exc}"
         return
     name = f"user.{recs[0]['metric']}"
-    result = user_result(name, recs, unit="per s" if hib else "ms", higher_is_better=hib)
+    unit = "per s" if hib else metric_time_unit(name)  # step_s: seconds, as the step printed it
+    result = user_result(name, recs, unit=unit, higher_is_better=hib)
     doc["results"].append(result)
     doc["config"]["user_step"] = {
         "command": opts["cmd"],

@@ -28,6 +28,7 @@ from forensics.procgroup import run_group
 from forensics.stats import summarize
 from forensics.step import loaded_files
 from forensics.step.command import child_env, run_command
+from forensics.words import metric_time_unit
 
 CALLABLE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -207,8 +208,9 @@ def measure_user(
 
     Returns:
         a ``forensics.bench/1`` document with one result of kind ``user``:
-        ``user.<metric>`` for a command (unit ``unit``, default ``ms`` or
-        ``per s`` with ``higher_is_better``), ``user.<target>`` in ms for a callable.
+        ``user.<metric>`` for a command (unit ``unit``; left out, the time unit the metric's name
+        ends in, :func:`forensics.words.metric_time_unit`: ``step_s`` -> ``s``, else ``ms``; ``per s``
+        with ``higher_is_better``), ``user.<target>`` in ms for a callable.
 
     Raises:
         BadInputError: see :func:`run_user`.
@@ -234,7 +236,7 @@ def measure_user(
     if kind == "cmd":
         name, the_unit = (
             f"user.{recs[0]['metric']}",
-            unit or ("per s" if higher_is_better else "ms"),
+            unit or ("per s" if higher_is_better else metric_time_unit(recs[0]["metric"])),
         )
     else:
         name, the_unit, higher_is_better = f"user.{target}", "ms", False
@@ -384,7 +386,7 @@ def measure_user_ab(
         )
     if "gpus" in tel:
         tel["scope"] = "whole session (A and B interleaved)"
-    the_unit = unit or ("per s" if higher_is_better else "ms")
+    the_unit = unit or ("per s" if higher_is_better else metric_time_unit(ra[0]["metric"]))
     docs = []
     for side, recs, side_cmd, side_env in (
         ("A", ra, a_cmd, a_env),

@@ -69,7 +69,8 @@ def step_options(
                 click.option(
                     "--unit",
                     default=None,
-                    help="Unit of your metric (default ms, or 'per s' with --higher-is-better).",
+                    help="Unit of your metric (default: the time unit its name ends in, step_s: s, "
+                    "else ms; 'per s' with --higher-is-better).",
                 )
             ]
             if unit

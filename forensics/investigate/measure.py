@@ -91,7 +91,7 @@ def _user_result(
             on_process("step", i, rec)
     subject.metric = subject.metric or recs[0]["metric"]
     subject.name = f"user.{recs[0]['metric']}"
-    from forensics.investigate.memory import metric_time_unit
+    from forensics.words import metric_time_unit
 
     # a time in the unit its name ends in (step_s: seconds; step_ms or no unit: ms), as the step printed it
     subject.unit = "per s" if subject.higher_is_better else metric_time_unit(subject.name)

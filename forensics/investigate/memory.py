@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from forensics.errors import BadInputError
+from forensics.words import metric_time_unit
 
 _MOVES = ("pull", "checkout:", "reset:", "rebase", "merge", "am", "cherry-pick")
 """Reflog messages that move HEAD to other code (git's own wording: ``pull origin main: Fast-forward``,
@@ -368,15 +369,6 @@ _EXPECT = re.compile(
 )
 _TIME_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
 """Milliseconds in one of each time unit ``--expect`` takes."""
-_METRIC_UNIT = re.compile(r"(?:^|[._-])(ms|s|sec|secs|seconds|us|usec|ns)$", re.I)
-
-
-def metric_time_unit(metric: str | None) -> str:
-    """The time unit a metric's name ends in (``step_s`` -> ``s``, ``latency_us`` -> ``us``, ``step_ms`` or
-    a name without one -> ``ms``, the unit the step's results are kept in). From the name only."""
-    m = _METRIC_UNIT.search(metric or "")
-    unit = m.group(1).lower() if m else "ms"
-    return {"sec": "s", "secs": "s", "seconds": "s", "usec": "us"}.get(unit, unit)
 
 
 def parse_expect(
@@ -384,7 +376,7 @@ def parse_expect(
 ) -> tuple[float, bool]:
     """``--expect 19ms`` / ``0.019s`` / ``94tok/s`` / ``94`` -> (value in the step's unit, higher_is_better).
 
-    A time is returned in the unit the metric's name ends in (:func:`metric_time_unit`: ``step_s`` ->
+    A time is returned in the unit the metric's name ends in (:func:`forensics.words.metric_time_unit`: ``step_s`` ->
     seconds; milliseconds when the name says none or ``metric`` is None); a number without a unit is
     taken in that unit. A throughput (``.../s``) is returned as given and marks the metric higher-is-better.
 

@@ -671,7 +671,7 @@ def _interrupted_now(
     that finished (``measured``, in the unit of ``metric``, the step's name or the metric it printed), after
     ``why`` (a clause said first in the same parentheses); ``source`` is the report's first line (default:
     the baseline was not looked for yet)."""
-    from forensics.investigate.memory import metric_time_unit
+    from forensics.words import metric_time_unit
 
     unit = (
         "per s" if s.higher_is_better else metric_time_unit(metric or (step.name if step else ""))
@@ -914,7 +914,7 @@ def _old_code_note(
     baseline is a figure the user remembers: as slow as today (the slowdown is not in the commits since it),
     faster (they are suspects), or not decided."""
     from forensics.investigate.decide import versus_baseline
-    from forensics.investigate.memory import metric_time_unit
+    from forensics.words import metric_time_unit
 
     status, ratio, _, _ = versus_baseline(
         measured, today, threshold=threshold, higher_is_better=hib
@@ -994,7 +994,7 @@ def _versus_expect(
     status, ratio, lo, hi = versus_baseline(
         base, today, threshold=s.threshold, higher_is_better=step.higher_is_better
     )
-    from forensics.investigate.memory import metric_time_unit
+    from forensics.words import metric_time_unit
 
     unit = step.unit if step.higher_is_better else metric_time_unit(step.name)
     shown = (ratio, lo, hi)  # today over the figure, as a time: the slowdown factor

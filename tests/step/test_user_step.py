@@ -191,3 +191,43 @@ def test_quiet_a_b_prints_the_summary_lines_and_one_verdict_line_only(tmp_path):
         r.output
     )  # A's, B's summary, verdict
     assert "noise floor" not in r.output and "telemetry" not in r.output
+
+
+SECONDS_STEP = 'import json\nfor v in (0.5, 0.25, 0.25, 0.25): print(json.dumps({"metric": "step_s", "value": v}))'
+
+
+def test_a_step_timed_in_seconds_is_reported_in_seconds(tmp_path):
+    """A step printing ``step_s`` is in seconds unless --unit says otherwise (as investigate reads it): the
+    table, the summary line and the bench files said 'ms' ('user.step_s 0.25 ms')."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    r = CliRunner().invoke(
+        main, ["bench", "--processes", "3", "--cmd", py(SECONDS_STEP), "-o", str(a)]
+    )
+    assert r.exit_code == 0, r.output
+    assert "user.step_s 0.25 s (median of 3 processes" in r.output
+    assert " ms" not in r.output
+    assert document.load(a)["results"][0]["unit"] == "s"
+    # side A and B in one run (A B B A), then compared: both files in seconds
+    r = bench("--cmd", py(SECONDS_STEP), "--b-env", "X=1", "-o", str(a), "--b-output", str(b))
+    assert r.exit_code == 0, r.output
+    assert r.output.count("user.step_s 0.25 s (median of 3 processes") == 2, r.output
+    assert [document.load(p)["results"][0]["unit"] for p in (a, b)] == ["s", "s"]
+    r = CliRunner().invoke(main, ["bench", "compare", str(a), str(b)])
+    assert r.exit_code == 0 and "user.step_s: same" in r.output and " ms" not in r.output, r.output
+    # the user's own --unit is kept, and a name without a unit is still in ms
+    r = bench("--cmd", py(SECONDS_STEP), "--unit", "ms", "-o", str(a))
+    assert r.exit_code == 0 and "user.step_s 0.25 ms" in r.output, r.output
+    plain = SECONDS_STEP.replace("step_s", "step")
+    r = bench("--cmd", py(plain), "-o", str(a))
+    assert r.exit_code == 0 and "user.step 0.25 ms" in r.output, r.output
+
+
+def test_a_step_in_seconds_beside_the_canary_is_in_seconds(tmp_path):
+    """``snapshot --bench --bench-cmd``: the user's step is added to the canary's document, its unit from
+    the metric's name too (the canary itself is not run here)."""
+    from forensics.bench import _add_user_step
+
+    doc = {"results": [], "config": {}, "summary": "canary.verify_step_ms 4.1 ms"}
+    _add_user_step(doc, {"cmd": py(SECONDS_STEP)}, 3, 60.0)
+    assert doc["results"][0]["unit"] == "s"
+    assert doc["summary"].endswith("; user.step_s 0.25 s")
