@@ -331,6 +331,12 @@ def investigate(
         max_processes=max_processes,
     )
     check_settings(settings)
+    if (
+        step.cmd
+    ):  # a program that is not there is one line before the snapshot, as for snapshot --bench-cmd
+        from forensics.step.command import check_step_command
+
+        check_step_command(step.cmd, "--cmd")
     if baseline is not None:  # a bad file is one line before any work or progress output
         from forensics.importers import load as load_any
 

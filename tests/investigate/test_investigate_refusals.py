@@ -187,3 +187,17 @@ def test_since_in_a_repository_with_no_commit_says_so(tmp_path):
         "code to measure; give --expect with the value you remember\n"
     )
     assert not (repo / "r.json").exists()
+
+
+def test_a_step_program_that_is_not_there_is_refused_before_the_snapshot(tmp_path):
+    """--cmd with a program not on PATH ran the probes and then the step, to say 'step command exited with
+    status 127: ...; stderr: /bin/sh: 1: ...: not found'; snapshot --bench-cmd checks it first."""
+    from tests._stepkit import run_investigate
+
+    r = run_investigate(tmp_path, "--cmd", "no-such-step-xyz --fast", "-o", "r.json")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr == (
+        "forensics: error: --cmd: 'no-such-step-xyz' not found on PATH; check the command before the "
+        "benchmark runs\n"
+    )
+    assert r.stdout == "" and not (tmp_path / "r.json").exists()
