@@ -1249,7 +1249,16 @@ class PackageExperiment:
                 f"pip download --no-deps -d WHEELS {name}=={old} && forensics investigate --baseline "
                 f"BASELINE.json {hint} --wheelhouse WHEELS"
             )
-            if ctx.wheelhouse is None:
+            if ctx.cache.get("measured_now"):
+                # the baseline snapshot's HEAD was measured now, with today's packages: a package changed since
+                # the snapshot is on both sides of the slowdown measured, so a swap cannot be a share of it
+                exp.outcome, exp.reason = (
+                    Outcome.NOT_RUN,
+                    f"the baseline's commit was measured now with today's {name} {after[name]}, so the change "
+                    f"from {old} is on both sides of the slowdown measured; take a baseline snapshot with the step "
+                    "measured (forensics snapshot --bench --bench-cmd STEP) to test it",
+                )
+            elif ctx.wheelhouse is None:
                 exp.outcome, exp.reason = (
                     Outcome.NOT_RUN,
                     (

@@ -581,7 +581,9 @@ def investigate(
     ctx.cache["memory"] = bool(source) and s.baseline is None
     ctx.cache["figure"] = bool(
         s.expect
-    )  # the baseline's value is a figure: its environment is unknown
+    )  # the baseline's value is a figure: its environment unknown
+    # the baseline's value was measured now (a commit in a worktree), with today's packages
+    ctx.cache["measured_now"] = bool(source) and not s.expect
     if regression is Regression.YES or (s.plan_only and regression is Regression.UNKNOWN):
         try:  # --plan shows what would run, also when the slowdown is not yet measured
             inv.experiments = build_plan(ctx)

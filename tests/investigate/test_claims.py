@@ -339,3 +339,44 @@ def test_a_baseline_snapshot_without_the_step_is_measured_in_the_environment_it_
     assert env["share"]["point"] < 0.9, env["sentence"]  # (9.6 - 6) / (9.6 - 4) = 64%, not 114%
     code = [e for e in doc["experiments"] if e["kind"] == "commit"][0]
     assert code["outcome"] != "not-run", code["reason"]
+
+
+def test_a_package_changed_since_a_snapshot_whose_commit_was_measured_now_is_not_swapped(tmp_path):
+    """A baseline snapshot that did not measure the step has its HEAD measured now, with today's packages: a
+    package it recorded at 1.0 and now 2.0 is on both sides of the slowdown measured, so swapping 1.0 back
+    (which the wheelhouse allowed) would be a share of a slowdown it is not part of."""
+    from types import SimpleNamespace
+
+    from forensics.investigate.experiments import Context, PackageExperiment
+    from forensics.investigate.measure import Subject
+    from forensics.investigate.model import Outcome
+
+    def doc(version):
+        return {"probes": {"software": {"data": {"packages": {"fakeslow": version}}}}}
+
+    ids = iter(range(1, 10))
+    for measured_now, outcome in ((True, Outcome.NOT_RUN), (False, Outcome.PLANNED)):
+        ctx = Context(
+            doc("1.0"), doc("2.0"), None, Subject("cmd", "step"), True, wheelhouse=tmp_path
+        )
+        ctx.cache["measured_now"] = measured_now
+        hyp = SimpleNamespace(id="python.packages")
+        (exp,) = PackageExperiment.propose(ctx, hyp, set(), lambda p: f"{p}-{next(ids)}")
+        assert exp.outcome is outcome, exp.reason
+    assert (
+        "measured now with today's fakeslow 2.0"
+        in PackageExperiment.propose(
+            Context(
+                doc("1.0"),
+                doc("2.0"),
+                None,
+                Subject("cmd", "step"),
+                True,
+                wheelhouse=tmp_path,
+                cache={"measured_now": True},
+            ),
+            SimpleNamespace(id="python.packages"),
+            set(),
+            lambda p: p,
+        )[0].reason
+    )
