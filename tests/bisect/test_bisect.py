@@ -174,6 +174,8 @@ def test_bisect_finds_the_slow_commit_skips_the_broken_one_and_leaves_the_checko
     )
     md = render(res, "md")
     assert shas[13] in md and "cost.txt" in md and "PYTHONPATH" in md
+    # the Markdown report escapes HTML as the diff report's does (a renderer may pass raw HTML through)
+    assert "commit 13 &lt;make it slower>" in md and "<make it slower>" not in md
     data = json.loads(render(res, "json"))
     assert data["outcome"] == "culprit" and data["culprit"]["sha"] == shas[13]
     assert data["rounds"] == res.rounds
