@@ -1071,7 +1071,8 @@ def _regression(
             Regression.UNKNOWN,
             (
                 f"could not tell whether the step got slower: {why} (take the baseline "
-                "with `forensics snapshot --bench`, and --cmd for your step)"
+                "with `forensics snapshot --bench`, and `--bench-cmd STEP` for your step, the command "
+                "given to --cmd)"
             ),
         )
     c = judged.comparison

@@ -585,7 +585,8 @@ def test_a_baseline_without_measurements_says_what_to_take_and_plan_still_plans(
     )
     assert plain.returncode == 3
     assert (
-        "neither snapshot has a measurement on both sides (take the baseline with `forensics snapshot --bench`"
+        "neither snapshot has a measurement on both sides (take the baseline with `forensics snapshot --bench`, "
+        "and `--bench-cmd STEP` for your step, the command given to --cmd)"
         in plain.stdout
         and "--snapshot-processes" not in plain.stdout
     )
