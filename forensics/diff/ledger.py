@@ -50,6 +50,7 @@ from forensics.model import Finding, HypothesisStatus, Severity, implicated, inc
 from forensics.probe import JudgeContext, Probe, ProbeResult
 from forensics.redact import Redactor
 from forensics.registry import find_probe_class
+from forensics.words import plural
 
 CODE = "code.change"
 
@@ -697,7 +698,7 @@ def _verdict(a: Analysis) -> str:
                 f"{causes_mod.chain_sentence(roots[0], a.hypotheses, a.parents)}{also}."
             )
         return (
-            f"Nothing implicated, and {NOT_MEASURED}: {ruled} hypotheses ruled out, "
+            f"Nothing implicated, and {NOT_MEASURED}: {plural(ruled, 'hypothesis', 'hypotheses')} ruled out, "
             f"{unknown} inconclusive."
         )
     slow = _measured(a)
@@ -728,4 +729,7 @@ def _verdict(a: Analysis) -> str:
             f"({ruled} ruled out, {unknown} inconclusive); see the inconclusive ones."
         )
         return text[0].upper() + text[1:]
-    return f"No significant change: {ruled} hypotheses ruled out, {unknown} inconclusive, nothing implicated."
+    return (
+        f"No significant change: {plural(ruled, 'hypothesis', 'hypotheses')} ruled out, {unknown} "
+        "inconclusive, nothing implicated."
+    )

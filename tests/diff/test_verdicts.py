@@ -156,3 +156,16 @@ def test_a_speed_up_is_said_first_and_its_change_is_not_called_a_cause():
     assert analyse_files(pair / "before.json", pair / "after.json").verdict.startswith(
         "Measured 1.28x slower; most likely cause: gpu.config"
     )
+
+
+def test_one_hypothesis_ruled_out_is_said_in_the_singular(tmp_path):
+    """Two snapshots of the host probe alone (a real H200 reading): the one hypothesis it rules out read
+    '1 hypotheses ruled out'."""
+    doc = json.loads((ROOT / "examples" / "aa" / "before.json").read_text())
+    doc["probes"] = {"host": doc["probes"]["host"]}
+    doc["bench"] = None
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps(doc))
+    r = CliRunner().invoke(main, ["diff", str(path), str(path), "-q", "-o", str(tmp_path / "r.md")])
+    assert r.exit_code == 0, r.output
+    assert ": 1 hypothesis ruled out, " in r.output and "hypotheses ruled out" not in r.output
