@@ -24,6 +24,7 @@ from forensics.bench.config import CanaryConfig
 from forensics.bench.harness import slowest_rank_ms
 from forensics.errors import BadInputError
 from forensics.stats import summarize
+from forensics.words import plural
 
 SCHEMA_NAME = "forensics.bench"
 SCHEMA_VERSION = 1
@@ -316,8 +317,9 @@ def build(
     :func:`forensics.bench.session.host_cpu`'s reading, recorded when given and not empty."""
     head = results[0]
     summary = (
-        f"{head['name']} {head['median']:.4g} {head['unit']} (median of {len(head['process_medians'])} "
-        f"processes, noise IQR/median {head['noise_iqr_over_median']:.1%})"
+        f"{head['name']} {head['median']:.4g} {head['unit']} (median of "
+        f"{plural(len(head['process_medians']), 'process', 'processes')}, noise IQR/median "
+        f"{head['noise_iqr_over_median']:.1%})"
     )
     return {
         "schema": SCHEMA,

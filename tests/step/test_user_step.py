@@ -231,3 +231,20 @@ def test_a_step_in_seconds_beside_the_canary_is_in_seconds(tmp_path):
     _add_user_step(doc, {"cmd": py(SECONDS_STEP)}, 3, 60.0)
     assert doc["results"][0]["unit"] == "s"
     assert doc["summary"].endswith("; user.step_s 0.25 s")
+
+
+def test_one_process_is_said_in_the_singular(tmp_path):
+    """--processes 1 printed 'median of 1 processes'."""
+    r = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "-q",
+            "--processes",
+            "1",
+            "--cmd",
+            py('print(\'{"metric": "ms", "value": 2.0}\')'),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert "user.ms 2 ms (median of 1 process, noise IQR/median 0.0%)" in r.output
