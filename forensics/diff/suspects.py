@@ -41,6 +41,7 @@ from typing import Any, Iterable, Sequence
 
 from forensics.diff import signals as sig
 from forensics.model import Severity
+from forensics.words import plural
 
 
 class FileKind(str, enum.Enum):
@@ -495,7 +496,8 @@ def pull_weight(
         readable: the commit list was read (False: ``unknown``, with ``unknown_why`` and ``command``).
 
     Returns:
-        ``none`` when no commit is a suspect; ``high`` (0.9) when the heaviest suspect reaches
+        ``none`` when no commit changes behaviour (documentation, tests, CI, set-aside edits); ``low`` (0.3)
+        when the only ones that do touch files the step was not seen loading; ``high`` (0.9) when the heaviest suspect reaches
         :data:`STRONG_WEIGHT`, ``high`` (0.8) with any signal, ``medium`` otherwise (0.7 when
         the change is in a file the step loaded or a hot one, else 0.5).
     """
@@ -509,6 +511,18 @@ def pull_weight(
         )
     judged = [a for a in assessments if a is not None]
     suspects = [a for a in judged if a.suspect] + [None for a in assessments if a is None]
+    unseen = [a for a in judged if not a.suspect and not a.behaviour_free]
+    if not suspects and unseen:
+        # changes behaviour in files the step was not seen loading: the recorder sees modules, not a file run
+        # with exec or runpy.run_path, or imported from a copy (config loaders): ranked lowest, not ruled out
+        # ('what changed was checked and does not explain it' for a config run with runpy that did)
+        return PullWeight(
+            "scaled",
+            Severity.LOW,
+            0.3,
+            f"{plural(len(unseen), 'commit')} change behaviour only in files the step was not seen loading "
+            "(a file run with exec or runpy leaves no trace): ranked lowest, not ruled out",
+        )
     if not suspects:
         counts: dict[str, int] = {}
         for a in judged:

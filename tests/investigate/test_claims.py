@@ -412,3 +412,23 @@ def test_a_later_commit_in_a_module_named_like_a_document_is_applied_when_the_pa
     assert any(
         f"may change behaviour applied on its files ({keep[:10]})" in n for n in doc["notes"]
     )
+
+
+@pytest.mark.slow
+def test_a_config_the_step_runs_with_runpy_is_tested_not_ruled_out(tmp_path):
+    """configs/model.py, read with runpy.run_path (as config loaders do), is not among the modules the step
+    loaded: the pull changing it was 'no commit changes what the step runs (files the step never loaded)',
+    code.change ruled out, and 'Slower, not explained: what changed was checked and does not explain it'."""
+    step = busy_step("4", "__import__('runpy').run_path('configs/model.py')['scale']")
+    up = make_repo(
+        tmp_path / "upstream", {"step.py": step, "configs/model.py": "scale = 1.0\n"}, "step"
+    )
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    slow = commit(up, {"configs/model.py": "scale = 1.5\n"}, "configs: larger blocks")
+    git(user, "pull", "-q")
+    r = investigate(user, "-o", str(tmp_path / "r.json"))
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert "does not explain it" not in r.stdout, r.stdout
+    (code,) = [e for e in doc["experiments"] if e["kind"] == "commit"]
+    assert code["details"]["commit"] == slow and code["outcome"] != "not-run", code["reason"]
