@@ -520,7 +520,8 @@ def pull_weight(
             "scaled",
             Severity.LOW,
             0.3,
-            f"{plural(len(unseen), 'commit')} change behaviour only in files the step was not seen loading "
+            f"{plural(len(unseen), 'commit')} {'changes' if len(unseen) == 1 else 'change'} behaviour only in "
+            "files the step was not seen loading "
             "(a file run with exec or runpy leaves no trace): ranked lowest, not ruled out",
         )
     if not suspects:
