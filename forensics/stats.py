@@ -124,6 +124,12 @@ class Comparison:
     test: str = MWU_TEST  # how the call was made; FIGURE_TEST (``p_value`` None) against a remembered figure
 
     @property
+    def exact(self) -> bool:
+        """Every process on each side gave one value (a remembered figure is one value): the ratio is exact,
+        its CI a point, and there is no noise to speak of (``minimum == maximum`` of both summaries)."""
+        return self.a.minimum == self.a.maximum and self.b.minimum == self.b.maximum
+
+    @property
     def change_pct(self) -> float:
         """Signed change of step time in percent (+ = slower)."""
         return (self.time_ratio - 1.0) * 100.0
@@ -149,6 +155,13 @@ class Comparison:
             head = (
                 f"a small real change: {1 / self.time_ratio:.3f}x faster "
                 f"({self.change_pct:+.1f}%, below the {self.threshold:.0%} threshold)"
+            )
+        elif self.verdict is Verdict.SAME and self.exact and math.isclose(self.time_ratio, 1.0):
+            if self.p_value is None:  # every process of today gave the figure itself
+                return f"the same value: each of today's {self.b.n} processes gave the figure you remember"
+            return (
+                f"no change: each process gave the same value on both sides ({p}, Mann-Whitney U, "
+                f"n={self.a.n}+{self.b.n})"
             )
         elif self.verdict is Verdict.SAME and self.p_value is None:
             head = f"within {self.threshold:.0%} of it (ratio {self.time_ratio:.3f})"

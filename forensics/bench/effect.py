@@ -286,6 +286,22 @@ def _interpret(results: list[BenchResult]) -> BenchEffect:
         return BenchEffect(
             results, Pointer.NONE, "no benchmark result was measured on both sides", 1.0
         )
+    compared = [r.comparison for r in results if r.comparison is not None]
+    # every process gave one value on each side: there is no noise to be beyond
+    if all(c.exact for c in compared):
+        if all(math.isclose(c.time_ratio, 1.0, rel_tol=1e-9) for c in compared):
+            return BenchEffect(
+                results,
+                Pointer.NONE,
+                "no benchmark result moved: each process gave exactly the same value on both sides",
+                1.0,
+            )
+        return BenchEffect(
+            results,
+            Pointer.NONE,
+            "no benchmark result moved beyond the threshold (exact: each side's processes gave one value)",
+            1.0,
+        )
     return BenchEffect(results, Pointer.NONE, "no benchmark result moved beyond the noise", 1.0)
 
 

@@ -712,7 +712,11 @@ def _verdict(a: Analysis) -> str:
             and a.bench is not None
             and a.bench.sentence.startswith("no benchmark result moved")
         ):
-            flat = " The benchmarks measured no slowdown beyond the noise."
+            flat = (
+                " The benchmarks measured no slowdown (exact: each process gave one value)."
+                if "exact" in a.bench.sentence
+                else " The benchmarks measured no slowdown beyond the noise."
+            )
         faster = "" if slow else _faster(a)
         lead = f"{faster}what changed: " if faster else f"{slow}most likely cause: "
         if faster:

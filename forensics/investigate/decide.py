@@ -215,6 +215,9 @@ class Residual:
         higher_is_better: the step's metric is a throughput: :meth:`sentence` says the rate against the
             baseline's (``0.800x the baseline's rate``), as the value reads, not the time ratio (1.250x, which
             reads as faster).
+        exact: every process of the applied side gave one value, and so did the baseline's (a remembered
+            figure is one value): the ratio is exact, there is no noise to be within (:meth:`sentence` and
+            the accounting say so: ``gives exactly the baseline's value``, ``nothing is left``).
     """
 
     status: str
@@ -224,24 +227,36 @@ class Residual:
     unexplained: Share
     processes: int
     higher_is_better: bool = False
+    exact: bool = False
+
+    @property
+    def none_left(self) -> bool:
+        """Exactly the baseline's value: every process gave it (:attr:`exact`), nothing of the slowdown is left."""
+        return self.exact and math.isclose(self.ratio, 1.0, rel_tol=1e-9)
 
     def sentence(self) -> str:
         what = {
-            "within": "within noise",
+            "within": "below the threshold" if self.exact else "within noise",
             "beyond": "still beyond the threshold",
             "undecided": "not decided",
         }
-        if self.higher_is_better:
-            shown = (
-                f"runs at {1 / self.ratio:.3f}x the baseline's rate (95% CI {1 / self.high:.3f}-"
-                f"{1 / self.low:.3f}"
+        applied = "today with the confirmed interventions applied"
+        if self.none_left:
+            return (
+                f"{applied} gives exactly the baseline's value (each of its {self.processes} "
+                "processes): nothing is left"
             )
+        if self.exact:
+            spread = f"exact: each of its {self.processes} processes gave the same value"
+        elif self.higher_is_better:
+            spread = f"95% CI {1 / self.high:.3f}-{1 / self.low:.3f}, {self.processes} processes"
         else:
-            shown = f"is {self.ratio:.3f}x the baseline (95% CI {self.low:.3f}-{self.high:.3f}"
-        return (
-            f"today with the confirmed interventions applied {shown}, {self.processes} processes): "
-            f"{what[self.status]}"
-        )
+            spread = f"95% CI {self.low:.3f}-{self.high:.3f}, {self.processes} processes"
+        if self.higher_is_better:
+            shown = f"runs at {1 / self.ratio:.3f}x the baseline's rate ({spread})"
+        else:
+            shown = f"is {self.ratio:.3f}x the baseline ({spread})"
+        return f"{applied} {shown}: {what[self.status]}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -251,6 +266,7 @@ class Residual:
             "unexplained": self.unexplained.to_json(),
             "processes": self.processes,
             "higher_is_better": self.higher_is_better,
+            "exact": self.exact,
             "sentence": self.sentence(),
         }
 
@@ -327,4 +343,5 @@ def residual(
             share.low, share.high = float(lo_s), float(hi_s)
     else:
         share.note = "today is not slower than the baseline in these samples"
-    return Residual(status, ratio, lo, hi, share, len(applied), higher_is_better)
+    exact = len(set(baseline)) == 1 and len(set(applied)) == 1
+    return Residual(status, ratio, lo, hi, share, len(applied), higher_is_better, exact)

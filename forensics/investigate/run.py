@@ -1296,8 +1296,14 @@ def _run_plan(
         inv.stopped = f"interrupted ({inv.interrupted})"
     elif inv.residual is None:
         inv.stopped = "the residual could not be measured"
+    elif inv.residual.none_left:  # every process gave the baseline's value: no noise to be within
+        inv.stopped = "nothing is left of the slowdown"
     elif inv.residual.status == "within":
-        inv.stopped = "the residual is within noise"
+        inv.stopped = (
+            "the residual is below the threshold"
+            if inv.residual.exact
+            else "the residual is within noise"
+        )
     elif any(e.reason.startswith("budget spent") for e in inv.experiments):
         inv.stopped = "the budget is spent with part of the slowdown unexplained"
     else:
@@ -1431,8 +1437,8 @@ def _cause_name(e: Experiment) -> str:
 def _pct_range(share) -> str:
     if share is None or share.point is None:
         return "share unknown"
-    if share.low is None or share.high is None:
-        return f"{share.point:.0%}"
+    if share.low is None or share.high is None or f"{share.low:.0%}" == f"{share.high:.0%}":
+        return f"{share.point:.0%}"  # no interval, or one that is a point: '100%', not '100% (100% to 100%)'
     return f"{share.point:.0%} ({share.low:.0%} to {share.high:.0%})"
 
 

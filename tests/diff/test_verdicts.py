@@ -169,3 +169,35 @@ def test_one_hypothesis_ruled_out_is_said_in_the_singular(tmp_path):
     r = CliRunner().invoke(main, ["diff", str(path), str(path), "-q", "-o", str(tmp_path / "r.md")])
     assert r.exit_code == 0, r.output
     assert ": 1 hypothesis ruled out, " in r.output and "hypotheses ruled out" not in r.output
+
+
+def test_a_step_giving_one_value_on_both_sides_is_not_said_within_the_noise(tmp_path):
+    """Two real snapshots (NCCL_P2P_DISABLE added) whose user step gave 4 ms in every process on both sides
+    (a step reporting a fixed figure): no noise to speak of. The verdict said 'The benchmarks measured no
+    slowdown beyond the noise.' and the bench lines 'no benchmark result moved beyond the noise', 'no
+    change beyond the noise (ratio 1.000, CI within +-1.0%)'."""
+    case = ROOT / "tests" / "fixtures" / "cases" / "case20_p2p_disabled_env"
+    for side in ("before", "after"):
+        snap = json.loads((case / f"{side}.json").read_text())
+        result = {**snap["bench"]["results"][0], "name": "user.step_ms", "kind": "user"}
+        result.update(process_medians=[4.0] * 5, median=4.0)
+        snap["bench"]["results"] = [result]
+        (tmp_path / f"{side}.json").write_text(json.dumps(snap))
+    r = CliRunner().invoke(
+        main,
+        [
+            "diff",
+            str(tmp_path / "before.json"),
+            str(tmp_path / "after.json"),
+            "-o",
+            str(tmp_path / "r.md"),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "The benchmarks measured no slowdown (exact: each process gave one value)." in said
+    assert (
+        "no benchmark result moved: each process gave exactly the same value on both sides" in said
+    )
+    assert "user.step_ms (user): no change: each process gave the same value on both sides" in said
+    assert "noise" not in said

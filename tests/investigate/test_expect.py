@@ -73,6 +73,9 @@ def test_a_constant_step_against_the_value_you_remember_is_compared_exactly(
     for name in ("r.md", "r.html"):
         text = (tmp_path / name).read_text()
         assert not [w for w in ADVICE if w in text], (name, [w for w in ADVICE if w in text])
+        if value == "4.0":  # exactly the figure: the benchmark section has no noise to speak of
+            assert "no benchmark result moved: each process gave exactly the same value" in text
+            assert "beyond the noise" not in text, name
     assert not [w for w in ADVICE if w in r.stdout + r.stderr]
 
 
@@ -94,11 +97,12 @@ def test_a_figure_is_compared_by_the_ci_of_todays_median_alone():
     assert slow.sentence() == (
         "1.880x slower (95% CI 1.880-1.880 over today's 5 processes, against the figure you remember)"
     )
+    # exactly the figure: no interval, no noise to speak of
     same = compare_to_figure(4.0, [4.0] * 5)
-    assert same.sentence() == (
-        "within 5% of it (ratio 1.000) (95% CI 1.000-1.000 over today's 5 processes, against the figure "
-        "you remember)"
-    )
+    exactly = "the same value: each of today's 5 processes gave the figure you remember"
+    assert same.exact and same.sentence() == exactly
+    near = compare_to_figure(4.0, [4.0, 4.02, 3.98, 4.01, 4.0])
+    assert not near.exact and near.sentence().startswith("within 5% of it (ratio 1.000) (95% CI ")
 
 
 def test_slower_than_remembered_with_every_experiment_refuted_still_says_what_was_measured(
@@ -178,3 +182,64 @@ def test_a_step_timed_in_seconds_is_reported_in_seconds(tmp_path):
     md = (tmp_path / "r.md").read_text()
     assert "| `user.step_s` | user | 0.004 s | 0.006 s |" in md
     assert "0.006 ms" not in md + r.stdout and "0.004 ms" not in md + r.stdout
+
+
+CLB_STEP = """import json, os
+value = 6.0 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else %s
+for _ in range(3):
+    print(json.dumps({"metric": "step_ms", "value": value}))
+"""
+
+
+@pytest.mark.parametrize(
+    "without, stopped, residual",
+    [
+        (
+            "4.0",
+            "stopped: nothing is left of the slowdown",
+            "residual: today with the confirmed interventions applied gives exactly the baseline's value "
+            "(each of its 5 processes): nothing is left",
+        ),
+        (
+            "4.1",
+            "stopped: the residual is below the threshold",
+            "residual: today with the confirmed interventions applied is 1.025x the baseline (exact: each "
+            "of its 5 processes gave the same value): below the threshold",
+        ),
+    ],
+)
+def test_a_cause_that_gives_back_the_figure_exactly_leaves_no_noise_to_be_within(
+    tmp_path, without, stopped, residual
+):
+    """A variable that costs 2 ms and a step giving one value in every process: unsetting it gives the
+    figure remembered, exactly (or 2.5% above it, exactly). The accounting said 'unexplained: 0% (0% to 0%);
+    stopped: the residual is within noise' and the residual '1.000x the baseline (95% CI 1.000-1.000, 5
+    processes): within noise', where there is no noise."""
+    (tmp_path / "step.py").write_text(CLB_STEP % without)
+    r = run_investigate(
+        tmp_path,
+        "--no-canary",
+        "--cmd",
+        "python step.py",
+        "--expect",
+        "4ms",
+        "-o",
+        "r.md",
+        CUDA_LAUNCH_BLOCKING="1",
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    shown = r.stdout + (tmp_path / "r.md").read_text()
+    assert f"unexplained: {'0%' if without == '4.0' else '5%'}; {stopped}" in r.stdout, r.stdout
+    assert residual in r.stdout, r.stdout
+    assert "within noise" not in shown
+
+
+def test_the_residual_says_noise_only_where_there_is_some():
+    from forensics.investigate.decide import residual
+
+    exact = residual([4.0], [6.0] * 5, [4.0] * 5, threshold=0.05)
+    assert exact.status == "within" and exact.exact and exact.none_left
+    assert exact.to_json()["exact"] is True
+    noisy = residual([4.0], [6.0] * 5, [3.9, 4.0, 4.05, 4.0, 3.95], threshold=0.05)
+    assert noisy.status == "within" and not noisy.exact
+    assert noisy.sentence().endswith("5 processes): within noise")
