@@ -1065,6 +1065,25 @@ def _regression(
                 timeout_s=s.timeout_s,
             )
     if judged is None or judged.comparison is None:
+        then = [r.name for r in results.values() if r.before]
+        if then and not any(r.after for r in results.values()):
+            # the baseline measured, today nothing did: what to give now, not how to take a baseline
+            user = ((baseline or {}).get("bench") or {}).get("config") or {}
+            cmd = (user.get("user_step") or {}).get("command") if isinstance(user, dict) else None
+            todo = [] if step is not None else ["give your step with --cmd"]
+            if step is None and cmd:  # a note of its own: a command ends the line it is in
+                notes.append(f"the baseline measured your step as: {cmd}")
+            if not canary:
+                todo.append("the canary did not run now (the note says why)")
+            return (
+                subject,
+                Regression.UNKNOWN,
+                (
+                    f"could not tell whether the step got slower: the baseline measured "
+                    f"{', '.join(then[:3])}{' ...' if len(then) > 3 else ''}, and nothing was measured "
+                    f"now: {'; '.join(todo) or 'see the notes'}"
+                ),
+            )
         why = "neither snapshot has a measurement on both sides"
         return (
             subject,
@@ -1487,6 +1506,7 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
             w in inv.regression_sentence
             for w in (
                 "neither snapshot has a measurement",
+                "nothing was measured now",
                 "cut the noise instead",
                 "run again with",
             )

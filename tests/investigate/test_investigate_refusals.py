@@ -201,3 +201,21 @@ def test_a_step_program_that_is_not_there_is_refused_before_the_snapshot(tmp_pat
         "benchmark runs\n"
     )
     assert r.stdout == "" and not (tmp_path / "r.json").exists()
+
+
+def test_a_baseline_that_measured_with_nothing_measured_now_says_what_to_give(tmp_path):
+    """A baseline with the canary and no canary now (--no-canary, or no PyTorch in this Python) and no
+    --cmd: it said 'neither snapshot has a measurement on both sides (take the baseline with forensics
+    snapshot --bench ...)', though the baseline had measured, and then 'rerun with more processes'."""
+    base = _baseline(tmp_path)
+    r = run_cli("investigate", "--baseline", str(base), "--no-canary", "-o", "r.json", cwd=tmp_path)
+    assert r.returncode == 3, r.stdout + r.stderr
+    verdict = next(line for line in r.stdout.splitlines() if line.startswith("Could not tell"))
+    assert verdict.startswith(
+        "Could not tell whether it got slower: the baseline measured canary.verify_step_ms, "
+    )
+    assert verdict.endswith(
+        ", and nothing was measured now: give your step with --cmd; the canary did not run now (the note "
+        "says why); no experiment was run."
+    )
+    assert "take the baseline" not in r.stdout and "more processes" not in r.stdout
