@@ -934,10 +934,28 @@ def _old_code_note(
     return f"{gives} ({n}); whether today is slower than it is not decided (ratio {ratio:.3f})"
 
 
+_PLACE_VARIABLES = frozenset(
+    {
+        "PYTHONPATH",
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+    }
+)
+"""Variables the ``nccl_env`` probe records that name places (paths, a rendezvous) rather than settings: the
+baseline's value may not exist here, so :func:`_recorded_env` leaves them as they are now."""
+
+
 def _recorded_env(baseline: dict[str, Any], now: dict[str, Any]) -> dict[str, str | None]:
     """The variables whose value the baseline snapshot recorded differently from the snapshot taken now (the
-    ``nccl_env`` probe's launching-process environment; ``None``: unset in the baseline), redacted ones left
-    out: what the baseline ran with, where it differs."""
+    ``nccl_env`` probe's launching-process environment; ``None``: unset in the baseline), redacted ones and
+    :data:`_PLACE_VARIABLES` left out: what the baseline ran with, where it differs."""
     from forensics.investigate.experiments import EnvExperiment
     from forensics.model import is_missing
     from forensics.redact import REDACTED
@@ -945,6 +963,8 @@ def _recorded_env(baseline: dict[str, Any], now: dict[str, Any]) -> dict[str, st
     before, after = EnvExperiment._parent_env(baseline), EnvExperiment._parent_env(now)
     out: dict[str, str | None] = {}
     for k in sorted(set(before) | set(after)):
+        if k in _PLACE_VARIABLES:
+            continue  # a path or a launcher's value from another shell or machine: not restored
         old, new = before.get(k), after.get(k)
         old = None if old is None or is_missing(old) else str(old)
         new = None if new is None or is_missing(new) else str(new)

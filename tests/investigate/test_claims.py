@@ -432,3 +432,16 @@ def test_a_config_the_step_runs_with_runpy_is_tested_not_ruled_out(tmp_path):
     assert "does not explain it" not in r.stdout, r.stdout
     (code,) = [e for e in doc["experiments"] if e["kind"] == "commit"]
     assert code["details"]["commit"] == slow and code["outcome"] != "not-run", code["reason"]
+
+
+def test_the_recorded_environment_restored_for_a_baseline_leaves_paths_as_they_are():
+    """Restoring a baseline snapshot's PYTHONPATH or LD_LIBRARY_PATH from another shell or machine would run its
+    commit against folders that may not exist here; its settings (NCCL_ALGO, a CUDA_ switch) are restored."""
+    from forensics.investigate.run import _recorded_env
+
+    def doc(env):
+        return {"probes": {"nccl_env": {"data": {"parent": {"env": env}}}}}
+
+    before = doc({"NCCL_ALGO": "Ring", "PYTHONPATH": "/old/site", "LD_LIBRARY_PATH": "/opt/a"})
+    now = doc({"CUDA_LAUNCH_BLOCKING": "1", "PYTHONPATH": "/new/site", "LD_LIBRARY_PATH": "/opt/b"})
+    assert _recorded_env(before, now) == {"CUDA_LAUNCH_BLOCKING": None, "NCCL_ALGO": "Ring"}
