@@ -97,7 +97,11 @@ def parse_output(
         name = str(obj.get("metric", "value"))
         if chosen is None:
             chosen = name
-        if name != chosen or isinstance(obj["value"], bool):
+        if name != chosen:
+            continue
+        if isinstance(obj["value"], bool):  # float(True) is 1.0: a flag, not a measurement
+            if rejected is not None:
+                rejected.append(f"value {json.dumps(obj['value'])} is not a number")
             continue
         try:
             v = float(obj["value"])

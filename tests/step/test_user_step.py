@@ -248,3 +248,16 @@ def test_one_process_is_said_in_the_singular(tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert "user.ms 2 ms (median of 1 process, noise IQR/median 0.0%)" in r.output
+
+
+def test_a_value_that_is_not_a_number_is_named():
+    """A JSON line whose value is true said 'printed no JSON line like {"metric": ...}', though it printed
+    one; null, NaN and Infinity were already named."""
+    for raw, said in (
+        ("true", "value true is not a number"),
+        ("null", "value null is not a number"),
+    ):
+        r = bench("--cmd", py(f'print(\'{{"metric": "x_ms", "value": {raw}}}\')'))
+        assert r.exit_code == 2, r.output
+        assert r.output.count("\n") == 1
+        assert f"printed no usable measurement (its JSON line's {said}" in r.output
