@@ -161,9 +161,6 @@ def _secret_words(name: str, *, last_key: bool = False) -> bool:
     return last_key and len(words) > 1 and words[-1] == "key"
 
 
-# Names that the word rule would call secrets but are not.
-_NOT_SECRET_NAMES = re.compile(r"^(NCCL_IB_.*|GIT_AUTHOR_.*)$", re.IGNORECASE)
-
 _VALUE = r"(?:\"[^\"\n]{0,1024}\"|'[^'\n]{0,1024}'|[^\s'\"&;,]+)"
 _VALUE_RX = re.compile(_VALUE)
 _QUERY_VALUE_RX = re.compile(r"[^&\s#]+")
@@ -260,9 +257,10 @@ def is_secret_name(name: str) -> bool:
     """True if an environment variable called ``name`` holds a secret by its name.
 
     Judged by the name's words: HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, GITHUB_PAT, STRIPE_KEY
-    are secrets; MAX_TOKENS, TOKENIZER, HF_TOKEN_PATH, SSH_AUTH_SOCK, XAUTHORITY, AUTHOR are not.
+    are secrets; MAX_TOKENS, TOKENIZER, HF_TOKEN_PATH, SSH_AUTH_SOCK, XAUTHORITY, AUTHOR are not. No
+    prefix exempts a name: NCCL_IB_PKEY and GIT_AUTHOR_EMAIL hold no secret word, NCCL_IB_PASSWORD does.
     """
-    return _secret_words(name, last_key=True) and not _NOT_SECRET_NAMES.match(name)
+    return _secret_words(name, last_key=True)
 
 
 def _is_secret_flag(flag: str) -> bool:

@@ -280,3 +280,23 @@ def test_a_token_glued_to_a_name_or_a_number_is_still_redacted():
         assert secret not in out and why, (text, out)
     out, why = redact_text("the ghp_ prefix and hf_ names, nccl_ops.py, AKIA alone")
     assert why == [] and out == "the ghp_ prefix and hf_ names, nccl_ops.py, AKIA alone"
+
+
+def test_a_secret_word_after_an_nccl_or_git_prefix_is_still_a_secret(tmp_path):
+    """NCCL_IB_* and GIT_AUTHOR_* names were exempt from the name rule as a whole: NCCL_IB_PASSWORD's value
+    was written into the snapshot (nccl_env records every NCCL_ variable) and the diff report."""
+    for name in ("NCCL_IB_PASSWORD", "NCCL_IB_TOKEN", "GIT_AUTHOR_TOKEN"):
+        assert is_secret_name(name), name
+    for name in ("NCCL_IB_PKEY", "NCCL_IB_GID_INDEX", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_NAME"):
+        assert not is_secret_name(name), name
+    out = tmp_path / "s.json"
+    value = "topsecret-" + "b7c1e9"
+    r = run_cli(
+        "snapshot", "-q", "--probe", "nccl_env", "-o", str(out), env={"NCCL_IB_PASSWORD": value}
+    )
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert value not in text and "NCCL_IB_PASSWORD" in text
+    assert {"where": "nccl_env.parent.env.NCCL_IB_PASSWORD", "why": "secret by name"} in json.loads(
+        text
+    )["redactions"]
