@@ -390,9 +390,14 @@ def parse_expect(
             "or 94tok/s"
         )
     v, unit = float(m.group("v")), (m.group("u") or "").lower()
-    if not math.isfinite(v) or v > 1e12:
+    if not math.isfinite(v):
         raise BadInputError(
             f"--expect {text!r}: not a finite value; give the step's old value, e.g. 19ms"
+        )
+    if v > 1e12:
+        raise BadInputError(
+            f"--expect {text!r}: more than 1e12, no step's value in any unit; give the step's old value, "
+            "e.g. 19ms"
         )
     if v <= 0 or (unit and not unit.endswith("/s") and v * _TIME_UNITS[unit] < 1e-9):
         raise BadInputError(f"--expect {text!r}: must be more than 0")

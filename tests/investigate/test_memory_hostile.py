@@ -151,6 +151,9 @@ def test_expect_is_read_in_the_unit_the_metric_is_named_in():
     for bad in ("1e999ms", "1e400"):
         with pytest.raises(BadInputError, match="not a finite value"):
             memory.parse_expect(bad, higher_is_better=False)
+    # finite but beyond any step's value: it was called 'not a finite value'
+    with pytest.raises(BadInputError, match=r"^--expect '1e20ms': more than 1e12, no step's value"):
+        memory.parse_expect("1e20ms", higher_is_better=False)
 
 
 def test_a_remembered_figure_in_the_wrong_unit_is_refused_not_called_no_regression(tmp_path):
