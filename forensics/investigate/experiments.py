@@ -966,6 +966,26 @@ def measure_revision(
     return list(m.samples[key])
 
 
+def _merged_side(folder: str, res) -> tuple[str, str, str] | None:
+    """When a bisect named a merge commit as the culprit: (the merge base of its two parents, its second
+    parent, the merge), the range of the commits it brought in; else None."""
+    from forensics.bisect.run import Outcome as BOutcome
+    from forensics.gitio import GitError, git
+
+    if res.outcome is not BOutcome.CULPRIT or res.culprit is None:
+        return None
+    try:
+        shas = git(folder, "rev-list", "--parents", "-n", "1", res.culprit.sha).split()
+        if len(shas) != 3:  # the commit and its parents: a merge of two
+            return None
+        base = git(folder, "merge-base", shas[1], shas[2]).strip()
+    except GitError:
+        return None
+    if not base or base == shas[2]:
+        return None
+    return base, shas[2], shas[0]
+
+
 def _behaviour_free(commits) -> list[str]:
     """Shas of the commits whose change has no behaviour, by ``forensics.diff.commits.classify`` where that
     classification exists (else none: every commit may be measured)."""
@@ -1023,6 +1043,36 @@ class BisectExperiment:
                 ctx.on_process(sha[:7], 0, {"value": value})
 
         res = run_bisect(cfg, None, on_process)
+        merged = _merged_side(exp.params["folder"], res)
+        if merged is not None:
+            # the range's only descendants of good were merges (a pull that merged: the pulled commits are not
+            # descendants of the user's own last commit), so it named the merge, whose first parent is the user's
+            # commit: going back re-measured the whole pull. The commits the merge brought in are bisected.
+            base, side, merge = merged
+            exp.details["merge_named"] = merge[:10]
+            res2 = run_bisect(
+                BisectConfig(
+                    exp.params["folder"],
+                    base,
+                    side,
+                    _spec(ctx),
+                    processes=cfg.processes,
+                    threshold=ctx.threshold,
+                    confirm_factor=0,
+                    free=cfg.free,
+                ),
+                None,
+                on_process,
+            )
+            said = (
+                f"the bisect of {good[:10]}..{bad[:10]} named the merge {merge[:10]}, whose first parent is your "
+                f"own commit; the {res2.n_commits} commit(s) it merged were bisected ({base[:10]}..{side[:10]})"
+            )
+            if res2.outcome is BOutcome.CULPRIT and res2.culprit is not None:
+                res2.notes.insert(0, said)
+                res = res2
+            else:
+                res.notes.append(f"{said} and named none ({res2.outcome.value}: {res2.sentence})")
         for rec in res.records:  # the commits it measured serve later bisects' endpoints
             if rec.samples and rec.cls.value not in ("skipped",):
                 ctx.remember(rec.info.sha, rec.samples)

@@ -445,3 +445,34 @@ def test_the_recorded_environment_restored_for_a_baseline_leaves_paths_as_they_a
     before = doc({"NCCL_ALGO": "Ring", "PYTHONPATH": "/old/site", "LD_LIBRARY_PATH": "/opt/a"})
     now = doc({"CUDA_LAUNCH_BLOCKING": "1", "PYTHONPATH": "/new/site", "LD_LIBRARY_PATH": "/opt/b"})
     assert _recorded_env(before, now) == {"CUDA_LAUNCH_BLOCKING": None, "NCCL_ALGO": "Ring"}
+
+
+@pytest.mark.slow
+def test_a_pull_that_merged_names_the_commit_it_brought_in_not_the_merge(tmp_path):
+    """The user had a commit of their own, so the pull merged: the pulled commits are not descendants of the
+    HEAD before it, the bisect's range held only the merge, and 'Confirmed by experiment: ... bisect named
+    <merge>; going back from "Merge branch ..." to its parent ...; commit <merge>: 99%' named no commit."""
+    step = busy_step('float(open("cost.txt").read())', 'float(open("mult.txt").read())')
+    files = {"step.py": step, "cost.txt": "4\n", "mult.txt": "1.0\n"}
+    up = make_repo(tmp_path / "upstream", files, "step")
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    git(user, "config", "pull.rebase", "false")
+    commit(user, {"notes.md": "local\n"}, "local notes")
+    commit(up, {"README.md": "x\n"}, "docs")
+    slow = commit(up, {"cost.txt": "6\n"}, "step: logits in float32")
+    commit(up, {"mult.txt": "1.00\n"}, "mult: two digits")  # the first suspect, a decoy
+    git(user, "pull", "-q", "--no-edit")
+    r = investigate(user, "-o", str(tmp_path / "r.json"))
+    doc = json.loads((tmp_path / "r.json").read_text())
+    merge = git(user, "rev-parse", "HEAD").strip()
+    named = [
+        (e["details"].get("bisect") or {}).get("culprit") or {}
+        for e in doc["experiments"]
+        if e["kind"] == "bisect"
+    ]
+    assert named and named[0].get("sha") != merge, r.stdout
+    assert named[0].get("sha") in (slow, None), (
+        named
+    )  # the slow commit, or none on a loaded machine
+    assert f"commit {merge[:7]}" not in doc["accounting"]
