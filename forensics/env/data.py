@@ -20,6 +20,7 @@ from forensics.env import collect as ec
 from forensics.env.workers import envdump
 from forensics.env.workers.binding import read_binding
 from forensics.model import MissingReason, is_missing, missing
+from forensics.procgroup import ChildGroups, probe_children
 
 NOT_ASKED_LAUNCHER = "no --launcher given"
 NOT_ASKED_NCCL = "opt-in: run with --nccl-init"
@@ -227,6 +228,16 @@ def _start_method_entry(
     return entry
 
 
+def _recorded(groups: ChildGroups, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn``, recording in ``groups`` the child processes it starts in the pool's thread."""
+
+    def run() -> Any:
+        with probe_children(groups):
+            return fn()
+
+    return run
+
+
 def _ranks_run(argv: list[str], out_dir: str, timeout_s: float) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
@@ -419,14 +430,22 @@ def collect_nccl_env(
                 ["--out-dir", dirs[2], "--select", sel, "--nccl-init", "--method", "nccl_init"]
             )
             jobs["nccl"] = lambda: _ranks_run(argv, dirs[2], budget)
+        groups = ChildGroups()
         with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
             # The workers (fresh interpreters, the slow part) start first; the launching process's
             # own side is read while they come up.
-            futures = {k: pool.submit(fn) for k, fn in jobs.items()}
-            files = ec.config_files(os.environ)
-            conf = ec.conf_effective(files, os.environ)
-            data = _parent_side(select, parent_raw, at_exec_all, files, conf, red)
-            results = {k: f.result() for k, f in futures.items()}
+            futures = {k: pool.submit(_recorded(groups, fn)) for k, fn in jobs.items()}
+            try:
+                files = ec.config_files(os.environ)
+                conf = ec.conf_effective(files, os.environ)
+                data = _parent_side(select, parent_raw, at_exec_all, files, conf, red)
+                results = {k: f.result() for k, f in futures.items()}
+            except BaseException:
+                # Ctrl-C: the launcher and the subprocess worker run in sessions of their own, which a
+                # terminal's SIGINT does not reach; stopped here, the pool's threads return at once
+                # instead of when the launcher ends.
+                groups.close()
+                raise
     finally:
         for d in dirs:
             ec.remove_dir(d)

@@ -109,3 +109,50 @@ def test_ctrl_c_while_investigate_takes_its_snapshot_is_its_one_line_and_130(tmp
         assert code == 130, seen
         assert shown.strip().splitlines()[-1].startswith("forensics: error: interrupted"), seen
         assert processes_with_env(MARK, mark) == [], ("a worker outlived forensics", after_s)
+
+
+def test_ctrl_c_while_a_launcher_runs_stops_it_at_once(tmp_path):
+    """forensics env --launcher CMD: the launcher runs in a session of its own, which the terminal's SIGINT
+    does not reach, in a worker thread the command waited for: Ctrl-C exited only when the launcher
+    ended (a torchrun waiting on its rendezvous: minutes, or --timeout's 120 s)."""
+    import psutil
+
+    hang = tmp_path / "launcher.py"
+    hang.write_text("import time\ntime.sleep(600)\n")  # a launcher that never starts its ranks
+    mark = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if k != "FORENSICS_DEBUG"}
+    env[MARK] = mark
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "forensics", "env", "--launcher", f"{sys.executable} {hang}"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+    def launcher_runs() -> bool:
+        for p in processes_with_env(MARK, mark):
+            try:  # the launcher itself, not forensics (whose own command line names it too)
+                if p.pid != proc.pid and p.cmdline()[1:2] == [str(hang)]:
+                    return True
+            except psutil.Error:
+                continue
+        return False
+
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and not launcher_runs():
+        assert time.monotonic() < deadline, "the launcher never started"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=60)  # it waited for the launcher: 600 s here
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        for p in processes_with_env(MARK, mark):
+            p.kill()
+        raise
+    assert proc.returncode == 130, out + err
+    assert err.strip().splitlines()[-1] == "forensics: error: interrupted"
+    assert processes_with_env(MARK, mark) == [], "the launcher outlived forensics"
