@@ -635,7 +635,54 @@ def list_commits(
         )
     if len(fresh) >= MAX_COMMITS:
         notes.append(f"only the newest {MAX_COMMITS} commits are listed")
+    _net_zero(path, fresh)
+    _net_zero(path, gone)
     return _rank(fresh), _rank(gone), notes
+
+
+def _changed_lines(path: Path, a: str, b: str) -> list[str]:
+    """The file headers and the added and removed lines of ``git diff a b`` (hunk positions set aside, so a
+    revert made after other commits moved the lines still matches)."""
+    text = git(
+        path, "diff", "--no-color", "--no-ext-diff", "--no-renames", a, b, "--", ceiling=True
+    )
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith(("diff --git", "+", "-")) and not line.startswith(("+++", "---"))
+    ]
+
+
+def _net_zero(path: Path, commits: list[CommitChanges]) -> None:
+    """Mark a commit and a later one of the same list that reverts it exactly (``git revert``: its diff is the
+    reverse of the first's) as changing no behaviour between them: neither is a suspect, a bisect measures
+    neither, and today's code holds neither. Measured against its parent the reverted commit is slower and a
+    bisect's midpoint at it is 'slow' (its revert undoes it later), so a pull with a reverted slow commit and
+    the real one after it named and 'confirmed' the reverted commit. Only a revert whose subject names it
+    (``Revert "<subject>"``) is checked, with two ``git diff``; one that does not match exactly is left alone.
+    """
+    by_subject = {c.subject: c for c in commits if len(c.parents) == 1}
+    for r in commits:
+        subject = r.subject or ""
+        if not (subject.startswith('Revert "') and subject.endswith('"')) or len(r.parents) != 1:
+            continue
+        x = by_subject.get(subject[len('Revert "') : -1])
+        if x is None or x is r or x.assessment is None or r.assessment is None:
+            continue
+        try:
+            if _changed_lines(path, x.sha, x.parents[0]) != _changed_lines(
+                path, r.parents[0], r.sha
+            ):
+                continue
+        except GitError:
+            continue
+        for c, why in (
+            (x, f"reverted by {r.sha[:10]} in the same pull"),
+            (r, f"reverts {x.sha[:10]} of the same pull"),
+        ):
+            c.assessment = CommitAssessment(
+                False, True, f"no behaviour change: {why}", [], 0.0, c.assessment.files
+            )
 
 
 def _dirty_notes(
