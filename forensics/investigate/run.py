@@ -1344,7 +1344,11 @@ def _run_plan(
             else "the residual is within noise"
         )
     elif any(e.reason.startswith("budget spent") for e in inv.experiments):
-        inv.stopped = "the budget is spent with part of the slowdown unexplained"
+        inv.stopped = "the budget is spent " + (
+            "with part of the slowdown unexplained"
+            if inv.residual.status == "beyond"
+            else "before the residual was decided"
+        )
     else:
         inv.stopped = "no suspect left to test" + (
             "" if inv.residual.status == "beyond" else " (the residual is not decided)"

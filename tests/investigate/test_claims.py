@@ -510,3 +510,34 @@ def test_a_slow_commit_reverted_in_the_same_pull_is_not_the_cause(tmp_path):
     assert reverted not in named and set(named) <= {slow}, r.stdout
     rows = {c["sha"]: c for rc in doc["commits"] for c in rc["commits"]}
     assert rows[reverted]["assessment"]["why"].startswith("no behaviour change: reverted by ")
+
+
+def test_the_budget_spent_with_the_residual_undecided_does_not_say_part_is_unexplained():
+    """With the residual not decided the next suspects run (ca8bc85); when the budget stops them the accounting
+    said 'stopped: the budget is spent with part of the slowdown unexplained', which was not shown."""
+    import time
+    from types import SimpleNamespace
+
+    from forensics.investigate.decide import Residual
+    from forensics.investigate.experiments import Context
+    from forensics.investigate.measure import Subject
+    from forensics.investigate.model import Experiment, Kind, Outcome, Regression, Share
+    from forensics.investigate.run import Investigation, _run_plan
+
+    done = Experiment("env-1", Kind.ENV, "nccl.env", "restore A", outcome=Outcome.CONFIRMED)
+    later = Experiment("env-2", Kind.ENV, "nccl.env", "restore B")
+    later.params["restore"] = {"B_TEST": None}
+    for status, said in (
+        ("undecided", "the budget is spent before the residual was decided"),
+        ("beyond", "the budget is spent with part of the slowdown unexplained"),
+    ):
+        later.outcome, later.reason = Outcome.PLANNED, ""
+        inv = Investigation(
+            SimpleNamespace(keep_going=False, budget_s=1.0), {}, {}, None, None, Regression.YES, ""
+        )
+        inv.experiments = [done, later]
+        inv.residual = Residual(status, 1.05, 1.01, 1.08, Share(0.1), 5)
+        ctx = Context({}, {}, None, Subject("cmd", "step", process_s=1.0), True)
+        ctx.deadline = time.monotonic() + 0.5  # less than one A/B of 1 s processes
+        _run_plan(inv, ctx, lambda *a, **k: None, (KeyboardInterrupt,))
+        assert later.reason.startswith("budget spent") and inv.stopped == said, inv.stopped
