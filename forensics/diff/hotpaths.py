@@ -173,8 +173,13 @@ def load_hot_paths(repo: Path | None = None, config: Path | None = None) -> HotP
             raise BadInputError(
                 f"--config {config}: is a folder; give the hot-paths YAML file (docs/report.md)"
             )
-        if not Path(config).is_file():
+        if not Path(config).exists():
             raise BadInputError(f"--config {config}: no such file")
+        if not Path(config).is_file():
+            raise BadInputError(
+                f"--config {config}: not a regular file (a device or a pipe); give the hot-paths YAML "
+                "file (docs/report.md)"
+            )
         files.append(Path(config))
     for path in files:
         try:

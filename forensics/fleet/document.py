@@ -252,6 +252,10 @@ def load(path: Path | str) -> Fleet:
         raise path_error(path, exc, doing="read") from None
     if stat.S_ISDIR(st.st_mode):
         return _load_dir(path)
+    if not stat.S_ISREG(st.st_mode):  # a device or a pipe: its first line may never end (/dev/zero)
+        raise BadInputError(
+            f"{path}: not a regular file (a device or a pipe); give a fleet file or an --out-dir folder"
+        )
     size = st.st_size
     if size > FLEET_MAX_BYTES:
         raise BadInputError(

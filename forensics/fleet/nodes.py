@@ -260,6 +260,11 @@ def read_hostfile(path: Path) -> list[str]:
         BadInputError: the file is missing, unreadable, binary, names no host, or a line's first word
             is not a hostname.
     """
+    if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+        raise BadInputError(  # a device or a pipe: /dev/zero was read until memory ran out
+            f"{path}: not a regular file (a device or a pipe); give a hostfile, one hostname per line "
+            "(scontrol show hostnames > hosts.txt)"
+        )
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:

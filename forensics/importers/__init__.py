@@ -112,6 +112,13 @@ def _read(path: Path) -> str:
         raise path_error(path, exc, doing="read") from None
     if path.is_dir():
         raise BadInputError(f"{path}: is a folder; give the text file pasted from the ticket")
+    if (
+        not path.is_file()
+    ):  # a pipe is read once (the format test would eat its start), a device never ends
+        raise BadInputError(
+            f"{path}: not a regular file (a pipe or a device); save the text pasted from the ticket to a "
+            "file and give that"
+        )
     if st.st_size > MAX_TEXT_BYTES:
         raise BadInputError(
             f"{path}: {st.st_size / 2**20:.0f} MiB is larger than any environment report "
@@ -190,6 +197,8 @@ def load(path: Path | str) -> dict[str, Any]:
     from forensics import snapshot
 
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        _read(path)  # a pipe or a device: refused before the format test reads from it
     if looks_like_snapshot(path):
         return snapshot.load(path)
     return import_files([path])
