@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from forensics import __version__
@@ -345,8 +346,14 @@ def report_of(
         from forensics.fleet.compare import load_baseline
 
         base = load_baseline(baseline)
-    if len(sources) == 1 and not nodes.is_node_folder(
-        sources[0]
+    one_node = (  # one node's snapshot with the nodes expected: the others are missing, not refused
+        len(sources) == 1
+        and (expect_nodes is not None or hostfile is not None)
+        and Path(sources[0]).is_file()
+        and not document.is_fleet_file(Path(sources[0]))
+    )
+    if (
+        len(sources) == 1 and not one_node and not nodes.is_node_folder(sources[0])
     ):  # a fleet file or --out-dir folder
         if expect_nodes is not None or hostfile is not None:
             raise BadInputError(

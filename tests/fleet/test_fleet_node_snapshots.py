@@ -391,3 +391,21 @@ def test_a_fifo_among_the_snapshots_is_left_out_not_waited_on(planted, tmp_path)
     assert json.loads((tmp_path / "r.json").read_text())["counts"]["nodes"] == N
     r = run_cli("show", str(folder), timeout=60)
     assert r.returncode == 2 and "a folder of node snapshots" in r.stderr
+
+
+def test_one_node_snapshot_with_the_nodes_expected_names_the_others_missing(planted, tmp_path):
+    """The one node that wrote its snapshot, given with --hostfile (or --expect-nodes): it was refused as
+    'are for node snapshots (a fleet knows its world size)', though a node snapshot is what it is."""
+    one = sorted(nodes.candidates(planted))[0]
+    hosts = tmp_path / "hosts"
+    hosts.write_text("\n".join(synth.node_name(i) for i in range(3)) + "\n")
+    r, doc = _report(tmp_path, str(one), "--hostfile", str(hosts))
+    assert r.returncode == 0, r.stderr
+    assert doc["counts"]["world_size"] == 3 and len(doc["missing"]) == 2
+    assert "2 nodes missing" in doc["verdict"]
+    r, doc = _report(tmp_path, str(one), "--expect-nodes", "4")
+    assert r.returncode == 0, r.stderr
+    assert len(doc["missing"]) == 3
+    # alone, without the nodes expected, one machine's snapshot is still no fleet
+    r, doc = _report(tmp_path, str(one))
+    assert r.returncode == 2 and "a snapshot of one machine, not a fleet file" in r.stderr
