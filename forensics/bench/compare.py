@@ -104,7 +104,17 @@ def aa_noise(values: list[float]) -> float | None:
 def _check_comparable(a: dict, b: dict) -> None:
     ca, cb = a.get("config", {}), b.get("config", {})
     if ca.get("kind", "canary") != cb.get("kind", "canary"):
-        raise BadInputError(f"cannot compare a {ca.get('kind')} run with a {cb.get('kind')} run")
+
+        def what(doc: dict, kind: str) -> str:
+            all_names = [str(r.get("name")) for r in doc.get("results") or []]
+            names = ", ".join(all_names[:2]) + (", ..." if len(all_names) > 2 else "")
+            return f"{'your own step' if kind == 'user' else 'the canary'} ({names})"
+
+        raise BadInputError(
+            f"A measured {what(a, ca.get('kind', 'canary'))} and B {what(b, cb.get('kind', 'canary'))}: "
+            "not comparable; compare two runs of one kind (two 'bench --cmd' runs of the same step, or two "
+            "canary runs)"
+        )
     if ca.get("kind", "canary") == "canary":
         diff = [k for k in CanaryConfig.SHAPE_FIELDS if ca.get(k) != cb.get(k)]
         if diff:
@@ -375,7 +385,11 @@ def compare_docs(a: dict, b: dict, *, threshold: float = 0.05) -> BenchCompariso
     rb = {r["name"]: r for r in b["results"]}
     names = [r["name"] for r in a["results"] if r["name"] in rb]
     if not names:
-        raise BadInputError("the two bench files share no result name; nothing to compare")
+        raise BadInputError(
+            f"the two bench files share no result name (A: {', '.join(list(ra)[:4])}; B: "
+            f"{', '.join(list(rb)[:4])}); nothing to compare: measure both with the same metric "
+            "(--metric NAME)"
+        )
     for (
         name
     ) in names:  # a time in ms against one in s, or two directions, would compare nothing real

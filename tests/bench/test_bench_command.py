@@ -119,3 +119,26 @@ def test_bad_threshold_exits_2(tmp_path):
 def test_yaml_bench_file_loads(tmp_path):
     a = write(tmp_path, "a.yaml", BASE)
     assert document.load(a)["results"][0]["process_medians"] == BASE
+
+
+def test_a_step_run_and_a_canary_run_say_what_each_measured(tmp_path):
+    """Real H200 bench files: a run of the user's step against a canary run said only 'cannot compare a
+    user run with a canary run'; two steps printing different metrics, 'share no result name'."""
+    from tests.conftest import EXAMPLES
+
+    step, canary = (
+        EXAMPLES / "bench-cli" / "h200" / "step-a.json",
+        EXAMPLES / "bench-cli" / "h200" / "canary.json",
+    )
+    r = run(step, canary)
+    assert r.exit_code == 2, r.output
+    assert r.output.count("\n") == 1
+    assert "A measured your own step (user." in r.output and "and B the canary (canary." in r.output
+    assert "compare two runs of one kind" in r.output
+    other = json.loads(step.read_text())
+    other["results"][0]["name"] = "user.other_ms"
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    r = run(step, tmp_path / "other.json")
+    assert r.exit_code == 2, r.output
+    assert "share no result name (A: user." in r.output and "B: user.other_ms" in r.output
+    assert "(--metric NAME)" in r.output
