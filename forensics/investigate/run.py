@@ -479,8 +479,7 @@ def investigate(
         elif s.plan_only and step is not None and not gpus_seen(now):
             inv.verdict, inv.exit_code = (
                 "Plan: nothing to compare your step with (no baseline snapshot, none remembered) and no GPU "
-                "to judge the hardware by; give --since REV (the code to measure), --expect VALUE (the value "
-                "you remember) or --baseline BEFORE.json; nothing was run.",
+                f"to judge the hardware by; give {_what_to_give(rec)}; nothing was run.",
                 EXIT_OK,
             )
         elif s.plan_only:
@@ -495,8 +494,8 @@ def investigate(
             if step is not None and not gpus_seen(now):
                 inv.verdict = (
                     "Cannot judge: nothing to compare your step with (no baseline snapshot, none remembered) "
-                    "and no GPU to judge the hardware by (the gpu probe has no data); give --since REV (the "
-                    "code to measure), --expect VALUE (the value you remember) or --baseline BEFORE.json."
+                    "and no GPU to judge the hardware by (the gpu probe has no data); give "
+                    f"{_what_to_give(rec)}."
                 )
         inv.timings = {"snapshot_s": t_snap, "experiments_s": 0.0, "total_s": time.monotonic() - t0}
         return inv
@@ -620,6 +619,13 @@ def investigate(
 
 def _has_canary(doc: dict[str, Any]) -> bool:
     return CANARY_RESULT in results_of(doc)
+
+
+def _what_to_give(rec: dict[str, Any] | None) -> str:
+    """The baselines a user can give when nothing is remembered: --since only where the step's repository
+    (the git probe's ``rec``) has commits to name."""
+    since = "--since REV (the code to measure), " if rec and rec.get("state") == "ok" else ""
+    return f"{since}--expect VALUE (the value you remember) or --baseline BEFORE.json"
 
 
 def _add_canary(now: dict[str, Any], s: Settings, notes: list[str], emit: EventFn) -> None:

@@ -219,3 +219,20 @@ def test_a_baseline_that_measured_with_nothing_measured_now_says_what_to_give(tm
         "says why); no experiment was run."
     )
     assert "take the baseline" not in r.stdout and "more processes" not in r.stdout
+
+
+@needs_torch
+def test_a_step_outside_any_repository_is_not_told_to_give_since(tmp_path):
+    """Nothing remembered and no GPU, in a folder that is no git repository: --since cannot name anything
+    there, and the verdict no longer offers it."""
+    from tests._stepkit import busy_step, run_investigate
+
+    (tmp_path / "step.py").write_text(busy_step("2", "1"))
+    r = run_investigate(tmp_path, "--cmd", "python step.py", "-o", "r.json", **NO_GPU)
+    if r.returncode != 3 or "no GPU to judge" not in r.stdout:
+        pytest.skip("this machine has a GPU to judge, or a repository above the test's folder")
+    verdict = next(line for line in r.stdout.splitlines() if line.startswith("Cannot judge"))
+    assert verdict.endswith(
+        "give --expect VALUE (the value you remember) or --baseline BEFORE.json."
+    )
+    assert "--since" not in verdict
