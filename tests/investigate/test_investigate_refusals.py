@@ -158,15 +158,24 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, outputs
 def test_a_step_that_hangs_in_the_snapshot_taken_now_stops_when_the_budget_is_spent(tmp_path):
     """--budget 5s with a step that never returns ran the step for --timeout (300 s by default) before
     saying 'timed out after 300 s'; the budget covers the snapshot taken now."""
+    import uuid
+
     from tests._stepkit import run_investigate
+    from tests.conftest import processes_with_env
 
     step = tmp_path / "hang.py"
-    step.write_text("import time\ntime.sleep(3600)\n")
-    r = run_investigate(
-        tmp_path,
-        *("--cmd", f"python {step}", "--budget", "5s", "--no-canary", "-o", "r.json"),
-        timeout=120,  # the default --timeout of 300 s would fail the test here
-    )
+    step.write_text("import time\ntime.sleep(600)\n")
+    mark = uuid.uuid4().hex
+    try:
+        r = run_investigate(
+            tmp_path,
+            *("--cmd", f"python {step}", "--budget", "5s", "--no-canary", "-o", "r.json"),
+            timeout=120,  # the default --timeout of 300 s would fail the test here
+            INV_TEST_MARK=mark,
+        )
+    finally:  # a failing run leaves the step in a process group of its own: not left sleeping
+        for proc in processes_with_env("INV_TEST_MARK", mark):
+            proc.kill()
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.count("\n") == 1 and "step command timed out after" in r.stderr
     assert "the --budget 5s was spent measuring today's step (give a longer --budget)" in r.stderr
