@@ -405,9 +405,7 @@ def investigate(
             interrupts
         ) as exc:  # the worktree is already removed; the report says what was measured now
             inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
-            inv.interrupted = (
-                type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
-            )
+            inv.interrupted = _signal_name(exc)
             inv.verdict = (
                 "Interrupted while the baseline this machine remembers was being measured in a private "
                 "worktree: nothing was compared (the worktree was removed; your checkout is untouched)."
@@ -1299,9 +1297,7 @@ def _run_plan(
         try:
             KINDS[exp.kind].run(ctx, exp)
         except interrupts as exc:
-            inv.interrupted = (
-                type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
-            )
+            inv.interrupted = _signal_name(exc)
             exp.outcome, exp.reason = (
                 Outcome.INTERRUPTED,
                 "stopped by the user; its processes were ended",
@@ -1376,9 +1372,7 @@ def _keep(
     try:
         _account(inv, ctx, exp, emit)
     except interrupts as exc:
-        inv.interrupted = (
-            type(exc).__name__ if not getattr(exc, "signum", None) else f"signal {exc.signum}"
-        )
+        inv.interrupted = _signal_name(exc)
     except BadInputError as exc:
         inv.notes.append(f"the residual could not be measured: {exc}")
     if inv.residual is earlier and earlier is not None:
