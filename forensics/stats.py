@@ -102,6 +102,11 @@ class Summary:
         return dict(self.__dict__)
 
 
+SAME_MEASUREMENTS = "the same measurements on both sides"
+"""The reason of a ``same`` verdict whose two sides hold the very same values (a file compared with
+itself): it says nothing of a noise band, which such sides, however noisy, do not need."""
+
+
 @dataclass
 class Comparison:
     """Result of :func:`compare`; ``time_ratio`` > 1 means B is slower than A."""
@@ -163,6 +168,9 @@ class Comparison:
                 f"no change: each process gave the same value on both sides ({p}, Mann-Whitney U, "
                 f"n={self.a.n}+{self.b.n})"
             )
+        elif self.verdict is Verdict.SAME and SAME_MEASUREMENTS in self.reasons:
+            # the CI can be wide here: the sides are equal, not known to be equal within a band
+            head = f"no change: {SAME_MEASUREMENTS}"
         elif self.verdict is Verdict.SAME and self.p_value is None:
             head = f"within {self.threshold:.0%} of it (ratio {self.time_ratio:.3f})"
         elif self.verdict is Verdict.SAME:
@@ -409,7 +417,7 @@ def compare(
     elif sorted(a) == sorted(b):
         # the very same measurements (a file compared with itself): nothing changed, however noisy they are
         verdict = Verdict.SAME
-        reasons.append("the same measurements on both sides")
+        reasons.append(SAME_MEASUREMENTS)
     else:
         effect = abs(ratio - 1)
         in_noise = noise_floor is not None and effect <= 2 * noise_floor

@@ -42,6 +42,16 @@ def test_aa_same_configuration_says_same():
     assert res.exit_code == 0
 
 
+def test_the_same_noisy_measurements_on_both_sides_do_not_claim_a_narrow_ci():
+    """Identical sides are ``same`` however noisy, and the sentence says why, not "CI within +-N%"."""
+    values = [4.0, 16.0, 10.0, 5.0, 15.0]
+    res = compare_docs(side(values), side(list(reversed(values))))
+    cmp = res.results["canary.verify_step_ms"]
+    assert cmp.verdict is Verdict.SAME and cmp.ci_low < 0.5
+    assert cmp.sentence().startswith("no change: the same measurements on both sides (95% CI 0.")
+    assert "CI within" not in cmp.sentence()
+
+
 def test_ten_percent_shift_with_low_noise_says_slower():
     a = noisy(7.85, 0.003, 6, 3)
     b = [v * 1.10 for v in noisy(7.85, 0.003, 6, 4)]

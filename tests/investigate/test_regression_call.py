@@ -47,18 +47,27 @@ def test_the_users_own_step_is_not_told_to_benchmark_its_own_step():
     assert c.endswith("or your own step with --cmd; see docs/inconclusive.md")
 
 
-NOISY_STEP = r"""
-import json, random
-spread = random.SystemRandom().uniform(0.4, 1.6)  # per process: nothing a few processes can decide
+# Each process takes the next factor of a fixed cycle (its place kept in a file outside the repository):
+# the baseline's 5 processes and today's 5 have the same median and spread by -60% to +60%, which no
+# few processes can decide. Random factors could, by chance, put today's 5 below the baseline's and rule
+# out a slowdown.
+FACTORS = (0.4, 1.6, 1.0, 0.5, 1.5, 1.45, 0.45, 1.0, 1.55, 0.5)
+NOISY_STEP = """
+import json, pathlib
+counter = pathlib.Path({counter!r})
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+spread = {factors!r}[n % {count}]
 for _ in range(3):
-    print(json.dumps({"metric": "step_ms", "value": 10.0 * spread}))
+    print(json.dumps({{"metric": "step_ms", "value": 10.0 * spread}}))
 """
 
 
 def test_an_undecided_call_gives_one_piece_of_advice_not_two(tmp_path):
     """The comparison says "cut the noise instead" (too many processes to be worth running): the
     verdict does not then also say "rerun with more processes"."""
-    repo = make_repo(tmp_path / "repo", {"step.py": NOISY_STEP}, "step")
+    step = NOISY_STEP.format(counter=str(tmp_path / "count"), factors=FACTORS, count=len(FACTORS))
+    repo = make_repo(tmp_path / "repo", {"step.py": step}, "step")
     cmd = f"{sys.executable} step.py"
     base = take_baseline(tmp_path / "before.json", repo, cmd, processes=5)
     r = run_investigate(
