@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import signal
@@ -18,6 +19,23 @@ EXAMPLES = ROOT / "examples"
 # ignored across exec). Python's own handler here is reset to the default in the children, as at a terminal.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the package's modules to bytecode once, before any test starts a process.
+
+    Most tests run forensics as a user does, in fresh processes (about 1,000 of them). Where the
+    environment sets ``PYTHONDONTWRITEBYTECODE`` (this project's machines and CI do) and the package is
+    an editable checkout, no ``.pyc`` is ever written, so each of those processes compiled every module
+    it imported from source: 0.17 s of the 0.45 s of a ``forensics diff``. Python still reads bytecode
+    that exists, so one ``compileall`` here (the controller only, not each xdist worker) is enough. Only
+    the package's own folders are compiled; the throw-away repositories the tests create are not.
+    """
+    if hasattr(config, "workerinput"):
+        return
+    for folder in ("forensics", "probes"):
+        compileall.compile_dir(ROOT / folder, quiet=1)
+
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200 = FIXTURES / "h200x2"
