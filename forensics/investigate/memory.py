@@ -365,7 +365,7 @@ def resolve_since(since: str, repo: str | Path) -> str:
 
 
 _EXPECT = re.compile(
-    r"^\s*(?P<v>\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|ns|(?:[a-z]+)?/s)?\s*$", re.I
+    r"^\s*(?P<v>[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|ns|(?:[a-z]+)?/s)?\s*$", re.I
 )
 _TIME_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
 """Milliseconds in one of each time unit ``--expect`` takes."""
@@ -381,7 +381,7 @@ def parse_expect(
     taken in that unit. A throughput (``.../s``) is returned as given and marks the metric higher-is-better.
 
     Raises:
-        BadInputError: not a finite number with a known unit, zero, or a time for a throughput metric.
+        BadInputError: not a finite number with a known unit, zero or below, or a time for a throughput metric.
     """
     m = _EXPECT.match(text or "")
     if not m:
@@ -415,30 +415,70 @@ def parse_expect(
 SCALE_LIMIT = 100.0
 """A remembered figure this many times today's median, the wrong way for a slowdown, is a unit mistake."""
 
+SLIP_LIMIT = 300.0
+"""Today's median this many times *worse* than a remembered figure is a unit slip, not a slowdown: a slip
+between ms, s, us and ns is a factor of 1000 (or 1e6), so a figure typed in the wrong unit lands beyond this
+limit even when today is up to 3 times faster than the figure meant; a step's own slowdown that large (its
+work fallen from the GPU to the CPU) is no question for a remembered figure."""
+
+
+def _likely_unit(text: str, value: float, med: float, metric: str) -> str:
+    """``--expect`` spelled with the time unit that brings ``value`` (in the metric's unit) nearest ``med``
+    (within 10x), e.g. ``19ms`` for ``--expect 19`` against a ``step_s`` of 0.02; "" when no unit does."""
+    m = _EXPECT.match(text or "")
+    if not m:
+        return ""
+    given = (m.group("u") or metric_time_unit(metric)).lower()
+    best, spelled = 10.0, ""
+    for unit in ("s", "ms", "us", "ns"):
+        moved = value * _TIME_UNITS[unit] / _TIME_UNITS[given]
+        off = max(moved / med, med / moved)
+        if unit != given and off < best:
+            best, spelled = off, f"{m.group('v')}{unit}"
+    return spelled
+
 
 def check_expect_scale(
     text: str, value: float, today: list[float], metric: str, higher_is_better: bool
 ) -> None:
-    """Refuse a remembered figure that would make today :data:`SCALE_LIMIT` times *better* than it: no step
-    speeds up a hundredfold on its own, a unit does (``--expect 19ms`` for a metric printed in seconds).
+    """Refuse a remembered figure that would make today :data:`SCALE_LIMIT` times *better* than it (no step
+    speeds up a hundredfold on its own, a unit does: ``--expect 19ms`` for a metric printed in seconds) or
+    :data:`SLIP_LIMIT` times *worse* (``--expect 0.019`` meant in seconds for a ``step_ms`` printing 19).
 
     Args:
         value: the figure in the step's unit (:func:`parse_expect`); today: today's per-process medians.
 
     Raises:
-        BadInputError: naming the figure, today's median and the unit the metric is read in.
+        BadInputError: naming the figure, today's median, the unit the metric is read in and the fix (the
+            figure with the unit that fits today's scale where one does).
     """
-    if not today:
+    if not today or not (value > 0 and math.isfinite(value)):
         return
     med = sorted(today)[len(today) // 2]
+    if not (med > 0 and math.isfinite(med)):
+        return
     better = med / value if higher_is_better else value / med
-    if med > 0 and better >= SCALE_LIMIT:
-        unit = "the metric's unit" if higher_is_better else metric_time_unit(metric)
-        raise BadInputError(
-            f"--expect {text} is {better:.0f}x {'below' if higher_is_better else 'above'} today's "
-            f"{metric} ({med:.4g}, read in {unit}): that is no slowdown but a unit mistake; give the "
-            f"value you remember in {unit}"
-        )
+    if better < SCALE_LIMIT and 1 / better < SLIP_LIMIT:
+        return
+    unit = "the metric's unit" if higher_is_better else metric_time_unit(metric)
+    times = max(value / med, med / value)
+    where = "above" if value > med else "below"
+    what = (
+        "that is no slowdown but a unit mistake"
+        if better >= SCALE_LIMIT
+        else "no step slows down that much on its own, a unit slip does"
+    )
+    fix = "" if higher_is_better else _likely_unit(text, value, med, metric)
+    if fix:
+        fix = f"did you mean --expect {fix}?"
+    elif higher_is_better:
+        fix = "give the value you remember as the step prints it (94tok/s for tokens per second)"
+    else:
+        fix = f"give the value you remember in {unit}, or with its unit (19ms, 0.019s)"
+    raise BadInputError(
+        f"--expect {text} is {times:,.0f}x {where} today's {metric} ({med:.4g}, read in {unit}): "
+        f"{what}; {fix}"
+    )
 
 
 @lru_cache(maxsize=1)

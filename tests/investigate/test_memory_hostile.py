@@ -156,10 +156,28 @@ def test_expect_is_read_in_the_unit_the_metric_is_named_in():
         memory.parse_expect("1e20ms", higher_is_better=False)
 
 
-def test_a_remembered_figure_in_the_wrong_unit_is_refused_not_called_no_regression(tmp_path):
+@pytest.mark.parametrize(
+    "text, told",
+    [
+        # meant as ms; the metric is printed in seconds: today would read ~940x better
+        (
+            "19",
+            "above today's user.step_s (0.0202, read in s): that is no slowdown but a unit mistake; ",
+        ),
+        # a figure ~2e8 times below today's: it was taken, and the report said '155899259x the value you remember'
+        (
+            "0.0000001ms",
+            "below today's user.step_s (0.0202, read in s): no step slows down that much on its own, a unit "
+            "slip does; give the value you remember in s, or with its unit (19ms, 0.019s)",
+        ),
+    ],
+)
+def test_a_remembered_figure_in_the_wrong_unit_is_refused_not_called_no_regression(
+    tmp_path, text, told
+):
     (tmp_path / "step.py").write_text(
-        "import json, random\nfor _ in range(3):\n"
-        '    print(json.dumps({"metric": "step_s", "value": 0.0202 * (1 + random.gauss(0, 0.01))}))\n'
+        "import json\nfor _ in range(3):\n"
+        '    print(json.dumps({"metric": "step_s", "value": 0.0202}))\n'
     )
     r = run_cli(
         "investigate",
@@ -168,7 +186,7 @@ def test_a_remembered_figure_in_the_wrong_unit_is_refused_not_called_no_regressi
         "--cmd",
         CMD,
         "--expect",
-        "19",  # meant as ms; the metric is printed in seconds
+        text,
         "--snapshot-processes",
         "3",
         "-o",
@@ -177,10 +195,77 @@ def test_a_remembered_figure_in_the_wrong_unit_is_refused_not_called_no_regressi
         env={"CUDA_LAUNCH_BLOCKING": ""},
     )
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr.count("\n") == 1
-    assert r.stderr.startswith("forensics: error: --expect 19 is ")
-    assert "above today's user.step_s" in r.stderr and "unit mistake" in r.stderr
-    assert "No regression" not in r.stdout and not (tmp_path / "r.json").exists()
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"forensics: error: --expect {text} is "), r.stderr
+    assert told in r.stderr, r.stderr
+    assert (
+        not r.stdout.startswith(("No regression", "Slower")) and not (tmp_path / "r.json").exists()
+    )
+
+
+@pytest.mark.parametrize(
+    "text, today, metric, told",
+    [
+        # us for ms: a factor of 1000, whatever today's speed; the unit that fits today's scale is named
+        (
+            "20us",
+            [0.0202],
+            "user.step_s",
+            "--expect 20us is 1,010x below today's user.step_s (0.0202, read in s): no step slows down that "
+            "much on its own, a unit slip does; did you mean --expect 20ms?",
+        ),
+        (
+            "0.019",
+            [19.3, 19.0, 19.9],
+            "user.step_ms",
+            "--expect 0.019 is 1,016x below today's user.step_ms (19.3, read in ms): no step slows down that "
+            "much on its own, a unit slip does; did you mean --expect 0.019s?",
+        ),
+        (
+            "19",
+            [0.0202],
+            "user.step_s",
+            "--expect 19 is 941x above today's user.step_s (0.0202, read in s): that is no slowdown but a "
+            "unit mistake; did you mean --expect 19ms?",
+        ),
+        (
+            "94tok/s",
+            [0.05],
+            "user.tokens_per_s",
+            "--expect 94tok/s is 1,880x above today's user.tokens_per_s (0.05, read in the metric's unit): no "
+            "step slows down that much on its own, a unit slip does; give the value you remember as the "
+            "step prints it (94tok/s for tokens per second)",
+        ),
+    ],
+)
+def test_a_figure_a_unit_slip_away_from_today_names_the_unit_that_fits(text, today, metric, told):
+    hib = text.endswith("/s")
+    value, _ = memory.parse_expect(text, higher_is_better=hib, metric=metric)
+    with pytest.raises(BadInputError) as exc:
+        memory.check_expect_scale(text, value, today, metric, hib)
+    assert str(exc.value) == told
+
+
+@pytest.mark.parametrize(
+    "text, today, metric",
+    [
+        ("4ms", [6.0], "user.step_ms"),  # 1.5x slower
+        ("4ms", [1000.0], "user.step_ms"),  # 250x slower: large, but no unit slip
+        ("19ms", [0.0202], "user.step_s"),  # the unit given: converted, then compared
+        ("94tok/s", [50.0], "user.tokens_per_s"),
+        ("94tok/s", [5000.0], "user.tokens_per_s"),  # 53x better: under the limit
+    ],
+)
+def test_a_remembered_figure_within_reach_of_today_is_taken(text, today, metric):
+    hib = text.endswith("/s")
+    value, _ = memory.parse_expect(text, higher_is_better=hib, metric=metric)
+    memory.check_expect_scale(text, value, today, metric, hib)
+
+
+def test_a_negative_figure_is_said_to_be_below_zero_not_unreadable():
+    for text in ("-19ms", "-0.019s", "0"):
+        with pytest.raises(BadInputError, match=r"must be more than 0$"):
+            memory.parse_expect(text, higher_is_better=False)
 
 
 def test_a_baseline_that_hangs_stops_when_the_budget_is_spent(git_repo):
