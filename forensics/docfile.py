@@ -317,6 +317,27 @@ def _strict_loader():
     return StrictLoader
 
 
+def packaged_yaml(package: str, name: str) -> Any:
+    """The parsed contents of the YAML file ``name`` shipped inside ``package`` (read with
+    ``importlib.resources``): the known-issues catalog, the costly-variable table, the recorded ceilings.
+
+    These are the tool's own files, shallow and reviewed, so they are parsed by libyaml's whole C loader
+    (``yaml.CSafeLoader``, about 8x faster than the pure-Python ``SafeLoader`` on the 23 KB catalog) when
+    PyYAML has it: the crash of its C composer on files nested thousands of levels deep
+    (:func:`_strict_loader`) cannot come from them. Files from users never come here.
+
+    Raises:
+        FileNotFoundError / OSError: the file is not in the installed package.
+        yaml.YAMLError: the file is malformed (a packaging error).
+    """
+    import importlib.resources
+
+    import yaml
+
+    text = importlib.resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+
+
 def _yaml_problem(exc: Exception) -> str:
     """The one-line reason of a PyYAML error: an alias refused, a tag it cannot load, or a syntax error."""
     import re

@@ -27,10 +27,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Mapping
 
 from forensics.diff import evidence as ev
+from forensics.docfile import packaged_yaml
 from forensics.model import is_missing
 
 HYPOTHESIS = {
@@ -56,15 +56,10 @@ _FAMILY = {7: "volta", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell
 @functools.lru_cache(maxsize=1)
 def catalog() -> tuple[dict[str, Any], ...]:
     """The packaged catalog's entries (``importlib.resources``; read once). Empty when absent."""
-    import yaml
-
     try:
-        text = (resources.files("forensics") / "data" / "known_issues.yaml").read_text(
-            encoding="utf-8"
-        )
+        doc = packaged_yaml("forensics", "data/known_issues.yaml") or {}
     except (FileNotFoundError, OSError):
         return ()
-    doc = yaml.safe_load(text) or {}
     return tuple(e for e in doc.get("entries") or [] if isinstance(e, dict) and e.get("id"))
 
 

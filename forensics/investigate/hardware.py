@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from forensics.docfile import packaged_yaml
 from forensics.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from forensics.gpu.readings import CLOCK_SM_MHZ, PCIE_GEN, PCIE_WIDTH
 
@@ -33,16 +34,7 @@ CLOCK_SHARE = 0.85
 @functools.lru_cache(maxsize=1)
 def ceilings() -> dict[str, Any]:
     """The recorded figures (``ceilings.yaml``), loaded once."""
-    import importlib.resources
-
-    import yaml
-
-    text = (
-        importlib.resources.files("forensics.investigate")
-        .joinpath("ceilings.yaml")
-        .read_text(encoding="utf-8")
-    )
-    return yaml.safe_load(text)
+    return packaged_yaml("forensics.investigate", "ceilings.yaml")
 
 
 def _check(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import importlib.resources
 import math
 import os
 import re
@@ -33,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from forensics.docfile import packaged_yaml
 from forensics.errors import BadInputError
 from forensics.words import metric_time_unit
 
@@ -484,14 +484,7 @@ def check_expect_scale(
 @lru_cache(maxsize=1)
 def costly_table() -> tuple[dict[str, Any], ...]:
     """The rows of ``costly_env.yaml`` (``name``, ``costly``, ``effect``, ``source``)."""
-    import yaml
-
-    text = (
-        importlib.resources.files("forensics.investigate")
-        .joinpath("costly_env.yaml")
-        .read_text(encoding="utf-8")
-    )
-    return tuple(yaml.safe_load(text)["variables"])
+    return tuple(packaged_yaml("forensics.investigate", "costly_env.yaml")["variables"])
 
 
 def costly_set_now(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:

@@ -79,3 +79,21 @@ def test_bad_yaml_is_one_line_exit_2_with_the_fast_loader(tmp_path, text, words)
     proc = run_cli("show", str(path), timeout=120)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-500:])
     assert len(proc.stderr.strip().splitlines()) == 1 and words in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "package, name",
+    [
+        ("forensics", "data/known_issues.yaml"),
+        ("forensics.investigate", "costly_env.yaml"),
+        ("forensics.investigate", "ceilings.yaml"),
+    ],
+)
+def test_the_tools_own_yaml_files_read_the_same_through_libyaml(package, name):
+    """The shipped tables are parsed by libyaml's whole loader when PyYAML has it (faster); each gives
+    exactly what the pure-Python SafeLoader gives, so no entry of the catalog or a table reads otherwise."""
+    import importlib.resources
+
+    text = importlib.resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    expected = yaml.load(text, Loader=yaml.SafeLoader)
+    assert expected and docfile.packaged_yaml(package, name) == expected
