@@ -25,6 +25,10 @@ SNAPSHOT_PROCESSES = (
 SNAPSHOT_BUDGET_S = 45.0
 SNAPSHOT_BLOCKS = 15
 SNAPSHOT_WARMUP_S = 0.1
+SNAPSHOT_STEP_LIMIT_S = 600.0
+"""Seconds all the processes of the user's step may take together in ``forensics snapshot --bench``
+(``--bench-timeout``); each one alone may take :data:`SNAPSHOT_STEP_TIMEOUT_S`."""
+SNAPSHOT_STEP_TIMEOUT_S = 300.0
 
 
 def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
@@ -46,6 +50,10 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
             When it fails, ``config.user_step.failed`` says why and the
             document keeps the canary's results.
         metric, metric_regex, higher_is_better: how to read ``cmd``'s output.
+        step_limit_s: seconds all of ``cmd``'s processes may take together (default
+            :data:`SNAPSHOT_STEP_LIMIT_S`). When they run out, the process running is stopped with its
+            process group and ``config.user_step`` says so: ``failed``, ``limit_s`` and the medians of the
+            processes that finished (``process_medians``).
 
     Raises:
         forensics.errors.BadInputError: bad options, or a canary or step process failed.
@@ -74,21 +82,36 @@ def _add_user_step(
     doc: dict[str, Any], opts: dict[str, Any], processes: int, budget: float
 ) -> None:
     """Run the user's step command and append its result (kind ``user``) to a canary document."""
-    from forensics.bench.user import run_user, user_result
+    import time
+
+    from forensics.bench.user import StepBoundSpent, run_user, user_result
     from forensics.errors import BadInputError
     from forensics.words import metric_time_unit
 
     hib = bool(opts.get("higher_is_better"))
+    limit = float(opts.get("step_limit_s") or SNAPSHOT_STEP_LIMIT_S)
     try:
         recs = run_user(
             "cmd",
             opts["cmd"],
             processes=processes,
             budget_s=budget,
-            timeout_s=300.0,
+            timeout_s=SNAPSHOT_STEP_TIMEOUT_S,
             metric=opts.get("metric"),
             metric_regex=opts.get("metric_regex"),
+            deadline=time.monotonic() + limit,
         )
+    except (
+        StepBoundSpent
+    ) as exc:  # a step that hangs: stopped at the limit, the snapshot still written
+        doc["config"]["user_step"] = {
+            "command": opts["cmd"],
+            "failed": f"stopped after {limit:g} s, the time for all its processes together: {exc}",
+            "limit_s": limit,
+            "process_medians": [r["value"] for r in exc.finished],
+        }
+        doc["summary"] = f"{doc.get('summary', '')}; your step was stopped after {limit:g} s"
+        return
     except (
         BadInputError
     ) as exc:  # the canary's minute is kept: the bench is marked, the snapshot written

@@ -27,7 +27,7 @@ from forensics.errors import BadInputError
 from forensics.procgroup import run_group
 from forensics.stats import summarize
 from forensics.step import loaded_files
-from forensics.step.command import child_env, run_command
+from forensics.step.command import StepTimedOut, child_env, run_command
 from forensics.words import metric_time_unit
 
 CALLABLE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -82,7 +82,8 @@ def run_callable_process(
     """One fresh process timing ``package.module:function`` in-process; returns ms per call and block data.
 
     Raises:
-        BadInputError: bad target, import failure, the function raised, or timeout.
+        BadInputError: bad target, import failure, the function raised.
+        StepTimedOut: it ran past ``timeout_s`` (its process group was stopped).
     """
     if not CALLABLE_RE.match(target):
         raise BadInputError(f"--callable {target!r}: expected package.module:function")
@@ -105,7 +106,7 @@ def run_callable_process(
     finally:
         loaded, packages, paths = loaded_files.collect_all(folder)
     if code is None:
-        raise BadInputError(
+        raise StepTimedOut(
             f"--callable {target}: timed out after {timeout_s:g} s (its processes were stopped)"
         )
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
@@ -151,6 +152,19 @@ def user_result(name: str, processes: list[dict], *, unit: str, higher_is_better
     return result
 
 
+class StepBoundSpent(StepTimedOut):
+    """The time given to all the processes of the user's step together ran out (:func:`run_user`'s
+    ``deadline``); the process running then was stopped with its process group (exit 2).
+
+    Attributes:
+        finished: the per-process records of the processes that had finished.
+    """
+
+    def __init__(self, message: str, finished: list[dict]):
+        super().__init__(message)
+        self.finished = finished
+
+
 def run_user(
     kind: str,
     target: str,
@@ -164,8 +178,19 @@ def run_user(
     block_ms: float = 5.0,
     warmup_s: float = 0.5,
     on_process: Callable[[int, dict], None] | None = None,
+    deadline: float | None = None,
 ) -> list[dict]:
-    """Run ``processes`` fresh processes of the user's step (``kind`` "cmd" or "callable") within the budget."""
+    """Run ``processes`` fresh processes of the user's step (``kind`` "cmd" or "callable") within the budget.
+
+    ``budget_s`` is soft (no process starts past it once :data:`MIN_PROCESSES` ran); ``timeout_s`` bounds one
+    process; ``deadline`` (``time.monotonic()``), when given, bounds them all: each process may run only until
+    it, and the one running then is stopped with its process group.
+
+    Raises:
+        BadInputError: a process failed (:func:`run_cmd_process`, :func:`run_callable_process`).
+        StepTimedOut: a process ran past ``timeout_s``.
+        StepBoundSpent: ``deadline`` passed (before a process could start, or while one ran).
+    """
     import time
 
     t0 = time.perf_counter()
@@ -174,14 +199,32 @@ def run_user(
         spent = time.perf_counter() - t0
         if i >= MIN_PROCESSES and spent + spent / i > budget_s:
             break
-        if kind == "cmd":
-            rec = run_cmd_process(
-                target, metric=metric, metric_regex=metric_regex, timeout_s=timeout_s
-            )
-        else:
-            rec = run_callable_process(
-                target, blocks=blocks, block_ms=block_ms, warmup_s=warmup_s, timeout_s=timeout_s
-            )
+        each = timeout_s
+        if deadline is not None:
+            each = min(timeout_s, deadline - time.monotonic())
+            if each <= 0:
+                raise StepBoundSpent(
+                    f"its time ran out before process {i + 1} of {processes} could start "
+                    f"({len(out)} finished)",
+                    out,
+                )
+        try:
+            if kind == "cmd":
+                rec = run_cmd_process(
+                    target, metric=metric, metric_regex=metric_regex, timeout_s=each
+                )
+            else:
+                rec = run_callable_process(
+                    target, blocks=blocks, block_ms=block_ms, warmup_s=warmup_s, timeout_s=each
+                )
+        except StepTimedOut:
+            if each < timeout_s:  # stopped by the bound on all the processes, not by its own
+                raise StepBoundSpent(
+                    f"its time ran out in process {i + 1} of {processes} ({len(out)} finished; the "
+                    "process running was stopped with its process group)",
+                    out,
+                ) from None
+            raise
         out.append(rec)
         if on_process:
             on_process(i, rec)

@@ -97,6 +97,13 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
     "step fails, the snapshot is still written with the canary's results and the exit code is 2.",
 )
 @click.option(
+    "--bench-timeout",
+    metavar="DURATION",
+    help="With --bench-cmd: the time all the processes of your step may take together (seconds or 90s, "
+    "10m; default 10m, and 5m for one process). Past it the process running is stopped with its "
+    "process group, the snapshot is still written with the canary's results and the exit code is 2.",
+)
+@click.option(
     "--bench-processes",
     type=click.IntRange(3, 100),
     help="With --bench: fresh processes per benchmark (default 5).",
@@ -126,6 +133,7 @@ def snapshot(
     launcher,
     with_bench,
     bench_cmd,
+    bench_timeout,
     bench_processes,
     higher_is_better,
     no_redact,
@@ -140,8 +148,8 @@ def snapshot(
     from forensics import snapshot as snap
     from forensics.collect import take_snapshot
 
-    timeout_given = _check_options(
-        timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes
+    timeout_given, step_limit_s = _check_options(
+        timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes, bench_timeout
     )
     out = output or default_output(label)
     options = probe_options(
@@ -170,6 +178,7 @@ def snapshot(
                     "cmd": bench_cmd,
                     "processes": bench_processes,
                     "higher_is_better": higher_is_better or None,
+                    "step_limit_s": step_limit_s,
                 }
             )
 
@@ -198,14 +207,16 @@ def snapshot(
 
 
 def _check_options(
-    timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes
-) -> bool:
-    """Refuse options that cannot work before any probe runs; returns whether ``--timeout`` was given.
+    timeout_s, sample_s, launcher, repo, with_bench, bench_cmd, bench_processes, bench_timeout
+) -> tuple[bool, float | None]:
+    """Refuse options that cannot work before any probe runs; returns whether ``--timeout`` was given and
+    ``--bench-timeout`` in seconds (None when not given).
 
     Raises:
         BadInputError: ``--sample`` or ``--timeout`` out of range, a sample that does not fit in a given
             timeout, a launcher or ``--bench-cmd`` that cannot start, a bad ``--repo``, bench options
-            without ``--bench``, ``--bench`` without PyTorch.
+            without ``--bench``, ``--bench-timeout`` without ``--bench-cmd`` or not a duration,
+            ``--bench`` without PyTorch.
     """
     from click.core import ParameterSource
 
@@ -228,8 +239,19 @@ def _check_options(
 
         check_launcher(launcher)
     check_repo(repo)
-    if (bench_cmd or bench_processes) and not with_bench:
-        raise BadInputError("--bench-cmd and --bench-processes go with --bench")
+    if (bench_cmd or bench_processes or bench_timeout) and not with_bench:
+        raise BadInputError("--bench-cmd, --bench-processes and --bench-timeout go with --bench")
+    step_limit_s = None
+    if bench_timeout is not None:
+        from forensics.cli.investigate import parse_duration
+
+        if not bench_cmd:
+            raise BadInputError(
+                "--bench-timeout bounds your step; give the step with --bench-cmd too"
+            )
+        step_limit_s = parse_duration(
+            bench_timeout, "--bench-timeout"
+        )  # before the canary's minute
     if bench_cmd:
         from forensics.step.command import check_step_command
 
@@ -242,15 +264,16 @@ def _check_options(
                 "--bench runs the canary, which needs PyTorch: pip install 'forensics[bench]' "
                 "(or torch) in this Python"
             )
-    return timeout_given
+    return timeout_given, step_limit_s
 
 
 def _check_outcome(doc, out: Path, timeout_s: float) -> None:
     """After the file is written: warn of probes that timed out; exit 2 when the step of --bench-cmd
-    failed, 3 when every probe failed.
+    failed or ran past --bench-timeout, 3 when every probe failed.
 
     Raises:
-        BadInputError: the user's step failed (the snapshot holds the canary's results only).
+        BadInputError: the user's step failed or was stopped at --bench-timeout (the snapshot holds the
+            canary's results only).
         InconclusiveError: every probe failed.
     """
     from forensics.errors import BadInputError, InconclusiveError
@@ -267,9 +290,14 @@ def _check_outcome(doc, out: Path, timeout_s: float) -> None:
             f"{timeout_s:g} s ({', '.join(timed_out)}): their data is missing; give a longer --timeout",
             err=True,
         )
-    step_failed = (((doc.get("bench") or {}).get("config") or {}).get("user_step") or {}).get(
-        "failed"
-    )
+    user_step = ((doc.get("bench") or {}).get("config") or {}).get("user_step") or {}
+    step_failed = user_step.get("failed")
+    if step_failed and user_step.get("limit_s"):
+        raise BadInputError(
+            f"--bench-cmd {user_step.get('command')!r} was {step_failed}; {out} was written with the "
+            "canary's results only (bench.config.user_step); give a longer --bench-timeout if the step is "
+            "slow, or see why it hangs"
+        )
     if step_failed:
         raise BadInputError(
             f"--bench-cmd failed ({step_failed}); {out} was written with the canary's results "

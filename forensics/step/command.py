@@ -24,6 +24,10 @@ from forensics.errors import BadInputError
 from forensics.procgroup import run_group
 
 
+class StepTimedOut(BadInputError):
+    """One process of the user's step ran past its time limit; its whole process group was stopped (exit 2)."""
+
+
 @dataclass
 class StepRun:
     """Measurements from one process of the user's step.
@@ -137,8 +141,9 @@ def run_command(
         a :class:`StepRun`.
 
     Raises:
-        BadInputError: the command could not start, timed out, failed, or
-            printed no measurement; the message says which and shows stderr's tail.
+        BadInputError: the command could not start, failed, or printed no measurement; the
+            message says which and shows stderr's tail.
+        StepTimedOut: it ran past ``timeout_s`` (its process group was stopped).
     """
     if timeout_s <= 0:
         raise BadInputError(f"the step's timeout must be positive, got {timeout_s:g} s")
@@ -148,7 +153,7 @@ def run_command(
     except OSError as exc:
         raise BadInputError(f"step command could not start ({exc.strerror}): {cmd}") from None
     if code is None:
-        raise BadInputError(
+        raise StepTimedOut(
             f"step command timed out after {timeout_s:g} s (its processes were stopped): {cmd}"
         )
     proc = subprocess.CompletedProcess(cmd, code, stdout, stderr)

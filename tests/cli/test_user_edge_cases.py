@@ -527,3 +527,71 @@ def test_a_failing_bench_cmd_keeps_the_snapshot_and_the_canary(tmp_path):
     )
     assert [x["name"] for x in doc["bench"]["results"]][0] == "canary.verify_step_ms"
     assert run_cli("show", str(out)).returncode == 0
+
+
+def test_a_bench_cmd_that_hangs_is_stopped_at_bench_timeout_with_its_group_and_the_snapshot_kept(
+    tmp_path, monkeypatch
+):
+    """Each process of the step had 300 s, so a step that hangs held the snapshot 300 s per process; now all
+    of them together have --bench-timeout, and the step's whole process group is stopped there. The canary
+    (~10 s of CPU) is a real recorded run put in its place: what is tested is the step's bound."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from forensics.bench import session
+    from forensics.cli import main
+    from forensics.procgroup import _alive
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("--bench refuses to start without PyTorch")
+    canary = _load(AA_B)["bench"]
+    monkeypatch.setattr(session, "run_canary", lambda cfg, **kw: [copy.deepcopy(canary)])
+    out, kid = tmp_path / "s.json", tmp_path / "kid.pid"
+    step = f"sleep 1000 & echo $! > {kid}; wait"  # the shell waits on a child of its own, for ever
+    r = CliRunner().invoke(
+        main,
+        ["snapshot", "--probe", "host", "--bench", "--bench-cmd", step, "--bench-timeout", "1s"]
+        + ["--bench-processes", "3", "-q", "-o", str(out)],
+    )
+    assert r.exit_code == 2, r.output
+    assert r.stderr == (
+        f"forensics: error: --bench-cmd {step!r} was stopped after 1 s, the time for all its processes "
+        "together: its time ran out in process 1 of 3 (0 finished; the process running was stopped with "
+        f"its process group); {out} was written with the canary's results only (bench.config.user_step); "
+        "give a longer --bench-timeout if the step is slow, or see why it hangs\n"
+    )
+    assert not _alive(int(kid.read_text())), "the step's child outlived the bound"
+    doc = _load(out)
+    assert doc["probes"]["host"]["status"] == "ok"
+    assert [x["name"] for x in doc["bench"]["results"]][0] == "canary.verify_step_ms"
+    user = doc["bench"]["config"]["user_step"]
+    assert user["limit_s"] == 1.0 and user["process_medians"] == [] and user["command"] == step
+
+
+@pytest.mark.parametrize(
+    "args, told",
+    [
+        (
+            ["--bench-timeout", "1m"],
+            "--bench-cmd, --bench-processes and --bench-timeout go with --bench",
+        ),
+        (
+            ["--bench", "--bench-timeout", "1m"],
+            "--bench-timeout bounds your step; give the step with",
+        ),
+        (
+            ["--bench", "--bench-cmd", "true", "--bench-timeout", "soon"],
+            "--bench-timeout 'soon': expected seconds or a duration such as 120, 90s, 15m or 1h",
+        ),
+    ],
+)
+def test_a_bench_timeout_that_cannot_work_is_refused_before_any_probe(tmp_path, args, told):
+    from click.testing import CliRunner
+
+    from forensics.cli import main
+
+    out = tmp_path / "s.json"
+    r = CliRunner().invoke(main, ["snapshot", "--probe", "host", "-o", str(out), *args])
+    assert r.exit_code == 2 and r.stderr.startswith(f"forensics: error: {told}"), r.output
+    assert r.stderr.count("\n") == 1 and not out.exists()
