@@ -1343,9 +1343,10 @@ class PackageExperiment:
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
         """Install the old version into a temporary overlay and A/B it on top of the confirmed interventions
-        (:func:`ab_on_top`: the overlay first on side B's PYTHONPATH). A confirmed swap's overlay is kept in
-        ``exp.params["overlay_dir"]`` (and ``ctx.cache["overlays"]``, removed when the experiments end) so
-        that later experiments run with it; any other is removed at once."""
+        (:func:`ab_on_top`: the overlay first on side B's PYTHONPATH). A confirmed or partial swap's overlay is
+        kept in ``exp.params["overlay_dir"]`` (and ``ctx.cache["overlays"]``, removed when the experiments end)
+        so that later experiments run with it (a partial cause kept in the accounting); any other is removed at
+        once."""
         name, old = exp.params["name"], exp.params["old"]
         overlay = tempfile.mkdtemp(prefix="forensics-overlay-")
         keep = False
@@ -1392,7 +1393,7 @@ class PackageExperiment:
             if ctx.applied():
                 what += " on top of " + ", ".join(_on_top(ctx))
             ab_on_top(ctx, exp, what=what, b_first=(overlay,), b_state=ctx.state(**{name: old}))
-            keep = exp.outcome is Outcome.CONFIRMED
+            keep = exp.outcome in (Outcome.CONFIRMED, Outcome.PARTIAL)
             if keep:
                 exp.params["overlay_dir"] = overlay
                 ctx.cache.setdefault("overlays", []).append(overlay)

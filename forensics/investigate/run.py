@@ -14,7 +14,9 @@
    experiments most likely first while the budget lasts (the budget covers the
    whole command, snapshot included). An experiment whose estimate exceeds the
    time left is listed as not run, with the reason. After a cause is confirmed
-   the rest are not needed (``keep_going`` runs them anyway);
+   the rest are not needed (``keep_going`` runs them anyway). Then each partial cause is tested again on
+   top of the confirmed ones and kept in the accounting when it still moves the step
+   (:func:`_retest_partials`);
 6. writes the verdict: "Confirmed: ..." only from a ``confirmed`` experiment
    (:mod:`forensics.investigate.decide`), else "Most likely, not confirmed: ...".
 
@@ -1238,7 +1240,8 @@ def _run_all(
     variable, ``ctx.reverts`` for a commit, ``ctx.packages`` for a package swap) and today with every
     confirmed intervention applied is measured against the baseline (:func:`_account`); while that residual is
     beyond the threshold the next suspects are tested on top of the interventions, else the rest are not
-    needed (DESIGN section 16). The kept package overlays are removed at the end, also when interrupted."""
+    needed (DESIGN section 16); then the partial causes are tested again on top of them
+    (:func:`_retest_partials`). The kept package overlays are removed at the end, also when interrupted."""
     import shutil
 
     try:
@@ -1290,26 +1293,7 @@ def _run_plan(
             )
             done[exp.id] = exp
             continue
-        if ctx.applied() and exp.kind is not Kind.REMEASURE:  # a re-measurement changes nothing
-            exp.details["on_top_of"] = _interventions(ctx)
-        emit("experiment", experiment=exp, index=n, total=total, left_s=left)
-        t = time.monotonic()
-        try:
-            KINDS[exp.kind].run(ctx, exp)
-        except interrupts as exc:
-            inv.interrupted = _signal_name(exc)
-            exp.outcome, exp.reason = (
-                Outcome.INTERRUPTED,
-                "stopped by the user; its processes were ended",
-            )
-            exp.sentence = f"{exp.title}: interrupted"
-        except BadInputError as exc:
-            exp.outcome, exp.reason = (
-                Outcome.INCONCLUSIVE,
-                f"the experiment could not finish: {exc}",
-            )
-            exp.sentence = f"{exp.title}: could not finish ({exc})"
-        exp.elapsed_s = time.monotonic() - t
+        _execute(inv, ctx, exp, emit, interrupts, n, total, left)
         done[exp.id] = exp
         emit("done", experiment=exp)
         if exp.outcome is Outcome.CONFIRMED and not inv.interrupted:
@@ -1331,6 +1315,7 @@ def _run_plan(
             # cause kept (its B side is today with all of them restored); without this no residual was measured
             # and the accounting said 'stopped: the residual could not be measured'
             _keep(inv, ctx, group, emit, interrupts)
+    _retest_partials(inv, ctx, emit, interrupts)
     if not inv.confirmed:
         inv.stopped = ""
     elif inv.interrupted:
@@ -1357,6 +1342,41 @@ def _run_plan(
         )
 
 
+def _execute(
+    inv: Investigation,
+    ctx: Context,
+    exp: Experiment,
+    emit: EventFn,
+    interrupts: tuple[type[BaseException], ...],
+    index: int,
+    total: int,
+    left: float,
+) -> None:
+    """Run one experiment that fits the budget: on top of the confirmed interventions (``details.on_top_of``
+    names them), progress to ``emit``; an interrupt ends it ``interrupted`` (and sets ``inv.interrupted``), a
+    step that fails ends it ``inconclusive`` with the error."""
+    if ctx.applied() and exp.kind is not Kind.REMEASURE:  # a re-measurement changes nothing
+        exp.details["on_top_of"] = _interventions(ctx)
+    emit("experiment", experiment=exp, index=index, total=total, left_s=left)
+    t = time.monotonic()
+    try:
+        KINDS[exp.kind].run(ctx, exp)
+    except interrupts as exc:
+        inv.interrupted = _signal_name(exc)
+        exp.outcome, exp.reason = (
+            Outcome.INTERRUPTED,
+            "stopped by the user; its processes were ended",
+        )
+        exp.sentence = f"{exp.title}: interrupted"
+    except BadInputError as exc:
+        exp.outcome, exp.reason = (
+            Outcome.INCONCLUSIVE,
+            f"the experiment could not finish: {exc}",
+        )
+        exp.sentence = f"{exp.title}: could not finish ({exc})"
+    exp.elapsed_s = time.monotonic() - t
+
+
 def _keep(
     inv: Investigation,
     ctx: Context,
@@ -1379,6 +1399,170 @@ def _keep(
         # measured before this cause was kept, it no longer says what is left: no stale share
         inv.residual = None
     exp.elapsed_s += time.monotonic() - t
+
+
+RETEST = "-on-top"
+"""The suffix of the id of a partial cause's second A/B, on top of the confirmed causes (``env-1-on-top``)."""
+
+
+def _commit_of(e: Experiment) -> str:
+    """The commit a commit experiment or a bisect's A/B took out ("" for other kinds)."""
+    culprit = (e.details.get("bisect") or {}).get("culprit") or {}
+    return str(culprit.get("sha") or e.details.get("commit") or "")
+
+
+def _kept_already(ctx: Context, e: Experiment) -> bool:
+    """Whether ``e``'s intervention is one of those kept (a variable of a confirmed group, the commit a bisect
+    confirmed, the same package): then it is part of a cause already accounted, not another."""
+    if e.kind is Kind.ENV:
+        restore = e.params.get("restore") or {}
+        return bool(restore) and all(
+            k in ctx.overlay and ctx.overlay[k] == v for k, v in restore.items()
+        )
+    if e.kind is Kind.PACKAGE:
+        return e.params.get("name") in ctx.packages
+    sha = _commit_of(e)
+    return bool(sha) and sha in ctx.reverts
+
+
+def _retest(ctx: Context, p: Experiment) -> Experiment:
+    """The A/B of the partial cause ``p`` again, on top of every intervention kept now (not run yet): the same
+    kind and intervention (a bisect's: its culprit against its parent, a commit experiment), id
+    ``p.id + RETEST``, ``details.retest_of`` = ``p.id``."""
+    kind = Kind.COMMIT if p.kind is Kind.BISECT else p.kind
+    on_top = ", ".join(_interventions(ctx))
+    keys = (
+        "restore",
+        "known_cost",
+        "package",
+        "baseline_version",
+        "today_version",
+        "installed",
+        "repository",
+        "commit",
+        "subject",
+    )
+    details: dict[str, Any] = {k: p.details[k] for k in keys if k in p.details}
+    params = {
+        k: v for k, v in p.params.items() if k not in ("overlay_dir", "depends_on", "free", "n")
+    }
+    title = p.title
+    if p.kind is Kind.BISECT:
+        sha = _commit_of(p)
+        culprit = (p.details.get("bisect") or {}).get("culprit") or {}
+        subject = p.details.get("subject") or culprit.get("subject") or ""
+        details.update({"commit": sha, "subject": subject})
+        params = {"folder": p.params.get("folder"), "sha": sha, "head": p.params.get("bad")}
+        title = f'{sha[:10]} "{subject}" (named by {p.id}) against its parent'
+    details["retest_of"] = p.id
+    params["retest_of"] = p.id
+    r = Experiment(
+        f"{p.id}{RETEST}",
+        kind,
+        p.hypothesis,
+        f"{title}, again on top of {on_top}",
+        subject=p.subject,
+        a_label=p.a_label,
+        b_label=p.b_label,
+        details=details,
+        params=params,
+    )
+    return r
+
+
+def _why_not_retest(inv: Investigation, ctx: Context, r: Experiment) -> tuple[str, str] | None:
+    """(reason, the same in a few words for the accounting) when the re-test ``r`` is not run, else None."""
+    if inv.interrupted:
+        return f"not run: interrupted ({inv.interrupted})", "interrupted"
+    if r.kind is Kind.COMMIT and ctx.reverts:
+        taken = ", ".join(sha[:10] for sha in ctx.reverts)
+        return (
+            f"not run: a commit is tested against its parent, and neither side can have the confirmed commit "
+            f"{taken} taken out; forensics bisect measures it alone",
+            f"a commit's A/B against its parent cannot take out {taken}",
+        )
+    res = inv.residual
+    if res is not None and res.status == "within" and not inv.settings.keep_going:
+        return (
+            f"not needed: {', '.join(e.id for e in inv.confirmed)} confirmed and leave nothing beyond noise "
+            f"({res.sentence()}; --keep-going tests it again)",
+            "what the confirmed causes leave is within noise",
+        )
+    return None
+
+
+def _retest_estimate(ctx: Context, r: Experiment) -> float:
+    """Wall seconds of the re-test ``r``: its A/B, and for a commit that is not HEAD alone the residual measured
+    after it in fresh processes (a variable's or a package's residual is the A/B's own side B)."""
+    cost = KINDS[r.kind].estimate(ctx, r)
+    if r.kind is Kind.COMMIT and (
+        r.params.get("sha") != r.params.get("head") or ctx.reverts or ctx.cache.get("dirty")
+    ):
+        cost += ctx.processes * ctx.per_process_s()
+    return cost
+
+
+def _retest_partials(
+    inv: Investigation,
+    ctx: Context,
+    emit: EventFn,
+    interrupts: tuple[type[BaseException], ...],
+) -> None:
+    """Once the confirmed causes are known, each partial cause (significantly faster, its share's upper end
+    below ``--explains``) is tested again on top of them, so that it is accounted for rather than left in the
+    unexplained part (docs/investigate.md, "A partial cause"):
+
+    - one whose intervention is already kept (a variable of a confirmed group) is part of that cause;
+    - one decided on top of exactly the interventions kept now is a partial cause of what they left as it is:
+      its intervention is kept and the residual measured after it (``details.accounted`` = ``partial``);
+    - any other is run again (:func:`_retest`, appended to ``inv.experiments``), judged against what was left
+      (``details.share_of_remaining``), within the budget and ``--max-processes`` like every experiment.
+      Confirmed: a cause like any other, kept. Partial again: kept as a partial cause. Refuted or not decided:
+      nothing kept. Not run (the budget, an interrupt, nothing left beyond noise, a commit on top of another
+      commit): ``not-run`` with the reason, ``details.not_retested`` in a few words.
+    """
+    if not inv.confirmed:
+        return
+    partials = [
+        e for e in inv.experiments if e.outcome is Outcome.PARTIAL and "retest_of" not in e.params
+    ]
+    for p in partials:
+        if _kept_already(ctx, p):
+            continue
+        if (
+            not inv.interrupted
+            and ctx.applied()
+            and p.details.get("on_top_of") == _interventions(ctx)
+        ):
+            _keep(inv, ctx, p, emit, interrupts)
+            p.details["accounted"] = "partial"
+            continue
+        r = _retest(ctx, p)
+        inv.experiments.append(r)
+        why = _why_not_retest(inv, ctx, r)
+        r.estimate_s = _retest_estimate(ctx, r)
+        left = ctx.left_s()
+        if why is None and r.estimate_s > left:
+            why = (
+                f"budget spent: needs about {r.estimate_s:.0f} s, {max(left, 0):.0f} s of the "
+                f"{inv.settings.budget_s:.0f} s budget left (raise --budget to test it on top of the "
+                "confirmed causes)",
+                f"the budget is spent: it needs about {r.estimate_s:.0f} s, {max(left, 0):.0f} s left",
+            )
+        if why is not None:
+            r.outcome, r.reason = Outcome.NOT_RUN, why[0]
+            r.details["not_retested"] = why[1]
+            continue
+        n = len(inv.experiments)
+        _execute(inv, ctx, r, emit, interrupts, n, n, left)
+        emit("done", experiment=r)
+        if inv.interrupted:
+            continue
+        if r.outcome is Outcome.CONFIRMED:
+            _keep(inv, ctx, r, emit, interrupts)
+        elif r.outcome is Outcome.PARTIAL:
+            _keep(inv, ctx, r, emit, interrupts)
+            r.details["accounted"] = "partial"
 
 
 def _beyond(inv: Investigation) -> bool:
@@ -1492,15 +1676,49 @@ def _causes(inv: Investigation) -> list[Experiment]:
     return [e for e in inv.confirmed if e.id not in narrowed]
 
 
+def _left_partial(p: Experiment, r: Experiment) -> str:
+    """The accounting's words for the partial cause ``p`` whose re-test ``r`` kept nothing: refuted, not
+    decided, or not run (and why); each share is one that was measured."""
+    on = p.details.get("on_top_of")
+    first = f"{_cause_name(p)} (partial {'on top of ' + ', '.join(on) if on else 'alone'}: {_pct_range(p.share)})"
+    if r.outcome is Outcome.REFUTED:
+        return f"{first}: refuted on top of the confirmed causes ({_pct_range(r.share)})"
+    if r.outcome is Outcome.INCONCLUSIVE:
+        return (
+            f"{first}: not decided on top of the confirmed causes ({_pct_range(r.share)}), so it is in the "
+            "unexplained part"
+        )
+    why = r.details.get("not_retested") or r.outcome.value
+    return f"{first} is in the unexplained part: not tested on top of the confirmed causes ({why})"
+
+
 def accounting(inv: Investigation) -> str:
     """``CUDA_LAUNCH_BLOCKING: 69% (68% to 74%); commit ebecb14: 30% (25% to 36%); unexplained: 1% (-4% to 6%);
-    stopped: the residual is within noise`` ("" before any cause is confirmed)."""
+    stopped: the residual is within noise`` ("" before any cause is confirmed).
+
+    The confirmed causes first, then the partial causes kept (``NCCL_ALGO: partial, 30% (22% to 38%)``: the
+    unexplained part is what is left after them), the unexplained part, then each partial cause whose re-test
+    on top of the confirmed causes kept nothing, with what it measured or why it did not run
+    (:func:`_left_partial`)."""
     conf = _causes(inv)
     if not conf:
         return ""
     parts = [f"{_cause_name(e)}: {_pct_range(e.share)}" for e in conf]
+    parts += [
+        f"{_cause_name(e)}: partial, {_pct_range(e.share)}"
+        for e in inv.experiments
+        if e.details.get("accounted") == "partial"
+    ]
     if inv.residual is not None:
         parts.append(f"unexplained: {_pct_range(inv.residual.unexplained)}")
+    by_id = {e.id: e for e in inv.experiments}
+    parts += [
+        _left_partial(by_id[r.params["retest_of"]], r)
+        for r in inv.experiments
+        if r.params.get("retest_of") in by_id
+        and r.outcome is not Outcome.CONFIRMED
+        and r.details.get("accounted") != "partial"
+    ]
     text = "; ".join(parts)
     if inv.stopped:
         text += f"; stopped: {inv.stopped}"
