@@ -1689,6 +1689,8 @@ def _left_partial(p: Experiment, r: Experiment) -> str:
             "unexplained part"
         )
     why = r.details.get("not_retested") or r.outcome.value
+    if r.reason.startswith("not needed"):  # nothing is left for it to be part of
+        return f"{first}: not tested on top of the confirmed causes ({why})"
     return f"{first} is in the unexplained part: not tested on top of the confirmed causes ({why})"
 
 

@@ -94,9 +94,9 @@ def step_ms(env: dict) -> float:
     return 4.0 + OTHER + sum(c for k, (now, c) in COSTS.items() if env.get(k, now) == now)
 
 
-def setup(monkeypatch, order: list[str], after_ab=None):
-    """An investigation whose plan restores the variables of ``order`` one by one, each A/B given by
-    :func:`step_ms` (``after_ab(ctx, n)`` is called after the n-th A/B)."""
+def setup(monkeypatch, order: list[str], after_ab=None, model=step_ms):
+    """An investigation whose plan restores the variables of ``order`` one by one, each A/B given by ``model``
+    (:func:`step_ms`; ``after_ab(ctx, n)`` is called after the n-th A/B)."""
     from forensics.investigate import experiments
     from forensics.investigate.experiments import Context
     from forensics.investigate.measure import Subject
@@ -107,8 +107,8 @@ def setup(monkeypatch, order: list[str], after_ab=None):
 
     def ab(subject, *, a_env=None, b_env=None, processes, **kw):
         calls.append((a_env, b_env))
-        a = [step_ms(a_env or {}) * f for f in NOISE_A[:processes]]
-        b = [step_ms(b_env or {}) * f for f in NOISE_B[:processes]]
+        a = [model(a_env or {}) * f for f in NOISE_A[:processes]]
+        b = [model(b_env or {}) * f for f in NOISE_B[:processes]]
         if after_ab:
             after_ab(ctx, len(calls))
         return a, b
@@ -116,7 +116,7 @@ def setup(monkeypatch, order: list[str], after_ab=None):
     monkeypatch.setattr(experiments, "ab", ab)
     baseline = {"bench": {"results": [{"name": "user.step_ms", "process_medians": BASE}]}}
     subject = Subject("cmd", CMD, name="user.step_ms", process_s=0.1)
-    today = [step_ms({}) * f for f in NOISE_A]
+    today = [model({}) * f for f in NOISE_A]
     ctx = Context(baseline, {}, None, subject, True, processes=5, max_processes=5, today=today)
     plan = []
     for i, var in enumerate(order, 1):
@@ -203,3 +203,52 @@ def test_a_partial_cause_the_budget_leaves_no_time_to_test_again_is_said_so(monk
         in acc
     ), acc
     assert acc.endswith("stopped: the budget is spent with part of the slowdown unexplained"), acc
+
+
+def only_with_blocking(other: float):
+    """A step where NCCL_ALGO=Tree costs 0.9 ms only while CUDA_LAUNCH_BLOCKING=1 is set (serialised launches
+    expose the slower algorithm), and ``other`` ms no experiment names."""
+
+    def model(env: dict) -> float:
+        blocking = env.get("CUDA_LAUNCH_BLOCKING", "1") == "1"
+        tree = env.get("NCCL_ALGO", "Tree") == "Tree"
+        return 4.0 + other + (3.6 if blocking else 0.0) + (0.9 if blocking and tree else 0.0)
+
+    return model
+
+
+def test_a_partial_cause_that_does_nothing_on_top_is_refuted_there_and_not_kept(monkeypatch):
+    """NCCL_ALGO costs only while CUDA_LAUNCH_BLOCKING is set: partial alone, nothing on top of the confirmed
+    variable. Its A/B on top is refuted; nothing of it is kept, and the accounting gives both shares."""
+    from forensics.investigate.run import accounting
+
+    inv, ctx, calls = setup(
+        monkeypatch, ["NCCL_ALGO", "CUDA_LAUNCH_BLOCKING"], model=only_with_blocking(1.5)
+    )
+    exps = run_plan(inv, ctx)
+    assert [e.outcome.value for e in exps.values()] == ["partial", "confirmed", "refuted"]
+    assert ctx.overlay == {"CUDA_LAUNCH_BLOCKING": None} and len(calls) == 3
+    acc = accounting(inv)
+    assert "NCCL_ALGO: partial" not in acc, acc
+    assert "; unexplained: " in acc and "; NCCL_ALGO (partial alone: 15% (" in acc, acc
+    assert "): refuted on top of the confirmed causes (0%" in acc, acc
+
+
+def test_a_partial_cause_is_not_tested_again_when_nothing_is_left_beyond_noise(monkeypatch):
+    from forensics.investigate.run import accounting
+
+    inv, ctx, calls = setup(
+        monkeypatch, ["NCCL_ALGO", "CUDA_LAUNCH_BLOCKING"], model=only_with_blocking(0.0)
+    )
+    exps = run_plan(inv, ctx)
+    again = exps["env-1-on-top"]
+    assert len(calls) == 2 and inv.residual.status == "within"
+    assert again.outcome.value == "not-run" and again.reason.startswith(
+        "not needed: env-2 confirmed and leave nothing beyond noise (today with the confirmed "
+    )
+    acc = accounting(inv)
+    # its share alone was the confirmed variable's doing: it is not said to be in the unexplained part
+    assert acc.endswith(
+        ")): not tested on top of the confirmed causes (what the confirmed causes leave is within noise); "
+        "stopped: the residual is within noise"
+    ), acc
