@@ -183,9 +183,10 @@ def print_investigation(c, inv, outputs: list[Path], safe) -> None:
             "faster; share of the "
             "slowdown recovered with its 95% CI):"
         )
+        width = max([11] + [len(e.id) for e in inv.experiments])  # a re-test's id: env-1-on-top
         for e in inv.experiments:
             cmp, sh = e.comparison, e.share
-            bits = [f"{e.id:<11}", f"{e.outcome.value:<13}", e.hypothesis]
+            bits = [f"{e.id:<{width}}", f"{e.outcome.value:<13}", e.hypothesis]
             if cmp:
                 bits.append(
                     f"{cmp.a.median:.4g} -> {cmp.b.median:.4g}, ratio {cmp.time_ratio:.3f} "
