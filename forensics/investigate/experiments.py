@@ -1338,7 +1338,9 @@ class PackageExperiment:
     @classmethod
     def estimate(cls, ctx: Context, exp: Experiment) -> float:
         per = ctx.subject.process_s if ctx.subject else ctx.canary_process_s
-        return 2 * ctx.processes * per + cls.INSTALL_S
+        reused = exp.params.get("installed_overlay")
+        install = 0.0 if reused and Path(str(reused)).is_dir() else cls.INSTALL_S
+        return 2 * ctx.processes * per + install
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
@@ -1348,42 +1350,49 @@ class PackageExperiment:
         so that later experiments run with it (a partial cause kept in the accounting); any other is removed at
         once."""
         name, old = exp.params["name"], exp.params["old"]
-        overlay = tempfile.mkdtemp(prefix="forensics-overlay-")
+        reused = str(exp.params.get("installed_overlay") or "")
+        if reused and not Path(reused).is_dir():
+            reused = ""
+        overlay = reused or tempfile.mkdtemp(prefix="forensics-overlay-")
         keep = False
         try:
-            argv = [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--no-index",
-                "--find-links",
-                str(ctx.wheelhouse),
-                "--target",
-                overlay,
-                f"{name}=={old}",
-            ]
-            try:
-                proc = subprocess.run(
-                    argv,
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                    errors="replace",
-                    stdin=subprocess.DEVNULL,
-                )
-            except subprocess.TimeoutExpired:
-                exp.outcome, exp.reason = Outcome.NOT_RUN, f"pip install {name}=={old} timed out"
-                return
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-                exp.outcome, exp.reason = (
-                    Outcome.NOT_RUN,
-                    f"{name}=={old} could not be installed from the wheelhouse: {last}",
-                )
-                return
+            if not reused:  # a partial cause's re-test reuses the overlay its first A/B installed
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--no-deps",
+                    "--no-index",
+                    "--find-links",
+                    str(ctx.wheelhouse),
+                    "--target",
+                    overlay,
+                    f"{name}=={old}",
+                ]
+                try:
+                    proc = subprocess.run(
+                        argv,
+                        capture_output=True,
+                        text=True,
+                        timeout=600,
+                        errors="replace",
+                        stdin=subprocess.DEVNULL,
+                    )
+                except subprocess.TimeoutExpired:
+                    exp.outcome, exp.reason = (
+                        Outcome.NOT_RUN,
+                        f"pip install {name}=={old} timed out",
+                    )
+                    return
+                if proc.returncode != 0:
+                    last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+                    exp.outcome, exp.reason = (
+                        Outcome.NOT_RUN,
+                        f"{name}=={old} could not be installed from the wheelhouse: {last}",
+                    )
+                    return
             exp.details["overlay"] = (
                 "pip --target into a temporary folder, first on PYTHONPATH for side B only; "
                 "--no-deps, so its dependencies stay today's; removed afterwards (kept until the "
@@ -1398,7 +1407,8 @@ class PackageExperiment:
                 exp.params["overlay_dir"] = overlay
                 ctx.cache.setdefault("overlays", []).append(overlay)
         finally:
-            if not keep:
+            # a reused overlay is the partial cause's own: removed with the kept ones, when the experiments end
+            if not keep and not reused:
                 shutil.rmtree(overlay, ignore_errors=True)
 
 

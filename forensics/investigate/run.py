@@ -1454,6 +1454,10 @@ def _retest(ctx: Context, p: Experiment) -> Experiment:
         details.update({"commit": sha, "subject": subject})
         params = {"folder": p.params.get("folder"), "sha": sha, "head": p.params.get("bad")}
         title = f'{sha[:10]} "{subject}" (named by {p.id}) against its parent'
+    if p.kind is Kind.PACKAGE and p.params.get("overlay_dir"):
+        params["installed_overlay"] = p.params[
+            "overlay_dir"
+        ]  # the old version is installed already
     details["retest_of"] = p.id
     params["retest_of"] = p.id
     r = Experiment(

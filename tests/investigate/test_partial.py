@@ -8,7 +8,9 @@ two costs add, so each cause's share of the slowdown is the same whichever is ta
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -252,3 +254,71 @@ def test_a_partial_cause_is_not_tested_again_when_nothing_is_left_beyond_noise(m
         ")): not tested on top of the confirmed causes (what the confirmed causes leave is within noise); "
         "stopped: the residual is within noise"
     ), acc
+
+
+def test_a_partial_package_swap_is_tested_again_in_the_overlay_it_installed(monkeypatch, tmp_path):
+    """Two upgraded packages: fakeslow adds 0.9 ms (partial alone), bigslow 3.6 ms (confirmed after it). The
+    re-test of fakeslow runs on top of bigslow's overlay in the overlay fakeslow's first A/B installed: pip is not
+    run again, and its estimate has no install time in it."""
+    import os
+    import subprocess as sp
+
+    from forensics.investigate import experiments
+    from forensics.investigate.experiments import Context
+    from forensics.investigate.measure import Subject
+    from forensics.investigate.model import Experiment, Kind, Regression
+    from forensics.investigate.run import Investigation, Settings, accounting
+
+    costs = {"fakeslow": 0.9, "bigslow": 3.6}
+    installs = []
+
+    def pip(argv, **kw):  # pip install --target DIR NAME==OLD: a marker for the model below
+        target, spec = argv[argv.index("--target") + 1], argv[-1]
+        installs.append(spec)
+        (Path(target) / spec.split("==")[0]).write_text(spec)
+        return sp.CompletedProcess(argv, 0, "", "")
+
+    def model(
+        env: dict,
+    ) -> float:  # each package swapped back (its overlay on PYTHONPATH) saves its cost
+        dirs = (env.get("PYTHONPATH") or "").split(os.pathsep)
+        old = {n for n in costs for d in dirs if d and (Path(d) / n).exists()}
+        return 4.0 + OTHER + sum(c for n, c in costs.items() if n not in old)
+
+    monkeypatch.setattr(experiments.subprocess, "run", pip)
+    monkeypatch.setattr(
+        experiments,
+        "ab",
+        lambda subject, *, a_env=None, b_env=None, processes, **kw: (
+            [model(a_env or {}) * f for f in NOISE_A[:processes]],
+            [model(b_env or {}) * f for f in NOISE_B[:processes]],
+        ),
+    )
+    baseline = {"bench": {"results": [{"name": "user.step_ms", "process_medians": BASE}]}}
+    subject = Subject("cmd", CMD, name="user.step_ms", process_s=0.1)
+    today = [model({}) * f for f in NOISE_A]
+    ctx = Context(baseline, {}, None, subject, True, processes=5, today=today, wheelhouse=tmp_path)
+    plan = []
+    for i, name in enumerate(["fakeslow", "bigslow"], 1):
+        e = Experiment(
+            f"package-{i}", Kind.PACKAGE, "python.packages", f"{name} 1.0", subject=subject.name
+        )
+        e.params.update({"name": name, "old": "1.0"})
+        e.details.update({"package": name, "baseline_version": "1.0", "today_version": "2.0"})
+        plan.append(e)
+    inv = Investigation(
+        Settings(None), baseline, {}, None, subject, Regression.YES, "", experiments=plan
+    )
+    try:
+        exps = run_plan(inv, ctx)
+        again = exps["package-1-on-top"]
+        assert [e.outcome.value for e in exps.values()] == ["partial", "confirmed", "partial"]
+        assert installs == ["fakeslow==1.0", "bigslow==1.0"]  # not installed a second time
+        assert again.params["overlay_dir"] == exps["package-1"].params["overlay_dir"]
+        assert again.details["on_top_of"] == ["bigslow 1.0 instead of 2.0"]
+        assert again.estimate_s == 2 * 5 * 0.1
+        acc = accounting(inv)
+        assert acc.startswith("bigslow: 60% (") and "; fakeslow: partial, 15% (" in acc, acc
+    finally:
+        for folder in ctx.cache.get("overlays", []):
+            shutil.rmtree(folder, ignore_errors=True)
