@@ -42,6 +42,10 @@ FACT_WORKAROUND_REMOVED = "fact.p2p-workaround-removed"
 """A judge's finding field tag: a variable that kept NCCL off P2P (NCCL_P2P_DISABLE, NCCL_P2P_LEVEL) was removed."""
 FACT_P2P_BLOCKED = "fact.p2p-blocked"
 """A judge's finding field tag: something on the P2P path (PCIe ACS redirect, IOMMU translation) blocks P2P."""
+FACT_CANARY_BLIND = "fact.canary-blind"
+"""A judge's finding field tag: the change acts only where forensics' canary does not reach (a variable of the
+inter-node transport, with every canary rank on one machine), so a canary that stayed flat says nothing against
+it (:mod:`forensics.diff.evidence`, rules that read a flat canary)."""
 
 
 class Link:

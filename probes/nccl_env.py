@@ -133,10 +133,12 @@ class NcclEnvProbe(Probe):
         after: ProbeResult | None,
         jctx: JudgeContext | None = None,
     ) -> list[Finding]:
-        """``nccl.env`` and ``nccl.env-propagation`` (rules in :mod:`forensics.env.judge`)."""
-        from forensics.env.judge import judge
+        """``nccl.env`` and ``nccl.env-propagation`` (rules in :mod:`forensics.env.judge`); ``jctx``'s
+        benchmark configs say whether the canary ran on one machine (what it could not see)."""
+        from forensics.env.judge import canary_on_one_machine, judge
 
-        return judge(before, after)
+        one = jctx is not None and canary_on_one_machine(jctx.before, jctx.after)
+        return judge(before, after, one)
 
     def headline(self, data: dict[str, Any]) -> str:
         """E.g. ``7 vars; workers agree (spawn, forkserver, subprocess)`` or the variables that differ."""

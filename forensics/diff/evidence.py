@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from forensics.bench.effect import BenchEffect, Pointer
+from forensics.hypotheses import FACT_CANARY_BLIND
 from forensics.model import Finding, HypothesisStatus, Severity
 
 # ----------------------------------------------------------------------------------------------
@@ -194,6 +195,12 @@ class Facts:
             name in f.fields for f in self.findings if f.status is HypothesisStatus.IMPLICATED
         )
 
+    def canary_blind(self, hyp: str) -> bool:
+        """Every implicating finding of ``hyp`` carries :data:`forensics.hypotheses.FACT_CANARY_BLIND`: the
+        canary could not have seen the change (its judge says why in the finding's evidence)."""
+        fs = self.implicated.get(hyp) or []
+        return bool(fs) and all(FACT_CANARY_BLIND in f.fields for f in fs)
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -205,12 +212,16 @@ class Rule:
         factors: hypothesis id -> multiplier applied when the rule fires.
         fires: ``Facts -> str``: "" when the rule does not fire, else the evidence
             sentence (which results or facts made it fire).
+        reads_flat_canary: the rule lowers hypotheses because the canary (or a part of it) did not
+            move; it does not lower one whose change the canary could not see
+            (:meth:`Facts.canary_blind`): absence of evidence where the canary never looked.
     """
 
     name: str
     when: str
     factors: dict[str, float]
     fires: Callable[[Facts], str]
+    reads_flat_canary: bool = False
 
 
 def _names(xs: list[str]) -> str:
@@ -346,6 +357,7 @@ RULES: list[Rule] = [
             "nccl.env-propagation": 0.4,
         },
         _flat(ALLREDUCE),
+        reads_flat_canary=True,
     ),
     Rule(
         "compute-flat",
@@ -364,6 +376,7 @@ RULES: list[Rule] = [
             **{h: 0.3 for h in ENV_HYPOTHESES},
         },
         _user_only,
+        reads_flat_canary=True,
     ),
     Rule(
         "canary-moved",
@@ -471,6 +484,11 @@ def score(
             continue
         why = rule.fires(facts)
         if not why:
+            continue
+        if rule.reads_flat_canary and f < 1 and facts.canary_blind(hyp):
+            lines.append(
+                f"evidence {rule.name} x1 (not x{f:g}): {why}, but the canary cannot see this change"
+            )
             continue
         total *= f
         factors[rule.name] = f

@@ -3,7 +3,8 @@
 Two facts the per-probe judges cannot see alone, because they cross the ``libs`` and
 ``software`` probes (pure; reads only the two snapshots):
 
-- :func:`brought_by_torch`: torch changed, and NCCL or the CUDA runtime changed with it
+- :func:`brought_by_torch`: torch changed (its release, or only its CUDA build tag), and NCCL, the CUDA
+  runtime or cuDNN changed with it
   from torch's own folder (``torch/lib``, ``source: torch_lib``) or from an ``nvidia-*``
   pip wheel (``source: nvidia_wheel``; pip installs those as torch's pinned
   dependencies). The lines say so ("torch 2.6.0 -> 2.8.0 brought NCCL 2.21.5 -> 2.27.3
@@ -53,9 +54,14 @@ def _lib(doc: Mapping[str, Any], kind: str) -> dict[str, Any]:
     return e if isinstance(e, dict) and not is_missing(e) else {}
 
 
-def _torch(doc: Mapping[str, Any]) -> str | None:
-    v = _lib(doc, "torch").get("version") or (_data(doc, "software").get("torch") or {}).get(
-        "version"
+def _torch(doc: Mapping[str, Any], build: bool = False) -> str | None:
+    """torch's release (``1.11.0``); with ``build``, its version with the build tag where recorded
+    (``1.11.0+cu113``): the same release built for another CUDA brings other libraries too."""
+    lib = _lib(doc, "torch")
+    v = (
+        (lib.get("version_py") if build else None)
+        or lib.get("version")
+        or (_data(doc, "software").get("torch") or {}).get("version")
     )
     return v if isinstance(v, str) and v else None
 
@@ -94,6 +100,8 @@ def library_findings(before: Mapping[str, Any], after: Mapping[str, Any]) -> lis
 def brought_by_torch(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, list[str]]:
     """Hypothesis id -> lines saying torch's upgrade brought a library change ({} when it did not)."""
     tb, ta = _torch(before), _torch(after)
+    if tb and ta and tb == ta:  # the same release: another build of it (cu102 -> cu113) counts
+        tb, ta = _torch(before, build=True), _torch(after, build=True)
     if not tb or not ta or tb == ta:
         return {}
     out: dict[str, list[str]] = {}
@@ -101,6 +109,7 @@ def brought_by_torch(before: Mapping[str, Any], after: Mapping[str, Any]) -> dic
     for kind, label, hyp in (
         ("nccl", "NCCL", "nccl.version"),
         ("cuda_runtime", "CUDA runtime", "cuda.version"),
+        ("cudnn", "cuDNN", "cuda.version"),
     ):
         b, a = _lib(before, kind), _lib(after, kind)
         vb, va = b.get("version"), a.get("version")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from forensics.env.entries import worker_entries
-from forensics.hypotheses import FACT_WORKAROUND_REMOVED
+from forensics.hypotheses import FACT_CANARY_BLIND, FACT_WORKAROUND_REMOVED
 from forensics.model import Finding, Severity, implicated, inconclusive, is_missing, ruled_out
 
 H_ENV = "nccl.env"
@@ -101,6 +101,33 @@ VARIABLES: dict[str, tuple[Severity, str]] = {
     "PYTHONPATH": (M, "where Python modules (and sitecustomize) are found"),
 }
 """Variable -> (severity when it changes or fails to propagate, what it does)."""
+
+INTER_NODE_ONLY = frozenset(
+    {
+        "NCCL_IB_DISABLE",
+        "NCCL_IB_HCA",
+        "NCCL_IB_GID_INDEX",
+        "NCCL_IB_TC",
+        "NCCL_IB_SL",
+        "NCCL_IB_TIMEOUT",
+        "NCCL_IB_RETRY_CNT",
+        "NCCL_IB_QPS_PER_CONNECTION",
+        "NCCL_IB_ADAPTIVE_ROUTING",
+        "NCCL_IB_PCI_RELAXED_ORDERING",
+        "NCCL_NET",
+        "NCCL_NET_PLUGIN",
+        "NCCL_NET_GDR_LEVEL",
+        "NCCL_NET_GDR_READ",
+        "NCCL_CROSS_NIC",
+        "NCCL_COLLNET_ENABLE",
+        "NCCL_PXN_DISABLE",
+        "NCCL_SOCKET_NTHREADS",
+        "NCCL_NSOCKS_PERTHREAD",
+    }
+)
+"""Variables of NCCL's network transport (NET/IB, NET/Socket, CollNet, PXN: the NCCL environment-variable
+docs): they change how ranks on different machines talk and nothing between GPUs of one machine, which NCCL
+joins by P2P or SHM. NCCL_SOCKET_IFNAME is not here: the bootstrap of one machine uses it too."""
 
 LAUNCHER_BOOKKEEPING = frozenset({"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"})
 
@@ -483,11 +510,34 @@ def _p2p_workaround_removed(var: str, before: Any, after: Any) -> bool:
     return after is None or is_missing(after)
 
 
-def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[Finding]:
+def canary_on_one_machine(*snapshots: Any) -> bool:
+    """Every snapshot with a benchmark ran the canary on this machine alone: ``bench.config.kind`` is
+    ``canary`` and ``bench.config.launcher`` is empty (forensics started its ranks itself; a ``--launcher``
+    may span machines). False when no snapshot has a canary run."""
+    runs = []
+    for doc in snapshots:
+        bench = doc.get("bench") if isinstance(doc, dict) else None
+        cfg = bench.get("config") if isinstance(bench, dict) else None
+        if isinstance(cfg, dict) and cfg.get("kind") == "canary":
+            runs.append(not cfg.get("launcher"))
+    return bool(runs) and all(runs)
+
+
+CANARY_BLIND_LINE = (
+    "the canary's ranks ran on this machine alone, where NCCL joins GPUs by NVLink/PCIe P2P or shared "
+    "memory and never by the network: a canary that did not move says nothing about {var}"
+)
+
+
+def judge_env(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, canary_one_machine: bool = False
+) -> list[Finding]:
     """Findings for ``nccl.env``: the launching process's variables and nccl.conf entries between snapshots.
 
     Args:
         before, after: ``nccl_env`` data sections (``None`` when absent or unusable).
+        canary_one_machine: :func:`canary_on_one_machine` of the two snapshots; a variable of
+            :data:`INTER_NODE_ONLY` then carries :data:`forensics.hypotheses.FACT_CANARY_BLIND`.
 
     Returns:
         one implicated finding per added/removed/changed variable (severity and
@@ -514,12 +564,16 @@ def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> li
                 if _p2p_workaround_removed(var, eb.get(var), ea.get(var))
                 else []
             )
+            blind = canary_one_machine and var in INTER_NODE_ONLY
+            if blind:
+                facts.append(FACT_CANARY_BLIND)
             findings.append(
                 implicated(
                     H_ENV,
                     sev,
                     f"{var} {change} in the launching process's {source}: {vb} -> {va}",
-                    [f"{var}: {what}", f"before: {vb}; after: {va} (source: {source})"],
+                    [f"{var}: {what}", f"before: {vb}; after: {va} (source: {source})"]
+                    + ([CANARY_BLIND_LINE.format(var=var)] if blind else []),
                     relevance=0.8 if not sev < H else 0.4,
                     fields=[f"nccl_env.parent.env.{var}"] + facts,
                 )
@@ -541,14 +595,20 @@ def judge_env(before: dict[str, Any] | None, after: dict[str, Any] | None) -> li
     ]
 
 
-def judge(before, after) -> list[Finding]:
+def judge(before, after, canary_one_machine: bool = False) -> list[Finding]:
     """Every hypothesis of the ``nccl_env`` probe for two :class:`forensics.probe.ProbeResult` (either may
     be ``None`` or unusable): ``nccl.env``, ``nccl.env-propagation``, ``nccl.transport``
-    (:mod:`forensics.env.transport`) and ``host.numa`` (:mod:`forensics.env.numa`)."""
+    (:mod:`forensics.env.transport`) and ``host.numa`` (:mod:`forensics.env.numa`).
+    ``canary_one_machine``: :func:`canary_on_one_machine` of the two whole snapshots."""
     from forensics.env.numa import judge_numa
     from forensics.env.transport import judge_transport
 
     b, a = _data(before), _data(after)
     if a is None and b is not None:  # one side: judge what it shows alone
         b, a = None, b
-    return judge_env(b, a) + judge_propagation(b, a) + judge_transport(b, a) + judge_numa(b, a)
+    return (
+        judge_env(b, a, canary_one_machine)
+        + judge_propagation(b, a)
+        + judge_transport(b, a)
+        + judge_numa(b, a)
+    )

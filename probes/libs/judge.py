@@ -1,5 +1,7 @@
 """Judging the ``libs`` probe: cuda.version and nccl.version (pure, no I/O).
 
+cuda.version covers the CUDA libraries torch loads: the runtime (libcudart) and cuDNN.
+
 What is *loaded* (the version the library reports) decides; the toolkit on
 PATH (nvcc) and variables that claim a version are weaker evidence and are
 never confused with it. torch.version is judged by the ``software`` probe.
@@ -146,7 +148,22 @@ def judge_libs(before: ProbeResult | None, after: ProbeResult | None) -> list[Fi
     extra = []
     if nb and na and nb != na:
         extra.append((Severity.MEDIUM, 0.6, f"CUDA toolkit on PATH (nvcc) {nb} -> {na}"))
+    db, da = _ver(b, "cudnn"), _ver(a, "cudnn")
+    cudnn_changed = bool(db and da and db != da)
+    # cuDNN is a CUDA library the step loads (convolution and attention kernels). From an nvidia-* wheel its
+    # change is judged with the other CUDA library wheels from the package list; from torch/lib or the
+    # system, only this probe sees it.
+    cudnn_own = cudnn_changed and "nvidia_wheel" not in (_source(b, "cudnn"), _source(a, "cudnn"))
+    if cudnn_own:
+        extra.append((Severity.HIGH, 0.85, f"cuDNN loaded {db} -> {da}"))
     cuda = _judge_one("cuda.version", "cuda_runtime", "CUDA runtime", "CUDA_VERSION", b, a, extra)
+    if cudnn_changed:
+        cuda.evidence.append(
+            f"cuDNN loaded: {db} ({_where(b, 'cudnn')}) -> {da} ({_where(a, 'cudnn')}): convolution and "
+            "attention kernels, and the heuristics that pick them, come from it"
+        )
+    if cudnn_own and "cuDNN" not in cuda.summary:
+        cuda.summary += f"; cuDNN {db} -> {da}"
     cuda.evidence.append(
         f"nvcc on PATH: {nb or 'none'} -> {na or 'none'} (toolkit, not what torch loads)"
     )

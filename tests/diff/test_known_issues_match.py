@@ -95,8 +95,8 @@ def test_torch_brought_nccl_and_cuda_and_the_allreduce_decides():
     b, a = _pair("case15_torch_cuda_nccl_together")
     lines = layers.brought_by_torch(b, a)
     assert lines["torch.version"] == [
-        "torch 2.6.0 -> 2.8.0 brought NCCL 2.21.5 -> 2.27.3, CUDA runtime 12.6 -> 12.8 "
-        "(its bundled or pinned libraries)"
+        "torch 2.6.0 -> 2.8.0 brought NCCL 2.21.5 -> 2.27.3, CUDA runtime 12.6 -> 12.8, "
+        "cuDNN 9.5.1 -> 9.10.2 (its bundled or pinned libraries)"
     ]
     assert lines["nccl.version"][0].startswith(
         "torch 2.6.0 -> 2.8.0 brought NCCL 2.21.5 -> 2.27.3 "
