@@ -57,9 +57,9 @@ SIGNAL_WEIGHTS: dict[SignalKind, tuple[float, str]] = {
     ),
     SignalKind.SYNC: (
         3.0,
-        "a host-device synchronisation (.item(), .cpu(), synchronize) stalls the host until the GPU "
-        "drains, so the launch queue empties every step (PyTorch CUDA semantics: asynchronous "
-        "execution)",
+        "a host-device synchronisation (.item(), .cpu(), synchronize, a tensor's truth value in an if/assert: "
+        "if not (x > 0).all()) stalls the host until the GPU drains, so the launch queue empties every "
+        "step (PyTorch CUDA semantics: asynchronous execution)",
     ),
     SignalKind.PRECISION: (
         3.0,
@@ -306,6 +306,46 @@ def _call_signals(node: ast.Call, in_loop: bool) -> Iterator[tuple[SignalKind, s
         yield SignalKind.GRAPH_COMPILE, f"{chain}()"
 
 
+TRUTH_REDUCTIONS = {"all", "any"}
+"""Tensor methods whose result is a one-element tensor: testing its truth (``if``, ``while``, ``assert``, ``not``,
+``bool()``) copies it to the host, a synchronisation (torch.Tensor.__bool__)."""
+TRUTH_CALLS = {"torch.all", "torch.any", "torch.equal", "torch.allclose", "torch.is_nonzero"}
+"""torch functions whose truth value (or Python bool result) needs the device's answer on the host."""
+HOST_ROOTS = {"np", "numpy", "math", "pd", "pandas"}
+"""Receivers that live on the host: ``np.isfinite(x).all()`` synchronises nothing."""
+
+
+def _truth_operands(expr: ast.AST) -> Iterator[ast.AST]:
+    """The expressions whose truth value ``expr``'s truth value reads (through ``not``, ``and``, ``or``)."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        yield from _truth_operands(expr.operand)
+    elif isinstance(expr, ast.BoolOp):
+        for v in expr.values:
+            yield from _truth_operands(v)
+    else:
+        yield expr
+
+
+def _truth_signals(test: ast.AST, seen: set[int]) -> Iterator[tuple[SignalKind, str]]:
+    """A synchronisation for each tensor reduction whose truth value ``test`` reads (each node once)."""
+    for e in _truth_operands(test):
+        if id(e) in seen or not isinstance(e, ast.Call):
+            continue
+        seen.add(id(e))
+        chain = _chain(e.func)
+        f = e.func
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr in TRUTH_REDUCTIONS
+            and not e.args
+            and not e.keywords
+            and chain.split(".", 1)[0] not in HOST_ROOTS
+        ):
+            yield SignalKind.SYNC, f"truth value of .{f.attr}()"
+        elif chain in TRUTH_CALLS:
+            yield SignalKind.SYNC, f"truth value of {chain}()"
+
+
 def _short(node: ast.AST, limit: int = 60) -> str:
     try:
         text = ast.unparse(node)
@@ -317,9 +357,15 @@ def _short(node: ast.AST, limit: int = 60) -> str:
 def _node_signals(
     node: ast.AST, in_loop: bool, funcs: set[int]
 ) -> Iterator[tuple[SignalKind, str]]:
+    if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)):
+        yield from _truth_signals(node.test, funcs)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield from _truth_signals(node, funcs)
     if isinstance(node, ast.Call):
         funcs.add(id(node.func))
         yield from _call_signals(node, in_loop)
+        if isinstance(node.func, ast.Name) and node.func.id == "bool" and len(node.args) == 1:
+            yield from _truth_signals(node.args[0], funcs)
     elif isinstance(node, ast.Attribute) and id(node) not in funcs:
         if isinstance(node.value, ast.Name) and node.value.id == "torch" and node.attr in DTYPES:
             yield SignalKind.PRECISION, f"torch.{node.attr}"

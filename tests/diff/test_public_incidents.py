@@ -3,6 +3,7 @@ what each report must say beyond its lead, which tests/diff/test_real_cases.py c
 
 Sources: scottclowe/pytorch-experiment-template#11 (case24), pytorch/pytorch#47908 (case25),
 choderalab/perses#613 (case26). Each case's expect.json ``note`` says what was taken and what chosen.
+The pull of pytorch/pytorch#66800 (a check that forces a CUDA sync) is rebuilt here with git.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from __future__ import annotations
 import copy
 import json
 
-from _diffkit import CASES
+from _diffkit import CASES, commit_file, git, repo_data, section, snapshot
 
 from forensics import snapshot as snap
+from forensics.diff.commits import analyse as commits_analyse
+from forensics.diff.commits import classify
 from forensics.diff.ledger import analyse
+from forensics.diff.signals import SignalKind, python_file
 from forensics.model import HypothesisStatus, Severity
 from forensics.render.report import render_json
 
@@ -133,3 +137,117 @@ def test_an_instant_busy_reading_against_an_idle_one_is_not_throttling():
     ]
     assert raised == [], raised
     assert a.verdict.startswith("No significant change"), a.verdict
+
+
+# ---- a pull: a check that forces a CUDA sync on the step's path (pytorch/pytorch#66800) -----------------
+DIST = '''import torch
+
+
+class SquashedNormal:
+    """The policy's action distribution."""
+
+    def __init__(self, loc, scale):
+        self.loc, self.scale = loc, scale
+
+    def log_prob(self, value):
+        var = self.scale**2
+        return -((value - self.loc) ** 2) / (2 * var) - self.scale.log()
+'''
+
+CHECKED = DIST.replace(
+    "        var = self.scale**2\n",
+    "        if not (self.scale > 0).all():\n"
+    "            raise ValueError('scale must be positive')\n"
+    "        var = self.scale**2\n",
+)
+
+AGENT = """import torch
+
+from agent.dist import SquashedNormal
+
+
+def act(actor, obs):
+    loc, scale = actor(obs)
+    return SquashedNormal(loc, scale)
+"""
+
+AGENT_BATCHED = '''import torch
+
+from agent.dist import SquashedNormal
+
+
+def _split(out, n):
+    """Split the actor's output into n heads of equal width."""
+    width = out.shape[-1] // n
+    return [out[..., i * width : (i + 1) * width] for i in range(n)]
+
+
+def act(actor, obs, heads=2):
+    out = actor(obs)
+    loc, scale = _split(out, heads)[:2]
+    scale = torch.nn.functional.softplus(scale) + 1e-4
+    return SquashedNormal(loc, scale)
+
+
+def act_many(actor, batch):
+    return [act(actor, obs) for obs in batch]
+'''
+
+
+def test_pull_adds_a_hidden_sync(tmp_path):
+    """pytorch/pytorch#66800: TorchBench's soft_actor_critic eval went 0.00916 -> 0.01024 s (+11.9%); the bisect
+    named one commit, and the line it added "forces a CUDA sync and CPU has to block". The stored thread does
+    not show the line, so its shape here is chosen: a validity check on a distribution's parameter,
+    ``if not (scale > 0).all(): raise``, whose truth value is copied to the host every step. In the same pull
+    (added by us) a later, larger refactor with no suspicious construct and a docs commit. Before, the check
+    was 'behaviour change; no suspicious construct found', weighed as the refactor (which ranked first, the
+    later commit) and code.change was medium."""
+    up = tmp_path / "upstream"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    commit_file(up, "agent/dist.py", DIST, "add the action distribution")
+    commit_file(up, "agent/policy.py", AGENT, "add the policy")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(up), str(work))
+    before = repo_data(work)
+    sync = commit_file(up, "agent/dist.py", CHECKED, "distributions: check the scale is positive")
+    commit_file(
+        up, "agent/policy.py", AGENT_BATCHED, "policy: split the actor's heads, act on batches"
+    )
+    commit_file(up, "docs/policy.md", "How the policy acts.\n", "docs: the policy")
+    git(work, "pull", "-q", "origin", "main")
+    b = snapshot({"git": section({"repos": [before]})})
+    a = snapshot({"git": section({"repos": [repo_data(work)]})})
+    (rc,) = commits_analyse(b, a)
+    first = rc.commits[0]
+    assert first.sha == sync, [c.subject for c in rc.commits]
+    why = classify(first).why
+    assert why.startswith(
+        "host-device synchronisation: truth value of .all() (agent/dist.py:11)"
+    ), why
+    assert classify(first).weight > classify(rc.commits[1]).weight
+    an = analyse(b, a)
+    code = next(h for h in an.hypotheses if h.id == "code.change")
+    assert code.status is HypothesisStatus.IMPLICATED and code.severity is Severity.HIGH
+    assert f'first suspect {sync[:10]} "distributions: check the scale is positive"' in code.summary
+
+
+def test_truth_values_on_the_host_are_not_syncs():
+    for line in (
+        "        if not np.isfinite(self.bounds).all():\n            raise ValueError('x')\n",
+        "        if not all(s > 0 for s in self.sizes):\n            raise ValueError('x')\n",
+        "        ok = (self.scale > 0).all()\n",
+    ):
+        new = DIST.replace("        var = self.scale**2\n", line + "        var = self.scale**2\n")
+        _, found = python_file("agent/dist.py", DIST, new)
+        assert [s for s in found if s.kind is SignalKind.SYNC] == [], (line, found)
+    for line, detail in (
+        ("        assert bool(torch.isnan(value).any()) is False\n", "truth value of .any()"),
+        (
+            "        while torch.any(value > 1):\n            value = value / 2\n",
+            "truth value of torch.any()",
+        ),
+    ):
+        new = DIST.replace("        var = self.scale**2\n", line + "        var = self.scale**2\n")
+        _, found = python_file("agent/dist.py", DIST, new)
+        assert [s.detail for s in found if s.kind is SignalKind.SYNC] == [detail], (line, found)
