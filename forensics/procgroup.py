@@ -6,6 +6,9 @@ open forever. Everything here starts the child in a new session and, on a
 timeout or an interrupt, signals the whole group: SIGTERM, a short grace, then
 SIGKILL regardless. :func:`run_group` also ends what is left of the group when
 the command exits normally, and does not wait for pipes a leftover holds open.
+:func:`run_group_bounded` does the same and keeps, of what the command printed, only
+the lines asked for and the last :data:`TAIL_BYTES` of each stream: a step that logs
+hundreds of MB is read as it writes, not held in memory.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import os
 import signal
 import subprocess
 import threading
+from dataclasses import dataclass, field
+from typing import Callable
 
 GRACE_S = 2.0
 HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -156,7 +161,8 @@ def run_group(
     (background jobs, children of a step) gets SIGTERM, up to :data:`GRACE_S` to end, then
     SIGKILL, so that none outlives it or loads the machine for the next command; output is
     read for up to :data:`DRAIN_S` more. On timeout or interrupt the whole group is stopped
-    the same way.
+    the same way. Everything the command printed is kept (:func:`run_group_bounded` keeps a
+    bounded part).
 
     Args:
         args: argv list, or a command string with ``shell=True``.
@@ -170,6 +176,69 @@ def run_group(
         OSError: the command cannot be started (e.g. FileNotFoundError).
         KeyboardInterrupt: re-raised after the group was stopped.
     """
+    out, err = _Everything(), _Everything()
+    code = _run(args, timeout_s, out, err, shell=shell, cwd=cwd, env=env)
+    return code, out.text(), err.text()
+
+
+TAIL_BYTES = 64 * 1024
+"""Bytes of each stream :func:`run_group_bounded` keeps from the end of what the command printed."""
+
+LINE_MAX = 64 * 1024
+"""A line still unended after this many bytes is not offered to ``keep`` (no measurement is that long, and the
+line would be held until its end); it still reaches the tail. One read is at most 64 KiB, so a line ended
+within the read that began it may be offered up to twice this long."""
+
+
+@dataclass
+class Stream:
+    """What :func:`run_group_bounded` kept of one output stream of a command.
+
+    Attributes:
+        kept: the pieces ``keep`` picked, in the order printed (stdout only; empty without ``keep``).
+        tail: the last :data:`TAIL_BYTES` of everything the stream carried, decoded as :func:`run_group`
+            decodes (it may start inside a line).
+        cut: bytes printed before the tail and not kept in it (0 when the tail is the whole output).
+    """
+
+    kept: list[str] = field(default_factory=list)
+    tail: str = ""
+    cut: int = 0
+
+
+def run_group_bounded(
+    args: list[str] | str,
+    timeout_s: float,
+    *,
+    keep: Callable[[str], list[str]] | None = None,
+    tail_bytes: int = TAIL_BYTES,
+    shell: bool = False,
+    cwd=None,
+    env: dict[str, str] | None = None,
+) -> tuple[int | None, Stream, Stream]:
+    """:func:`run_group`, keeping a bounded part of the output: memory stays near ``tail_bytes`` per stream
+    plus what ``keep`` picks, however much the command prints.
+
+    Args:
+        keep: given a block of whole lines of stdout as they come (text, ``\\n`` line ends, no partial
+            line; a line unended past :data:`LINE_MAX` is dropped), returns the pieces to keep, e.g. the
+            lines that hold a measurement. A piece that spans a block's end is not seen whole.
+        tail_bytes: bytes kept from the end of each stream.
+
+    Returns:
+        (exit status, or ``None`` when it timed out; stdout; stderr), each a :class:`Stream`.
+
+    Raises:
+        OSError: the command cannot be started (e.g. FileNotFoundError).
+        KeyboardInterrupt: re-raised after the group was stopped.
+    """
+    out, err = _Bounded(tail_bytes, keep), _Bounded(tail_bytes)
+    code = _run(args, timeout_s, out, err, shell=shell, cwd=cwd, env=env)
+    return code, out.stream(), err.stream()
+
+
+def _run(args, timeout_s: float, out, err, *, shell: bool, cwd, env) -> int | None:
+    """The body of :func:`run_group`: what the command writes goes to the sinks ``out`` and ``err``."""
     import time
 
     proc = None
@@ -185,7 +254,7 @@ def run_group(
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        reader = _Reader(proc)
+        reader = _Reader(proc, out, err)
         try:
             exited = reader.until_exit(time.monotonic() + timeout_s)
             if not exited:
@@ -197,11 +266,87 @@ def run_group(
             reader.drain(time.monotonic() + DRAIN_S)
         finally:
             reader.close()
-        return (proc.returncode if exited else None), reader.text("stdout"), reader.text("stderr")
+        return proc.returncode if exited else None
     except BaseException:
         if proc is not None:
             kill_group(proc)
         raise
+
+
+def _decode(raw: bytes) -> str:
+    """Bytes a child wrote, decoded as ``Popen(text=True, errors="replace")`` does (universal newlines)."""
+    import locale
+
+    text = raw.decode(locale.getpreferredencoding(False), errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class _Everything:
+    """A sink that keeps every byte of a stream."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def add(self, data: bytes) -> None:
+        self.chunks.append(data)
+
+    def text(self) -> str:
+        return _decode(b"".join(self.chunks))
+
+
+class _Bounded:
+    """A sink that keeps the last ``tail_bytes`` of a stream and what ``keep`` picks from its whole lines."""
+
+    def __init__(self, tail_bytes: int, keep: Callable[[str], list[str]] | None = None) -> None:
+        self.tail_bytes, self.keep = tail_bytes, keep
+        self.tail = bytearray()
+        self.cut = 0
+        self.kept: list[str] = []
+        self.line = bytearray()  # the line begun and not yet ended
+        self.skip = False  # inside a line over LINE_MAX: not offered to keep, up to its end
+
+    def add(self, data: bytes) -> None:
+        self.tail += data
+        if len(self.tail) > 2 * self.tail_bytes:  # trimmed now and then, not on every read
+            self._trim()
+        if self.keep is not None:
+            self._lines(data)
+
+    def _trim(self) -> None:
+        over = len(self.tail) - self.tail_bytes
+        if over > 0:
+            del self.tail[:over]
+            self.cut += over
+
+    def _lines(self, data: bytes) -> None:
+        end = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if end < 0:  # no line ends in it: the line goes on
+            if not self.skip:
+                self.line += data
+                if len(self.line) > LINE_MAX:
+                    self.line.clear()
+                    self.skip = True
+            return
+        done, rest = data[: end + 1], data[end + 1 :]
+        if self.skip:  # up to the first line end: the rest of the overlong line, dropped
+            done = done[min(i for i in (done.find(b"\n"), done.find(b"\r")) if i >= 0) + 1 :]
+            self.skip = False
+        block = bytes(self.line) + done
+        self.line = bytearray()
+        self._offer(block)
+        if rest:
+            self._lines(rest)
+
+    def _offer(self, block: bytes) -> None:
+        if not block:
+            return
+        self.kept.extend(self.keep(_decode(block)))
+
+    def stream(self) -> Stream:
+        if self.keep is not None and self.line and not self.skip:
+            self._offer(bytes(self.line))  # the last line, printed without its end
+        self._trim()
+        return Stream(self.kept, _decode(bytes(self.tail)), self.cut)
 
 
 def _end_group(pgid: int, grace_s: float) -> None:
@@ -249,24 +394,23 @@ def _group_alive(pgid: int) -> bool:
 
 
 class _Reader:
-    """Reads a child's stdout and stderr without waiting for them to close, and tells when the child exits.
+    """Reads a child's stdout and stderr into two sinks (``add(bytes)``) without waiting for the pipes to close,
+    and tells when the child exits.
 
     The child's exit is seen through a pidfd (``os.pidfd_open``, Linux 5.3) in the same
     ``select`` as the pipes; without one, by polling ``waitid(WNOWAIT)`` every 50 ms. The
     leader is not reaped here, so its process-group id cannot be reused meanwhile.
     """
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: subprocess.Popen, out, err):
         import selectors
 
         self.proc = proc
         self.sel = selectors.DefaultSelector()
-        self.chunks: dict[int, list[bytes]] = {}  # by file descriptor
-        self.fds = {"stdout": proc.stdout.fileno(), "stderr": proc.stderr.fileno()}
+        self.sinks = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # by file descriptor
         for pipe in (proc.stdout, proc.stderr):
             os.set_blocking(pipe.fileno(), False)
             self.sel.register(pipe, selectors.EVENT_READ)
-            self.chunks[pipe.fileno()] = []
         self.pidfd = None
         try:
             self.pidfd = os.pidfd_open(proc.pid)
@@ -299,7 +443,7 @@ class _Reader:
             except OSError:
                 data = b""
             if data:
-                self.chunks[key.fd].append(data)
+                self.sinks[key.fd].add(data)
             else:
                 self.sel.unregister(key.fileobj)
         return exited
@@ -341,14 +485,6 @@ class _Reader:
                 pipe.close()
             except OSError:
                 pass
-
-    def text(self, which: str) -> str:
-        """What the child wrote on ``stdout`` or ``stderr``, decoded as ``Popen(text=True, errors="replace")`` does."""
-        import locale
-
-        raw = b"".join(self.chunks[self.fds[which]])
-        text = raw.decode(locale.getpreferredencoding(False), errors="replace")
-        return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Callable
 from forensics.bench.document import ResultKind, make_result
 from forensics.bench.harness import MIN_PROCESSES, balanced_order
 from forensics.errors import BadInputError
-from forensics.procgroup import run_group
+from forensics.procgroup import run_group_bounded
 from forensics.stats import summarize
 from forensics.step import loaded_files
 from forensics.step.command import StepTimedOut, child_env, run_command
@@ -102,7 +102,9 @@ def run_callable_process(
     ]
     step_env, folder = loaded_files.recording_env(child_env(env))
     try:  # its own process group, ended when it exits: a child the callable started does not outlive it
-        code, stdout, stderr = run_group(args, timeout_s, env=step_env)
+        # the function's own prints are not held: the last 64 KiB of each stream hold the result line
+        code, out, err = run_group_bounded(args, timeout_s, env=step_env)
+        stdout, stderr = out.tail, err.tail
     finally:
         loaded, packages, paths = loaded_files.collect_all(folder)
     if code is None:

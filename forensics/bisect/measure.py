@@ -27,7 +27,7 @@ from typing import Callable
 from forensics.bisect.worktree import Worktree, WorktreePool, untracked_named
 from forensics.errors import BadInputError
 from forensics.gitio import GitError, clean_env
-from forensics.procgroup import run_group
+from forensics.procgroup import run_group_bounded
 from forensics.step.command import run_command
 
 ISOLATION_NOTE = (
@@ -195,12 +195,14 @@ class Measurer:
 
     def _run_setup(self, path: Path, sha: str) -> None:
         try:  # its own process group: a timeout stops the whole setup, nothing keeps writing in the worktree
-            code, out, err = run_group(
-                self.spec.setup,
-                self.spec.timeout_s,
-                shell=True,
-                cwd=path,
-                env=self.spec.environment(path, sha, self.pool.session),
+            code, out, err = (
+                run_group_bounded(  # a long build log is not held: its tail has the last line
+                    self.spec.setup,
+                    self.spec.timeout_s,
+                    shell=True,
+                    cwd=path,
+                    env=self.spec.environment(path, sha, self.pool.session),
+                )
             )
         except OSError as exc:
             raise StepFailed(f"setup could not start: {exc}") from None
@@ -209,7 +211,7 @@ class Measurer:
                 f"setup timed out after {self.spec.timeout_s:g} s (its processes were stopped)"
             )
         if code != 0:
-            last = (err.strip().splitlines() or out.strip().splitlines() or [""])[-1]
+            last = (err.tail.strip().splitlines() or out.tail.strip().splitlines() or [""])[-1]
             raise StepFailed(
                 f"setup exited with status {code}" + (f": {last[:200]}" if last else "")
             )

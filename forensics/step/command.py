@@ -8,6 +8,11 @@ The step is a shell command that prints one JSON line per measurement::
 regular expression whose first group (or group ``value``) is the number.
 Each call of :func:`run_command` is one fresh process: one independent sample
 set for the statistics.
+
+The output is read as the step prints it (:func:`forensics.procgroup.run_group_bounded`): only the
+lines that may hold a measurement (:func:`metric_lines`) and the last 64 KiB of each stream are kept,
+so a step that logs hundreds of MB costs no more memory than one that logs nothing. A
+``metric_regex`` is matched in blocks of whole lines, so a match that spans lines may be missed.
 """
 
 from __future__ import annotations
@@ -17,11 +22,10 @@ import math
 import os
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass, field
 
 from forensics.errors import BadInputError
-from forensics.procgroup import run_group
+from forensics.procgroup import TAIL_BYTES, run_group_bounded
 
 
 class StepTimedOut(BadInputError):
@@ -68,16 +72,7 @@ def parse_output(
     """
     values: list[float] = []
     if metric_regex:
-        try:
-            rx = re.compile(metric_regex)
-        except re.error as exc:
-            raise BadInputError(
-                f"--metric-regex {metric_regex!r} is not a valid regular expression ({exc})"
-            ) from None
-        if rx.groups < 1:
-            raise BadInputError(
-                f"--metric-regex {metric_regex!r} needs a group around the number, e.g. 'step (\\d+\\.?\\d*) ms'"
-            )
+        rx = _compile(metric_regex)
         for m in rx.finditer(text):
             raw = m.group("value") if "value" in rx.groupindex else m.group(1)
             try:
@@ -120,6 +115,63 @@ def parse_output(
     return chosen or (metric or "value"), values
 
 
+def _compile(metric_regex: str) -> re.Pattern:
+    """``metric_regex`` compiled.
+
+    Raises:
+        BadInputError: it does not compile or has no group.
+    """
+    try:
+        rx = re.compile(metric_regex)
+    except re.error as exc:
+        raise BadInputError(
+            f"--metric-regex {metric_regex!r} is not a valid regular expression ({exc})"
+        ) from None
+    if rx.groups < 1:
+        raise BadInputError(
+            f"--metric-regex {metric_regex!r} needs a group around the number, e.g. 'step (\\d+\\.?\\d*) ms'"
+        )
+    return rx
+
+
+_VALUE_LINE = re.compile(r'^.*"value".*$', re.M)
+"""A line that names a ``"value"``: with ``{`` and ``}`` in it, :func:`parse_output` may read a measurement
+from it (a line of :meth:`str.splitlines`, which also breaks at ``\\x0b``, ``\\x1c``..., lies within one)."""
+
+
+def _json_lines(text: str) -> list[str]:
+    if '"value"' not in text:  # most blocks of a long log: one scan, no line split
+        return []
+    return [ln for ln in _VALUE_LINE.findall(text) if "{" in ln and "}" in ln]
+
+
+def metric_lines(metric_regex: str | None = None):
+    """The ``keep`` of :func:`forensics.procgroup.run_group_bounded` for a step's stdout: from a block of
+    whole lines, those :func:`parse_output` may read a measurement from (JSON lines with a ``"value"``, or
+    the lines holding a ``metric_regex`` match). Every line it reads is among them.
+
+    Raises:
+        BadInputError: ``metric_regex`` does not compile or has no group.
+    """
+    if not metric_regex:
+        return _json_lines
+    rx = _compile(metric_regex)
+
+    def lines(text: str) -> list[str]:
+        out, done = [], 0
+        for m in rx.finditer(text):
+            if m.start() < done:  # within a line already kept
+                continue
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", max(m.end() - 1, m.start()))  # the end of the match's last line
+            end = len(text) if end < 0 else end
+            out.append(text[start:end])
+            done = end + 1
+        return out
+
+    return lines
+
+
 def run_command(
     cmd: str,
     *,
@@ -147,22 +199,27 @@ def run_command(
     """
     if timeout_s <= 0:
         raise BadInputError(f"the step's timeout must be positive, got {timeout_s:g} s")
+    keep = metric_lines(metric_regex)  # a bad regex is said before the step runs
     try:
         # Its own process group, so a timeout (or Ctrl-C) ends the whole step, not just the shell.
-        code, stdout, stderr = run_group(cmd, timeout_s, shell=True, cwd=cwd, env=env)
+        code, out, err = run_group_bounded(cmd, timeout_s, keep=keep, shell=True, cwd=cwd, env=env)
     except OSError as exc:
         raise BadInputError(f"step command could not start ({exc.strerror}): {cmd}") from None
     if code is None:
         raise StepTimedOut(
             f"step command timed out after {timeout_s:g} s (its processes were stopped): {cmd}"
         )
-    proc = subprocess.CompletedProcess(cmd, code, stdout, stderr)
-    tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-    if proc.returncode != 0:
+    tail = "\n".join(err.tail.strip().splitlines()[-5:])
+    if code != 0:
         hint = f"; stderr: {tail.splitlines()[-1]}" if tail else ""
-        raise BadInputError(f"step command exited with status {proc.returncode}: {cmd}{hint}")
+        if hint and err.cut:
+            hint += (
+                f" (its last line; the {err.cut:,} bytes of stderr before its last "
+                f"{TAIL_BYTES // 1024} KiB were cut)"
+            )
+        raise BadInputError(f"step command exited with status {code}: {cmd}{hint}")
     rejected: list[str] = []
-    name, values = parse_output(proc.stdout, metric, metric_regex, rejected)
+    name, values = parse_output("\n".join(out.kept), metric, metric_regex, rejected)
     if not values:
         how = (
             f"no line matched --metric-regex {metric_regex!r}"
@@ -173,7 +230,7 @@ def run_command(
         if rejected:
             how = f"no usable measurement (its JSON line's {rejected[0]}; print a finite number of ms)"
         raise BadInputError(f"step command printed {how}: {cmd}")
-    return StepRun(values, name, proc.returncode, tail)
+    return StepRun(values, name, code, tail)
 
 
 def split_command(cmd: str) -> list[str]:

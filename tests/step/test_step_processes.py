@@ -12,6 +12,8 @@ import json
 import sys
 import uuid
 
+import pytest
+
 from forensics.procgroup import run_group
 from tests.conftest import processes_with_env, run_cli
 
@@ -117,3 +119,49 @@ def test_run_group_returns_what_the_command_wrote_and_its_status(tmp_path):
     )
     assert (code, out) == (None, "started\n")  # timed out: what it printed before is kept
     assert processes_with_env("FORENSICS_TEST_MARK", mark, "sleep") == []
+
+
+def test_a_step_that_logs_megabytes_keeps_its_metric_lines_and_a_bounded_tail(tmp_path):
+    """The reader held all a step printed (a 300 MB log took ~900 MB); now the lines that may hold a
+    measurement and the last 64 KiB of each stream. A line that never ends (300 KiB without a line end)
+    is not held either, and the lines after it are read as before."""
+    from forensics.errors import BadInputError
+    from forensics.procgroup import LINE_MAX, TAIL_BYTES, run_group_bounded
+    from forensics.step.command import metric_lines, run_command
+
+    log = "".join(f"step {i}: loss {i / 7:.5f} lr 3e-4 tokens 4096\n" for i in range(60000))
+    metric = ['{"metric": "step_ms", "value": %s}' % v for v in ("1.5", "2.5", "3.5")]
+    stdout = (
+        log
+        + metric[0]
+        + "\n10%\r55%\r100%\r\n"  # a progress bar's carriage returns
+        + '{"metric": "step_ms", "value": 9.0, "pad": "%s"}\n' % ("x" * (300 * 1024))
+        + log
+        + metric[1]
+        + "\n"
+        + log
+        + metric[2]  # the last line, without its end
+    ).encode()
+    stderr = (log + "Traceback...\nRuntimeError: out of memory\n").encode()
+    assert len(stdout) > 3 * 2**20 and LINE_MAX < 300 * 1024
+    (tmp_path / "out").write_bytes(stdout)
+    (tmp_path / "err").write_bytes(stderr)
+    step = "cat out; cat err >&2"
+    code, out, err = run_group_bounded(step, 60, keep=metric_lines(), shell=True, cwd=tmp_path)
+    assert code == 0 and out.kept == metric  # the 300 KiB line was dropped, not held to its end
+    assert out.tail.encode() == stdout[-TAIL_BYTES:] and out.cut == len(stdout) - TAIL_BYTES
+    assert err.kept == [] and err.cut == len(stderr) - TAIL_BYTES
+    assert err.tail.endswith("RuntimeError: out of memory\n")
+    assert run_command(step, cwd=str(tmp_path)).values == [1.5, 2.5, 3.5]
+    with pytest.raises(BadInputError) as exc:
+        run_command(step + "; exit 3", cwd=str(tmp_path))
+    assert str(exc.value) == (
+        f"step command exited with status 3: {step}; exit 3; stderr: RuntimeError: out of memory (its "
+        f"last line; the {len(stderr) - TAIL_BYTES:,} bytes of stderr before its last 64 KiB were cut)"
+    )
+    # --metric-regex: the lines holding a match, each once; the rest is not kept
+    pick = metric_lines(r"loss (\d+\.\d+).*?tokens (\d+)")
+    assert pick("a\nstep 1: loss 0.5 lr 1 tokens 8 loss 0.4 tokens 9\nb\nloss 2.0 tokens 1") == [
+        "step 1: loss 0.5 lr 1 tokens 8 loss 0.4 tokens 9",
+        "loss 2.0 tokens 1",
+    ]
