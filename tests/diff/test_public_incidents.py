@@ -46,6 +46,9 @@ def test_a_flat_canary_does_not_lower_an_inter_node_variable():
     assert any(
         line.startswith("evidence user-step-only x1 (not x0.3)") for line in env["evidence"]
     ), env["evidence"]
+    ki = [k for k in env["known_issues"] if k["id"] == "nccl-setting-ib-disable"]
+    assert ki and ki[0]["unchecked"] == ["topology=multi-node/ib/roce"], env["known_issues"]
+    assert any("multi-node train step 2.51 -> 5.72 s" in line for line in env["evidence"])
 
 
 def test_a_same_week_library_bump_does_not_outrank_ib_disabled():
