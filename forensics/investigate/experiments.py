@@ -421,10 +421,11 @@ def reverted_tree(
                 _apply_diff(top, tree.path, c, reverse=False)
             _apply_patch(tree.path, mine)
         except GitError as again:
-            raise BadInputError(
+            standin = (
                 f"{failed}; nor can its parent {oldest[:10]}^ stand in, with the later commits that may "
                 f"change behaviour applied: {again}"
-            ) from None
+            )
+            return _files_as_before(pool, top, sha, reverts, role, mine, standin, notes)
         if notes is not None:
             skipped = len(between) - len(kept) - sum(c in reverts for c in between)
             notes.append(
@@ -438,6 +439,71 @@ def reverted_tree(
                 )
                 + f": the {skipped} other commit(s) after it up to {sha[:10]} change no behaviour"
             )
+    return tree
+
+
+def _files_as_before(
+    pool,
+    top: str,
+    sha: str,
+    reverts: tuple[str, ...],
+    role: str,
+    mine: str,
+    failed: str,
+    notes: list[str] | None,
+):
+    """The last stand-in of :func:`reverted_tree`: a private worktree of ``sha`` whose files touched by
+    ``reverts`` are as they were before the oldest of them that touched each (``git diff sha C^ -- FILE``
+    applied; nothing written to objects, refs or index), then ``mine``. That also takes out every later
+    change to those files (a commit that rewrote the same lines, or undid the effect), which a note names:
+    what is measured is today without the changes made to those files since ``reverts``.
+
+    Raises:
+        BadInputError: ``failed`` (the revert's and the parent's failures), and why this did not apply either.
+    """
+    from forensics.gitio import GitError, git
+
+    try:
+        touched: dict[str, str] = {}  # file -> the oldest revert that touched it
+        for c in sorted(reverts, key=lambda c: len(git(top, "rev-list", f"{c}..{sha}").split())):
+            for f in git(
+                top, "diff-tree", "--no-commit-id", "--name-only", "--no-renames", "-r", c
+            ).split("\n"):
+                if f:
+                    touched[f] = c  # newest first, so the oldest stays
+        tree = pool.add(role, sha)
+        for c in sorted(set(touched.values())):
+            files = sorted(f for f, o in touched.items() if o == c)
+            patch = git(
+                top,
+                "diff",
+                "--binary",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-renames",
+                sha,
+                f"{c}^",
+                "--",
+                *files,
+            )
+            _apply_patch(tree.path, patch)
+        _apply_patch(tree.path, mine)
+        later = [
+            x
+            for c in set(touched.values())
+            for x in git(top, "rev-list", f"{c}..{sha}", "--", *touched).split()
+            if x not in reverts
+        ]
+    except GitError as exc:
+        raise BadInputError(
+            f"{failed}; nor can its files be restored to before it on {sha[:10]}: {exc}"
+        ) from None
+    if notes is not None:
+        notes.append(
+            f"{failed.split(': git')[0]} (a later commit rewrote the same lines); {sha[:10]} was measured with "
+            f"{', '.join(sorted(touched))} as before {', '.join(r[:10] for r in reverts)}, which also takes out "
+            f"the later change(s) to those files ({', '.join(sorted({x[:10] for x in later})) or 'none'})"
+        )
     return tree
 
 

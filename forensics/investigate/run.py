@@ -1295,11 +1295,15 @@ def _run_plan(
             continue
         _execute(inv, ctx, exp, emit, interrupts, n, total, left)
         done[exp.id] = exp
+        if (
+            exp.outcome is Outcome.CONFIRMED
+            and not inv.interrupted
+            and not (
+                exp.kind is Kind.ENV and any(e.params.get("depends_on") == exp.id for e in todo)
+            )  # a group of variables: the one-by-one experiments that follow say which one to keep
+        ):
+            _keep(inv, ctx, exp, emit, interrupts)  # may find a commit is not today's cause
         emit("done", experiment=exp)
-        if exp.outcome is Outcome.CONFIRMED and not inv.interrupted:
-            if exp.kind is Kind.ENV and any(e.params.get("depends_on") == exp.id for e in todo):
-                continue  # a group of variables: the one-by-one experiments that follow say which one to keep
-            _keep(inv, ctx, exp, emit, interrupts)
         group = done.get(exp.params.get("depends_on", "")) if exp.kind is Kind.ENV else None
         if (
             group is not None
@@ -1394,8 +1398,24 @@ def _keep(
     except interrupts as exc:
         inv.interrupted = _signal_name(exc)
     except BadInputError as exc:
-        inv.notes.append(f"the residual could not be measured: {exc}")
-    if inv.residual is earlier and earlier is not None:
+        if _landed_before_head(exp):
+            _not_todays_cause(
+                inv, ctx, exp, earlier, f"taking it out of today's code could not be tried ({exc})"
+            )
+        else:
+            inv.notes.append(f"the residual could not be measured: {exc}")
+    else:
+        left = _left_after(earlier, inv.residual)
+        if _landed_before_head(exp) and left is not None and left > 1 - ctx.min_share:
+            _not_todays_cause(
+                inv,
+                ctx,
+                exp,
+                earlier,
+                f"taking it out of today's code leaves at least {left:.0%} of what was left of the slowdown "
+                f"({inv.residual.sentence()})",
+            )
+    if inv.residual is earlier and earlier is not None and exp.outcome is Outcome.CONFIRMED:
         # measured before this cause was kept, it no longer says what is left: no stale share
         inv.residual = None
     exp.elapsed_s += time.monotonic() - t
@@ -1569,6 +1589,48 @@ def _retest_partials(
             r.details["accounted"] = "partial"
 
 
+def _landed_before_head(exp: Experiment) -> bool:
+    """A commit or bisect experiment whose commit is not today's HEAD: its A/B (the commit against its parent)
+    measured the step as it was when the commit landed, and later commits may have undone or replaced its
+    effect."""
+    head = exp.params.get("head") or exp.params.get("bad") or ""
+    sha = _commit_of(exp)
+    return exp.kind in (Kind.COMMIT, Kind.BISECT) and bool(sha) and sha != head
+
+
+def _left_after(earlier: Any, now: Any) -> float | None:
+    """The lower end of what is still there after an intervention, as a fraction of what was there before it
+    (the residuals' unexplained shares; 100% before any cause was kept); None when not known."""
+    if now is None or now is earlier or now.unexplained.low is None:
+        return None
+    before = 1.0 if earlier is None else earlier.unexplained.point
+    if before is None or before <= 0:
+        return None
+    return now.unexplained.low / before
+
+
+def _not_todays_cause(
+    inv: Investigation, ctx: Context, exp: Experiment, earlier: Any, why: str
+) -> None:
+    """A commit that slowed the step when it landed (its A/B against its parent) is not confirmed as a cause
+    of today's slowdown when taking it out of today's code does not recover what it recovered then, or cannot
+    be tried: a later commit may have undone or replaced its effect. Its intervention is dropped, the residual
+    is the one before it, and the experiment is ``inconclusive`` with both facts, so the plan goes on (a
+    bisect it made unneeded runs)."""
+    sha = _commit_of(exp)
+    if sha in ctx.reverts:
+        ctx.reverts.remove(sha)
+    inv.residual = earlier
+    exp.outcome = Outcome.INCONCLUSIVE
+    exp.reason = (
+        f"it slowed the step when it landed, but is not confirmed as a cause of today's slowdown: {why}; "
+        "a later commit may have undone or replaced its effect"
+    )
+    exp.sentence = exp.sentence.rsplit("; ", 1)[0] + (
+        f" when it landed; not confirmed for today: {why}"
+    )
+
+
 def _beyond(inv: Investigation) -> bool:
     """Whether the residual after the confirmed causes is still to be explained: not shown within noise (beyond
     the threshold, or not decided: issue 25 stops only when it is within noise or the budget is spent; the
@@ -1615,9 +1677,7 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
         ctx.overlay.update(exp.params["restore"])
         applied = list(exp.b)
     elif exp.kind in (Kind.COMMIT, Kind.BISECT):
-        sha = exp.details.get("commit") or ""
-        culprit = (exp.details.get("bisect") or {}).get("culprit") or {}
-        sha = culprit.get("sha") or sha
+        sha = _commit_of(exp)
         if sha:
             ctx.reverts.append(sha)
         head = exp.params.get("head") or exp.params.get("bad") or ""
@@ -1656,8 +1716,7 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
 def _cause_name(e: Experiment) -> str:
     if e.kind is Kind.ENV:
         return ", ".join(e.params.get("restore") or {}) or e.hypothesis
-    culprit = (e.details.get("bisect") or {}).get("culprit") or {}
-    sha = culprit.get("sha") or e.details.get("commit") or ""
+    sha = _commit_of(e)
     if sha:
         return f"commit {sha[:7]}"
     if e.kind is Kind.PACKAGE:

@@ -244,12 +244,13 @@ def test_a_commit_whose_lines_a_later_rename_rewrote_is_taken_out_through_its_pa
 
 
 @pytest.mark.slow
-def test_a_residual_that_cannot_be_measured_is_not_reported_from_before_the_last_cause(tmp_path):
-    """A variable left set, then the slow commit, whose line a later change of behaviour rewrote, so
-    neither its reverse patch on HEAD nor that later change on its parent applies: today without it
-    cannot be built. On the H200 ('two' of examples/investigate/memory.sh, a configuration commit in
-    between) the report said 'unexplained: 39%', the residual measured after the variable alone, and
-    'stopped: no suspect left to test'."""
+def test_a_commit_whose_line_a_later_change_rewrote_is_taken_out_through_its_file(tmp_path):
+    """A variable left set, then the slow commit, whose line a later change of behaviour rewrote (keeping the
+    slowdown), so neither its reverse patch on HEAD nor that later change on its parent applies. On the H200
+    ('two' of examples/investigate/memory.sh, a configuration commit in between) the report said
+    'unexplained: 39%', the residual measured after the variable alone; then 'the residual could not be
+    measured'. Now HEAD with the commit's file as before it stands in (which also takes out the later change,
+    and the note says so), the residual is measured, and the commit is confirmed for today's code."""
     step = busy_step(
         'float(open("cost.txt").read())',
         '__import__("kernel").factor() * (1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0)',
@@ -277,13 +278,9 @@ def test_a_residual_that_cannot_be_measured_is_not_reported_from_before_the_last
     confirmed = [e for e in doc["experiments"] if e["outcome"] == "confirmed"]
     assert [e["kind"] for e in confirmed][0] == "environment"
     assert f"commit {slow[:7]}: " in doc["accounting"]  # the cap commit tested first, then a bisect
-    assert any(
-        n.startswith(f"the residual could not be measured: reverting {slow[:10]} on ")
-        and f"; nor can its parent {slow[:10]}^ stand in, with the later commits that may change "
-        "behaviour applied: git apply: error: patch failed: kernel.py:1"
-        in n
-        for n in doc["notes"]
-    ), doc["notes"]
-    assert doc["residual"] is None and doc["stopped"] == "the residual could not be measured"
-    assert "unexplained" not in doc["accounting"]
-    assert doc["accounting"].endswith("; stopped: the residual could not be measured")
+    (note,) = [n for n in doc["notes"] if n.startswith(f"reverting {slow[:10]} on ")]
+    assert (
+        f"was measured with kernel.py as before {slow[:10]}, which also takes out the later" in note
+    )
+    assert doc["residual"] is not None and doc["stopped"] == "the residual is within noise"
+    assert "; unexplained: " in doc["accounting"]
