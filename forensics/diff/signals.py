@@ -41,6 +41,7 @@ class SignalKind(str, enum.Enum):
     ALLOC_IN_LOOP = "allocation inside a loop"
     COLLECTIVE = "collective or communication path"
     GRAPH_COMPILE = "CUDA graph / compile switch"
+    KERNEL_CHOICE = "kernel-selection switch"
     CONFIG_DEFAULT = "changed default value"
 
 
@@ -65,6 +66,13 @@ SIGNAL_WEIGHTS: dict[SignalKind, tuple[float, str]] = {
         3.0,
         "float32 instead of bf16/fp16 leaves the tensor cores' half-precision rate and doubles "
         "the bytes moved (PyTorch AMP docs; the H200's bf16 dense rate is ~15x its fp32 rate)",
+    ),
+    SignalKind.KERNEL_CHOICE: (
+        3.0,
+        "cudnn.benchmark off, cudnn.deterministic or deterministic algorithms on make cuDNN/cuBLAS run "
+        "fixed or deterministic kernels instead of the fastest ones (PyTorch reproducibility notes: "
+        "'deterministic operations are often slower'; pytorch/pytorch#47908: cudnn.benchmark = True took "
+        "an epoch from 4:55 to 1:57); turned on, it autotunes again at every new input shape",
     ),
     SignalKind.ALLOC_IN_LOOP: (
         2.0,
@@ -223,8 +231,14 @@ _COLLECTIVE_WORDS = re.compile(
 )
 
 
+_KERNEL_CHOICE_WORDS = re.compile(r"cudnn|deterministic", re.I)
+
+
 def refine(name: str, default: SignalKind = SignalKind.CONFIG_DEFAULT) -> SignalKind:
-    """The kind a changed value of ``name`` signals: a compile/graph, precision or communication setting, or ``default``."""
+    """The kind a changed value of ``name`` signals: a compile/graph, precision, kernel-selection or communication
+    setting, or ``default``."""
+    if _KERNEL_CHOICE_WORDS.search(name):
+        return SignalKind.KERNEL_CHOICE
     if _GRAPH_WORDS.search(name):
         return SignalKind.GRAPH_COMPILE
     if _PRECISION_WORDS.search(name):
@@ -276,6 +290,9 @@ def _call_signals(node: ast.Call, in_loop: bool) -> Iterator[tuple[SignalKind, s
             and "nccl" in str(kw.value.value).lower()
         ):
             yield SignalKind.COLLECTIVE, f"backend={kw.value.value!r}"
+    if name in KERNEL_CHOICE_CALLS:
+        arg = _short(node.args[0]) if node.args else ""
+        yield SignalKind.KERNEL_CHOICE, f"{name}({arg})"
     if (method and name in SYNC_METHODS and name != "nonzero") or (
         name == "nonzero" and not node.keywords
     ):
@@ -304,6 +321,21 @@ def _call_signals(node: ast.Call, in_loop: bool) -> Iterator[tuple[SignalKind, s
         or "_dynamo" in chain
     ):
         yield SignalKind.GRAPH_COMPILE, f"{chain}()"
+
+
+KERNEL_CHOICE_ATTRS = {"benchmark", "deterministic", "benchmark_limit"}
+"""``torch.backends.cudnn.<attr> = value``: how cuDNN picks its convolution kernels (an assignment is a signal
+when the attribute chain holds ``cudnn``)."""
+KERNEL_CHOICE_CALLS = {"use_deterministic_algorithms"}
+"""torch calls that restrict every op to deterministic kernels."""
+
+
+def _kernel_choice_target(target: ast.AST) -> str:
+    """``cudnn.benchmark`` for an assignment target ``torch.backends.cudnn.benchmark``; "" otherwise."""
+    if not isinstance(target, ast.Attribute) or target.attr not in KERNEL_CHOICE_ATTRS:
+        return ""
+    chain = _chain(target)
+    return f"cudnn.{target.attr}" if "cudnn" in chain.split(".") else ""
 
 
 TRUTH_REDUCTIONS = {"all", "any"}
@@ -357,6 +389,12 @@ def _short(node: ast.AST, limit: int = 60) -> str:
 def _node_signals(
     node: ast.AST, in_loop: bool, funcs: set[int]
 ) -> Iterator[tuple[SignalKind, str]]:
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            name = _kernel_choice_target(t)
+            if name and node.value is not None:
+                yield SignalKind.KERNEL_CHOICE, f"{name} = {_short(node.value)}"
     if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)):
         yield from _truth_signals(node.test, funcs)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -511,8 +549,14 @@ def added_lines(old: str | None, new: str) -> set[int]:
     return out
 
 
-REMOVAL_COUNTS = (SignalKind.GRAPH_COMPILE, SignalKind.COLLECTIVE, SignalKind.PRECISION)
-"""Kinds whose removal is a signal too (a compile switch or a cast taken out changes the step as much)."""
+REMOVAL_COUNTS = (
+    SignalKind.GRAPH_COMPILE,
+    SignalKind.COLLECTIVE,
+    SignalKind.PRECISION,
+    SignalKind.KERNEL_CHOICE,
+)
+"""Kinds whose removal is a signal too (a compile switch, a cast or cudnn.benchmark taken out changes the step
+as much)."""
 
 
 def python_signals(
@@ -572,6 +616,21 @@ def python_signals(
                             f"{owner}{name} = {oc[name][0]} -> {value}",
                         )
                     )
+    # a switch given another value is one change: the new value, not also the old one taken out
+    set_now = {
+        (s.file, s.detail.split(" = ")[0])
+        for s in found
+        if s.kind is SignalKind.KERNEL_CHOICE and not s.removed
+    }
+    found = [
+        s
+        for s in found
+        if not (
+            s.kind is SignalKind.KERNEL_CHOICE
+            and s.removed
+            and (s.file, s.detail.split(" = ")[0]) in set_now
+        )
+    ]
     return _dedupe(found)
 
 

@@ -17,7 +17,7 @@ from forensics import snapshot as snap
 from forensics.diff.commits import analyse as commits_analyse
 from forensics.diff.commits import classify
 from forensics.diff.ledger import analyse
-from forensics.diff.signals import SignalKind, python_file
+from forensics.diff.signals import SignalKind, config_signals, python_file
 from forensics.model import HypothesisStatus, Severity
 from forensics.render.report import render_json
 
@@ -254,3 +254,100 @@ def test_truth_values_on_the_host_are_not_syncs():
         new = DIST.replace("        var = self.scale**2\n", line + "        var = self.scale**2\n")
         _, found = python_file("agent/dist.py", DIST, new)
         assert [s.detail for s in found if s.kind is SignalKind.SYNC] == [detail], (line, found)
+
+
+# ---- a pull: "reproducible runs" turns cuDNN's fastest kernels off (pytorch/pytorch#40134, espnet#3041) ----
+TRAIN = """import torch
+
+torch.backends.cudnn.benchmark = True
+
+
+def train(model, loader, opt, epochs):
+    for _ in range(epochs):
+        for x, y in loader:
+            loss = model(x, y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+"""
+
+REPRODUCIBLE = TRAIN.replace(
+    "torch.backends.cudnn.benchmark = True\n",
+    "\n\ndef set_seed(seed):\n"
+    "    torch.manual_seed(seed)\n"
+    "    torch.cuda.manual_seed_all(seed)\n"
+    "    torch.backends.cudnn.benchmark = False\n"
+    "    torch.backends.cudnn.deterministic = True\n",
+)
+
+LOADER = """def batches(items, size):
+    return [items[i : i + size] for i in range(0, len(items), size)]
+"""
+
+LOADER_SHUFFLED = '''import random
+
+
+def batches(items, size, shuffle=False, seed=None):
+    """Cut ``items`` into batches of ``size``; shuffled first with ``seed`` when asked."""
+    order = list(items)
+    if shuffle:
+        random.Random(seed).shuffle(order)
+    return [order[i : i + size] for i in range(0, len(order), size)]
+'''
+
+
+def test_pull_makes_runs_reproducible_and_slow(tmp_path):
+    """pytorch/pytorch#40134: for reproducible training a user set the seeds, cudnn.benchmark = False and
+    cudnn.deterministic = True, and the training took almost an hour longer; espnet/espnet#3041: with
+    cudnn.deterministic = True a ConvTranspose1d(256, 256, stride 15) loop took 3.67 s instead of 1.54 s
+    (torch 1.5.0, cuDNN 7.6.3), worse on 1.7.1. Here those settings arrive in a pull as a set_seed() commit
+    (the earlier cudnn.benchmark = True at module level is chosen), with a later, larger data-loader commit
+    (added by us). Before, the settings were 'behaviour change; no suspicious construct found' and the
+    later commit ranked first."""
+    up = tmp_path / "upstream"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    commit_file(up, "train.py", TRAIN, "add the training loop")
+    commit_file(up, "data.py", LOADER, "add batching")
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(up), str(work))
+    before = repo_data(work)
+    seeds = commit_file(up, "train.py", REPRODUCIBLE, "train: reproducible runs (seeds, cuDNN)")
+    commit_file(up, "data.py", LOADER_SHUFFLED, "data: shuffle with a seed")
+    git(work, "pull", "-q", "origin", "main")
+    b = snapshot({"git": section({"repos": [before]})})
+    a = snapshot({"git": section({"repos": [repo_data(work)]})})
+    (rc,) = commits_analyse(b, a)
+    first = rc.commits[0]
+    assert first.sha == seeds, [c.subject for c in rc.commits]
+    why = classify(first).why
+    assert why.startswith("kernel-selection switch: "), why
+    details = {s.detail for f in classify(first).files for s in f.signals}
+    assert {"cudnn.benchmark = False", "cudnn.deterministic = True"} <= details, details
+    assert "cudnn.benchmark = True" not in details  # the old value is the same switch, said once
+    code = next(h for h in analyse(b, a).hypotheses if h.id == "code.change")
+    assert code.severity is Severity.HIGH
+    assert f'first suspect {seeds[:10]} "train: reproducible runs (seeds, cuDNN)"' in code.summary
+
+
+def test_kernel_selection_switches_in_configs_and_defaults():
+    same, found = config_signals(
+        "conf/train.yaml", "cudnn_deterministic: false\n", "cudnn_deterministic: true\n"
+    )
+    assert [(s.kind, s.detail) for s in found] == [
+        (SignalKind.KERNEL_CHOICE, "cudnn_deterministic: false -> true")
+    ]
+    _, found = python_file(
+        "train.py", TRAIN, TRAIN.replace("cudnn.benchmark = True", "cudnn.benchmark = True  # fast")
+    )
+    assert found == []  # a comment is not a switch
+    _, found = python_file(
+        "train.py", TRAIN, TRAIN.replace("torch.backends.cudnn.benchmark = True\n", "")
+    )
+    assert [(s.kind, s.detail, s.removed) for s in found] == [
+        (SignalKind.KERNEL_CHOICE, "cudnn.benchmark = True", True)
+    ]
+    _, found = python_file(
+        "train.py", TRAIN, "import torch\ntorch.use_deterministic_algorithms(True)\n" + TRAIN[13:]
+    )
+    assert ("use_deterministic_algorithms(True)", False) in [(s.detail, s.removed) for s in found]
