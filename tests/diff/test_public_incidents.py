@@ -351,3 +351,14 @@ def test_kernel_selection_switches_in_configs_and_defaults():
         "train.py", TRAIN, "import torch\ntorch.use_deterministic_algorithms(True)\n" + TRAIN[13:]
     )
     assert ("use_deterministic_algorithms(True)", False) in [(s.detail, s.removed) for s in found]
+
+
+def test_the_same_readings_without_a_benchmark_say_what_would_tell():
+    """Two plain snapshots (no benchmark), the busy one first: the idle AFTER reading is not judged; throttling
+    is inconclusive with the command that would tell, and nothing is implicated."""
+    before, after = _pair("case26_idle_clocks_false_alarm")
+    before["bench"] = after["bench"] = None
+    doc = _doc(before, after)
+    assert [h["id"] for h in doc["hypotheses"] if h["status"] == "implicated"] == [], doc["verdict"]
+    thr = _hyp(doc, "gpu.throttling")
+    assert thr["status"] == "inconclusive" and "forensics snapshot --sample 10" in thr["summary"]
