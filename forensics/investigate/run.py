@@ -1724,12 +1724,20 @@ def _cause_name(e: Experiment) -> str:
     return e.hypothesis
 
 
+def _pct(x: float) -> str:
+    """A share as a whole percentage, "0%" for one that rounds to zero from below (not "-0%")."""
+    text = f"{x:.0%}"
+    return "0%" if text == "-0%" else text
+
+
 def _pct_range(share) -> str:
     if share is None or share.point is None:
         return "share unknown"
-    if share.low is None or share.high is None or f"{share.low:.0%}" == f"{share.high:.0%}":
-        return f"{share.point:.0%}"  # no interval, or one that is a point: '100%', not '100% (100% to 100%)'
-    return f"{share.point:.0%} ({share.low:.0%} to {share.high:.0%})"
+    if share.low is None or share.high is None or _pct(share.low) == _pct(share.high):
+        return _pct(
+            share.point
+        )  # no interval, or one that is a point: '100%', not '100% (100% to 100%)'
+    return f"{_pct(share.point)} ({_pct(share.low)} to {_pct(share.high)})"
 
 
 def _causes(inv: Investigation) -> list[Experiment]:

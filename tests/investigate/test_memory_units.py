@@ -325,3 +325,13 @@ def test_recent_distributions_newest_first_with_dates_and_not_the_tool_itself(
         ("nvidia-nccl-cu12", "2.27.3", "2030-03-16 05:46"),
     ]
     assert rows[0]["location"] == str(site)
+
+
+def test_a_share_that_rounds_to_zero_from_below_reads_0_not_minus_0():
+    """The H200 'two' run (examples/investigate/h200-memory/two) ended 'unexplained: -0% (-0% to 1%)': the
+    residual 0.999x the baseline, a share of -0.4% rounded."""
+    from forensics.investigate.model import Share
+    from forensics.investigate.run import _pct_range
+
+    assert _pct_range(Share(-0.004, -0.004, 0.012)) == "0% (0% to 1%)"
+    assert _pct_range(Share(-0.02, -0.03, 0.004)) == "-2% (-3% to 0%)"
