@@ -1393,12 +1393,15 @@ def _keep(
     is left standing for it)."""
     t = time.monotonic()
     earlier = inv.residual
+    # a confirmed commit older than HEAD must also hold for today (a partial one is kept as partial: the
+    # residual after it says what is left)
+    today_check = exp.outcome is Outcome.CONFIRMED and _landed_before_head(exp)
     try:
         _account(inv, ctx, exp, emit)
     except interrupts as exc:
         inv.interrupted = _signal_name(exc)
     except BadInputError as exc:
-        if _landed_before_head(exp):
+        if today_check:
             _not_todays_cause(
                 inv, ctx, exp, earlier, f"taking it out of today's code could not be tried ({exc})"
             )
@@ -1406,7 +1409,7 @@ def _keep(
             inv.notes.append(f"the residual could not be measured: {exc}")
     else:
         left = _left_after(earlier, inv.residual)
-        if _landed_before_head(exp) and left is not None and left > 1 - ctx.min_share:
+        if today_check and left is not None and left > 1 - ctx.min_share:
             _not_todays_cause(
                 inv,
                 ctx,
@@ -1734,9 +1737,8 @@ def _pct_range(share) -> str:
     if share is None or share.point is None:
         return "share unknown"
     if share.low is None or share.high is None or _pct(share.low) == _pct(share.high):
-        return _pct(
-            share.point
-        )  # no interval, or one that is a point: '100%', not '100% (100% to 100%)'
+        # no interval, or one that is a point: '100%', not '100% (100% to 100%)'
+        return _pct(share.point)
     return f"{_pct(share.point)} ({_pct(share.low)} to {_pct(share.high)})"
 
 

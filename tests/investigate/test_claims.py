@@ -595,3 +595,50 @@ def test_the_budget_spent_with_the_residual_undecided_does_not_say_part_is_unexp
         ctx.deadline = time.monotonic() + 0.5  # less than one A/B of 1 s processes
         _run_plan(inv, ctx, lambda *a, **k: None, (KeyboardInterrupt,))
         assert later.reason.startswith("budget spent") and inv.stopped == said, inv.stopped
+
+
+@pytest.mark.parametrize(
+    "outcome, left, after",
+    [
+        ("confirmed", 0.9, "inconclusive"),
+        ("confirmed", 0.05, "confirmed"),
+        ("partial", 0.7, "partial"),
+    ],
+)
+def test_a_commit_older_than_head_is_kept_as_confirmed_only_when_today_without_it_agrees(
+    monkeypatch, outcome, left, after
+):
+    """The residual measured with a confirmed commit taken out of today's code decides whether it stays
+    confirmed: 90% of the slowdown still there is not 'confirmed'; 5% is. A partial commit is kept as
+    partial (the residual after it says what is left), not turned inconclusive by that check."""
+    from types import SimpleNamespace
+
+    from forensics.investigate import run
+    from forensics.investigate.decide import Residual
+    from forensics.investigate.experiments import Context
+    from forensics.investigate.measure import Subject
+    from forensics.investigate.model import Experiment, Kind, Outcome, Regression, Share
+
+    exp = Experiment("commit-1", Kind.COMMIT, "code.change", "c1 against its parent")
+    exp.outcome, exp.sentence = Outcome(outcome), "Going back from c1 ...: recovers 95%; confirmed"
+    exp.details["commit"], exp.params["head"] = "c1" * 20, "c9" * 20
+    inv = run.Investigation(
+        SimpleNamespace(keep_going=False, budget_s=60.0), {}, {}, None, None, Regression.YES, ""
+    )
+    ctx = Context({}, {}, None, Subject("cmd", "step", process_s=1.0), True)
+
+    def account(inv, ctx, exp, emit):
+        ctx.reverts.append(exp.details["commit"])
+        inv.residual = Residual("beyond", 1.4, 1.3, 1.5, Share(left, left, left + 0.05), 5)
+
+    monkeypatch.setattr(run, "_account", account)
+    run._keep(inv, ctx, exp, lambda *a, **k: None, (KeyboardInterrupt,))
+    assert exp.outcome.value == after
+    if after == "inconclusive":
+        assert (
+            "when it landed; not confirmed for today: taking it out of today's code leaves"
+            in exp.sentence
+        )
+        assert ctx.reverts == [] and inv.residual is None
+    else:
+        assert ctx.reverts == [exp.details["commit"]] and inv.residual.unexplained.point == left
