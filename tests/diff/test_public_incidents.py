@@ -20,6 +20,7 @@ from forensics.diff.ledger import analyse
 from forensics.diff.signals import SignalKind, config_signals, python_file
 from forensics.model import HypothesisStatus, Severity
 from forensics.render.report import render_json
+from tests.conftest import make_repo
 
 
 def _pair(case: str):
@@ -205,9 +206,7 @@ def test_pull_adds_a_hidden_sync(tmp_path):
     (added by us) a later, larger refactor with no suspicious construct and a docs commit. Before, the check
     was 'behaviour change; no suspicious construct found', weighed as the refactor (which ranked first, the
     later commit) and code.change was medium."""
-    up = tmp_path / "upstream"
-    up.mkdir()
-    git(up, "init", "-q", "-b", "main")
+    up = make_repo(tmp_path / "upstream")
     commit_file(up, "agent/dist.py", DIST, "add the action distribution")
     commit_file(up, "agent/policy.py", AGENT, "add the policy")
     work = tmp_path / "work"
@@ -304,9 +303,7 @@ def test_pull_makes_runs_reproducible_and_slow(tmp_path):
     (the earlier cudnn.benchmark = True at module level is chosen), with a later, larger data-loader commit
     (added by us). Before, the settings were 'behaviour change; no suspicious construct found' and the
     later commit ranked first."""
-    up = tmp_path / "upstream"
-    up.mkdir()
-    git(up, "init", "-q", "-b", "main")
+    up = make_repo(tmp_path / "upstream")
     commit_file(up, "train.py", TRAIN, "add the training loop")
     commit_file(up, "data.py", LOADER, "add batching")
     work = tmp_path / "work"
