@@ -27,7 +27,7 @@ from forensics.errors import BadInputError
 from forensics.procgroup import run_group_bounded
 from forensics.stats import summarize
 from forensics.step import loaded_files
-from forensics.step.command import StepTimedOut, child_env, run_command
+from forensics.step.command import StepTimedOut, child_env, run_command, shown
 from forensics.words import metric_time_unit
 
 CALLABLE_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -113,7 +113,7 @@ def run_callable_process(
         )
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
     if code != 0:
-        last = lines[-1] if lines else f"exit status {code}"
+        last = shown(lines[-1]) if lines else f"exit status {code}"
         raise BadInputError(f"--callable {target}: {last}")
     try:
         data = json.loads(stdout.strip().splitlines()[-1])

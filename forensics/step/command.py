@@ -25,7 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from forensics.errors import BadInputError
-from forensics.procgroup import TAIL_BYTES, run_group_bounded
+from forensics.procgroup import TAIL_BYTES, Stream, run_group_bounded
 
 
 class StepTimedOut(BadInputError):
@@ -172,6 +172,45 @@ def metric_lines(metric_regex: str | None = None):
     return lines
 
 
+SHOWN_CHARS = 300
+"""Characters of the step's last stderr line an error shows at most (its end)."""
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(line: str) -> str:
+    """A line the step printed, as an error line may quote it: terminal control characters (escape
+    sequences, binary output) replaced by '?', and only its last :data:`SHOWN_CHARS` characters (after
+    "...") when it is longer."""
+    if len(line) > SHOWN_CHARS:
+        line = "..." + line[-SHOWN_CHARS:]
+    return _CONTROL.sub("?", line)
+
+
+def stderr_hint(err: Stream) -> str:
+    """``"; stderr: LAST LINE"`` for an error about a step that failed ("" when stderr was empty): the last
+    line of what :func:`forensics.procgroup.run_group_bounded` kept of stderr, as :func:`shown` gives it (a
+    step that dies writing a megabyte without a line end, or binary, still gives one readable line); the
+    parenthesis says what was left out."""
+    lines = err.tail.strip().splitlines()
+    if not lines:
+        return ""
+    last = lines[-1]
+    began_in_tail = len(lines) > 1 or not err.cut  # else it began before the kept tail
+    said = []
+    if len(last) > SHOWN_CHARS or not began_in_tail:
+        whole = f"{len(last):,} characters" if began_in_tail else "longer than the tail kept"
+        said.append(f"the end of its last line, {whole}")
+    else:
+        said.append("its last line")
+    if err.cut:
+        said.append(
+            f"the {err.cut:,} bytes of stderr before its last {TAIL_BYTES // 1024} KiB were cut"
+        )
+    hint = f"; stderr: {shown(last)}"
+    return hint + (f" ({'; '.join(said)})" if len(said) > 1 or said[0] != "its last line" else "")
+
+
 def run_command(
     cmd: str,
     *,
@@ -211,13 +250,7 @@ def run_command(
         )
     tail = "\n".join(err.tail.strip().splitlines()[-5:])
     if code != 0:
-        hint = f"; stderr: {tail.splitlines()[-1]}" if tail else ""
-        if hint and err.cut:
-            hint += (
-                f" (its last line; the {err.cut:,} bytes of stderr before its last "
-                f"{TAIL_BYTES // 1024} KiB were cut)"
-            )
-        raise BadInputError(f"step command exited with status {code}: {cmd}{hint}")
+        raise BadInputError(f"step command exited with status {code}: {cmd}{stderr_hint(err)}")
     rejected: list[str] = []
     name, values = parse_output("\n".join(out.kept), metric, metric_regex, rejected)
     if not values:

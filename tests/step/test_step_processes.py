@@ -165,3 +165,31 @@ def test_a_step_that_logs_megabytes_keeps_its_metric_lines_and_a_bounded_tail(tm
         "step 1: loss 0.5 lr 1 tokens 8 loss 0.4 tokens 9",
         "loss 2.0 tokens 1",
     ]
+
+
+def test_a_failed_steps_last_stderr_line_is_quoted_readable_and_short(tmp_path):
+    """A step that dies writing a megabyte without a line end gave a 64 KiB "one-line" error that said
+    "its last line", and one whose stderr held escape sequences or binary sent them to the terminal."""
+    from forensics.errors import BadInputError
+    from forensics.step.command import SHOWN_CHARS, run_command
+
+    (tmp_path / "err").write_bytes(b"x" * 999_700 + b"y" * 300 + b"\x1b[2J\x00")
+    with pytest.raises(BadInputError) as exc:
+        run_command("cat err >&2; exit 3", cwd=str(tmp_path))
+    msg = str(exc.value)
+    assert msg == (
+        "step command exited with status 3: cat err >&2; exit 3; stderr: ..."
+        + "y" * (SHOWN_CHARS - 5)
+        + "?[2J? (the end of its last line, longer than the tail kept; the 934,469 bytes of stderr "
+        "before its last 64 KiB were cut)"
+    )
+    (tmp_path / "err").write_bytes(b"Traceback...\nRuntimeError: \x1b]0;owned\x07 out of memory\n")
+    with pytest.raises(BadInputError) as exc:
+        run_command("cat err >&2; exit 1", cwd=str(tmp_path))
+    assert str(exc.value).endswith("; stderr: RuntimeError: ?]0;owned? out of memory")
+    (tmp_path / "err").write_bytes(b"Traceback...\n" + b"z" * 400 + b"\n")
+    with pytest.raises(BadInputError) as exc:
+        run_command("cat err >&2; exit 1", cwd=str(tmp_path))
+    assert str(exc.value).endswith(
+        "; stderr: ..." + "z" * SHOWN_CHARS + " (the end of its last line, 400 characters)"
+    )
