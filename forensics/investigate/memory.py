@@ -381,7 +381,8 @@ def parse_expect(
     taken in that unit. A throughput (``.../s``) is returned as given and marks the metric higher-is-better.
 
     Raises:
-        BadInputError: not a finite number with a known unit, zero or below, or a time for a throughput metric.
+        BadInputError: not a finite number with a known unit, zero or below, a time below 1 ps (with or without
+            its unit), or a time for a throughput metric.
     """
     m = _EXPECT.match(text or "")
     if not m:
@@ -399,8 +400,15 @@ def parse_expect(
             f"--expect {text!r}: more than 1e12, no step's value in any unit; give the step's old value, "
             "e.g. 19ms"
         )
-    if v <= 0 or (unit and not unit.endswith("/s") and v * _TIME_UNITS[unit] < 1e-9):
+    if v <= 0:
         raise BadInputError(f"--expect {text!r}: must be more than 0")
+    if not unit.endswith("/s") and not higher_is_better:
+        ms = v * _TIME_UNITS[unit or metric_time_unit(metric)]
+        if ms < 1e-9:  # a number without a unit is in the metric's unit
+            raise BadInputError(
+                f"--expect {text!r}: below 1 ps, no step's time in any unit; give the step's old value, "
+                "e.g. 19ms"
+            )
     if unit.endswith("/s"):
         return v, True
     if higher_is_better and unit:
@@ -462,6 +470,9 @@ def check_expect_scale(
         return
     unit = "the metric's unit" if higher_is_better else metric_time_unit(metric)
     times = max(value / med, med / value)
+    times_said = (
+        f"{times:,.0f}x" if times < 1e6 else f"{times:.1e}x"
+    )  # not 300 digits for --expect 1e-300
     where = "above" if value > med else "below"
     what = (
         "that is no slowdown but a unit mistake"
@@ -476,7 +487,7 @@ def check_expect_scale(
     else:
         fix = f"give the value you remember in {unit}, or with its unit (19ms, 0.019s)"
     raise BadInputError(
-        f"--expect {text} is {times:,.0f}x {where} today's {metric} ({med:.4g}, read in {unit}): "
+        f"--expect {text} is {times_said} {where} today's {metric} ({med:.4g}, read in {unit}): "
         f"{what}; {fix}"
     )
 

@@ -569,3 +569,19 @@ def test_a_move_older_than_the_reflog_read_falls_back_to_orig_head(git_repo):
     assert point.note.startswith(
         f"the 3 reflog entries read hold no pull, checkout, reset or rebase: the baseline is ORIG_HEAD {old[:7]}"
     )
+
+
+def test_a_figure_too_small_for_any_step_is_refused_with_or_without_its_unit():
+    """``--expect 1e-300`` (no unit: the metric's) was taken, and the unit-slip error then printed a
+    ratio of 304 digits; with a unit (``1e-300ms``) it was refused."""
+    for text in ("1e-300", "1e-12", "1e-12ms", "1e-16s"):
+        with pytest.raises(BadInputError) as exc:
+            memory.parse_expect(text, higher_is_better=False, metric="user.step_ms")
+        assert str(exc.value) == (
+            f"--expect {text!r}: below 1 ps, no step's time in any unit; give the step's old value, "
+            "e.g. 19ms"
+        )
+    value, _ = memory.parse_expect("1e-6", higher_is_better=False, metric="user.step_ms")
+    with pytest.raises(BadInputError) as exc:
+        memory.check_expect_scale("1e-6", value, [20.0], "user.step_ms", False)
+    assert str(exc.value).startswith("--expect 1e-6 is 2.0e+07x below today's user.step_ms (20, ")
