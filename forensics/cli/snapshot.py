@@ -239,8 +239,12 @@ def _check_options(
 
         check_launcher(launcher)
     check_repo(repo)
-    if (bench_cmd or bench_processes or bench_timeout) and not with_bench:
+    if (bench_cmd is not None or bench_processes or bench_timeout is not None) and not with_bench:
         raise BadInputError("--bench-cmd, --bench-processes and --bench-timeout go with --bench")
+    if bench_cmd is not None:  # an empty one too ("$STEP" unset): bench --cmd '' refuses it as well
+        from forensics.step.command import check_step_command
+
+        check_step_command(bench_cmd, "--bench-cmd")  # before a minute of canary, not after
     step_limit_s = None
     if bench_timeout is not None:
         from forensics.cli.investigate import parse_duration
@@ -252,10 +256,6 @@ def _check_options(
         step_limit_s = parse_duration(
             bench_timeout, "--bench-timeout"
         )  # before the canary's minute
-    if bench_cmd:
-        from forensics.step.command import check_step_command
-
-        check_step_command(bench_cmd, "--bench-cmd")  # before a minute of canary, not after
     if with_bench:
         import importlib.util
 

@@ -584,6 +584,17 @@ def test_a_bench_cmd_that_hangs_is_stopped_at_bench_timeout_with_its_group_and_t
             ["--bench", "--bench-cmd", "true", "--bench-timeout", "soon"],
             "--bench-timeout 'soon': expected seconds or a duration such as 120, 90s, 15m or 1h",
         ),
+        # an empty step (--bench-cmd "$STEP", unset) was ignored: the canary ran and the snapshot said
+        # nothing of the step; bench --cmd '' and investigate --cmd '' refuse it
+        (
+            ["--bench", "--bench-cmd", ""],
+            "--bench-cmd is empty; give the command that runs your step",
+        ),
+        (
+            ["--bench", "--bench-cmd", " ", "--bench-timeout", "1m"],
+            "--bench-cmd is empty; give the command that runs your step",
+        ),
+        (["--bench-cmd", ""], "--bench-cmd, --bench-processes and --bench-timeout go with --bench"),
     ],
 )
 def test_a_bench_timeout_that_cannot_work_is_refused_before_any_probe(tmp_path, args, told):
