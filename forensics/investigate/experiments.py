@@ -382,9 +382,9 @@ def reverted_tree(
     changes none. A line saying so is appended to ``notes``.
 
     Raises:
-        BadInputError: the checkout or a reverse patch failed, and the parent with the later commits cannot
+        BadInputError: the checkout or a reverse patch failed, the parent with the later commits cannot
             stand in for it either (a later commit's diff does not apply on it, or a later merge commit
-            that may change behaviour).
+            that may change behaviour), and neither can ``sha`` with the files as before (:func:`_files_as_before`).
     """
     from forensics.gitio import GitError, git
 
@@ -413,8 +413,15 @@ def reverted_tree(
                 for c in reversed(between)
                 if c not in reverts and not any(c.startswith(f) for f in free)
             ]
-            if merges.intersection(kept):
-                raise BadInputError(failed) from None
+            merge = next((c for c in kept if c in merges), None)
+            if (
+                merge
+            ):  # its diff cannot be applied forward on the parent: the files as before stand in
+                standin = (
+                    f"{failed}; nor can its parent {oldest[:10]}^ stand in: the later merge commit "
+                    f"{merge[:10]} may change behaviour"
+                )
+                return _files_as_before(pool, top, sha, reverts, role, mine, standin, notes)
             parent = git(top, "rev-parse", f"{oldest}^").strip()
             tree = pool.add(role, parent)
             for c in kept:
@@ -471,6 +478,10 @@ def _files_as_before(
             ).split("\n"):
                 if f:
                     touched[f] = c  # newest first, so the oldest stays
+        if (
+            role in pool.trees
+        ):  # it may hold ``mine`` and a reverse patch from the first try: checked out afresh
+            pool.trees[role].sha = ""
         tree = pool.add(role, sha)
         for c in sorted(set(touched.values())):
             files = sorted(f for f, o in touched.items() if o == c)

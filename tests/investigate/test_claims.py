@@ -642,3 +642,30 @@ def test_a_commit_older_than_head_is_kept_as_confirmed_only_when_today_without_i
         assert ctx.reverts == [] and inv.residual is None
     else:
         assert ctx.reverts == [exp.details["commit"]] and inv.residual.unexplained.point == left
+
+
+def test_a_slow_commit_followed_by_a_merge_is_taken_out_with_its_files_as_before(tmp_path):
+    """A slow commit, a later commit on the same lines (its revert fails on HEAD), then a merged branch: its
+    parent with the later commits applied cannot stand in past a merge, and today without it was never tried
+    ("could not be tried", both commit-1 and the bisect inconclusive, exit 3), although HEAD with its files as
+    before it, the last stand-in, applies. The user's uncommitted change is applied once on top."""
+    from forensics.bisect.worktree import WorktreePool
+    from forensics.investigate.experiments import reverted_tree
+
+    repo = make_repo(tmp_path / "r", {"step.py": "cost = 20\nfactor = 1\nrun(cost * factor)\n"})
+    git(repo, "checkout", "-q", "-b", "side")
+    commit(repo, {"side.txt": "x\n"}, "side work")
+    git(repo, "checkout", "-q", "main")
+    slow = commit(repo, {"step.py": "cost = 20\nfactor = 2\nrun(cost * factor)\n"}, "slow")
+    commit(repo, {"step.py": "cost = 20  # tuned\nfactor = 2\nrun(cost * factor)\n"}, "tune")
+    git(repo, "merge", "-q", "--no-ff", "side", "-m", "merge side")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    mine = "--- a/step.py\n+++ b/step.py\n@@ -3 +3,2 @@\n run(cost * factor)\n+# mine\n"
+    notes: list[str] = []
+    with WorktreePool(str(repo)) as pool:
+        tree = reverted_tree(pool, str(repo), head, (slow,), "today", notes=notes, mine=mine)
+        assert (
+            tree.path / "step.py"
+        ).read_text() == "cost = 20\nfactor = 1\nrun(cost * factor)\n# mine\n"
+        assert (tree.path / "side.txt").exists()
+    assert len(notes) == 1 and f"was measured with step.py as before {slow[:10]}" in notes[0], notes
