@@ -211,10 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     try:
         if args.summary:
-            print(
-                json.dumps(time_callable(fn, args.blocks, args.min_block_ms, args.warmup_s)),
-                flush=True,
-            )
+            _emit(time_callable(fn, args.blocks, args.min_block_ms, args.warmup_s))
             return 0
         clock = time.process_time if args.timer == "cpu" else time.perf_counter
         for ms in time_blocks(
@@ -225,11 +222,19 @@ def main(argv: list[str] | None = None) -> int:
             warmup_calls=args.warmup_calls,
             clock=clock,
         ):
-            print(json.dumps({"metric": args.metric, "value": ms}), flush=True)
+            _emit({"metric": args.metric, "value": ms})
     except Exception as exc:  # the user's function failed: one line, the caller reports it
         print(f"the function raised {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _emit(obj: dict) -> None:
+    """Print ``obj`` as one JSON line on stdout, on a line of its own: the function timed may have printed
+    without ending its line (a progress ``print(..., end="")``), and a JSON line appended to it is read as
+    no result."""
+    sys.stdout.write("\n" + json.dumps(obj) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

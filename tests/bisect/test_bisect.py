@@ -492,7 +492,9 @@ def test_bench_callable_refuses_a_module_from_outside_the_worktree(tmp_path, mon
     )
     assert "shadows the code under test" in capsys.readouterr().err
     assert bench_callable.main(["faraway_mod:f", "--blocks", "3", "--min-block-ms", "0.1"]) == 0
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    lines = [
+        json.loads(x) for x in capsys.readouterr().out.splitlines() if x
+    ]  # each on a line of its own
     assert [x["metric"] for x in lines if "value" in x] == ["call_ms"] * 3
     assert bench_callable.main(["faraway_mod:nope"]) == 2
 

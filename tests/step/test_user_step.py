@@ -261,3 +261,21 @@ def test_a_value_that_is_not_a_number_is_named():
         assert r.exit_code == 2, r.output
         assert r.output.count("\n") == 1
         assert f"printed no usable measurement (its JSON line's {said}" in r.output
+
+
+def test_a_callable_that_prints_without_ending_its_line_is_still_timed(tmp_path, monkeypatch):
+    """A function printing progress with end="" had the timing worker's JSON line appended to its own
+    ("progress...{"per_call_ms": ...}"): 'the timing process printed no result', and bisect --callable's
+    per-block lines were read as no measurement."""
+    from forensics.bench.user import run_callable_process
+    from forensics.step.command import run_command
+
+    (tmp_path / "chatty.py").write_text(
+        "def step():\n    print('progress...', end='')\n    return sum(range(2000))\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    rec = run_callable_process("chatty:step", blocks=3, block_ms=1, warmup_s=0.01, timeout_s=60)
+    assert rec["value"] > 0 and len(rec["per_call_ms"]) == 3
+    worker = f"{sys.executable} -m forensics.step.callable chatty:step --blocks 3 --warmup-s 0.01"
+    run = run_command(worker, cwd=str(tmp_path))
+    assert run.metric == "call_ms" and len(run.values) == 3
