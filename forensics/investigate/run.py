@@ -1794,10 +1794,36 @@ def accounting(inv: Investigation) -> str:
         and r.outcome is not Outcome.CONFIRMED
         and r.details.get("accounted") != "partial"
     ]
+    parts += _more_than_all(inv, conf)
     text = "; ".join(parts)
     if inv.stopped:
         text += f"; stopped: {inv.stopped}"
     return text
+
+
+OVER_ALL = 1.1
+"""A cause whose share's lower end is above this recovers more than the whole slowdown (110%: not a share of
+100% read a little high)."""
+
+
+def _more_than_all(inv: Investigation, conf: list[Experiment]) -> list[str]:
+    """The accounting's words for confirmed causes that recover more than the whole slowdown (the lower end of
+    their share above :data:`OVER_ALL`): a commit that doubled the step, half of which a later commit won back
+    (its A/B against its parent measured when it landed). The shares then do not add up to 100%, and the
+    experiments that measured the step *faster* (a share whose upper end is below 0) are named with theirs."""
+    over = [e for e in conf if e.share is not None and (e.share.low or 0) > OVER_ALL]
+    if not over:
+        return []
+    faster = [
+        f"{_cause_name(e)}: {_pct_range(e.share)}"
+        for e in inv.experiments
+        if e not in conf and e.share is not None and e.share.high is not None and e.share.high < 0
+    ]
+    return [
+        f"{', '.join(_cause_name(e) for e in over)} recovers more than the whole slowdown: something else "
+        "since the baseline made the step faster, so the shares do not add up to 100%"
+        + (f" (measured faster: {', '.join(faster)})" if faster else "")
+    ]
 
 
 def _verdict(inv: Investigation) -> tuple[str, int]:

@@ -669,3 +669,31 @@ def test_a_slow_commit_followed_by_a_merge_is_taken_out_with_its_files_as_before
         ).read_text() == "cost = 20\nfactor = 1\nrun(cost * factor)\n# mine\n"
         assert (tree.path / "side.txt").exists()
     assert len(notes) == 1 and f"was measured with step.py as before {slow[:10]}" in notes[0], notes
+
+
+def test_a_cause_worth_more_than_the_whole_slowdown_is_said_so_with_what_made_the_step_faster():
+    """A commit doubled the step (20 -> 40 ms) and a later one won half back (today 30 ms): the commit's A/B
+    against its parent recovers ~200% of today's slowdown, the later commit -96%, and the accounting read
+    'commit cb492c9: 192% (185% to 209%); unexplained: -3%' with nothing on why the shares add to 189%."""
+    from types import SimpleNamespace
+
+    from forensics.investigate.decide import Residual
+    from forensics.investigate.model import Experiment, Kind, Outcome, Regression, Share
+    from forensics.investigate.run import Investigation, accounting
+
+    slow = Experiment("bisect-1", Kind.BISECT, "code.change", "bisect", outcome=Outcome.CONFIRMED)
+    slow.details["commit"] = "cb492c96e8"
+    slow.share = Share(1.92, 1.85, 2.09)
+    later = Experiment("commit-1", Kind.COMMIT, "code.change", "commit", outcome=Outcome.REFUTED)
+    later.details["commit"] = "34502d9ad4"
+    later.share = Share(-0.96, -1.08, -0.89)
+    inv = Investigation(SimpleNamespace(), {}, {}, None, None, Regression.YES, "")
+    inv.experiments = [later, slow]
+    inv.residual = Residual("within", 0.98, 0.95, 1.0, Share(-0.03, -0.09, 0.01), 5)
+    assert accounting(inv) == (
+        "commit cb492c9: 192% (185% to 209%); unexplained: -3% (-9% to 1%); commit cb492c9 recovers more "
+        "than the whole slowdown: something else since the baseline made the step faster, so the shares do "
+        "not add up to 100% (measured faster: commit 34502d9: -96% (-108% to -89%))"
+    )
+    slow.share = Share(1.01, 0.97, 1.05)  # a share of about 100%: nothing more said
+    assert accounting(inv) == "commit cb492c9: 101% (97% to 105%); unexplained: -3% (-9% to 1%)"
