@@ -491,7 +491,14 @@ def investigate(
             )
         else:
             inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
-            if step is not None and not gpus_seen(now):
+            if step is not None and not gpus_seen(now) and s.since is not None:
+                # --since was given: its measurement failed (a note says why), so it is no advice to give
+                inv.verdict = (
+                    f"Cannot judge: the baseline --since {s.since} could not be measured (the notes say why) "
+                    "and there is no GPU to judge the hardware by (the gpu probe has no data); give a --since "
+                    "REV whose step runs, --expect VALUE (the value you remember) or --baseline BEFORE.json."
+                )
+            elif step is not None and not gpus_seen(now):
                 inv.verdict = (
                     "Cannot judge: nothing to compare your step with (no baseline snapshot, none remembered) "
                     "and no GPU to judge the hardware by (the gpu probe has no data); give "

@@ -262,6 +262,10 @@ def run_command(
         )
         if rejected:
             how = f"no usable measurement (its JSON line's {rejected[0]}; print a finite number of ms)"
+        elif metric and not metric_regex:
+            other, found = parse_output("\n".join(out.kept))
+            if found:  # another metric: the step at another commit names it differently, say
+                how += f" (it printed metric {other!r})"
         raise BadInputError(f"step command printed {how}: {cmd}")
     return StepRun(values, name, code, tail)
 

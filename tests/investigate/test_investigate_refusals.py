@@ -245,3 +245,25 @@ def test_a_step_outside_any_repository_is_not_told_to_give_since(tmp_path):
         "give --expect VALUE (the value you remember) or --baseline BEFORE.json."
     )
     assert "--since" not in verdict
+
+
+def test_a_since_whose_step_fails_is_not_advised_as_the_fix(tmp_path):
+    """The step at --since printed its metric under another name: the verdict said 'nothing to compare your
+    step with (no baseline snapshot, none remembered) ...; give --since REV (the code to measure), ...' to a
+    user who had given --since, and the note did not say which metric the old step printed."""
+    from tests._stepkit import run_investigate
+    from tests.conftest import commit, make_repo
+
+    step = "import json\nprint(json.dumps({'metric': 'step_ms', 'value': 20.0}))\n"
+    repo = make_repo(tmp_path / "r", {"step.py": step})
+    commit(repo, {"step.py": step.replace("step_ms", "step_s").replace("20.0", "0.02")}, "seconds")
+    r = run_investigate(
+        repo, "--cmd", "python3 step.py", "--since", "HEAD~1", "-q", "-o", "r.json", **NO_GPU
+    )
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "with metric 'step_s' (it printed metric 'step_ms'): python3 step.py" in r.stdout
+    assert (
+        "Cannot judge: the baseline --since HEAD~1 could not be measured (the notes say why) and there is "
+        "no GPU to judge the hardware by (the gpu probe has no data); give a --since REV whose step runs, "
+        "--expect VALUE (the value you remember) or --baseline BEFORE.json." in r.stdout
+    ), r.stdout
