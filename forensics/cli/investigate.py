@@ -40,11 +40,14 @@ def parse_duration(text: str, option: str = "--budget") -> float:
     """``120`` / ``120s`` / ``15m`` / ``1h`` / ``1h30m`` -> seconds.
 
     Raises:
-        BadInputError: anything else, or zero.
+        BadInputError: anything else (a negative duration, zero or more than 7 days: "must be more than 0").
     """
     from forensics.errors import BadInputError
 
     m = _DURATION.match(text or "")
+    below = _DURATION.match(re.sub(r"^\s*-", "", text or ""))  # -1, -5m: a duration, below zero
+    if not m and below and any(below.group(k) for k in "hms"):
+        raise BadInputError(f"{option} {text!r}: must be more than 0 and at most 7 days")
     if not m or not any(m.group(k) for k in "hms"):
         raise BadInputError(
             f"{option} {text!r}: expected seconds or a duration such as 120, 90s, 15m or 1h"

@@ -596,3 +596,23 @@ def test_a_baseline_without_measurements_says_what_to_take_and_plan_still_plans(
     assert (
         plan.returncode == 0 and "Plan: " in plan.stdout and "if it did get slower" in plan.stdout
     )
+
+
+@pytest.mark.parametrize(
+    "text, told",
+    [
+        ("-1", "must be more than 0 and at most 7 days"),  # was 'expected seconds or a duration'
+        (" -5m", "must be more than 0 and at most 7 days"),
+        ("0", "must be more than 0 and at most 7 days"),
+        ("-", "expected seconds or a duration such as 120, 90s, 15m or 1h"),
+        ("5 m", "expected seconds or a duration such as 120, 90s, 15m or 1h"),
+        ("1e9", "expected seconds or a duration such as 120, 90s, 15m or 1h"),
+    ],
+)
+def test_a_duration_below_zero_is_said_to_be_so_not_unreadable(text, told):
+    from forensics.cli.investigate import parse_duration
+    from forensics.errors import BadInputError
+
+    with pytest.raises(BadInputError) as exc:
+        parse_duration(text, "--bench-timeout")
+    assert str(exc.value) == f"--bench-timeout {text!r}: {told}"
