@@ -365,10 +365,12 @@ def resolve_since(since: str, repo: str | Path) -> str:
 
 
 _EXPECT = re.compile(
-    r"^\s*(?P<v>[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|ns|(?:[a-z]+)?/s)?\s*$", re.I
+    r"^\s*(?P<v>[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)\s*(?P<u>ms|s|us|µs|μs|ns|(?:[a-z]+)?/s)?\s*$",
+    re.I,
 )
-_TIME_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3, "ns": 1e-6}
-"""Milliseconds in one of each time unit ``--expect`` takes."""
+_TIME_UNITS = {"ms": 1.0, "s": 1e3, "us": 1e-3, "µs": 1e-3, "μs": 1e-3, "ns": 1e-6}
+"""Milliseconds in one of each time unit ``--expect`` takes (microseconds with the micro sign U+00B5 or the
+Greek letter mu U+03BC, which a Greek keyboard types)."""
 
 
 def parse_expect(

@@ -585,3 +585,13 @@ def test_a_figure_too_small_for_any_step_is_refused_with_or_without_its_unit():
     with pytest.raises(BadInputError) as exc:
         memory.check_expect_scale("1e-6", value, [20.0], "user.step_ms", False)
     assert str(exc.value).startswith("--expect 1e-6 is 2.0e+07x below today's user.step_ms (20, ")
+
+
+def test_microseconds_with_the_greek_mu_are_read_as_with_the_micro_sign():
+    """``--expect 20μs`` (U+03BC, what a Greek keyboard types; the micro sign is U+00B5) was 'expected the
+    step's old value with its unit, e.g. 19ms', which it was."""
+    for text in ("20μs", "20µs", "20us"):
+        assert memory.parse_expect(text, higher_is_better=False, metric="user.step_ms") == (
+            0.02,
+            False,
+        )
