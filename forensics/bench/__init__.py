@@ -86,6 +86,7 @@ def _add_user_step(
 
     from forensics.bench.user import StepBoundSpent, run_user, user_result
     from forensics.errors import BadInputError
+    from forensics.step.command import StepTimedOut
     from forensics.words import metric_time_unit
 
     hib = bool(opts.get("higher_is_better"))
@@ -115,8 +116,16 @@ def _add_user_step(
     except (
         BadInputError
     ) as exc:  # the canary's minute is kept: the bench is marked, the snapshot written
-        doc["config"]["user_step"] = {"command": opts["cmd"], "failed": str(exc)}
-        doc["summary"] = f"{doc.get('summary', '')}; your step failed: {exc}"
+        failed = str(exc)
+        if isinstance(
+            exc, StepTimedOut
+        ):  # one process past its own limit, not the bound of all of them
+            failed += (
+                f"; each process may run {SNAPSHOT_STEP_TIMEOUT_S:g} s, whatever --bench-timeout gives all "
+                "of them together (forensics bench --cmd takes a longer --timeout)"
+            )
+        doc["config"]["user_step"] = {"command": opts["cmd"], "failed": failed}
+        doc["summary"] = f"{doc.get('summary', '')}; your step failed: {failed}"
         return
     name = f"user.{recs[0]['metric']}"
     unit = "per s" if hib else metric_time_unit(name)  # step_s: seconds, as the step printed it

@@ -279,3 +279,19 @@ def test_a_callable_that_prints_without_ending_its_line_is_still_timed(tmp_path,
     worker = f"{sys.executable} -m forensics.step.callable chatty:step --blocks 3 --warmup-s 0.01"
     run = run_command(worker, cwd=str(tmp_path))
     assert run.metric == "call_ms" and len(run.values) == 3
+
+
+def test_a_process_past_its_own_limit_says_a_longer_bench_timeout_does_not_help(monkeypatch):
+    """A process past the 300 s each one has read 'step command timed out after 300 s' to a user who had
+    given --bench-timeout 1h, with nothing saying that limit is each process's own, which a longer
+    --bench-timeout does not change."""
+    import forensics.bench as bench_pkg
+
+    monkeypatch.setattr(bench_pkg, "SNAPSHOT_STEP_TIMEOUT_S", 0.3)
+    doc = {"results": [], "config": {}, "summary": "canary.verify_step_ms 4.1 ms"}
+    bench_pkg._add_user_step(doc, {"cmd": "sleep 5", "step_limit_s": 3600.0}, 3, 60.0)
+    assert doc["config"]["user_step"]["failed"] == (
+        "step command timed out after 0.3 s (its processes were stopped): sleep 5; each process may run "
+        "0.3 s, whatever --bench-timeout gives all of them together (forensics bench --cmd takes a longer "
+        "--timeout)"
+    )
