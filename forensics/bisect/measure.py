@@ -28,7 +28,7 @@ from forensics.bisect.worktree import Worktree, WorktreePool, untracked_named
 from forensics.errors import BadInputError
 from forensics.gitio import GitError, clean_env
 from forensics.procgroup import run_group_bounded
-from forensics.step.command import run_command
+from forensics.step.command import run_command, shown
 
 ISOLATION_NOTE = (
     "each commit ran in its own `git worktree` (detached, in a temporary folder) with the worktree as "
@@ -213,7 +213,7 @@ class Measurer:
         if code != 0:
             last = (err.tail.strip().splitlines() or out.tail.strip().splitlines() or [""])[-1]
             raise StepFailed(
-                f"setup exited with status {code}" + (f": {last[:200]}" if last else "")
+                f"setup exited with status {code}" + (f": {shown(last)}" if last else "")
             )
 
     def run_once(self, sha: str, role: str) -> float:

@@ -673,3 +673,20 @@ def test_git_bisect_run_with_bisect_step_finds_the_commit(tmp_path, factor_file)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{shas[4]} is the first slow commit" in proc.stdout
     _git(repo, "bisect", "reset")
+
+
+def test_a_failing_setups_last_line_is_quoted_without_its_control_characters(tmp_path):
+    """bisect --setup's failure note quoted the first 200 characters of stderr's last line as printed: an
+    escape sequence in it reached the terminal and the report's notes."""
+    from forensics.bisect.measure import Measurer, StepFailed, StepSpec
+    from forensics.bisect.worktree import WorktreePool
+    from tests.conftest import make_repo as make_plain_repo
+
+    repo = make_plain_repo(tmp_path / "r", {"a.txt": "a\n"})
+    sha = _git(repo, "rev-parse", "HEAD").strip()
+    spec = StepSpec(cmd="true", setup="printf 'make: \\033]0;owned\\007 no rule\\n' >&2; exit 2")
+    with WorktreePool(str(repo)) as pool:
+        tree = pool.add("x", sha)
+        with pytest.raises(StepFailed) as exc:
+            Measurer(pool, spec)._run_setup(tree.path, sha)
+    assert str(exc.value) == "setup exited with status 2: make: ?]0;owned? no rule"
