@@ -31,6 +31,11 @@ SCHEMA_VERSION = 1
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 
 
+VALUE_MAX = 1e300
+"""A measurement a bench file holds is below this (sums and ratios of such values stay finite); a step that
+prints more is refused when it is run, not when its file is read."""
+
+
 class ResultKind:
     """Values of a result's ``kind``: the headline canary figure, a component, the user's step."""
 
@@ -419,7 +424,7 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
             not isinstance(vals, list)
             or not vals
             or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < float(v) < 1e300
+                isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < float(v) < VALUE_MAX
                 for v in vals
             )
         ):

@@ -21,7 +21,7 @@ import statistics
 import sys
 from typing import Callable
 
-from forensics.bench.document import ResultKind, make_result
+from forensics.bench.document import VALUE_MAX, ResultKind, make_result
 from forensics.bench.harness import MIN_PROCESSES, balanced_order
 from forensics.errors import BadInputError
 from forensics.procgroup import run_group_bounded
@@ -59,6 +59,11 @@ def run_cmd_process(
     kept = values[1:] if dropped else values
     if any(v <= 0 for v in kept):
         raise BadInputError(f"step command printed a non-positive value for {run.metric!r}: {cmd}")
+    if any(v >= VALUE_MAX for v in kept):
+        raise BadInputError(
+            f"step command printed a value of {max(kept):g} for {run.metric!r}, no measurement (at most "
+            f"{VALUE_MAX:g}): {cmd}"
+        )
     return {
         "value": statistics.median(kept),
         "values": values,
@@ -359,6 +364,11 @@ def run_user_ab(
             if any(v <= 0 for v in kept):
                 raise BadInputError(
                     f"side {side}: the step printed a non-positive value for {run.metric!r}: {cmd}"
+                )
+            if any(v >= VALUE_MAX for v in kept):
+                raise BadInputError(
+                    f"side {side}: the step printed a value of {max(kept):g} for {run.metric!r}, no "
+                    f"measurement (at most {VALUE_MAX:g}): {cmd}"
                 )
             rec = {
                 "value": statistics.median(kept),

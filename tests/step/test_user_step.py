@@ -295,3 +295,18 @@ def test_a_process_past_its_own_limit_says_a_longer_bench_timeout_does_not_help(
         "0.3 s, whatever --bench-timeout gives all of them together (forensics bench --cmd takes a longer "
         "--timeout)"
     )
+
+
+def test_a_value_too_large_for_a_bench_file_is_refused_when_the_step_runs(tmp_path):
+    """A step printing 1e308 ms was measured and written (exit 0), and bench compare then refused the very
+    file: "result 'user.step_ms' needs 'process_medians', a list of positive numbers"."""
+    step = py(
+        'import json\nfor _ in range(4): print(json.dumps({"metric": "step_ms", "value": 1e308}))'
+    )
+    out = tmp_path / "a.json"
+    r = bench("--cmd", step, "--processes", "3", "-o", str(out))
+    assert r.exit_code == 2 and not out.exists(), r.output
+    assert (
+        f"step command printed a value of 1e+308 for 'step_ms', no measurement (at most 1e+300): {step}"
+        in r.output
+    )
