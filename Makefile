@@ -26,13 +26,16 @@ dev: $(DEV_STAMP)
 demo: $(STAMP)
 	$(PY) -m forensics.demo
 
-# ruff (lint and format, configured in pyproject.toml) first, then pytest with one worker per core
-# (pytest-xdist; every test is independent of the others' order; tests that share an expensive
-# module fixture are one xdist_group, run by one worker).
+# ruff (lint and format, configured in pyproject.toml) first, then pytest with one worker per core and
+# one more (pytest-xdist; every test is independent of the others' order; tests that share an expensive
+# module fixture are one xdist_group, run by one worker). The extra worker keeps the cores busy while
+# tests wait on purpose (a gather timeout, grace periods after SIGTERM, a hung git: about 50 s of one
+# worker's time on the 2-core machine); docs/benchmarks.md has the figures.
+WORKERS ?= $(shell $(PYTHON) -c "import os; print(len(os.sched_getaffinity(0)) + 1)")
 test: $(DEV_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n $(WORKERS) --dist loadgroup
 
 # Apply ruff's fixes and format the tree (what `make test` checks).
 fmt: $(DEV_STAMP)

@@ -57,3 +57,15 @@ def test_every_folder_installed_is_a_listed_package():
                 if f"{package}.{sub.name}" not in listed and sub.name != "__pycache__":
                     missing.append(f"{package}.{sub.name}")
     assert missing == []
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
+def test_make_test_runs_one_xdist_worker_per_core_and_one_more():
+    """Tests that wait on purpose (a gather timeout, grace periods) left a core idle with one worker per core."""
+    import os
+
+    proc = subprocess.run(
+        ["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    line = next(x for x in proc.stdout.splitlines() if "-m pytest" in x)
+    assert f" -n {len(os.sched_getaffinity(0)) + 1} " in line, line
