@@ -697,3 +697,26 @@ def test_a_cause_worth_more_than_the_whole_slowdown_is_said_so_with_what_made_th
     )
     slow.share = Share(1.01, 0.97, 1.05)  # a share of about 100%: nothing more said
     assert accounting(inv) == "commit cb492c9: 101% (97% to 105%); unexplained: -3% (-9% to 1%)"
+
+
+def test_a_partial_cause_from_the_first_round_alone_is_measured_once_more():
+    """An innocent commit read 'a partial cause' on its first 5 + 5 processes (in perfect order by chance,
+    p = 0.008) and the A/B stopped there; a partial outcome on the first round now takes one more round, a
+    confirmed or refuted one does not, and no round goes past --max-processes."""
+    import time
+    from types import SimpleNamespace
+
+    from forensics.investigate.experiments import Context, _more
+    from forensics.investigate.measure import Subject
+    from forensics.investigate.model import Outcome
+
+    ctx = Context({}, {}, None, Subject("cmd", "step", process_s=0.01), True)
+    ctx.deadline = time.monotonic() + 600
+    exp = SimpleNamespace(comparison=None, outcome=Outcome.PARTIAL)
+    assert _more(exp, ctx, 3, first=True) and not _more(exp, ctx, 3, first=False)
+    assert not _more(exp, ctx, 0, first=True)
+    for settled in (Outcome.CONFIRMED, Outcome.REFUTED):
+        assert not _more(SimpleNamespace(comparison=None, outcome=settled), ctx, 3, first=True)
+    assert _more(
+        SimpleNamespace(comparison=None, outcome=Outcome.INCONCLUSIVE), ctx, 3, first=False
+    )
