@@ -86,6 +86,15 @@ def git(cwd: Path, *args: str, env: dict | None = None) -> str:
     ).stdout
 
 
+def upstream_and_clone(tmp_path: Path, files: dict[str, str], message: str) -> tuple[Path, Path]:
+    """(upstream, user): a repository ``tmp_path/upstream`` with ``files`` as its first commit, and the user's
+    clone of it at ``tmp_path/user`` (the shape of a pull: commit to upstream, then ``git pull`` in user)."""
+    up = make_repo(tmp_path / "upstream", files, message)
+    user = tmp_path / "user"
+    git(tmp_path, "clone", "-q", str(up), str(user))
+    return up, user
+
+
 def repo_state(repo: Path) -> str:
     """Everything of the user's repository forensics must leave as it found it: status (branch,
     untracked files), worktrees, stash, reflog, refs and the index, as git prints them."""

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests._stepkit import busy_step, run_investigate, take_baseline
-from tests.conftest import commit, git, make_repo
+from tests.conftest import commit, git, make_repo, upstream_and_clone
 
 CMD = f"{sys.executable} step.py"
 
@@ -28,9 +28,7 @@ def test_a_pull_that_changes_only_the_steps_own_script_is_a_suspect_and_confirme
     so this pull read "not a suspect: the step never loaded step.py", code.change was ruled out and the
     report said 'Slower, not explained: ... nothing that changed is known to this machine' (exit 3)."""
     step = busy_step("4", "1.0")
-    up = make_repo(tmp_path / "upstream", {"step.py": step}, "serving: verify step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, {"step.py": step}, "serving: verify step")
     slow = commit(up, {"step.py": step.replace("(1.0)", "(1.5)")}, "step: more work")
     git(user, "pull", "-q")
     r = investigate(user, "-o", str(tmp_path / "r.json"))
@@ -61,9 +59,7 @@ def test_a_slowdown_gone_by_the_time_of_the_experiment_confirms_no_commit(tmp_pa
     """The commit against its parent reused today's processes as side A, measured before and not interleaved
     with its parent's: a pull adding an unused constant was 'Confirmed by experiment: ... recovers 100% of the
     slowdown' when the machine, not the commit, had been slower."""
-    up = make_repo(tmp_path / "upstream", {"step.py": DRIFT_STEP}, "serving: verify step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, {"step.py": DRIFT_STEP}, "serving: verify step")
     commit(up, {"step.py": DRIFT_STEP + "LOG_EVERY = 50\n"}, "step: log every 50 steps")
     git(user, "pull", "-q")
     r = investigate(user, "-o", str(tmp_path / "r.json"), STEP_COUNTER=str(tmp_path / "counter"))
@@ -95,11 +91,9 @@ def test_an_undecided_residual_is_not_said_to_be_accounted_for(tmp_path):
     """The variable (x1.6) is confirmed; a commit (x1.05) leaves today with the variable unset 1.05x the
     baseline, which 5 processes cannot decide. The commit was 'not run: not needed: env-1 confirmed and
     account for the slowdown (... not decided)' and the accounting ended 'stopped: no suspect left to test'."""
-    up = make_repo(
-        tmp_path / "upstream", {"step.py": SMALL_REST_STEP, "mult.txt": "1.0\n"}, "serving: step"
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": SMALL_REST_STEP, "mult.txt": "1.0\n"}, "serving: step"
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     base = take_baseline(tmp_path / "before.json", user, CMD, STEP_COUNTER=str(tmp_path / "c0"))
     commit(up, {"mult.txt": "1.05\n"}, "step: 5% more work")
     git(user, "pull", "-q")
@@ -141,13 +135,9 @@ def test_the_residual_keeps_the_users_uncommitted_changes(tmp_path):
     4 ms. The commit is confirmed; today without it is 4.6 ms, 21% of the slowdown unexplained. The residual
     was measured in a clean worktree of HEAD's parent, without the edit, and the report said 'unexplained: 1%;
     stopped: the residual is within noise'."""
-    up = make_repo(
-        tmp_path / "upstream",
-        {"step.py": DIRTY_STEP, "cost.txt": "4\n", "mult.txt": "1.0\n"},
-        "serving: step",
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": DIRTY_STEP, "cost.txt": "4\n", "mult.txt": "1.0\n"}, "serving: step"
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     commit(up, {"cost.txt": "6\n"}, "step: logits in float32")
     git(user, "pull", "-q")
     (user / "mult.txt").write_text("1.15\n")
@@ -245,9 +235,7 @@ def test_a_costly_variable_the_baseline_had_too_is_not_confirmed_as_the_cause(tm
         'float(open("cost.txt").read())',
         '1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0',
     )
-    up = make_repo(tmp_path / "upstream", {"step.py": step, "cost.txt": "4\n"}, "serving: step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, {"step.py": step, "cost.txt": "4\n"}, "serving: step")
     args: list[str] = []
     if baseline == "snapshot":
         base = take_baseline(tmp_path / "before.json", user, CMD, CUDA_LAUNCH_BLOCKING="1")
@@ -309,9 +297,7 @@ def test_a_baseline_snapshot_without_the_step_is_measured_in_the_environment_it_
         'float(open("cost.txt").read())',
         '1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0',
     )
-    up = make_repo(tmp_path / "upstream", {"step.py": step, "cost.txt": "4\n"}, "serving: step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, {"step.py": step, "cost.txt": "4\n"}, "serving: step")
     base = tmp_path / "before.json"
     subprocess.run(
         [sys.executable, "-m", "forensics", "snapshot", "-q", "-o", str(base)],
@@ -395,9 +381,7 @@ def test_a_later_commit_in_a_module_named_like_a_document_is_applied_when_the_pa
         '__import__("kernel").factor() * __import__("serving.history", fromlist=["x"]).KEEP',
     )
     files = {"step.py": step, "cost.txt": "4\n", "kernel.py": kernel, "serving/__init__.py": ""}
-    up = make_repo(tmp_path / "upstream", {**files, "serving/history.py": "KEEP = 1.0\n"}, "step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, {**files, "serving/history.py": "KEEP = 1.0\n"}, "step")
     commit(up, {"kernel.py": kernel.replace("1.0", "1.5")}, "kernel: scale 1.5")
     keep = commit(up, {"serving/history.py": "KEEP = 1.15\n"}, "history: keep more entries")
     rename = "def factor():\n    multiplier = 1.5\n    return multiplier\n"
@@ -420,11 +404,9 @@ def test_a_config_the_step_runs_with_runpy_is_tested_not_ruled_out(tmp_path):
     loaded: the pull changing it was 'no commit changes what the step runs (files the step never loaded)',
     code.change ruled out, and 'Slower, not explained: what changed was checked and does not explain it'."""
     step = busy_step("4", "__import__('runpy').run_path('configs/model.py')['scale']")
-    up = make_repo(
-        tmp_path / "upstream", {"step.py": step, "configs/model.py": "scale = 1.0\n"}, "step"
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": step, "configs/model.py": "scale = 1.0\n"}, "step"
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     slow = commit(up, {"configs/model.py": "scale = 1.5\n"}, "configs: larger blocks")
     git(user, "pull", "-q")
     r = investigate(user, "-o", str(tmp_path / "r.json"))
@@ -454,9 +436,7 @@ def test_a_pull_that_merged_names_the_commit_it_brought_in_not_the_merge(tmp_pat
     <merge>; going back from "Merge branch ..." to its parent ...; commit <merge>: 99%' named no commit."""
     step = busy_step('float(open("cost.txt").read())', 'float(open("mult.txt").read())')
     files = {"step.py": step, "cost.txt": "4\n", "mult.txt": "1.0\n"}
-    up = make_repo(tmp_path / "upstream", files, "step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, files, "step")
     git(user, "config", "pull.rebase", "false")
     commit(user, {"notes.md": "local\n"}, "local notes")
     commit(up, {"README.md": "x\n"}, "docs")
@@ -486,11 +466,9 @@ def test_a_slow_commit_reverted_in_the_same_pull_is_not_the_cause(tmp_path):
     today's code does not hold."""
     model = "def project(x):\n    y = x\n    return y\n"
     step = busy_step('float(open("cost.txt").read())', '__import__("model").project(1.0)')
-    up = make_repo(
-        tmp_path / "upstream", {"step.py": step, "cost.txt": "4\n", "model.py": model}, "step"
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": step, "cost.txt": "4\n", "model.py": model}, "step"
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     reverted = commit(
         up,
         {"model.py": model.replace("y = x\n", "y = float(x) * 1.5\n")},
@@ -545,9 +523,9 @@ def test_a_slow_commit_a_later_commit_undid_is_not_confirmed_as_todays_cause(tmp
         "float(attn.cost())", 'float(open("factor.txt").read())'
     )
     files = {"step.py": step, "kernels/__init__.py": "", "kernels/attn.py": before}
-    up = make_repo(tmp_path / "upstream", {**files, "factor.txt": "1.0\n"}, "serving: verify step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(
+        tmp_path, {**files, "factor.txt": "1.0\n"}, "serving: verify step"
+    )
     base = take_baseline(tmp_path / "before.json", user, CMD, 5)
     slow = commit(
         up, {"kernels/attn.py": slow_text}, "attn: upcast scores to float32 for stability"

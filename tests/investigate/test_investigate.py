@@ -29,7 +29,14 @@ from tests._stepkit import (
     tree_hash,
     wheel,
 )
-from tests.conftest import ROOT, commit, git, make_repo, processes_with_env, run_cli
+from tests.conftest import (
+    ROOT,
+    commit,
+    git,
+    processes_with_env,
+    run_cli,
+    upstream_and_clone,
+)
 
 STEP = busy_step(
     'float(open("cost.txt").read())',
@@ -42,13 +49,11 @@ CMD = f"{sys.executable} step.py"
 @pytest.fixture
 def user_repo(tmp_path):
     """(upstream, user clone): the user's clone at the first commit (cost 4 ms)."""
-    up = make_repo(
-        tmp_path / "upstream",
+    up, user = upstream_and_clone(
+        tmp_path,
         {"step.py": STEP, "cost.txt": "4\n", "kernels/attn.py": "x = 1\n"},
         "serving: verify step",
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     return up, user
 
 

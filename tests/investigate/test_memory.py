@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests._stepkit import busy_step, run_investigate, take_baseline, tree_hash
-from tests.conftest import commit, git, make_repo, repo_state
+from tests.conftest import commit, git, make_repo, repo_state, upstream_and_clone
 
 STEP = busy_step(
     'float(open("cost.txt").read())',
@@ -28,11 +28,9 @@ CMD = f"{sys.executable} step.py"
 @pytest.fixture
 def pulled(tmp_path):
     """(user clone after a silent pull of 6 commits, the slow commit's sha, the HEAD before the pull)."""
-    up = make_repo(
-        tmp_path / "upstream", {"step.py": STEP, "cost.txt": "4\n"}, "serving: verify step"
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": STEP, "cost.txt": "4\n"}, "serving: verify step"
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     old = git(user, "rev-parse", "HEAD").strip()
     step = STEP
     for i in range(2):  # decoys touching the hot file: comments only
@@ -96,11 +94,9 @@ def test_no_baseline_a_silent_pull_is_confirmed_against_the_reflogs_head(pulled,
 
 @pytest.mark.slow
 def test_a_pull_of_documentation_only_is_no_regression(tmp_path):
-    up = make_repo(
-        tmp_path / "upstream", {"step.py": STEP, "cost.txt": "4\n"}, "serving: verify step"
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": STEP, "cost.txt": "4\n"}, "serving: verify step"
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     commit(up, {"README.md": "Timings are per step.\n"}, "docs: say what a timing covers")
     git(user, "pull", "-q")
     r = investigate(user, "-o", str(tmp_path / "r.json"))
@@ -126,9 +122,7 @@ SETTLING_STEP = (
 
 @pytest.mark.slow
 def test_an_undecided_first_call_grows_both_sides_until_a_slowdown_is_ruled_out(tmp_path):
-    up = make_repo(tmp_path / "upstream", {"step.py": SETTLING_STEP}, "serving: verify step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, {"step.py": SETTLING_STEP}, "serving: verify step")
     commit(up, {"README.md": "Timings are per step.\n"}, "docs: say what a timing covers")
     git(user, "pull", "-q")
     r = investigate(user, "-o", str(tmp_path / "r.json"), STEP_COUNTER=str(tmp_path / "counter"))
@@ -209,13 +203,9 @@ def test_a_commit_whose_lines_a_later_rename_rewrote_is_taken_out_through_its_pa
     commit applied on its files, stands in for "today without it", and the residual is measured (before:
     'the residual could not be measured: ... git apply: error: patch failed')."""
     step = busy_step('float(open("cost.txt").read())', '__import__("kernel").factor()')
-    up = make_repo(
-        tmp_path / "upstream",
-        {"step.py": step, "cost.txt": "4\n", "kernel.py": KERNEL},
-        "serving: verify step",
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": step, "cost.txt": "4\n", "kernel.py": KERNEL}, "serving: verify step"
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     old = git(user, "rev-parse", "HEAD").strip()
     slow = commit(up, {"kernel.py": KERNEL.replace("1.0", "1.5")}, "kernel: scale 1.5")
     config = commit(up, {"config.yaml": "log_every: 50\n"}, "config: log every 50 steps")
@@ -255,13 +245,9 @@ def test_a_commit_whose_line_a_later_change_rewrote_is_taken_out_through_its_fil
         'float(open("cost.txt").read())',
         '__import__("kernel").factor() * (1.6 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 1.0)',
     )
-    up = make_repo(
-        tmp_path / "upstream",
-        {"step.py": step, "cost.txt": "4\n", "kernel.py": KERNEL},
-        "serving: verify step",
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": step, "cost.txt": "4\n", "kernel.py": KERNEL}, "serving: verify step"
     )
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
     base = take_baseline(tmp_path / "before.json", user, CMD)
     slow = commit(up, {"kernel.py": KERNEL.replace("1.0", "1.5")}, "kernel: scale 1.5")
     commit(

@@ -22,7 +22,7 @@ from tests._stepkit import (
     tree_hash,
     wheel,
 )
-from tests.conftest import EXAMPLES, commit, git, make_repo
+from tests.conftest import EXAMPLES, commit, git, upstream_and_clone
 
 STEP = busy_step(
     '__import__("fakeslow").COST',
@@ -110,9 +110,7 @@ def test_a_package_and_a_commit_each_on_top_of_the_other(tmp_path):
         d.mkdir()
     old, new = wheel(wheels, "1.0", 4), wheel(wheels, "2.0", 6)
     step = STEP.replace("factor = ", 'factor = float(open("mult.txt").read()) * ')
-    up = make_repo(tmp_path / "upstream", {"step.py": step, "mult.txt": "1\n"}, "step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, {"step.py": step, "mult.txt": "1\n"}, "step")
     pip_target(site, old)
     base = take_baseline(tmp_path / "before.json", user, CMD, PYTHONPATH=str(site))
     pip_target(site, new, upgrade=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests._stepkit import busy_step, run_investigate, take_baseline
-from tests.conftest import commit, git, make_repo
+from tests.conftest import commit, git, upstream_and_clone
 
 STEP = busy_step(
     'float(open("cost.txt").read()) + (1.2 if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1" else 0.0)',
@@ -29,9 +29,7 @@ def test_a_partial_variable_is_retested_on_top_of_the_confirmed_commit(tmp_path)
     """Baseline 4 ms; a pulled commit (cost 4 -> 6.8 ms) and CUDA_LAUNCH_BLOCKING=1 (+1.2 ms): today 8 ms. Alone
     against today the variable recovers 1.2 / 4 = 30% (partial), the commit 2.8 / 4 = 70% (confirmed); on top of
     the commit taken out the variable recovers all of what was left, so it is a cause with its 30%."""
-    up = make_repo(tmp_path / "upstream", {"step.py": STEP, "cost.txt": "4\n"}, "serving: step")
-    user = tmp_path / "user"
-    git(tmp_path, "clone", "-q", str(up), str(user))
+    up, user = upstream_and_clone(tmp_path, {"step.py": STEP, "cost.txt": "4\n"}, "serving: step")
     base = take_baseline(tmp_path / "before.json", user, CMD)
     slow = commit(up, {"cost.txt": "6.8\n"}, "step: logits in float32")
     git(user, "pull", "-q")
