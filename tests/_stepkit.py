@@ -28,15 +28,36 @@ snap.save(doc, sys.argv[1])
 """
 
 
+SEEDED_RNG = (
+    "import fcntl, os, random\n"
+    "_seq = os.environ.get('STEP_COUNTER')\n"
+    "if _seq:\n"
+    "    with open(_seq, 'a+') as _f:\n"
+    "        fcntl.flock(_f, fcntl.LOCK_EX)\n"
+    "        _f.seek(0)\n"
+    "        _k = int(_f.read() or 0)\n"
+    "        _f.seek(0)\n"
+    "        _f.truncate()\n"
+    "        _f.write(str(_k + 1))\n"
+    "    rnd = random.Random(_k)\n"
+    "else:\n"
+    "    rnd = random.Random()\n"
+)
+"""Step-script lines that make ``rnd``: a ``random.Random`` seeded with this process's rank in the test (the
+counter file ``STEP_COUNTER`` names, which :func:`tests.conftest.step_counter` gives every test), so a test's
+noisy step draws the same noise in every run: its outcome is the same each time, not a chance of one in a
+few hundred (a 5-process baseline with one process 5% low left a residual "not decided" in CI)."""
+
+
 def busy_step(cost: str, factor: str, also: str = "") -> str:
     """The text of a step script: 4 timings of ``cost * factor`` ms of busy-waited CPU time (CPU time, so
-    other jobs on a loaded machine add little noise), with 1% noise per process and 2% per timing, each
-    printed as ``{"metric": "step_ms", "value": ...}``. ``cost`` and ``factor`` are Python expressions
-    (``os`` is imported), ``also`` a line run first (a variable read and ignored, say)."""
+    other jobs on a loaded machine add little noise), with 1% noise per process and 2% per timing (drawn from
+    :data:`SEEDED_RNG`), each printed as ``{"metric": "step_ms", "value": ...}``. ``cost`` and ``factor`` are
+    Python expressions (``os`` is imported), ``also`` a line run first (a variable read and ignored, say)."""
     return (
         "import json, os, random, time\n"
         f"cost = ({cost})\nfactor = ({factor})\n{also}\n"
-        "rnd = random.Random()\n"
+        f"{SEEDED_RNG}"
         "proc = 1 + rnd.gauss(0, 0.01)\n"
         "for _ in range(4):\n"
         "    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))\n"

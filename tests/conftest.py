@@ -41,6 +41,16 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 H200 = FIXTURES / "h200x2"
 
 
+@pytest.fixture(autouse=True)
+def step_counter(tmp_path_factory, monkeypatch) -> Path:
+    """``STEP_COUNTER``: a counter file of this test's own, in the environment of every process it starts.
+    The synthetic steps (``tests._stepkit.SEEDED_RNG``) seed their noise with it, so a test sees the same
+    draws in every run. A test may pass its own ``STEP_COUNTER`` to a process."""
+    path = tmp_path_factory.mktemp("steps") / "counter"
+    monkeypatch.setenv("STEP_COUNTER", str(path))
+    return path
+
+
 @pytest.fixture
 def nvml_capture() -> dict:
     """The real NVML readings of a 2 x H200 machine (idle and under load)."""

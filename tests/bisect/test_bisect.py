@@ -26,15 +26,19 @@ from forensics.bisect.measure import StepSpec
 from forensics.bisect.run import BisectConfig, CommitClass, Outcome, StepExit, run_bisect, run_step
 from forensics.errors import BadInputError
 from forensics.render.bisect import render
+from tests._stepkit import SEEDED_RNG
 from tests.conftest import processes_with_env
 
-STEP = r"""
+STEP = (
+    r"""
 import json, os, random, sys, time
 if os.path.exists("BROKEN"):
     sys.exit("step: this commit does not run")
 cost = float(open("cost.txt").read())
 factor = float(open(os.environ["BISECT_TEST_FACTOR"]).read())
-rnd = random.Random()
+"""
+    + SEEDED_RNG
+    + r"""
 proc = 1 + rnd.gauss(0, 0.02)
 for _ in range(4):
     ms = cost * factor * proc * (1 + rnd.gauss(0, 0.04))
@@ -43,6 +47,7 @@ for _ in range(4):
         pass
     print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
 """
+)
 CMD = f"{sys.executable} step.py"
 CLI = [sys.executable, "-c", "from forensics.cli import main; main()"]
 
