@@ -146,7 +146,7 @@ class BisectConfig:
 
         Raises:
             BadInputError: no step or two; a callable not ``module:function``; a metric regex that
-                does not compile; ``max_processes`` below ``step.processes``.
+                does not compile, has no group or matches the empty string; ``max_processes`` below ``step.processes``.
         """
         if bool(step.cmd) == bool(step.target):
             raise BadInputError(
@@ -168,6 +168,9 @@ class BisectConfig:
                     f"{step.metric_regex!r}: not a valid regular expression ({exc})",
                     option="metric_regex",
                 ) from None
+            from forensics.step.command import compile_metric_regex
+
+            compile_metric_regex(step.metric_regex)  # no group, or matching the empty string
         cap = max_processes or step.processes * 4
         if cap < step.processes:
             raise BadInputError(

@@ -72,7 +72,7 @@ def parse_output(
     """
     values: list[float] = []
     if metric_regex:
-        rx = _compile(metric_regex)
+        rx = compile_metric_regex(metric_regex)
         for m in rx.finditer(text):
             raw = m.group("value") if "value" in rx.groupindex else m.group(1)
             try:
@@ -115,23 +115,44 @@ def parse_output(
     return chosen or (metric or "value"), values
 
 
-def _compile(metric_regex: str) -> re.Pattern:
-    """``metric_regex`` compiled.
+def compile_metric_regex(metric_regex: str) -> re.Pattern:
+    """``metric_regex`` (``--metric-regex``) compiled, once checked that it can read a measurement.
+
+    The one check of the regex for every command that takes it (:meth:`forensics.step.spec.StepOptions.check`,
+    :meth:`forensics.bisect.model.BisectConfig.from_options`, and :func:`metric_lines` before a step runs).
+    A regex that matches the empty string (``.*``, ``(\\d*)``, an empty one) is refused: it matches in every
+    line, so every line of the step's output would be kept as a metric line and the bounded reader
+    (:func:`forensics.procgroup.run_group_bounded`) would hold the whole log. Whether it does is asked of
+    :mod:`re` on texts without a number (``""``, ``"x"``, ``"loading the model"``): a zero-width match in
+    any of them; one that matches the empty string only after a label (``(?<=ms=)(\\d*)``) is kept.
 
     Raises:
-        BadInputError: it does not compile or has no group.
+        BadInputError (``option="metric_regex"``): it does not compile, matches the empty string, or has no
+            group.
     """
     try:
         rx = re.compile(metric_regex)
     except re.error as exc:
         raise BadInputError(
-            f"--metric-regex {metric_regex!r} is not a valid regular expression ({exc})"
+            f"{metric_regex!r} is not a valid regular expression ({exc})", option="metric_regex"
         ) from None
+    if any(m.start() == m.end() for text in _NO_NUMBER for m in rx.finditer(text)):
+        raise BadInputError(
+            f"{metric_regex!r} matches the empty string, so every line of the step's output would be a "
+            "metric line; give a pattern with a number group, e.g. 'step_ms=([0-9.]+)'",
+            option="metric_regex",
+        )
     if rx.groups < 1:
         raise BadInputError(
-            f"--metric-regex {metric_regex!r} needs a group around the number, e.g. 'step (\\d+\\.?\\d*) ms'"
+            f"{metric_regex!r} needs a group around the number, e.g. 'step (\\d+\\.?\\d*) ms'",
+            option="metric_regex",
         )
     return rx
+
+
+_NO_NUMBER = ("", "x", "loading the model")
+"""Lines without a measurement: a ``metric_regex`` with a zero-width match in one of them matches the empty
+string anywhere (:func:`compile_metric_regex`)."""
 
 
 _VALUE_LINE = re.compile(r'^.*"value".*$', re.M)
@@ -155,7 +176,7 @@ def metric_lines(metric_regex: str | None = None):
     """
     if not metric_regex:
         return _json_lines
-    rx = _compile(metric_regex)
+    rx = compile_metric_regex(metric_regex)
 
     def lines(text: str) -> list[str]:
         out, done = [], 0

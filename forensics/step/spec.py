@@ -48,7 +48,8 @@ class StepOptions:
 
         Raises:
             BadInputError: both a command and a callable; an empty command; a metric name or
-                regex without a command.
+                regex without a command; a metric regex that does not compile, has no group or matches
+                the empty string (:func:`forensics.step.command.compile_metric_regex`).
         """
         if self.cmd and self.target:
             raise BadInputError("give either {cmd} or {target}, not both", names=("cmd", "target"))
@@ -59,3 +60,7 @@ class StepOptions:
                 "{metric} and {metric_regex} read the output of {cmd}; give {cmd} too",
                 names=("metric", "metric_regex", "cmd"),
             )
+        if self.metric_regex is not None:  # '' too: it matches the empty string
+            from forensics.step.command import compile_metric_regex
+
+            compile_metric_regex(self.metric_regex)

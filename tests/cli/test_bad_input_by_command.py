@@ -210,6 +210,42 @@ def test_bisect_bad_options_before_any_measurement(tmp_path, extra, expected):
     assert expected in _one_line_exit_2(proc)  # one line: no "endpoints ... re-measuring" before it
 
 
+_EMPTY_MATCH = (
+    "matches the empty string, so every line of the step's output would be a metric line; give a "
+    "pattern with a number group, e.g. 'step_ms=([0-9.]+)'"
+)
+
+
+@pytest.mark.parametrize("regex", [".*", r"(\d*)", r"\b(\d*)", ""])
+@pytest.mark.parametrize("command", ["bench", "investigate", "bisect"])
+def test_a_metric_regex_matching_the_empty_string_is_refused_before_the_step_runs(
+    tmp_path, command, regex
+):
+    """Found by a hostile-user pass: --metric-regex '.*' (or '(\\d*)') kept every line of the step's output
+    as a metric line, so the bounded reader held a whole log; '' was ignored (JSON lines read instead)."""
+    repo = _tiny_repo(tmp_path)
+    ran = tmp_path / "ran"
+    step = f"touch {ran}; python3 step.py"
+    args = {
+        "bench": ["bench", "--processes", "3"],
+        "investigate": ["investigate", "--repo", str(repo), "--expect", "20ms"],
+        "bisect": ["bisect", "--repo", str(repo), "--good", "HEAD~1", "--bad", "HEAD"],
+    }[command]
+    proc = run_cli(*args, "--cmd", step, "--metric-regex", regex, cwd=repo)
+    line = _one_line_exit_2(proc)
+    assert line == f"forensics: error: --metric-regex {regex!r} {_EMPTY_MATCH}"
+    assert not ran.exists() and proc.stdout == ""
+
+
+def test_a_metric_regex_that_matches_empty_only_after_its_label_is_kept():
+    from forensics.step.command import compile_metric_regex
+
+    for regex in (r"step_ms=([0-9.]+)", r"(?<=ms=)(\d*)", r"step (\d+\.?\d*) ms"):
+        assert compile_metric_regex(regex).pattern == regex
+    with pytest.raises(BadInputError, match="needs a group around the number"):
+        compile_metric_regex(r"\d+ ms")
+
+
 def test_threshold_reads_the_same_in_bisect_and_bench_compare():
     from forensics.cli.common import parse_threshold
 
