@@ -409,7 +409,11 @@ def investigate(
             inv = Investigation(s, None, now, None, step, Regression.UNKNOWN, "", notes=notes)
             inv.interrupted = _signal_name(exc)
             inv.verdict = (
-                "Interrupted while the baseline this machine remembers was being measured in a private "
+                "Interrupted while the commit this machine remembers was being measured in a private worktree "
+                f"for the code suspects (the baseline is --expect {s.expect}, the value you remember): nothing "
+                "was compared (the worktree was removed; your checkout is untouched)."
+                if s.expect
+                else "Interrupted while the baseline this machine remembers was being measured in a private "
                 "worktree: nothing was compared (the worktree was removed; your checkout is untouched)."
             )
             inv.baseline_source = "baseline: " + _interrupted_point(s, now, baseline)
@@ -711,6 +715,10 @@ def _interrupted_now(
         inv.baseline_source = (
             f"baseline: {s.baseline}, not compared (interrupted while the snapshot was taken now)"
         )
+    elif s.expect:
+        inv.baseline_source = (
+            f"baseline: {_expected(s)}, not compared (interrupted while the snapshot was taken now)"
+        )
     elif step is not None:
         inv.baseline_source = (
             "baseline: not looked for (interrupted while the snapshot was taken now, before the baseline this "
@@ -726,8 +734,16 @@ PROBES_READ = "the snapshot taken now read this machine"
 """What an interrupt before any measurement stopped (:func:`_interrupted_now`)."""
 
 
+def _expected(s: Settings) -> str:
+    """``--expect VALUE (the value you remember)``: how the report names the baseline a user's remembered
+    figure gives (``s.expect``, as typed), in its first line and verdict, interrupted or not."""
+    return f"--expect {s.expect} (the value you remember)"
+
+
 def _interrupted_point(s: Settings, now: dict[str, Any], baseline: dict[str, Any] | None) -> str:
-    """The report's first line after an interrupt while the remembered baseline was measured."""
+    """The report's first line after an interrupt while the commit the machine remembers was measured in a
+    private worktree: that commit as the baseline, or, with ``--expect``, the user's figure as the baseline
+    (the commit was measured for the code suspects only)."""
     from forensics.investigate import memory
 
     try:
@@ -735,6 +751,11 @@ def _interrupted_point(s: Settings, now: dict[str, Any], baseline: dict[str, Any
     except Exception:  # noqa: BLE001 - the interrupt is the news; the point only names it
         point = None
     what = point.sentence() if point is not None else "the commit the machine remembers"
+    if s.expect:
+        return (
+            f"{_expected(s)}, not compared (interrupted while {what} was measured in a private worktree "
+            "for the code suspects)"
+        )
     return f"{what}, interrupted while measured in a private worktree (nothing was compared)"
 
 
@@ -779,7 +800,7 @@ def _remember(
             )
         memory.check_expect_scale(s.expect, value, today, step.name, hib)
         values = [value]
-        parts.append(f"--expect {s.expect} (the value you remember)")
+        parts.append(_expected(s))
     if point is not None and point.note:
         notes.append(point.note)
     if point is not None and s.plan_only and not values:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests._stepkit import step_env
-from tests.conftest import make_repo, repo_state
+from tests.conftest import commit, git, make_repo, repo_state, upstream_and_clone
 
 STEP = """import json, os, pathlib, time
 log = pathlib.Path(os.environ["INV_TEST_LOG"])
@@ -70,8 +70,9 @@ def test_a_signal_while_todays_step_is_measured_still_writes_the_report(
         f"forensics: error: interrupted ({name}); the report holds what was learned"
     ), err
     first, verdict = [line for line in out.splitlines() if not line.startswith("note:")][:2]
-    assert first.startswith(
-        "baseline: not looked for (interrupted while the snapshot was taken now"
+    assert first == (  # the user's figure is the baseline, as the run not interrupted says
+        "baseline: --expect 4ms (the value you remember), not compared (interrupted while the snapshot was "
+        "taken now)"
     ), out
     assert verdict.startswith("Interrupted while today's step was measured"), out
     assert "2 processes measured" in verdict and "measured: 6, 6.1 ms)" in verdict, verdict
@@ -177,3 +178,67 @@ def test_ctrl_c_while_the_snapshots_are_compared_or_the_plan_is_made_keeps_what_
         "(4 ms; each of the 5 processes now gave 6 ms); nothing was changed (no experiment ran; your "
         "checkout is untouched)."
     )
+
+
+HANG = """import os, pathlib, time
+pathlib.Path(os.environ["INV_TEST_LOG"]).write_text("started\\n")
+time.sleep(600)
+"""
+TODAY = """import json
+for _ in range(3):
+    print(json.dumps({"metric": "step_ms", "value": 6.0}))
+"""
+
+
+def test_ctrl_c_while_the_commit_before_the_pull_is_measured_names_the_figure_you_remember(
+    tmp_path,
+):
+    """With --expect and a pull, the commit before the pull is measured in a private worktree for the code
+    suspects; the baseline is the figure. Found by a hostile-user pass: a Ctrl-C there gave the first line
+    'baseline: HEAD@{1} ..., interrupted while measured' and the verdict 'the baseline this machine remembers'."""
+    up, user = upstream_and_clone(tmp_path, {"step.py": HANG}, "serving: step")
+    old = git(user, "rev-parse", "HEAD").strip()
+    commit(up, {"step.py": TODAY}, "step: no hang")
+    git(user, "pull", "-q")
+    log = tmp_path / "old-commit.log"  # written by the commit before the pull only, in its worktree
+    before = repo_state(user)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "forensics", "investigate", "--no-canary", "-q"]
+        + ["--cmd", f"{sys.executable} step.py", "--expect", "4ms", "--snapshot-processes", "3"]
+        + ["-o", str(tmp_path / "r.json"), "-o", str(tmp_path / "r.md")],
+        cwd=user,
+        env=step_env(INV_TEST_LOG=str(log)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None and not log.exists():
+            time.sleep(0.05)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, out + err
+    assert err.strip().splitlines()[-1] == (
+        "forensics: error: interrupted (KeyboardInterrupt); the report holds what was learned"
+    ), err
+    first, verdict = [line for line in out.splitlines() if not line.startswith("note:")][:2]
+    assert first.startswith(
+        "baseline: --expect 4ms (the value you remember), not compared (interrupted while "
+        f"HEAD@{{1}} {old[:7]}, before the pull of "
+    ), first
+    assert first.endswith(" was measured in a private worktree for the code suspects)"), first
+    assert verdict == (
+        "Interrupted while the commit this machine remembers was being measured in a private worktree for "
+        "the code suspects (the baseline is --expect 4ms, the value you remember): nothing was compared (the "
+        "worktree was removed; your checkout is untouched)."
+    ), out
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["baseline_source"] == first and doc["verdict"] == verdict
+    assert doc["interrupted"] == "KeyboardInterrupt"
+    assert first in (tmp_path / "r.md").read_text()
+    assert repo_state(user) == before
