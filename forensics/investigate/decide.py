@@ -218,6 +218,10 @@ class Residual:
         exact: every process of the applied side gave one value, and so did the baseline's (a remembered
             figure is one value): the ratio is exact, there is no noise to be within (:meth:`sentence` and
             the accounting say so: ``gives exactly the baseline's value``, ``nothing is left``).
+        baseline_bound: set when ``undecided`` and the baseline's own processes hold the CI's upper end at
+            ``1 + threshold`` or more (:func:`baseline_bound`): more processes of the applied side cannot
+            decide it, a baseline measured with more processes can; the upper end the baseline alone leaves.
+        baseline_processes: processes (values) of the baseline.
     """
 
     status: str
@@ -228,6 +232,8 @@ class Residual:
     processes: int
     higher_is_better: bool = False
     exact: bool = False
+    baseline_bound: float | None = None
+    baseline_processes: int = 0
 
     @property
     def none_left(self) -> bool:
@@ -256,7 +262,14 @@ class Residual:
             shown = f"runs at {1 / self.ratio:.3f}x the baseline's rate ({spread})"
         else:
             shown = f"is {self.ratio:.3f}x the baseline ({spread})"
-        return f"{applied} {shown}: {what[self.status]}"
+        why = ""
+        if self.status == "undecided" and self.baseline_bound is not None:
+            why = (
+                f" (the baseline's {self.baseline_processes} processes alone leave the CI's upper end at "
+                f"{self.baseline_bound:.3f}: more processes of today cannot narrow it, a baseline measured "
+                "with more processes can)"
+            )
+        return f"{applied} {shown}: {what[self.status]}{why}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -267,6 +280,8 @@ class Residual:
             "processes": self.processes,
             "higher_is_better": self.higher_is_better,
             "exact": self.exact,
+            "baseline_bound": self.baseline_bound,
+            "baseline_processes": self.baseline_processes,
             "sentence": self.sentence(),
         }
 
@@ -307,6 +322,35 @@ def versus_baseline(
     return ("beyond" if beyond else "undecided"), ratio, lo, hi
 
 
+def baseline_bound(
+    baseline: Sequence[float],
+    values: Sequence[float],
+    *,
+    threshold: float,
+    higher_is_better: bool = False,
+) -> float | None:
+    """Whether the baseline's own processes are what leaves ``values`` against it undecided: the upper end
+    of the time ratio's 95% CI (as :func:`versus_baseline` computes it) were every one of ``values`` exactly
+    at their median, when that is ``1 + threshold`` or more while ``values``' own spread puts the ratio
+    below ``1 + threshold`` (the CI were the baseline exactly its median). Then no number of processes on the
+    side of ``values`` decides it: they cannot rule the threshold out, and their ratio is not beyond it.
+    ``None`` otherwise (more processes may decide it either way).
+
+    A baseline snapshot's 5 processes with one 5% low left today's step, measured with the causes taken out
+    at 1.001x the baseline, "not decided" (CI 0.980-1.053) after 20 processes; the first 5 said as much.
+    """
+    import statistics
+
+    from forensics.stats import bootstrap_ratio_ci
+
+    if len(baseline) < 2 or not values:
+        return None
+    lo, hi = bootstrap_ratio_ci(list(baseline), [statistics.median(values)])
+    lo_v, hi_v = bootstrap_ratio_ci([statistics.median(baseline)], list(values))
+    top, top_v = (1 / lo, 1 / lo_v) if higher_is_better else (hi, hi_v)
+    return top if top >= 1 + threshold and top_v < 1 + threshold else None
+
+
 def residual(
     baseline: Sequence[float],
     today: Sequence[float],
@@ -344,4 +388,20 @@ def residual(
     else:
         share.note = "today is not slower than the baseline in these samples"
     exact = len(set(baseline)) == 1 and len(set(applied)) == 1
-    return Residual(status, ratio, lo, hi, share, len(applied), higher_is_better, exact)
+    bound = (
+        baseline_bound(baseline, applied, threshold=threshold, higher_is_better=higher_is_better)
+        if status == "undecided"
+        else None
+    )
+    return Residual(
+        status,
+        ratio,
+        lo,
+        hi,
+        share,
+        len(applied),
+        higher_is_better,
+        exact,
+        baseline_bound=bound,
+        baseline_processes=len(baseline),
+    )

@@ -1370,7 +1370,14 @@ def _run_plan(
         )
     else:
         inv.stopped = "no suspect left to test" + (
-            "" if inv.residual.status == "beyond" else " (the residual is not decided)"
+            ""
+            if inv.residual.status == "beyond"
+            else " (the residual is not decided"
+            + (
+                f": the baseline's {inv.residual.baseline_processes} processes bound it)"
+                if inv.residual.baseline_bound is not None
+                else ")"
+            )
         )
 
 
@@ -1682,7 +1689,7 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
     when that is exactly it (a variable restored or a package swapped back: their A/B runs on top of every
     earlier intervention; HEAD's parent when it is the only commit taken out), else HEAD in a private worktree
     with the confirmed commits reverted, the variables restored and the package overlays kept."""
-    from forensics.investigate.decide import residual, versus_baseline
+    from forensics.investigate.decide import baseline_bound, residual, versus_baseline
     from forensics.investigate.experiments import measure_revision
 
     s = ctx.subject
@@ -1694,14 +1701,13 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
         return
     applied: list[float] | None = None
 
-    def settled(
-        xs: list[float],
-    ) -> bool:  # more processes of the applied side only while the residual is undecided
+    def settled(xs: list[float]) -> bool:
+        """More processes of the applied side only while the residual is undecided, and only while they
+        can decide it: not once the baseline's own processes hold the CI above the threshold."""
+        kw = {"threshold": ctx.threshold, "higher_is_better": s.higher_is_better}
         return (
-            versus_baseline(base, xs, threshold=ctx.threshold, higher_is_better=s.higher_is_better)[
-                0
-            ]
-            != "undecided"
+            versus_baseline(base, xs, **kw)[0] != "undecided"
+            or baseline_bound(base, xs, **kw) is not None
         )
 
     if exp.kind is Kind.ENV:

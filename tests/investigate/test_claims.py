@@ -698,3 +698,52 @@ def test_a_partial_cause_from_the_first_round_alone_is_measured_once_more():
     assert _more(
         SimpleNamespace(comparison=None, outcome=Outcome.INCONCLUSIVE), ctx, 3, first=False
     )
+
+
+OUTLIER_STEP = (
+    "import json, os, pathlib\n"
+    "c = pathlib.Path(os.environ['STEP_COUNTER'])\n"
+    "k = int(c.read_text()) if c.exists() else 0\n"
+    "c.write_text(str(k + 1))\n"
+    "if os.environ.get('STEP_BASELINE_RUN') and k < 5:\n"
+    "    noise = [0.0, 0.01, -0.05, 0.015, -0.01][k]\n"
+    "else:\n"
+    "    noise = [0.0, 0.005, -0.005][k % 3]\n"
+    "v = float(open('cost.txt').read())\n"
+    "for _ in range(3):\n"
+    "    print(json.dumps({'metric': 'step_ms', 'value': v * (1 + noise)}))\n"
+)
+"""``cost.txt`` ms; the baseline snapshot's 5 processes off by 0, +1%, -5%, +1.5%, -1% (one process 5% low),
+every later process by at most 0.5% (values fixed by the process's rank: no timing)."""
+
+
+@pytest.mark.slow
+def test_a_residual_only_the_baselines_processes_leave_undecided_is_not_measured_further(tmp_path):
+    """The slow commit (4 -> 6 ms) is confirmed; HEAD without it measures 1.00x the baseline, but the baseline's
+    one process at 3.8 ms holds the CI's upper end at 1.053. Today's side grew from 5 to 20 processes, which
+    could not decide it, and the report said only 'not decided'."""
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": OUTLIER_STEP, "cost.txt": "4\n"}, "serving: step"
+    )
+    base = take_baseline(
+        tmp_path / "before.json",
+        user,
+        CMD,
+        STEP_COUNTER=str(tmp_path / "c0"),
+        STEP_BASELINE_RUN="1",
+    )
+    slow = commit(up, {"cost.txt": "6\n"}, "step: logits in float32")
+    commit(up, {"README": "serving\n"}, "docs: readme")
+    git(user, "pull", "-q")
+    r = investigate(user, "--baseline", str(base), "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    (code,) = [e for e in doc["experiments"] if e["outcome"] == "confirmed"]
+    assert code["details"]["commit"] == slow
+    res = doc["residual"]
+    assert res["status"] == "undecided" and res["processes"] == 5, res
+    assert 1.05 <= res["baseline_bound"] < 1.06
+    assert "the baseline's 5 processes alone leave the CI's upper end at 1.05" in res["sentence"]
+    assert doc["stopped"].endswith(
+        "(the residual is not decided: the baseline's 5 processes bound it)"
+    )

@@ -138,3 +138,37 @@ def test_a_throughputs_residual_is_said_as_its_rate():
     assert (
         0.15 < r.unexplained.point < 0.2
     )  # (1/200 - 1/250) / (1/104 - 1/250): a share of the lost time
+
+
+# The baseline snapshot of a CI run of test_two_causes_each_with_its_share_and_the_residual: 5 processes of the
+# synthetic 4 ms step, one of them 5% low (3.82 ms).
+OUTLIER_BASELINE = [3.956315, 4.020410, 4.074551, 4.092237, 3.820263]
+
+
+def test_a_residual_the_baselines_own_processes_leave_undecided_says_so():
+    """Today with the causes taken out at 1.001x that baseline read 'not decided (CI 0.980-1.053)' after 20
+    processes: the baseline's 3.82 ms alone holds the CI's upper end above 1.05, whatever today's side does."""
+    from forensics.investigate.decide import baseline_bound, residual
+
+    applied = [4.0233, 4.0311, 3.9954, 4.0412, 4.0102]
+    r = residual(OUTLIER_BASELINE, [9.46, 9.47, 9.45, 9.48, 9.44], applied, threshold=0.05)
+    assert r.status == "undecided" and r.baseline_bound is not None
+    assert 1.05 <= r.baseline_bound < 1.06
+    assert r.sentence().endswith(
+        f"not decided (the baseline's 5 processes alone leave the CI's upper end at "
+        f"{r.baseline_bound:.3f}: more processes of today cannot narrow it, a baseline measured with "
+        "more processes can)"
+    )
+    assert r.to_json()["baseline_bound"] == r.baseline_bound
+    # a tight baseline: more processes of today may still decide it
+    tight = [4.0, 4.01, 3.99, 4.005, 3.995]
+    assert baseline_bound(tight, applied, threshold=0.05) is None
+    # a real residual of 7%: more processes of today may show it beyond the threshold
+    slower = [4.28, 4.31, 4.30, 4.29, 4.32]
+    assert baseline_bound(OUTLIER_BASELINE, slower, threshold=0.05) is None
+    # the same for a throughput: the rate's reciprocal
+    rates = [1e3 / x for x in OUTLIER_BASELINE]
+    hib = residual(
+        rates, [105.7] * 5, [1e3 / x for x in applied], threshold=0.05, higher_is_better=True
+    )
+    assert hib.status == "undecided" and 1.05 <= hib.baseline_bound < 1.06
