@@ -31,7 +31,9 @@ SNAPSHOT_STEP_LIMIT_S = 600.0
 SNAPSHOT_STEP_TIMEOUT_S = 300.0
 
 
-def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
+def run_for_snapshot(
+    options: dict[str, Any], interrupts: tuple[type[BaseException], ...] = ()
+) -> dict[str, Any]:
     """Run the canary (and the user's step, if given) with a small budget; returns a bench document.
 
     Used by ``forensics snapshot --bench``. ``options`` may override any
@@ -55,6 +57,13 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
             process group and ``config.user_step`` says so: ``failed``, ``limit_s`` and the medians of the
             processes that finished (``process_medians``).
 
+    ``interrupts``: the exceptions a signal raises (``KeyboardInterrupt`` for Ctrl-C, the CLI's
+    ``Terminated`` for SIGTERM and SIGHUP) that stop the run but not the snapshot: the processes running are
+    stopped with their process groups (:mod:`forensics.procgroup`) and the document keeps what was measured,
+    marked (:func:`interruption`): during the user's step, the canary's results, and ``config.user_step``
+    with ``interrupted``, ``processes_finished`` and the medians of those (``process_medians``); during the
+    canary, no result (``results`` empty) and ``config.interrupted``.
+
     Raises:
         forensics.errors.BadInputError: bad options, or a canary or step process failed.
     """
@@ -70,18 +79,80 @@ def run_for_snapshot(options: dict[str, Any]) -> dict[str, Any]:
     processes = int(opts.get("processes") or SNAPSHOT_PROCESSES)
     budget = float(opts.get("budget_s") or SNAPSHOT_BUDGET_S)
     launcher = split_command(opts["launcher"]) if opts.get("launcher") else None
-    doc = run_canary(
-        cfg, processes=processes, budget_s=budget, label="snapshot", launcher=launcher
-    )[0]
+    try:
+        doc = run_canary(
+            cfg, processes=processes, budget_s=budget, label="snapshot", launcher=launcher
+        )[0]
+    except interrupts as exc:  # the canary's ranks are stopped; the probes' minute is not lost
+        return _interrupted_canary(cfg, opts, processes, exc)
     if opts.get("cmd"):
-        _add_user_step(doc, opts, processes, budget)
+        _add_user_step(doc, opts, processes, budget, interrupts)
     return doc
 
 
+def interruption(exc: BaseException, during: str) -> dict[str, Any]:
+    """How a bench document records the signal that stopped it (``config.interrupted``):
+    ``{"signal": 2, "name": "SIGINT", "during": "your step"}``.
+
+    ``signal`` is the signal's number, read from ``exc.signum`` (the CLI's ``Terminated``: SIGTERM, SIGHUP),
+    else SIGINT (``KeyboardInterrupt``, Ctrl-C); the command exits ``128 + signal`` (130 for Ctrl-C).
+    ``during`` says what ran: "the canary" or "your step".
+    """
+    import signal
+
+    signum = int(getattr(exc, "signum", None) or signal.SIGINT)
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    return {"signal": signum, "name": name, "during": during}
+
+
+def _interrupted_canary(
+    cfg: Any, opts: dict[str, Any], processes: int, exc: BaseException
+) -> dict[str, Any]:
+    """The bench document of a snapshot interrupted while the canary ran: no result, the interruption
+    recorded (its ranks were stopped by :func:`forensics.bench.session.run_canary`'s process groups)."""
+    from forensics import __version__, docfile
+    from forensics.bench.document import SCHEMA
+
+    stop = interruption(exc, "the canary")
+    config: dict[str, Any] = {
+        "kind": "canary",
+        **cfg.to_json(),
+        "processes_asked": processes,
+        "interrupted": stop,
+    }
+    if opts.get("cmd"):
+        config["user_step"] = {
+            "command": opts["cmd"],
+            "interrupted": f"by {stop['name']} during the canary, before it ran",
+            "processes_finished": 0,
+            "process_medians": [],
+        }
+    return {
+        "schema": SCHEMA,
+        "created": docfile.utc_now(),
+        "label": "snapshot",
+        "tool": {"name": "forensics", "version": __version__},
+        "config": config,
+        "results": [],
+        "processes": [],
+        "telemetry": {},
+        "summary": f"interrupted by {stop['name']} while the canary ran: nothing was measured",
+    }
+
+
 def _add_user_step(
-    doc: dict[str, Any], opts: dict[str, Any], processes: int, budget: float
+    doc: dict[str, Any],
+    opts: dict[str, Any],
+    processes: int,
+    budget: float,
+    interrupts: tuple[type[BaseException], ...] = (),
 ) -> None:
-    """Run the user's step command and append its result (kind ``user``) to a canary document."""
+    """Run the user's step command and append its result (kind ``user``) to a canary document; when one of
+    ``interrupts`` stops it, ``config.user_step`` and ``config.interrupted`` say so instead (the process
+    running was stopped with its process group by :func:`forensics.procgroup.run_group_bounded`)."""
     import time
 
     from forensics.bench.user import StepBoundSpent, run_user, user_result
@@ -91,6 +162,7 @@ def _add_user_step(
 
     hib = bool(opts.get("higher_is_better"))
     limit = float(opts.get("step_limit_s") or SNAPSHOT_STEP_LIMIT_S)
+    finished: list[dict] = []
     try:
         recs = run_user(
             "cmd",
@@ -100,8 +172,25 @@ def _add_user_step(
             timeout_s=SNAPSHOT_STEP_TIMEOUT_S,
             metric=opts.get("metric"),
             metric_regex=opts.get("metric_regex"),
+            on_process=lambda i, rec: finished.append(rec),
             deadline=time.monotonic() + limit,
         )
+    except interrupts as exc:  # the canary's minute and the processes that finished are kept
+        from forensics.words import plural
+
+        stop = doc["config"]["interrupted"] = interruption(exc, "your step")
+        n = len(finished)
+        doc["config"]["user_step"] = {
+            "command": opts["cmd"],
+            "interrupted": f"by {stop['name']} in process {n + 1} of {processes}",
+            "processes_finished": n,
+            "process_medians": [r["value"] for r in finished],
+        }
+        doc["summary"] = (
+            f"{doc.get('summary', '')}; your step was interrupted by {stop['name']} "
+            f"({plural(n, 'process', 'processes')} of {processes} finished)"
+        )
+        return
     except (
         StepBoundSpent
     ) as exc:  # a step that hangs: stopped at the limit, the snapshot still written

@@ -164,6 +164,7 @@ def snapshot(
 
         def bench():
             from forensics.bench import run_for_snapshot
+            from forensics.cli.common import Terminated
 
             if not quiet:
                 click.echo(
@@ -179,7 +180,8 @@ def snapshot(
                     "processes": bench_processes,
                     "higher_is_better": higher_is_better or None,
                     "step_limit_s": step_limit_s,
-                }
+                },
+                interrupts=(KeyboardInterrupt, Terminated),  # the probes and the canary are kept
             )
 
     doc = take_snapshot(
@@ -268,15 +270,19 @@ def _check_options(
 
 
 def _check_outcome(doc, out: Path, timeout_s: float) -> None:
-    """After the file is written: warn of probes that timed out; exit 2 when the step of --bench-cmd
-    failed or ran past --bench-timeout, 3 when every probe failed.
+    """After the file is written: warn of probes that timed out; exit 128 + the signal (130 for Ctrl-C,
+    143 for SIGTERM) when a signal stopped the canary or the step of --bench-cmd, 2 when the step failed or
+    ran past --bench-timeout, 3 when every probe failed.
 
     Raises:
+        ForensicsError: a signal stopped the benchmark (``bench.config.interrupted``,
+            :func:`forensics.bench.interruption`); the snapshot holds what was measured.
         BadInputError: the user's step failed or was stopped at --bench-timeout (the snapshot holds the
             canary's results only).
         InconclusiveError: every probe failed.
     """
-    from forensics.errors import BadInputError, InconclusiveError
+    from forensics.errors import BadInputError, ForensicsError, InconclusiveError
+    from forensics.words import plural
 
     all_failed = all(sec.get("status") == "failed" for sec in doc["probes"].values())
     timed_out = sorted(
@@ -290,7 +296,28 @@ def _check_outcome(doc, out: Path, timeout_s: float) -> None:
             f"{timeout_s:g} s ({', '.join(timed_out)}): their data is missing; give a longer --timeout",
             err=True,
         )
-    user_step = ((doc.get("bench") or {}).get("config") or {}).get("user_step") or {}
+    config = (doc.get("bench") or {}).get("config") or {}
+    user_step = config.get("user_step") or {}
+    stop = config.get("interrupted")
+    if stop and stop.get("during") == "your step":
+        n = user_step.get("processes_finished", 0)
+        kept = (
+            f"the probes, the canary's results and the {plural(n, 'process', 'processes')} of your step "
+            "that finished"
+            if n
+            else "the probes and the canary's results; no process of your step finished"
+        )
+        raise ForensicsError(
+            f"interrupted ({stop['name']}) while your step ran; {out} was written with {kept} "
+            "(bench.config.user_step)",
+            128 + stop["signal"],
+        )
+    if stop:
+        raise ForensicsError(
+            f"interrupted ({stop['name']}) while the canary ran; {out} was written with the probes only "
+            "(bench.config.interrupted)",
+            128 + stop["signal"],
+        )
     step_failed = user_step.get("failed")
     if step_failed and user_step.get("limit_s"):
         raise BadInputError(

@@ -610,3 +610,148 @@ def test_a_bench_timeout_that_cannot_work_is_refused_before_any_probe(tmp_path, 
     r = CliRunner().invoke(main, ["snapshot", "--probe", "host", "-o", str(out), *args])
     assert r.exit_code == 2 and r.stderr.startswith(f"forensics: error: {told}"), r.output
     assert r.stderr.count("\n") == 1 and not out.exists()
+
+
+# -- L: Ctrl-C during snapshot --bench --bench-cmd keeps what was measured ------------------------------------------
+
+_SNAPSHOT_RECORDED_CANARY = """import copy, json, pathlib, sys, time
+from forensics.bench import session
+recorded, mode, marker = json.loads(pathlib.Path(sys.argv[1]).read_text())["bench"], sys.argv[2], sys.argv[3]
+def run_canary(cfg, **kw):
+    if mode == "hang":  # the signal comes while the canary runs
+        pathlib.Path(marker).write_text("canary\\n")
+        time.sleep(600)
+    return [copy.deepcopy(recorded)]
+session.run_canary = run_canary
+from forensics.cli import run
+run(sys.argv[4:])
+"""
+"""``forensics snapshot`` in a process of its own with a real recorded canary run (examples/aa) in place of the
+CPU canary, or (``hang``) a canary that waits for the signal after writing ``marker``."""
+
+_COUNTED_STEP = """import json, os, pathlib, time
+log = pathlib.Path(os.environ["SNAP_TEST_LOG"])
+n = len(log.read_text().splitlines()) if log.exists() else 0
+with log.open("a") as f:
+    f.write(f"{os.getpid()}\\n")
+if n >= 2:
+    time.sleep(600)
+for _ in range(3):
+    print(json.dumps({"metric": "step_ms", "value": 6.0 + n / 10}))
+"""
+"""A step whose third process hangs (the signal comes then, after two finished; no sleep decides when); each
+process writes its pid to ``SNAP_TEST_LOG``."""
+
+
+def _interrupted_snapshot(
+    tmp_path, mode: str, signum: int, ready
+) -> tuple[subprocess.Popen, str, str]:
+    """Run ``forensics snapshot --probe host --bench --bench-cmd STEP`` (:data:`_SNAPSHOT_RECORDED_CANARY`),
+    send ``signum`` to its process group once ``ready()``, and return (process, stdout, stderr)."""
+    import signal
+    import time
+
+    (tmp_path / "step.py").write_text(_COUNTED_STEP)
+    env = dict(os.environ, SNAP_TEST_LOG=str(tmp_path / "step.log"))
+    env.pop("FORENSICS_DEBUG", None)
+    p = subprocess.Popen(
+        [sys.executable, "-c", _SNAPSHOT_RECORDED_CANARY, str(AA_B), mode, str(tmp_path / "canary")]
+        + ["snapshot", "--probe", "host", "--bench", "--bench-cmd", f"{sys.executable} step.py"]
+        + ["-q", "-o", str(tmp_path / "s.json")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None and not ready():
+            time.sleep(0.05)
+        os.killpg(p.pid, signum)  # Ctrl-C at a terminal reaches the whole foreground group
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    return p, out, err
+
+
+@pytest.mark.parametrize("signame, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_while_the_bench_cmd_runs_writes_the_snapshot_with_the_probes_and_the_canary(
+    tmp_path, signame, code
+):
+    """Found by a hostile-user pass: Ctrl-C during the user's step wrote nothing, so the canary's minute
+    and the probes were lost. The snapshot is written with them and the step marked interrupted."""
+    import importlib.util
+    import signal
+
+    from forensics.procgroup import _alive
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("--bench refuses to start without PyTorch")
+    log, out = tmp_path / "step.log", tmp_path / "s.json"
+
+    def third_started():
+        return log.exists() and len(log.read_text().splitlines()) >= 3
+
+    p, stdout, stderr = _interrupted_snapshot(
+        tmp_path, "recorded", getattr(signal, signame), third_started
+    )
+    assert p.returncode == code, stdout + stderr
+    assert stderr == (
+        f"forensics: error: interrupted ({signame}) while your step ran; {out} was written with the probes, "
+        "the canary's results and the 2 processes of your step that finished (bench.config.user_step)\n"
+    )
+    assert stdout == f"{out}\n"
+    doc = _load(out)
+    assert doc["probes"]["host"]["status"] == "ok"
+    assert [x["name"] for x in doc["bench"]["results"]] == [
+        x["name"] for x in _load(AA_B)["bench"]["results"]
+    ]
+    assert doc["bench"]["config"]["user_step"] == {
+        "command": f"{sys.executable} step.py",
+        "interrupted": f"by {signame} in process 3 of 5",
+        "processes_finished": 2,
+        "process_medians": [6.0, 6.1],
+    }
+    assert doc["bench"]["config"]["interrupted"] == {
+        "signal": getattr(signal, signame),
+        "name": signame,
+        "during": "your step",
+    }
+    assert doc["bench"]["summary"].endswith(
+        f"; your step was interrupted by {signame} (2 processes of 5 finished)"
+    )
+    hung = int(log.read_text().splitlines()[2])
+    assert not _alive(hung), "the step's process outlived the interrupt"
+    assert run_cli("show", str(out)).returncode == 0
+
+
+def test_ctrl_c_while_the_canary_runs_writes_the_snapshot_with_the_probes(tmp_path):
+    import importlib.util
+    import signal
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("--bench refuses to start without PyTorch")
+    out, marker = tmp_path / "s.json", tmp_path / "canary"
+    p, stdout, stderr = _interrupted_snapshot(tmp_path, "hang", signal.SIGINT, marker.exists)
+    assert p.returncode == 130, stdout + stderr
+    assert stderr == (
+        f"forensics: error: interrupted (SIGINT) while the canary ran; {out} was written with the probes "
+        "only (bench.config.interrupted)\n"
+    )
+    doc = _load(out)
+    assert doc["probes"]["host"]["status"] == "ok"
+    bench = doc["bench"]
+    assert bench["results"] == [] and not (tmp_path / "step.log").exists()
+    assert bench["config"]["interrupted"] == {"signal": 2, "name": "SIGINT", "during": "the canary"}
+    assert (
+        bench["config"]["user_step"]["interrupted"] == "by SIGINT during the canary, before it ran"
+    )
+    assert bench["summary"] == "interrupted by SIGINT while the canary ran: nothing was measured"
+    shown = run_cli("show", str(out))
+    assert shown.returncode == 0 and "interrupted by SIGINT while the canary ran" in shown.stdout
+    diff = run_cli("diff", str(AA_B), str(out), "--format", "md", "-o", str(tmp_path / "r.md"))
+    assert diff.returncode == 0, diff.stderr  # read as a snapshot without a benchmark measured
+    assert "no benchmark result was measured on both sides" in (tmp_path / "r.md").read_text()
