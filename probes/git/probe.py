@@ -37,7 +37,9 @@ file reads, never changing anything:
 - ``remotes``: ``{name: url}``, credentials in URLs redacted.
 
 Judged hypothesis: ``code.change`` (HEAD moved and how, tree got dirty or
-clean, branch switched, an operation left in progress). This judge is the only
+clean, branch switched, an operation left in progress). A repository only the
+before snapshot read (the after one taken in another folder) leaves it
+inconclusive, never ruled out. This judge is the only
 source of ``code.change`` findings from git; each carries the repository path
 as its ``subject``, by which :func:`forensics.diff.commits.attach_evidence`
 adds the commit list between the two HEADs at diff time (it needs the
@@ -508,6 +510,20 @@ class GitProbe(Probe):
                 checked.append(
                     f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}: {clean}"
                 )
+        seen = {ar.get("path") for ar in after.data.get("repos") or []}
+        for path, br in brepos.items():
+            if path in seen:
+                continue
+            name = os.path.basename(str(path or "").rstrip("/")) or str(path)
+            out.append(
+                inconclusive(
+                    "code.change",
+                    f"{name}: repository recorded only in the before snapshot (at "
+                    f"{str((br.get('head') or {}).get('sha', ''))[:10] or 'an unread HEAD'}); the "
+                    "after snapshot did not look there (taken in another folder?): a code change "
+                    f"is not ruled out; take it in that checkout or with --repo {path}",
+                )
+            )
         if not any(f.status.value in ("implicated", "inconclusive") for f in out):
             out.append(
                 ruled_out(

@@ -460,3 +460,24 @@ def test_an_upstream_that_is_gone_is_not_read_as_no_upstream(repo, tmp_path):
     )  # the remote branch was deleted and pruned
     rec = _collect(clone)
     assert rec["upstream"] == {"name": "origin/main", "ahead": None, "behind": None, "gone": True}
+
+
+def test_a_repository_only_the_before_snapshot_read_is_not_ruled_out(repo, tmp_path):
+    # before taken in the checkout, after in another folder (another repository found there): the
+    # checkout's code was not looked at after, so its change is not ruled out
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
+    _commit(other, "notes.txt", "x\n", "notes")
+    probe = GitProbe()
+    before = ProbeResult(ProbeStatus.OK, data={"repos": [_collect(repo)]})
+    after = ProbeResult(ProbeStatus.OK, data={"repos": [_collect(other)]})
+    findings = probe.judge(before, after)
+    assert HypothesisStatus.RULED_OUT not in [f.status for f in findings]
+    gone = [f for f in findings if f.status is HypothesisStatus.INCONCLUSIVE]
+    assert len(gone) == 1
+    assert gone[0].summary.startswith("serving: repository recorded only in the before snapshot")
+    assert f"with --repo {repo}" in gone[0].summary
+    # an edited after snapshot that lost its repository list: not ruled out either
+    empty = ProbeResult(ProbeStatus.OK, data={})
+    assert [f.status for f in probe.judge(before, empty)] == [HypothesisStatus.INCONCLUSIVE]
