@@ -200,6 +200,14 @@ def validate(doc: dict[str, Any], path: Path) -> dict[str, Any]:
             raise BadInputError(
                 f"{path}: probe {name!r} 'data' must be a mapping, found {json_type(data)}"
             )
+        if data is None and status in (
+            "ok",
+            "partial",
+        ):  # every value would read as changed to None
+            raise BadInputError(
+                f"{path}: probe {name!r} has status {status!r} but its 'data' is null; the file was "
+                "edited or damaged (take the snapshot again)"
+            )
         errors = section.get("errors", [])
         if errors is not None and not isinstance(errors, list):
             raise BadInputError(

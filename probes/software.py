@@ -223,10 +223,15 @@ class SoftwareProbe(Probe):
     map_fields = ("packages", "editable")
     types = {
         "python": "mapping",
+        "python.version": "string?",
+        "python.implementation": "string?",
+        "python.executable": "string?",
         "packages": "mapping",
         "packages.*": "string",
         "editable": "mapping",
         "torch": "mapping",
+        "torch.version": "string?",
+        "torch.build": "string?",
     }
 
     def collect(self, ctx: ProbeContext) -> dict[str, Any]:

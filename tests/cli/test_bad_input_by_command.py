@@ -59,6 +59,14 @@ def test_diff_format_must_match_the_suffix(tmp_path):
         (("probes", "gpu", "status"), ["ok"], "has status ['ok']"),
         (("machine",), "vm", "'machine' must be a mapping"),
         (("redactions",), {"a": "b"}, "'redactions' must be a list"),
+        # read as every host value changed to None ('CPU model changed: AMD EPYC -> None')
+        (("probes", "host", "data"), None, "probe 'host' has status 'ok' but its 'data' is null"),
+        # read as 'Python 3.11.7 -> 3', a GPU-stack package change
+        (
+            ("probes", "software", "data", "python", "version"),
+            3,
+            "probes.software.data.python.version is 3, expected a string",
+        ),
     ],
 )
 def test_malformed_snapshot_fields_are_bad_input(tmp_path, field, value, expected):
