@@ -865,7 +865,10 @@ class CommitExperiment:
 
     @staticmethod
     def run(ctx: Context, exp: Experiment) -> None:
-        commit_vs_parent(ctx, exp, exp.params["folder"], exp.params["sha"], exp.params["head"])
+        if exp.params.get("retest_of") and ctx.reverts:
+            commit_on_top(ctx, exp, exp.params["folder"], exp.params["sha"], exp.params["head"])
+        else:
+            commit_vs_parent(ctx, exp, exp.params["folder"], exp.params["sha"], exp.params["head"])
 
 
 def _spec(ctx: Context):
@@ -940,6 +943,73 @@ def commit_vs_parent(
     exp.details["isolation"] = (
         "each commit ran in its own private git worktree, both in fresh processes, interleaved; your "
         "checkout was not touched"
+    )
+
+
+def commit_on_top(ctx: Context, exp: Experiment, folder: str, sha: str, head: str) -> None:
+    """A/B of today with the confirmed commits taken out (A) against the same with ``sha`` taken out too (B):
+    HEAD in two private worktrees with the reverse diffs applied (:func:`reverted_tree`, with its stand-ins
+    when a reverse patch does not apply), the user's uncommitted changes applied first, the confirmed overlay
+    on both sides; fresh processes, interleaved, adaptive as :func:`commit_vs_parent`. A commit's A/B against
+    its parent cannot have another commit taken out on either side, so this is how a commit is tested again
+    on top of a confirmed commit (a partial cause's re-test); its share of what the confirmed causes left is
+    ``details.share_of_remaining``.
+
+    Raises:
+        BadInputError: a worktree could not be made with the commits taken out, or the step failed in one.
+    """
+    from forensics.bisect.measure import Measurer, StepFailed
+    from forensics.bisect.worktree import WorktreePool
+    from forensics.gitio import git
+
+    top = git(folder, "rev-parse", "--show-toplevel")
+    mine = uncommitted(ctx)
+    kept = tuple(ctx.reverts)
+    sides = [
+        (revert_key(head, kept, bool(mine)), "on-top-a", kept),
+        (revert_key(head, (*kept, sha), bool(mine)), "on-top-b", (*kept, sha)),
+    ]
+    subject = exp.details.get("subject") or git(top, "show", "-s", "--format=%s", sha)
+    what = f'Taking {sha[:10]} "{subject}" out of today with ' + ", ".join(_on_top(ctx))
+
+    def on_process(which, value):
+        if ctx.on_process:
+            label = {sides[0][0]: "A", sides[1][0]: "B"}.get(which, "HEAD")
+            ctx.on_process(label, len(m.samples.get(which, [])), {"value": value})
+
+    with WorktreePool(top) as pool:
+        m = Measurer(pool, _spec(ctx), on_process)
+        for key, role, reverts in sides:
+            m._ready[key] = reverted_tree(
+                pool,
+                top,
+                head,
+                reverts,
+                role,
+                ctx.cache.get("behaviour_free", set()),
+                ctx.cache.setdefault("notes", []),
+                mine,
+            )
+        wanted = [(key, role) for key, role, _ in sides]
+        n = ctx.processes
+        while True:
+            try:
+                m.top_up(wanted, n)
+            except StepFailed as exc:
+                raise BadInputError(f"the step failed in a worktree: {exc}") from None
+            a, b = m.samples[sides[0][0]], m.samples[sides[1][0]]
+            _finish_ab(ctx, exp, a, b, today=ctx.today or None, what=what)
+            step = min(ROUND, ctx.max_processes - n)
+            if not _more(exp, ctx, step, n == ctx.processes):
+                break
+            n += step
+    for key, _, _ in sides:
+        ctx.remember(key, m.samples[key])
+    exp.a_label = f"today with {', '.join(_on_top(ctx))}"
+    exp.b_label = f"the same with {sha[:10]} taken out too"
+    exp.details["isolation"] = (
+        "both sides ran HEAD in private git worktrees with the commits taken out (reverse diffs, files "
+        "only), in fresh processes, interleaved; your checkout was not touched"
     )
 
 
@@ -1178,7 +1248,13 @@ class BisectExperiment:
                 )
                 exp.sentence = f"forensics bisect: {res.sentence}"
                 return
-            commit_vs_parent(ctx, exp, exp.params["folder"], res.culprit.sha, exp.params["bad"])
+            commit_vs_parent(
+                ctx,
+                exp,
+                exp.params["folder"],
+                res.culprit.sha,
+                exp.params.get("head") or exp.params["bad"],
+            )
             exp.sentence = (
                 f"bisect named {res.culprit.short}; {exp.sentence[0].lower()}{exp.sentence[1:]}"
             )

@@ -1242,6 +1242,69 @@ def refuse_early(
         )
 
 
+def _narrow_bisect(
+    ctx: Context, exp: Experiment, dep: Experiment, forced: tuple[Outcome, str] | None
+) -> tuple[Outcome, str] | None:
+    """The bisect of a pull whose suspect commit C was confirmed while part of the slowdown is left (the
+    residual is not within noise), or found a partial cause: a bisect of the whole range finds the first slow commit, C again when it is
+    the first, so it bisects the part of the range without C where the rest of the slowdown is: C..HEAD when
+    HEAD measures slower than C, else the baseline's commit..C^, the one with the larger gap. Each end's values
+    are those already measured (C and C^ by C's A/B, HEAD by today's step, the baseline's commit by the
+    baseline); the bisect measures its ends again as any bisect does. Returns None (run it, ``exp.params``
+    narrowed, ``details.segment`` saying why) or ``forced`` with the reason when neither part holds a gap of
+    the threshold.
+    """
+    import statistics
+
+    from forensics.gitio import git
+
+    s = ctx.subject
+    sha = _commit_of(dep)
+    good, bad, folder = exp.params.get("good"), exp.params.get("bad"), exp.params.get("folder")
+    parent = dep.details.get("parent")
+    if s is None or not (sha and good and bad and folder and parent):
+        return forced
+    said = f"{dep.id} {'confirmed' if dep.outcome is Outcome.CONFIRMED else 'found a partial cause in'}"
+
+    def med(xs) -> float | None:
+        xs = [1.0 / x for x in xs] if s.higher_is_better else list(xs)
+        return statistics.median(xs) if xs else None
+
+    ends = {
+        "good": med(ctx.seed(good) or ctx.baseline_values(s.name) or []),
+        "parent": med(ctx.seed(parent)),
+        "commit": med(ctx.seed(sha)),
+        "bad": med(ctx.seed(bad) or ctx.today or []),
+    }
+    gaps = []
+    if parent != good and ends["good"] and ends["parent"]:
+        gaps.append((ends["parent"] / ends["good"], good, parent))
+    if sha != bad and ends["commit"] and ends["bad"]:
+        gaps.append((ends["bad"] / ends["commit"], sha, bad))
+    gaps = [g for g in gaps if g[0] >= 1 + ctx.threshold]
+    if not gaps:
+        return Outcome.NOT_RUN, (
+            f"not needed: {said} commit {sha[:10]}, and neither part of the range without it "
+            f"measured {ctx.threshold:.0%} or more slower end to end (so no other commit of the pull is "
+            "slower by the threshold)"
+        )
+    ratio, lo, hi = max(gaps)
+    n = int(git(folder, "rev-list", "--count", f"{lo}..{hi}").strip() or 0)
+    free = set(exp.params.get("free") or ())
+    exp.params.setdefault("head", bad)  # today's commit: where the residual after it is measured
+    exp.params.update({"good": lo, "bad": hi, "n": max(n - len(free), 1)})
+    exp.details["segment"] = (
+        f"{said} commit {sha[:10]} and part of the slowdown is left: the part of the range "
+        f"without it that holds the rest is bisected, {lo[:10]}..{hi[:10]} ({ratio:.2f}x end to end, as "
+        "already measured)"
+    )
+    exp.title = f"{exp.title.split(':', 1)[0]}: bisect the rest, {lo[:10]}..{hi[:10]}"
+    exp.command = exp.command.replace(f"--good {good[:12]}", f"--good {lo[:12]}").replace(
+        f"--bad {bad[:12]}", f"--bad {hi[:12]}"
+    )
+    return None
+
+
 def _dependency(exp: Experiment, done: dict[str, Experiment]) -> tuple[Outcome, str] | None:
     """The outcome an experiment takes without running, from the one it depends on (None: run it)."""
     dep = done.get(exp.params.get("depends_on", ""))
@@ -1305,6 +1368,16 @@ def _run_plan(
             )
             continue
         forced = _dependency(exp, done)
+        dep = done.get(exp.params.get("depends_on", ""))
+        if (
+            exp.kind is Kind.BISECT
+            and dep is not None
+            and (
+                (dep.outcome is Outcome.CONFIRMED and _beyond(inv))
+                or dep.outcome is Outcome.PARTIAL
+            )
+        ):
+            forced = _narrow_bisect(ctx, exp, dep, forced)
         if forced is not None:
             exp.outcome, exp.reason = forced
             done[exp.id] = exp
@@ -1510,7 +1583,11 @@ def _retest(ctx: Context, p: Experiment) -> Experiment:
         culprit = (p.details.get("bisect") or {}).get("culprit") or {}
         subject = p.details.get("subject") or culprit.get("subject") or ""
         details.update({"commit": sha, "subject": subject})
-        params = {"folder": p.params.get("folder"), "sha": sha, "head": p.params.get("bad")}
+        params = {
+            "folder": p.params.get("folder"),
+            "sha": sha,
+            "head": p.params.get("head") or p.params.get("bad"),
+        }
         title = f'{sha[:10]} "{subject}" (named by {p.id}) against its parent'
     if p.kind is Kind.PACKAGE and p.params.get("overlay_dir"):
         params["installed_overlay"] = p.params[
@@ -1536,13 +1613,6 @@ def _why_not_retest(inv: Investigation, ctx: Context, r: Experiment) -> tuple[st
     """(reason, the same in a few words for the accounting) when the re-test ``r`` is not run, else None."""
     if inv.interrupted:
         return f"not run: interrupted ({inv.interrupted})", "interrupted"
-    if r.kind is Kind.COMMIT and ctx.reverts:
-        taken = ", ".join(sha[:10] for sha in ctx.reverts)
-        return (
-            f"not run: a commit is tested against its parent, and neither side can have the confirmed commit "
-            f"{taken} taken out; forensics bisect measures it alone",
-            f"a commit's A/B against its parent cannot take out {taken}",
-        )
     res = inv.residual
     if res is not None and res.status == "within" and not inv.settings.keep_going:
         return (
@@ -1779,7 +1849,7 @@ def _pct_range(share) -> str:
 def _causes(inv: Investigation) -> list[Experiment]:
     """The confirmed experiments that are causes of their own: a group of variables whose one-by-one A/Bs
     said which is left out (the one-by-one experiment is the cause)."""
-    narrowed = {e.params.get("depends_on") for e in inv.confirmed}
+    narrowed = {e.params.get("depends_on") for e in inv.confirmed if e.kind is Kind.ENV}
     return [e for e in inv.confirmed if e.id not in narrowed]
 
 
@@ -1828,7 +1898,7 @@ def accounting(inv: Investigation) -> str:
         and r.outcome is not Outcome.CONFIRMED
         and r.details.get("accounted") != "partial"
     ]
-    parts += _more_than_all(inv, conf)
+    parts += _more_than_all(inv, conf) or _compounded(inv, conf)
     text = "; ".join(parts)
     if inv.stopped:
         text += f"; stopped: {inv.stopped}"
@@ -1838,6 +1908,34 @@ def accounting(inv: Investigation) -> str:
 OVER_ALL = 1.1
 """A cause whose share's lower end is above this recovers more than the whole slowdown (110%: not a share of
 100% read a little high)."""
+
+
+COMPOUNDED = 0.9
+"""The shares of the causes and the unexplained part adding up to less than this (90%) is said: the causes
+compound, the rest of the slowdown is what they cost together."""
+
+
+def _compounded(inv: Investigation, conf: list[Experiment]) -> list[str]:
+    """The accounting's words when the causes' shares and the unexplained part add up to less than
+    :data:`COMPOUNDED` of the slowdown: the causes compound (a commit that doubled the step's work and one that
+    added 1 ms to it: the 1 ms costs 2 ms today). Each share is what taking that cause out measured, with the
+    causes confirmed before it already out or, for a commit, when it landed; what they cost together is in no
+    single share. Not said when the upper ends of the shares add up to 100% or more."""
+    kept = conf + [e for e in inv.experiments if e.details.get("accounted") == "partial"]
+    res = inv.residual
+    if res is None or res.unexplained.point is None or len(kept) < 2:
+        return []
+    shares = [e.share for e in kept]
+    if any(sh is None or sh.point is None or sh.high is None for sh in shares):
+        return []
+    total = sum(sh.point for sh in shares) + res.unexplained.point
+    high = sum(sh.high for sh in shares) + (res.unexplained.high or res.unexplained.point)
+    if total >= COMPOUNDED or high >= 1.0:
+        return []
+    return [
+        f"the shares add up to {_pct(total)}: the causes compound (each was measured with the others out or "
+        "not yet in), and the rest of the slowdown is what they cost together"
+    ]
 
 
 def _more_than_all(inv: Investigation, conf: list[Experiment]) -> list[str]:

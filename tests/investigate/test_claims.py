@@ -392,7 +392,9 @@ def test_a_later_commit_in_a_module_named_like_a_document_is_applied_when_the_pa
     if doc["residual"] is None:  # nothing confirmed on a loaded machine: no residual claimed either
         assert "within noise" not in doc["accounting"], r.stdout
         return
-    assert doc["residual"]["status"] != "within", doc["accounting"]
+    # within noise only with the +15% commit accounted for: the bisect of the rest of the range names it
+    assert f"commit {keep[:7]}: " in doc["accounting"], doc["accounting"]
+    assert doc["residual"]["status"] == "within", doc["accounting"]
     assert any(
         f"may change behaviour applied on its files ({keep[:10]})" in n for n in doc["notes"]
     )

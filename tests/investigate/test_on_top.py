@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -249,3 +250,79 @@ def test_the_canarys_residual_is_accounted_against_the_baselines_canary():
     assert inv.residual.status == "within" and abs(inv.residual.unexplained.point) < 0.01
     inv.experiments = [env, pkg]
     assert "unexplained: 0%" in accounting(inv)
+
+
+TWO_STEP = busy_step('float(open("cost.txt").read())', 'float(open("mult.txt").read())')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "first, second, suspect_outcome",
+    [
+        # +1 ms, then x1.4 (today 7 ms): the suspect (x1.4) recovers 67%, the rest is in the earlier commits
+        (
+            (("cost.txt", "5\n"), "step: bigger block"),
+            (("mult.txt", "1.4\n"), "step: fp32 logits"),
+            "confirmed",
+        ),
+        # x2, then +1 ms (today 10 ms): the suspect (+1 ms, 2 ms on top of x2) recovers 33%, a partial cause;
+        # on top of x2 taken out it recovers 1 ms (17%), and x2 when it landed 4 ms (67%): 84% with the rest
+        (
+            (("mult.txt", "2.0\n"), "step: fp32 logits"),
+            (("cost.txt", "5\n"), "step: bigger block"),
+            "partial",
+        ),
+    ],
+    ids=["suspect-confirmed", "suspect-partial"],
+)
+def test_two_slow_commits_in_one_pull_are_both_found_and_accounted(
+    tmp_path, first, second, suspect_outcome
+):
+    """A pull of 5 commits, two of them slow (4 ms -> 7 or 10 ms). The suspect commit was tested, then the bisect was
+    'not needed: commit-1 confirmed the suspect commit', and the report ended 'commit X: 67%; unexplained:
+    33%; stopped: no suspect left to test'; or, the suspect partial, the bisect of the whole range named it
+    again. Now the bisect searches the part of the range without the suspect that holds the rest, and a
+    partial commit is tested again on top of the commit confirmed after it (both taken out of HEAD)."""
+    up, user = upstream_and_clone(
+        tmp_path, {"step.py": TWO_STEP, "cost.txt": "4\n", "mult.txt": "1.0\n"}, "serving: step"
+    )
+    shas = {}
+    for i, ((path, text), message) in enumerate([first, second]):
+        commit(up, {f"docs/{i}.md": "notes\n"}, f"docs: notes {i}")
+        shas[message] = commit(up, {path: text}, message)
+    commit(up, {"docs/end.md": "notes\n"}, "docs: end")
+    git(user, "pull", "-q")
+    r = run_investigate(
+        user, "--cmd", CMD, "--no-canary", "-q", "--budget", "5m", "-o", str(tmp_path / "r.json")
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    by_id = {e["id"]: e for e in doc["experiments"]}
+    suspect, bis = by_id["commit-1"], by_id["bisect-1"]
+    assert suspect["outcome"] == suspect_outcome, suspect["reason"]
+    # the bisect searched the range without the suspect, and named the other slow commit
+    other = next(sha for sha in shas.values() if sha != suspect["details"]["commit"])
+    assert bis["outcome"] == "confirmed" and bis["details"]["bisect"]["culprit"]["sha"] == other
+    assert (
+        "the part of the range without it that holds the rest is bisected"
+        in bis["details"]["segment"]
+    )
+    acc = doc["accounting"]
+    for sha in shas.values():
+        assert f"commit {sha[:7]}: " in acc, acc
+    assert doc["residual"]["status"] == "within" and acc.endswith("the residual is within noise")
+    if suspect_outcome == "confirmed":  # 67% + 37%: nothing compounds, nothing is said
+        assert "the causes compound" not in acc, acc
+    # the baseline first (and notes), then the verdict leading with both causes
+    lines = [ln for ln in r.stdout.splitlines() if not ln.startswith("note: ")]
+    assert lines[0].startswith("baseline: HEAD@{1} "), r.stdout
+    assert lines[1].startswith(f"Confirmed by experiment, 2 causes: {acc}. Evidence: "), r.stdout
+    if (
+        suspect_outcome == "partial"
+    ):  # tested again with the confirmed commit taken out of HEAD on both sides
+        again = by_id["commit-1-on-top"]
+        assert again["outcome"] == "confirmed", again["reason"]
+        assert again["a_label"] == f"today with commit {other[:10]} taken out"
+        assert 0.1 < again["share"]["point"] < 0.25  # 1 ms of the 6 ms slowdown
+        # measured with x2 taken out, +1 ms is 1 ms; today it costs 2 ms: the two compound, which is said
+        assert re.search(r"; the shares add up to [78]\d%: the causes compound \(", acc), acc
