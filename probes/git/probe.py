@@ -25,7 +25,8 @@ file reads, never changing anything:
 - ``dirty``, ``modified`` (unstaged), ``staged``, ``conflicted`` (unmerged index entries: a merge or
   rebase stopped on them), ``untracked`` (first 200 names), ``untracked_count``.
 - ``tool_outputs``: untracked files forensics itself wrote (``forensics-report.html``,
-  ``forensics-before.json``...: its default names, naming forensics in their first 4 KiB); they are
+  ``forensics-before.json``...: its default names, naming forensics in their first 4 KiB; or named
+  with ``-o`` and beginning as its documents and reports do: ``report.html``, ``before.json``); they are
   not in ``untracked`` and do not make the tree ``dirty`` (read.own_outputs).
 - ``stash_count``: entries of ``refs/stash``'s reflog.
 - ``submodules``: ``[{"path", "head", "state"}]`` from ``git submodule status --recursive``

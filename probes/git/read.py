@@ -140,25 +140,49 @@ OWN_OUTPUT_NAME = re.compile(r"(?:^|/)forensics-[^/]*\.(?:json|ya?ml|html|md|pro
 ``forensics-investigate.html``, ``forensics-fleet.json``...)."""
 OWN_OUTPUT_MARK = b"forensics"
 OWN_OUTPUT_HEAD = 4096
+NAMED_OUTPUT_SUFFIX = re.compile(r"\.(?:json|ya?ml|html|md|prom)$")
+"""The suffixes of the outputs a user names with ``-o`` (``report.html``, ``before.json``, ``r.md``)."""
+NAMED_OUTPUT_START = re.compile(
+    rb"\A(?:\s*\{\s*\"schema\"\s*:\s*\"forensics\.[a-z-]+/\d+\""  # a JSON document of forensics
+    rb"|(?:---\s*\n)?schema:\s*['\"]?forensics\.[a-z-]+/\d+"  # the same in YAML
+    rb"|<!DOCTYPE html>.*?<title>forensics (?:diff|investigate|bisect|fleet)\b"  # a report's title
+    rb"|#{1,2} forensics (?:diff|investigate|bisect|fleet)\b"  # a Markdown report's heading
+    rb"|# HELP forensics_)",  # a Prometheus file's first metric
+    re.DOTALL,
+)
+"""How a file forensics wrote under a name the user gave begins (the templates' titles and headings, the
+documents' ``schema`` line): a user's own ``notes.md`` or ``config.json`` does not."""
 
 
 def own_outputs(root: Path, untracked: list[str], limit: int = 200) -> list[str]:
-    """The untracked files under ``root`` that forensics wrote: named like its default outputs
-    (:data:`OWN_OUTPUT_NAME`) and naming forensics in their first 4 KiB (a document's ``schema`` line, a
-    report's title, a Prometheus file's metric names; ``open`` + ``read``). A file of the user's that only
-    shares the name pattern stays untracked. At most ``limit`` files are opened."""
+    """The untracked files under ``root`` that forensics wrote (``open`` + ``read`` of their first 4 KiB):
+
+    - named like its default outputs (:data:`OWN_OUTPUT_NAME`) and naming forensics in their first 4 KiB
+      (a document's ``schema`` line, a report's title, a Prometheus file's metric names);
+    - or named by the user (``-o report.html``, ``-o before.json``: :data:`NAMED_OUTPUT_SUFFIX`) and
+      beginning as a forensics document or report does (:data:`NAMED_OUTPUT_START`).
+
+    A file of the user's that only shares a name pattern stays untracked. At most ``limit`` files are
+    listed and ``2 * limit`` opened (a checkout holding thousands of untracked data files is not read
+    through).
+    """
     out: list[str] = []
+    opened = 0
     for rel in untracked:
-        if len(out) >= limit:
+        if len(out) >= limit or opened >= 2 * limit:
             break
-        if not OWN_OUTPUT_NAME.search(rel):
+        default = OWN_OUTPUT_NAME.search(rel)
+        if not default and not NAMED_OUTPUT_SUFFIX.search(rel):
             continue
+        opened += 1
         try:
             with open(root / rel, "rb") as fh:
                 head = fh.read(OWN_OUTPUT_HEAD)
         except OSError:
             continue
-        if OWN_OUTPUT_MARK in head or head[:8] == b"\x89PNG\r\n\x1a\n":
+        if default and (OWN_OUTPUT_MARK in head or head[:8] == b"\x89PNG\r\n\x1a\n"):
+            out.append(rel)
+        elif not default and NAMED_OUTPUT_START.match(head):
             out.append(rel)
     return out
 

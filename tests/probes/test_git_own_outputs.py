@@ -90,3 +90,30 @@ def test_a_file_of_the_users_named_like_an_output_stays_untracked(tmp_path, git_
         and rec["untracked"] == ["forensics-notes.md"]
         and rec["tool_outputs"] == []
     )
+
+
+def test_outputs_named_with_o_in_the_repository_are_not_dirt(tmp_path, git_repo):
+    # docs/investigate.md writes '-o report.html' and 'snapshot ... -o before.json' in the checkout: the
+    # next investigate said 'your checkout has uncommitted changes ...; they are part of the measured
+    # slowdown' and could not measure today's HEAD in a worktree
+    repo = git_repo("model", {"train.py": "step = 1\n"})
+    pair = (str(EXAMPLES / "aa" / "before.json"), str(EXAMPLES / "aa" / "after.json"))
+    for name in ("report.html", "report.md", "report.json"):
+        assert run_cli("diff", *pair, "-q", "-o", name, cwd=repo).returncode == 0
+    for name in ("before.json", "before.yaml"):
+        assert run_cli("snapshot", "-q", "--probe", "host", "-o", name, cwd=repo).returncode == 0
+    # the user's own files, one even naming forensics, stay what they are
+    (repo / "notes.md").write_text("# forensics notes\nthe step got slower on Tuesday\n")
+    (repo / "config.json").write_text('{"schema": "mine", "lr": 0.1}\n')
+    out = tmp_path / "s.json"
+    proc = run_cli("snapshot", "--probe", "git", "--repo", str(repo), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rec = _git_record(out)
+    assert sorted(rec["tool_outputs"]) == [
+        "before.json",
+        "before.yaml",
+        "report.html",
+        "report.json",
+        "report.md",
+    ]
+    assert rec["untracked"] == ["config.json", "notes.md"] and rec["dirty"] is True
