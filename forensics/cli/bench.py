@@ -14,7 +14,7 @@ import click
 
 from forensics.cli.common import console, error_boundary, parse_threshold
 from forensics.cli.options import step_options
-from forensics.cli.types import NON_NEGATIVE, OUTPUT_FILE, POSITIVE
+from forensics.cli.types import NON_NEGATIVE, OUTPUT_FILE, POSITIVE, PathArg
 from forensics.render.bench import print_comparison, print_results
 
 
@@ -268,8 +268,8 @@ def _side_b_env(pairs: tuple[str, ...], unset: tuple[str, ...]) -> dict[str, str
 
 
 @bench.command("compare", epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
-@click.argument("a", type=click.Path(path_type=Path))
-@click.argument("b", type=click.Path(path_type=Path))
+@click.argument("a", type=PathArg(path_type=Path))
+@click.argument("b", type=PathArg(path_type=Path))
 @click.option(
     "--threshold",
     default="5%",

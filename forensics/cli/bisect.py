@@ -29,7 +29,7 @@ from forensics.cli.common import (
     signals_raise,
 )
 from forensics.cli.options import step_options
-from forensics.cli.types import POSITIVE_VALUE, REPORT_FILE
+from forensics.cli.types import POSITIVE_VALUE, REPORT_FILE, PathArg
 
 
 def _step_options(f):
@@ -42,7 +42,7 @@ def _step_options(f):
         ),
         click.option(
             "--repo",
-            type=click.Path(file_okay=False, path_type=Path),
+            type=PathArg(file_okay=False, path_type=Path),
             default=Path("."),
             show_default=True,
             help="The git repository of the code under test (never modified).",

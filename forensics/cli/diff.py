@@ -8,14 +8,14 @@ from pathlib import Path
 import click
 
 from forensics.cli.common import check_repo, console, error_boundary, warn_skipped_patterns
-from forensics.cli.types import DIFF_REPORT_FILE
+from forensics.cli.types import DIFF_REPORT_FILE, PathArg
 
 _DEFAULT_NAME = "forensics-report"
 
 
 @click.command(epilog="Inconclusive (exit 3)? docs/inconclusive.md says what to do.")
-@click.argument("before", type=click.Path(path_type=Path))
-@click.argument("after", type=click.Path(path_type=Path))
+@click.argument("before", type=PathArg(path_type=Path))
+@click.argument("after", type=PathArg(path_type=Path))
 @click.option(
     "-o",
     "--output",
@@ -31,13 +31,13 @@ _DEFAULT_NAME = "forensics-report"
 )
 @click.option(
     "--repo",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     help="Read the commits between the two HEADs from this clone (default: the repository the "
     "snapshots name, if it is on this machine).",
 )
 @click.option(
     "--config",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     help="YAML file with extra performance-sensitive path patterns (hot_paths: {category: [regex...]}); "
     ".forensics.yaml in the repository is read too.",
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from forensics.cli.common import check_repo, console, error_boundary
-from forensics.cli.types import POSITIVE, OutputFile
+from forensics.cli.types import POSITIVE, OutputFile, PathArg
 from forensics.docfile import no_folder
 from forensics.options import probe_options
 from forensics.render.terminal import (
@@ -39,7 +39,7 @@ def fleet() -> None:
 )
 @click.option(
     "--out-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathArg(file_okay=False, path_type=Path),
     help="Shared folder: every rank writes rank-NNNNN.json there, no store needed (nodes that cannot "
     "form a process group).",
 )
@@ -82,7 +82,7 @@ def fleet() -> None:
 )
 @click.option(
     "--repo",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     help="Git repository of the workload (default: the current folder if it is in one).",
 )
 @click.option(
@@ -249,7 +249,7 @@ def _check_probe_names(only, skip) -> None:
 
 @fleet.command("report")
 @click.argument(
-    "sources", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="SOURCE..."
+    "sources", nargs=-1, required=True, type=PathArg(path_type=Path), metavar="SOURCE..."
 )
 @click.option(
     "-o",
@@ -271,7 +271,7 @@ def _check_probe_names(only, skip) -> None:
 )
 @click.option(
     "--baseline",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     help="A fleet file/folder or a snapshot to compare with: what changed fleet-wide, what on a few nodes.",
 )
 @click.option(
@@ -289,7 +289,7 @@ def _check_probe_names(only, skip) -> None:
 )
 @click.option(
     "--hostfile",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathArg(dir_okay=False, path_type=Path),
     help="Node snapshots: the hosts expected, one per line (scontrol show hostnames, a pdsh or MPI "
     "hostfile); those without a snapshot are named missing.",
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from forensics.cli.common import error_boundary
-from forensics.cli.types import OUTPUT_FILE
+from forensics.cli.types import OUTPUT_FILE, PathArg
 
 FORMAT_CHOICES = [
     "auto",
@@ -22,7 +22,7 @@ FORMAT_CHOICES = [
 
 
 @click.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=PathArg(path_type=Path))
 @click.option(
     "-o",
     "--output",

@@ -29,6 +29,7 @@ from forensics.cli.common import (
     warn_skipped_patterns,
 )
 from forensics.cli.options import step_options
+from forensics.cli.types import PathArg
 
 _DURATION = re.compile(
     r"^\s*(?:(?P<h>\d+(?:\.\d+)?)h)?\s*(?:(?P<m>\d+(?:\.\d+)?)m)?\s*(?:(?P<s>\d+(?:\.\d+)?)s?)?\s*$"
@@ -149,7 +150,7 @@ class _Progress:
 @click.command()
 @click.option(
     "--baseline",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     metavar="BEFORE.json",
     help="A snapshot from when it was fast (forensics snapshot --bench [--bench-cmd STEP]). Without it, "
     "with --cmd: the baseline this machine remembers (the HEAD before the last pull, --since, "
@@ -166,13 +167,13 @@ class _Progress:
 )
 @click.option(
     "--repo",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     help="The git repository of your code (never modified; "
     "commits are tested in private worktrees). Default: the one the snapshots name.",
 )
 @click.option(
     "--config",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     help="Extra hot-path patterns (as for forensics diff).",
 )
 @click.option(
@@ -223,7 +224,7 @@ class _Progress:
 )
 @click.option(
     "--wheelhouse",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     help="A folder of wheels (pip download -d DIR): "
     "package experiments install the baseline's version from it into a temporary overlay.",
 )
@@ -243,7 +244,7 @@ class _Progress:
 )
 @click.option(
     "--snapshot-out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathArg(dir_okay=False, path_type=Path),
     help="Also write the snapshot taken now (.json/.yaml).",
 )
 @click.option(
@@ -251,7 +252,7 @@ class _Progress:
     "--output",
     "outputs",
     multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathArg(dir_okay=False, path_type=Path),
     help=f"Report file: .html, .md or .json (repeatable). Default: {DEFAULT_REPORT} here.",
 )
 @click.option(

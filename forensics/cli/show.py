@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from forensics.cli.common import error_boundary
+from forensics.cli.types import PathArg
 
 
 @click.command()
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=PathArg(path_type=Path))
 @error_boundary
 def show(file):
     """Print a readable summary of a snapshot FILE (or of a text pasted from a ticket, imported on the fly)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from forensics.cli.common import check_repo, error_boundary
-from forensics.cli.types import OUTPUT_FILE, POSITIVE
+from forensics.cli.types import OUTPUT_FILE, POSITIVE, PathArg
 from forensics.docfile import unused_path
 from forensics.options import probe_options
 
@@ -58,7 +58,7 @@ def default_output(label: str | None, folder: Path = Path(".")) -> Path:
 )
 @click.option(
     "--repo",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     help="Git repository of the code under test (default: the current folder if it is in one).",
 )
 @click.option(

@@ -1,4 +1,4 @@
-"""Click parameter types shared by every command: finite numbers and output files.
+"""Click parameter types shared by every command: finite numbers, paths and output files.
 
 A bad value fails while click parses the command line, before any work
 starts, as a one-line usage error (exit code 2) naming the option.
@@ -52,6 +52,22 @@ POSITIVE_VALUE = FiniteFloat(
 )  # a measured value in any unit (bytes/s can be large)
 
 
+class PathArg(click.Path):
+    """``click.Path`` that refuses an empty value: ``Path("")`` is the current folder, so
+    ``forensics diff "$BEFORE" after.json`` with ``BEFORE`` unset read every snapshot in the folder as a
+    fleet, and ``--repo ""``/``--wheelhouse ""`` silently meant ``.``. Every path argument and option of
+    the commands uses it."""
+
+    def convert(self, value, param, ctx):
+        if value == "":
+            self.fail(
+                "'' is empty; give a path (is the shell variable that should hold it unset?)",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
 class BadOutputFile(click.BadParameter):
     """A bad ``-o`` value: exit code 2, shown as one line even when click itself reports it."""
 
@@ -98,6 +114,8 @@ class OutputFile(click.ParamType):
             path = value
         elif self.allow_dash and value == "-":
             return "-"
+        elif value == "":  # Path("") is the current folder
+            self.fail("'' is empty; give a file name", param, ctx)
         else:
             path = Path(value)
         from forensics.docfile import check_writable, written_in_place

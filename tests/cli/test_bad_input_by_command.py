@@ -357,3 +357,28 @@ def test_messages_name_the_real_problem_and_the_option(tmp_path):
         proc = run_cli(*argv, cwd=tmp_path)
         assert proc.returncode == 2 and expected in proc.stderr, (argv, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and "file file" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        # the folder's snapshots were read as a fleet and compared, exit 0
+        (["diff", "", "after.json"], "'BEFORE'"),
+        (["diff", "before.json", "after.json", "-o", ""], "'-o' / '--output'"),
+        (["diff", "before.json", "after.json", "--repo", ""], "'--repo'"),
+        (["show", ""], "'FILE'"),
+        (["fleet", "report", ""], "'SOURCE...'"),  # the folder read as a fleet, exit 0
+        (
+            ["investigate", "--expect", "20ms", "--cmd", "true", "--wheelhouse", ""],
+            "'--wheelhouse'",
+        ),
+        (["snapshot", "--probe", "host", "-o", ""], "'-o' / '--output'"),
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, args, named):
+    # 'forensics diff "$BEFORE" after.json' with BEFORE unset: Path('') is '.'
+    for side in ("before", "after"):
+        shutil.copy(EXAMPLES / "aa" / f"{side}.json", tmp_path / f"{side}.json")
+    line = _one_line_exit_2(run_cli(*args, cwd=tmp_path))
+    assert f"Invalid value for {named}: '' is empty; give a" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["after.json", "before.json"]
