@@ -51,7 +51,7 @@ def change_text(a: float, b: float) -> str:
 
 
 def print_comparison(c, result) -> None:
-    """Print a :class:`forensics.bench.compare.BenchComparison`: per-result table, headline verdict, noise, telemetry, notes.
+    """Print a :class:`forensics.bench.compare.BenchComparison`: headline verdict, per-result table, noise, telemetry, notes.
 
     The table fits an 80-column terminal: result names wrap rather than being
     cut, the change is in the metric's own direction (:func:`change_text`), and
@@ -83,11 +83,11 @@ def print_comparison(c, result) -> None:
             f"{cmp.p_value:.2g}",
             cmp.verdict.value,
         )
-    c.print(t)
     head = result.results[result.headline]
-    c.print(
+    c.print(  # the answer first, as diff and investigate give it; the table after
         f"[bold]{escape(result.headline)}: {result.verdict.value}[/bold] - {escape(head.sentence())}"
     )
+    c.print(t)
     if result.noise_floor is not None:
         c.print(f"A/A noise floor (alternate pairs of processes): {result.noise_floor:.1%}")
     if result.pointing:

@@ -142,3 +142,12 @@ def test_a_step_run_and_a_canary_run_say_what_each_measured(tmp_path):
     assert r.exit_code == 2, r.output
     assert "share no result name (A: user." in r.output and "B: user.other_ms" in r.output
     assert "(--metric NAME)" in r.output
+
+
+def test_the_first_line_is_the_verdict(tmp_path):
+    # the table came first, after a blank line: the answer was the sixth line
+    a = write(tmp_path, "a.json", BASE)
+    b = write(tmp_path, "b.json", [v * 1.10 for v in BASE])
+    r = run(a, b)
+    assert r.exit_code == 1, r.output
+    assert r.output.splitlines()[0].startswith("canary.verify_step_ms: slower - ")
