@@ -16,7 +16,7 @@ from forensics.bisect.measure import StepSpec
 from forensics.errors import BadInputError
 from forensics.gitio import Commit
 from forensics.stats import DEFAULT_THRESHOLD, Comparison, Verdict
-from forensics.step.spec import StepOptions
+from forensics.step.spec import StepOptions, check_metric_name
 
 
 class CommitClass(str, enum.Enum):
@@ -145,7 +145,7 @@ class BisectConfig:
         ``max_processes`` caps the doubling on an unknown result (default 4 x ``step.processes``).
 
         Raises:
-            BadInputError: no step or two; a callable not ``module:function``; a metric regex that
+            BadInputError: no step or two; a callable not ``module:function``; an empty metric name; a metric regex that
                 does not compile, has no group or matches the empty string; ``max_processes`` below ``step.processes``.
         """
         if bool(step.cmd) == bool(step.target):
@@ -158,6 +158,7 @@ class BisectConfig:
             raise BadInputError(
                 f"{target!r}: use module:function, e.g. mypkg.step:verify", option="target"
             )
+        check_metric_name(step.metric)
         if step.metric_regex is not None:
             import re
 

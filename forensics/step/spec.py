@@ -14,6 +14,21 @@ from dataclasses import dataclass
 from forensics.errors import BadInputError
 
 
+def check_metric_name(metric: str | None) -> None:
+    """Refuse an empty ``--metric`` (an unset shell variable) before the step runs: it read as no metric
+    asked for and failed only after a whole run ('printed no JSON line like ...').
+
+    Raises:
+        BadInputError: ``metric`` is ``""`` or blank.
+    """
+    if metric is not None and not metric.strip():
+        raise BadInputError(
+            "is empty; give the metric name your step prints (e.g. step_ms), or leave it out to read the "
+            "first one seen",
+            option="metric",
+        )
+
+
 @dataclass(frozen=True)
 class StepOptions:
     """The user's step and how many fresh processes measure it.
@@ -47,7 +62,7 @@ class StepOptions:
         """Refuse what cannot describe one step, before anything runs (one line each).
 
         Raises:
-            BadInputError: both a command and a callable; an empty command; a metric name or
+            BadInputError: both a command and a callable; an empty command or metric name; a metric name or
                 regex without a command; a metric regex that does not compile, has no group or matches
                 the empty string (:func:`forensics.step.command.compile_metric_regex`).
         """
@@ -55,6 +70,7 @@ class StepOptions:
             raise BadInputError("give either {cmd} or {target}, not both", names=("cmd", "target"))
         if self.cmd is not None and not self.cmd.strip():
             raise BadInputError("is empty; give the command that runs your step", option="cmd")
+        check_metric_name(self.metric)
         if (self.metric or self.metric_regex) and not self.cmd:
             raise BadInputError(
                 "{metric} and {metric_regex} read the output of {cmd}; give {cmd} too",

@@ -382,3 +382,22 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, args,
     line = _one_line_exit_2(run_cli(*args, cwd=tmp_path))
     assert f"Invalid value for {named}: '' is empty; give a" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["after.json", "before.json"]
+
+
+@pytest.mark.parametrize("command", ["bench", "investigate", "bisect"])
+def test_an_empty_metric_name_is_refused_before_the_step_runs(tmp_path, command):
+    # --metric "$METRIC" with METRIC unset read as no metric asked for: bench ran the step, then said it
+    # 'printed no JSON line like ...'; bisect measured with the first metric seen
+    repo = _tiny_repo(tmp_path)
+    ran = tmp_path / "ran"
+    args = {
+        "bench": ["bench", "--processes", "3"],
+        "investigate": ["investigate", "--repo", str(repo), "--expect", "20ms"],
+        "bisect": ["bisect", "--repo", str(repo), "--good", "HEAD~1", "--bad", "HEAD"],
+    }[command]
+    proc = run_cli(*args, "--cmd", f"touch {ran}; python3 step.py", "--metric", "", cwd=repo)
+    assert _one_line_exit_2(proc) == (
+        "forensics: error: --metric is empty; give the metric name your step prints (e.g. step_ms), "
+        "or leave it out to read the first one seen"
+    )
+    assert not ran.exists() and proc.stdout == ""
