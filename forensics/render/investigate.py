@@ -161,7 +161,7 @@ def write_report(inv, path: Path) -> None:
 
 def print_investigation(c, inv, outputs: list[Path], safe) -> None:
     """The terminal summary of an investigation on the rich console ``c``: where the baseline came from,
-    notes, the verdict, the experiments table (ratio B/A and share of the slowdown recovered, each with
+    the verdict, the notes, the experiments table (ratio B/A and share of the slowdown recovered, each with
     its 95% CI), what was not run and how to run it, the shares and the residual, the hardware checks,
     the timings, the files written.
 
@@ -173,10 +173,10 @@ def print_investigation(c, inv, outputs: list[Path], safe) -> None:
     c.soft_wrap = True
     if inv.baseline_source:
         c.print(escape(safe(inv.baseline_source)))
-    if inv.notes:
-        for note in inv.notes:
-            c.print(f"note: {escape(safe(note))}")
+    # the answer, before the notes that qualify it
     c.print(f"[bold]{escape(safe(inv.verdict))}[/bold]")
+    for note in inv.notes:
+        c.print(f"note: {escape(safe(note))}")
     if inv.experiments:
         c.print(
             "[bold]experiments[/bold] (A = today, B = the intervention; time ratio B/A with its 95% CI, below 1: B "

@@ -267,3 +267,23 @@ def test_a_since_whose_step_fails_is_not_advised_as_the_fix(tmp_path):
         "no GPU to judge the hardware by (the gpu probe has no data); give a --since REV whose step runs, "
         "--expect VALUE (the value you remember) or --baseline BEFORE.json." in r.stdout
     ), r.stdout
+
+
+def test_the_verdict_comes_before_the_notes(tmp_path):
+    """The notes (the canary not run, nothing remembered, the packages installed lately: often several
+    wrapped lines) came before the verdict, so the answer was the third line or later; the report gives the
+    verdict first too."""
+    from tests._stepkit import busy_step, run_investigate
+    from tests.conftest import make_repo
+
+    repo = make_repo(tmp_path / "repo", {"step.py": busy_step("2", "1")})
+    r = run_investigate(
+        repo, "--cmd", "python step.py", "-o", "r.json", "--expect", "2ms", **NO_GPU
+    )
+    assert r.returncode in (0, 1, 3), r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    doc = json.loads((repo / "r.json").read_text())
+    assert doc["notes"]  # there is a note to come after it
+    assert lines[0] == "baseline: --expect 2ms (the value you remember)"
+    assert lines[1] == doc["verdict"]
+    assert lines[2].startswith("note: ")
