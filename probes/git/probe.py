@@ -38,7 +38,8 @@ file reads, never changing anything:
 - ``remotes``: ``{name: url}``, credentials in URLs redacted.
 
 Judged hypothesis: ``code.change`` (HEAD moved and how, tree got dirty or
-clean, branch switched, an operation left in progress). A repository only the
+clean, branch switched, an operation left in progress, a new untracked source file: ``.py``, ``.so``,
+``.cu``... not logs or data). A repository only the
 before snapshot read (the after one taken in another folder) leaves it
 inconclusive, never ruled out. This judge is the only
 source of ``code.change`` findings from git; each carries the repository path
@@ -83,6 +84,18 @@ _OPERATIONS = (
     ("REVERT_HEAD", "revert"),
     ("BISECT_LOG", "bisect"),
 )
+
+
+SOURCE = re.compile(r"\.(?:py|pyx|pxd|so|cu|cuh|c|cc|cpp|cxx|h|hpp)$")
+"""Untracked files that are code a step may load (a new module, an extension, a kernel source); logs,
+checkpoints and data written into a checkout are not."""
+
+
+def _count(count: Any, names: Any) -> int:
+    """``untracked_count`` when it is a number, else the length of the ``untracked`` list (0 when neither)."""
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return count
+    return len(names) if isinstance(names, list) else 0
 
 
 def _well_typed(rec: dict[str, Any]) -> dict[str, Any]:
@@ -508,6 +521,12 @@ class GitProbe(Probe):
                         f"the same uncommitted files on both ({len(same_dirty)}), unchanged in size and time"
                     )
                 )
+                untracked = _count(ar.get("untracked_count"), ar.get("untracked"))
+                if untracked:  # not 'clean': git lists them; none of them is new source code
+                    clean = (
+                        ("tracked files clean on both" if not same_dirty else clean)
+                        + f"; {plural(untracked, 'untracked file')} after, no new source file among them"
+                    )
                 checked.append(
                     f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}: {clean}"
                 )
@@ -670,6 +689,26 @@ class GitProbe(Probe):
                     sorted(bdirty)[:10],
                     relevance=0.6,
                     fields=["modified"],
+                )
+            )
+        known = set(map(str, br.get("untracked") or []))
+        new_code = sorted(
+            u for u in map(str, ar.get("untracked") or []) if u not in known and SOURCE.search(u)
+        )
+        if (
+            new_code
+        ):  # a module the step may import (or that shadows one): never 'working tree clean'
+            out.append(
+                implicated(
+                    "code.change",
+                    Severity.LOW,
+                    f"{name}: {plural(len(new_code), 'new untracked source file')} after ("
+                    + ", ".join(new_code[:3])
+                    + (" ..." if len(new_code) > 3 else "")
+                    + ")",
+                    new_code[:10],
+                    relevance=0.3,
+                    fields=["untracked"],
                 )
             )
         if ar.get("operation") and ar.get("operation") != br.get("operation"):

@@ -481,3 +481,24 @@ def test_a_repository_only_the_before_snapshot_read_is_not_ruled_out(repo, tmp_p
     # an edited after snapshot that lost its repository list: not ruled out either
     empty = ProbeResult(ProbeStatus.OK, data={})
     assert [f.status for f in probe.judge(before, empty)] == [HypothesisStatus.INCONCLUSIVE]
+
+
+def test_a_new_untracked_module_is_a_code_change_and_a_log_is_not_called_clean(repo, monkeypatch):
+    # a new untracked work_override.py read 'ruled-out: HEAD unchanged (working tree clean on both)' next to
+    # the report's own note 'working tree became dirty: 1 untracked file (work_override.py)'
+    monkeypatch.setattr(GitProbe, "_editable_sources", staticmethod(lambda: []))
+    probe = GitProbe()
+    before = run_probes([probe], {"repo": str(repo)}, timeout_s=30)["git"]
+    (repo / "train.log").write_text("step 1\n")
+    logged = run_probes([probe], {"repo": str(repo)}, timeout_s=30)["git"]
+    findings = probe.judge(before, logged)
+    assert [f.status for f in findings] == [HypothesisStatus.RULED_OUT]
+    assert "clean on both;" in findings[0].summary
+    assert "working tree clean" not in findings[0].summary
+    assert "1 untracked file after, no new source file among them" in findings[0].summary
+    (repo / "work_override.py").write_text("COST_MS = 99\n")
+    after = run_probes([probe], {"repo": str(repo)}, timeout_s=30)["git"]
+    found = probe.judge(before, after)
+    assert [f.status for f in found] == [HypothesisStatus.IMPLICATED]
+    assert found[0].summary == "serving: 1 new untracked source file after (work_override.py)"
+    assert [f.status for f in probe.judge(after, after)] == [HypothesisStatus.RULED_OUT]
