@@ -1242,51 +1242,85 @@ def refuse_early(
         )
 
 
+MAX_BISECTS = 3
+"""Bisects of one pull at most: the plan's own, then one more for each part of the slowdown left after the
+commits found so far (three slow commits of one pull are found with three)."""
+
+
+def _found_commits(inv: Investigation, folder: str) -> list[tuple[str, str]]:
+    """(commit, its parent) of each commit experiment or bisect in ``folder`` that showed a part of the slowdown
+    (:func:`_contributes`)."""
+    out = []
+    for e in inv.experiments:
+        if e.kind not in (Kind.COMMIT, Kind.BISECT) or e.params.get("folder") != folder:
+            continue
+        sha, parent = _commit_of(e), e.details.get("parent")
+        if sha and parent and _contributes(e) and (sha, parent) not in out:
+            out.append((sha, parent))
+    return out
+
+
 def _narrow_bisect(
-    ctx: Context, exp: Experiment, dep: Experiment, forced: tuple[Outcome, str] | None
+    inv: Investigation,
+    ctx: Context,
+    exp: Experiment,
+    dep: Experiment,
+    forced: tuple[Outcome, str] | None,
 ) -> tuple[Outcome, str] | None:
-    """The bisect of a pull whose suspect commit C was confirmed while part of the slowdown is left (the
-    residual is not within noise), or found a partial cause: a bisect of the whole range finds the first slow commit, C again when it is
-    the first, so it bisects the part of the range without C where the rest of the slowdown is: C..HEAD when
-    HEAD measures slower than C, else the baseline's commit..C^, the one with the larger gap. Each end's values
-    are those already measured (C and C^ by C's A/B, HEAD by today's step, the baseline's commit by the
-    baseline); the bisect measures its ends again as any bisect does. Returns None (run it, ``exp.params``
-    narrowed, ``details.segment`` saying why) or ``forced`` with the reason when neither part holds a gap of
-    the threshold.
+    """The bisect of a pull in which commits that slowed the step were already found (the suspect commit, an
+    earlier bisect's culprit: confirmed while part of the slowdown is left, partial, or significantly faster
+    with an uncertain share): a bisect of the whole range finds the first slow commit, a found one again when
+    it is the first. The commits found cut the range into parts (the baseline's commit..C1^, C1..C2^, ...,
+    Ck..HEAD); the part with the largest gap end to end, from values already measured (each found commit and
+    its parent by its A/B, HEAD by today's step, the baseline's commit by the baseline), is bisected when that
+    gap is the threshold or more. The bisect measures its ends again as any bisect does.
+
+    Returns None (run it: ``exp.params`` narrowed, ``details.segment`` says why) or ``(not-run, reason)`` when
+    no part holds a gap of the threshold (``forced`` when the range or the values are not known).
     """
     import statistics
 
-    from forensics.gitio import git
+    from forensics.gitio import GitError, git
 
     s = ctx.subject
-    sha = _commit_of(dep)
-    good, bad, folder = exp.params.get("good"), exp.params.get("bad"), exp.params.get("folder")
-    parent = dep.details.get("parent")
-    if s is None or not (sha and good and bad and folder and parent):
+    folder = exp.params.get("folder")
+    good, bad, command = exp.params.setdefault(
+        "range", [exp.params.get("good"), exp.params.get("bad"), exp.command]
+    )
+    found = _found_commits(inv, folder or "")
+    if s is None or not (good and bad and folder and found):
         return forced
-    said = f"{dep.id} {'confirmed' if dep.outcome is Outcome.CONFIRMED else 'found a partial cause in'}"
+    try:
+        order = git(folder, "rev-list", "--reverse", f"{good}..{bad}").split()
+    except GitError:
+        return forced
+    index = {sha: i for i, sha in enumerate(order)}
+    found = sorted((f for f in found if f[0] in index), key=lambda f: index[f[0]])
 
-    def med(xs) -> float | None:
+    def med(sha: str, fallback) -> float | None:
+        xs = ctx.seed(sha) or fallback or []
         xs = [1.0 / x for x in xs] if s.higher_is_better else list(xs)
         return statistics.median(xs) if xs else None
 
-    ends = {
-        "good": med(ctx.seed(good) or ctx.baseline_values(s.name) or []),
-        "parent": med(ctx.seed(parent)),
-        "commit": med(ctx.seed(sha)),
-        "bad": med(ctx.seed(bad) or ctx.today or []),
-    }
+    parts, lo = [], good
+    for sha, parent in found:
+        if parent != lo:
+            parts.append((lo, parent))
+        lo = sha
+    if lo != bad:
+        parts.append((lo, bad))
     gaps = []
-    if parent != good and ends["good"] and ends["parent"]:
-        gaps.append((ends["parent"] / ends["good"], good, parent))
-    if sha != bad and ends["commit"] and ends["bad"]:
-        gaps.append((ends["bad"] / ends["commit"], sha, bad))
-    gaps = [g for g in gaps if g[0] >= 1 + ctx.threshold]
+    for lo, hi in parts:
+        a = med(lo, ctx.baseline_values(s.name) if lo == good else None)
+        b = med(hi, ctx.today if hi == bad else None)
+        if a and b and b / a >= 1 + ctx.threshold:
+            gaps.append((b / a, lo, hi))
+    names = ", ".join(sha[:10] for sha, _ in found)
+    said = f"{plural(len(found), 'commit')} that slowed the step found ({names})"
     if not gaps:
         return Outcome.NOT_RUN, (
-            f"not needed: {said} commit {sha[:10]}, and neither part of the range without it "
-            f"measured {ctx.threshold:.0%} or more slower end to end (so no other commit of the pull is "
-            "slower by the threshold)"
+            f"not needed: {said}, and no part of the range without them measured {ctx.threshold:.0%} or more "
+            "slower end to end (so no other commit of the pull is slower by the threshold)"
         )
     ratio, lo, hi = max(gaps)
     n = int(git(folder, "rev-list", "--count", f"{lo}..{hi}").strip() or 0)
@@ -1294,15 +1328,53 @@ def _narrow_bisect(
     exp.params.setdefault("head", bad)  # today's commit: where the residual after it is measured
     exp.params.update({"good": lo, "bad": hi, "n": max(n - len(free), 1)})
     exp.details["segment"] = (
-        f"{said} commit {sha[:10]} and part of the slowdown is left: the part of the range "
-        f"without it that holds the rest is bisected, {lo[:10]}..{hi[:10]} ({ratio:.2f}x end to end, as "
-        "already measured)"
+        f"{said} and part of the slowdown is left: the part of the range without them that holds the most of "
+        f"the rest is bisected, {lo[:10]}..{hi[:10]} ({ratio:.2f}x end to end, as already measured)"
     )
     exp.title = f"{exp.title.split(':', 1)[0]}: bisect the rest, {lo[:10]}..{hi[:10]}"
-    exp.command = exp.command.replace(f"--good {good[:12]}", f"--good {lo[:12]}").replace(
+    exp.command = command.replace(f"--good {good[:12]}", f"--good {lo[:12]}").replace(
         f"--bad {bad[:12]}", f"--bad {hi[:12]}"
     )
     return None
+
+
+def _next_bisect(inv: Investigation, ctx: Context, exp: Experiment, todo: list[Experiment]) -> None:
+    """After a bisect whose commit showed a part of the slowdown (:func:`_contributes`), one more over the rest
+    of the range (:func:`_narrow_bisect` picks the part when it runs), while part of the slowdown is left: the
+    residual after the confirmed causes is not within noise, or, none confirmed, the shares found add up to
+    less than 90%, and a part of the range without the commits found holds a gap of the threshold; at most
+    :data:`MAX_BISECTS` a pull. Appended to ``inv.experiments`` and ``todo``."""
+    if exp.kind is not Kind.BISECT or inv.interrupted or not _contributes(exp):
+        return
+    if inv.confirmed and not _beyond(inv):
+        return
+    if not inv.confirmed:
+        shown = [e.share.point for e in inv.experiments if _contributes(e) and e.share]
+        if sum(x for x in shown if x is not None) >= COMPOUNDED:
+            return
+    bisects = [e for e in inv.experiments if e.kind is Kind.BISECT]
+    if len(bisects) >= MAX_BISECTS:
+        return
+    good, bad, command = exp.params.get("range") or [
+        exp.params.get("good"),
+        exp.params.get("bad"),
+        exp.command,
+    ]
+    nxt = Experiment(
+        f"bisect-{len(bisects) + 1}",
+        Kind.BISECT,
+        exp.hypothesis,
+        exp.title.split(":", 1)[0] + ": bisect the rest",
+    )
+    nxt.params.update({k: v for k, v in exp.params.items() if k in ("folder", "free", "head", "n")})
+    nxt.params.update(
+        {"good": good, "bad": bad, "range": [good, bad, command], "depends_on": exp.id}
+    )
+    nxt.command = command
+    if _narrow_bisect(inv, ctx, nxt, exp, None) is not None:
+        return  # no part of the range without the commits found is slower by the threshold
+    inv.experiments.append(nxt)
+    todo.append(nxt)
 
 
 def _dependency(exp: Experiment, done: dict[str, Experiment]) -> tuple[Outcome, str] | None:
@@ -1372,12 +1444,10 @@ def _run_plan(
         if (
             exp.kind is Kind.BISECT
             and dep is not None
-            and (
-                (dep.outcome is Outcome.CONFIRMED and _beyond(inv))
-                or dep.outcome is Outcome.PARTIAL
-            )
+            and _contributes(dep)
+            and (dep.outcome is not Outcome.CONFIRMED or _beyond(inv))
         ):
-            forced = _narrow_bisect(ctx, exp, dep, forced)
+            forced = _narrow_bisect(inv, ctx, exp, dep, forced)
         if forced is not None:
             exp.outcome, exp.reason = forced
             done[exp.id] = exp
@@ -1405,6 +1475,7 @@ def _run_plan(
         ):
             _keep(inv, ctx, exp, emit, interrupts)  # may find a commit is not today's cause
         emit("done", experiment=exp)
+        _next_bisect(inv, ctx, exp, todo)
         group = done.get(exp.params.get("depends_on", "")) if exp.kind is Kind.ENV else None
         if (
             group is not None
@@ -1421,7 +1492,8 @@ def _run_plan(
             # and the accounting said 'stopped: the residual could not be measured'
             _keep(inv, ctx, group, emit, interrupts)
     _retest_partials(inv, ctx, emit, interrupts)
-    if not inv.confirmed:
+    _keep_together(inv, ctx, emit, interrupts)
+    if not inv.confirmed and not _together(inv):
         inv.stopped = ""
     elif inv.interrupted:
         inv.stopped = f"interrupted ({inv.interrupted})"
@@ -1697,6 +1769,58 @@ def _retest_partials(
             r.details["accounted"] = "partial"
 
 
+def _together(inv: Investigation) -> list[Experiment]:
+    """The causes kept together by :func:`_keep_together` (``details.accounted`` = ``together``)."""
+    return [e for e in inv.experiments if e.details.get("accounted") == "together"]
+
+
+def _keep_together(
+    inv: Investigation,
+    ctx: Context,
+    emit: EventFn,
+    interrupts: tuple[type[BaseException], ...],
+) -> None:
+    """No cause confirmed alone, but two or more A/Bs each showed a part of the slowdown (:func:`_contributes`:
+    partial, or significantly faster with a share that straddles ``--explains``) and their shares add up to
+    :data:`COMPOUNDED` or more: two commits of 1 ms each in a 2 ms slowdown, each "recovers 50% ... an interval
+    that straddles 50%", ended "Most likely, not confirmed". Their interventions are kept together, largest
+    share first, the residual measured after each (:func:`_keep`): when today with all of them taken out is
+    within noise of the baseline, they are the explanation, shown by experiment (``details.accounted`` =
+    ``together``; the verdict says "N causes together")."""
+    if inv.confirmed or inv.interrupted:
+        return
+    parts = [
+        e for e in inv.experiments if _contributes(e) and e.share and e.share.point is not None
+    ]
+    if len(parts) < 2 or sum(e.share.point for e in parts) < COMPOUNDED:
+        return
+    for e in sorted(parts, key=lambda e: -e.share.point):
+        if inv.interrupted:
+            return
+        earlier = inv.residual
+        before = earlier.unexplained.point if earlier is not None else 1.0
+        _keep(inv, ctx, e, emit, interrupts)
+        now = inv.residual.unexplained.point if inv.residual is not None else None
+        if inv.residual is earlier or now is None or before is None:
+            continue  # not measured (the notes say why): not kept
+        if (
+            before - now < e.share.point / 2
+        ):  # taking it out of today recovers less than half its share
+            _not_todays_cause(
+                inv,
+                ctx,
+                e,
+                earlier,
+                f"taking it out of today's code with the others recovers {before - now:.0%} of the slowdown, "
+                f"not the {e.share.point:.0%} its A/B showed",
+            )
+            continue
+        e.details["accounted"] = "together"
+        e.sentence = (
+            e.sentence.rsplit("; ", 1)[0] + "; significantly faster: one of the causes together"
+        )
+
+
 def _landed_before_head(exp: Experiment) -> bool:
     """A commit or bisect experiment whose commit is not today's HEAD: its A/B (the commit against its parent)
     measured the step as it was when the commit landed, and later commits may have undone or replaced its
@@ -1730,12 +1854,33 @@ def _not_todays_cause(
         ctx.reverts.remove(sha)
     inv.residual = earlier
     exp.outcome = Outcome.INCONCLUSIVE
+    exp.details["not_today"] = True
     exp.reason = (
         f"it slowed the step when it landed, but is not confirmed as a cause of today's slowdown: {why}; "
         "a later commit may have undone or replaced its effect"
     )
     exp.sentence = exp.sentence.rsplit("; ", 1)[0] + (
         f" when it landed; not confirmed for today: {why}"
+    )
+
+
+def _contributes(e: Experiment) -> bool:
+    """Whether the A/B ``e`` showed a real part of the slowdown: ``confirmed``, ``partial``, or significantly
+    faster with a share whose interval straddles ``--explains`` (``inconclusive`` only on how large a part:
+    two commits of 1 ms each in a 2 ms slowdown read "recovers 50% (95% CI 50% to 50%) ... straddles 50%").
+    Not a commit that slowed the step when it landed but is not today's cause, nor a re-test."""
+    if e.details.get("not_today") or "retest_of" in e.params:
+        return False
+    if e.outcome in (Outcome.CONFIRMED, Outcome.PARTIAL):
+        return True
+    c, sh = e.comparison, e.share
+    return (
+        e.outcome is Outcome.INCONCLUSIVE
+        and c is not None
+        and c.verdict.value in ("faster", "small-faster")
+        and sh is not None
+        and sh.low is not None
+        and sh.low > 0
     )
 
 
@@ -1879,7 +2024,7 @@ def accounting(inv: Investigation) -> str:
     unexplained part is what is left after them), the unexplained part, then each partial cause whose re-test
     on top of the confirmed causes kept nothing, with what it measured or why it did not run
     (:func:`_left_partial`)."""
-    conf = _causes(inv)
+    conf = _causes(inv) + _together(inv)
     if not conf:
         return ""
     parts = [f"{_cause_name(e)}: {_pct_range(e.share)}" for e in conf]
@@ -2025,6 +2170,16 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         if shares and inv.residual is not None:
             text += f" Shares of the slowdown: {shares}."
         return text, EXIT_REGRESSION
+    together = _together(inv)
+    if together and inv.residual is not None and inv.residual.status == "within":
+        # none explains it alone; each A/B was significantly faster, and today with all of them taken out is
+        # within noise of the baseline
+        return (
+            f"Confirmed by experiment, {len(together)} causes together: {accounting(inv)}. Evidence: "
+            + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in together)
+            + ".",
+            EXIT_REGRESSION,
+        )
     if top is None and not inv.experiments and inv.regression is Regression.YES:
         listed = any(n.startswith("distributions installed or upgraded") for n in inv.notes)
         cleared = _cleared(inv.analysis)
@@ -2048,6 +2203,8 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         tail = "; experiments: " + "; ".join(f"{e.id} {e.outcome.value}" for e in ran)
     else:
         tail = "; no experiment could run (see each one's reason)"
+    if together:
+        tail += f"; shares of the slowdown shown: {accounting(inv)}"
     if inv.interrupted:
         tail += f"; interrupted ({inv.interrupted}) before the plan was done"
     if (
