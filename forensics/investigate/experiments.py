@@ -279,16 +279,7 @@ def applied_place(
     top = git(folder, "rev-parse", "--show-toplevel")
     mine = uncommitted(ctx)
     with WorktreePool(top) as pool:
-        tree = reverted_tree(
-            pool,
-            top,
-            head,
-            tuple(ctx.reverts),
-            role,
-            ctx.cache.get("behaviour_free", set()),
-            ctx.cache.setdefault("notes", []),
-            mine,
-        )
+        tree = _reverted(ctx, pool, top, head, ctx.reverts, role, mine)
         first = [str(tree.path)] + (
             [str(tree.path / "src")] if (tree.path / "src").is_dir() else []
         )
@@ -904,7 +895,7 @@ def commit_vs_parent(
     Raises:
         BadInputError: the step failed in a worktree.
     """
-    from forensics.bisect.measure import Measurer, StepFailed
+    from forensics.bisect.measure import Measurer
     from forensics.bisect.worktree import WorktreePool
     from forensics.gitio import git
 
@@ -924,25 +915,52 @@ def commit_vs_parent(
         what += " (with " + ", ".join(_on_top(ctx, commits=False)) + ")"
     with WorktreePool(top) as pool:
         m = Measurer(pool, _spec(ctx), on_process)
-        n = ctx.processes
-        while True:
-            try:
-                m.top_up(sides, n)
-            except StepFailed as exc:
-                raise BadInputError(f"the step failed in a worktree: {exc}") from None
-            _finish_ab(
-                ctx, exp, m.samples[sha], m.samples[parent], today=ctx.today or None, what=what
-            )
-            step = min(ROUND, ctx.max_processes - n)
-            if not _more(exp, ctx, step, n == ctx.processes):
-                break
-            n += step
-    for c, _ in sides:
-        ctx.remember(c, m.samples[c])
+        _worktree_ab(ctx, exp, m, sides, what)
     exp.a_label, exp.b_label = sha[:10], f"its parent {parent[:10]}"
     exp.details["isolation"] = (
         "each commit ran in its own private git worktree, both in fresh processes, interleaved; your "
         "checkout was not touched"
+    )
+
+
+def _worktree_ab(ctx: Context, exp: Experiment, m, sides: list[tuple[str, str]], what: str) -> None:
+    """The adaptive A/B of two worktree sides (``[(A key, role), (B key, role)]``, prepared in ``m``, a
+    :class:`forensics.bisect.measure.Measurer`): ``ctx.processes`` fresh processes a side, interleaved, then
+    rounds of :data:`ROUND` while :func:`_more` says so; fills ``exp`` (:func:`_finish_ab`, today's step for
+    the share) and keeps both sides' values (``ctx.remember``).
+
+    Raises:
+        BadInputError: the step failed in a worktree.
+    """
+    from forensics.bisect.measure import StepFailed
+
+    n = ctx.processes
+    while True:
+        try:
+            m.top_up(sides, n)
+        except StepFailed as exc:
+            raise BadInputError(f"the step failed in a worktree: {exc}") from None
+        a, b = m.samples[sides[0][0]], m.samples[sides[1][0]]
+        _finish_ab(ctx, exp, a, b, today=ctx.today or None, what=what)
+        step = min(ROUND, ctx.max_processes - n)
+        if not _more(exp, ctx, step, n == ctx.processes):
+            break
+        n += step
+    for key, _ in sides:
+        ctx.remember(key, m.samples[key])
+
+
+def _reverted(ctx: Context, pool, top: str, sha: str, reverts, role: str, mine: str):
+    """:func:`reverted_tree` with what ``ctx`` knows: the commits judged behaviour-free, the notes to add to."""
+    return reverted_tree(
+        pool,
+        top,
+        sha,
+        tuple(reverts),
+        role,
+        ctx.cache.get("behaviour_free", set()),
+        ctx.cache.setdefault("notes", []),
+        mine,
     )
 
 
@@ -958,7 +976,7 @@ def commit_on_top(ctx: Context, exp: Experiment, folder: str, sha: str, head: st
     Raises:
         BadInputError: a worktree could not be made with the commits taken out, or the step failed in one.
     """
-    from forensics.bisect.measure import Measurer, StepFailed
+    from forensics.bisect.measure import Measurer
     from forensics.bisect.worktree import WorktreePool
     from forensics.gitio import git
 
@@ -980,31 +998,8 @@ def commit_on_top(ctx: Context, exp: Experiment, folder: str, sha: str, head: st
     with WorktreePool(top) as pool:
         m = Measurer(pool, _spec(ctx), on_process)
         for key, role, reverts in sides:
-            m._ready[key] = reverted_tree(
-                pool,
-                top,
-                head,
-                reverts,
-                role,
-                ctx.cache.get("behaviour_free", set()),
-                ctx.cache.setdefault("notes", []),
-                mine,
-            )
-        wanted = [(key, role) for key, role, _ in sides]
-        n = ctx.processes
-        while True:
-            try:
-                m.top_up(wanted, n)
-            except StepFailed as exc:
-                raise BadInputError(f"the step failed in a worktree: {exc}") from None
-            a, b = m.samples[sides[0][0]], m.samples[sides[1][0]]
-            _finish_ab(ctx, exp, a, b, today=ctx.today or None, what=what)
-            step = min(ROUND, ctx.max_processes - n)
-            if not _more(exp, ctx, step, n == ctx.processes):
-                break
-            n += step
-    for key, _, _ in sides:
-        ctx.remember(key, m.samples[key])
+            m._ready[key] = _reverted(ctx, pool, top, head, reverts, role, mine)
+        _worktree_ab(ctx, exp, m, [(key, role) for key, role, _ in sides], what)
     exp.a_label = f"today with {', '.join(_on_top(ctx))}"
     exp.b_label = f"the same with {sha[:10]} taken out too"
     exp.details["isolation"] = (
@@ -1058,16 +1053,7 @@ def measure_revision(
         if ctx.seed(key):
             m.samples[key] = ctx.seed(key)
         if reverts or mine:
-            m._ready[key] = reverted_tree(
-                pool,
-                top,
-                sha,
-                reverts,
-                role,
-                ctx.cache.get("behaviour_free", set()),
-                ctx.cache.setdefault("notes", []),
-                mine,
-            )
+            m._ready[key] = _reverted(ctx, pool, top, sha, reverts, role, mine)
         both = bool(today_sha and against and decided is None and today_sha != key)
         if both:
             m.samples[today_sha] = [float(x) for x in against or []]
