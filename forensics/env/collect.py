@@ -363,14 +363,39 @@ def gather(out_dir: str, stdout: str) -> list[dict[str, Any]]:
     )
 
 
+_LIVE: set[str] = set()
+"""The folders :func:`private_dir` made and :func:`remove_dir` has not removed yet."""
+_REGISTERED: list[bool] = []  # the atexit handler is registered once
+
+
 def private_dir() -> str:
-    """A fresh 0700 temp folder for worker records (raw values: deleted after reading)."""
-    return tempfile.mkdtemp(prefix="forensics-env-")
+    """A fresh 0700 temp folder for worker records (raw values: deleted after reading).
+
+    Removed by :func:`remove_dir` once read, or at the process's exit (an ``atexit`` handler, which
+    ``forensics.cli.common.quick_exit`` runs too) when the reading was abandoned: a probe stopped by
+    ``--timeout`` or by Ctrl-C left its three folders in the temp folder, one holding a worker's record of
+    the raw variables.
+    """
+    path = tempfile.mkdtemp(prefix="forensics-env-")
+    if not _REGISTERED:
+        import atexit
+
+        atexit.register(_remove_live)
+        _REGISTERED.append(True)
+    _LIVE.add(path)
+    return path
 
 
 def remove_dir(path: str) -> None:
     """Delete a folder made by :func:`private_dir`."""
     shutil.rmtree(path, ignore_errors=True)
+    _LIVE.discard(path)
+
+
+def _remove_live() -> None:
+    """Delete every :func:`private_dir` folder still there (at exit)."""
+    for path in list(_LIVE):
+        remove_dir(path)
 
 
 NET_DIR = "/sys/class/net"

@@ -156,3 +156,38 @@ def test_ctrl_c_while_a_launcher_runs_stops_it_at_once(tmp_path):
     assert proc.returncode == 130, out + err
     assert err.strip().splitlines()[-1] == "forensics: error: interrupted"
     assert processes_with_env(MARK, mark) == [], "the launcher outlived forensics"
+
+
+def test_a_probe_abandoned_at_exit_leaves_no_worker_folder_behind(tmp_path, monkeypatch):
+    """The probe's three private folders (one for the workers' records of the raw variables) were removed
+    only when the probe's thread returned: a daemon thread that Ctrl-C or --timeout left waiting is ended by
+    the exit before that, and its folders stayed in the temp folder (80 in /tmp after a day of runs, a few
+    holding a worker's record)."""
+    from tests.conftest import run_cli
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    # what a probe thread abandoned at exit leaves: its folders made, never removed
+    abandoned = (
+        "import sys, threading\n"
+        "from forensics.env import collect\n"
+        "made = threading.Event()\n"
+        "def probe():\n"
+        "    dirs = [collect.private_dir() for _ in range(3)]\n"
+        "    made.set()\n"
+        "    threading.Event().wait()  # waits for workers that never answer\n"
+        "threading.Thread(target=probe, daemon=True).start()\n"
+        "made.wait()\n"
+        "sys.exit(130)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", abandoned], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert sorted(p.name for p in temp.iterdir() if p.name.startswith("forensics-env-")) == []
+    # and as a user meets it: the probe stopped by --timeout
+    args = ["snapshot", "--probe", "nccl_env", "--timeout", "0.05", "-o", "s.json"]
+    proc = run_cli(*args, cwd=tmp_path, env={"TMPDIR": str(temp)})
+    assert proc.returncode in (0, 3), proc.stderr
+    assert sorted(p.name for p in temp.iterdir() if p.name.startswith("forensics-env-")) == []
