@@ -1819,6 +1819,10 @@ def _keep_together(
         e.sentence = (
             e.sentence.rsplit("; ", 1)[0] + "; significantly faster: one of the causes together"
         )
+        e.reason += (
+            "; kept as one of the causes together: taken out of today with those kept before it, "
+            f"{_pct(now)} of the slowdown is left"
+        )
 
 
 def _landed_before_head(exp: Experiment) -> bool:

@@ -371,7 +371,17 @@ def test_slow_commits_none_of_which_explains_it_alone_are_confirmed_together(tmp
     commit(up, {"docs/end.md": "notes\n"}, "docs: end")
     git(user, "pull", "-q")
     r = run_investigate(
-        user, "--cmd", CMD, "--no-canary", "-q", "--budget", "5m", "-o", str(tmp_path / "r.json")
+        user,
+        "--cmd",
+        CMD,
+        "--no-canary",
+        "-q",
+        "--budget",
+        "5m",
+        "-o",
+        str(tmp_path / "r.json"),
+        "-o",
+        str(tmp_path / "r.md"),
     )
     assert r.returncode == 1, r.stdout + r.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
@@ -398,3 +408,6 @@ def test_slow_commits_none_of_which_explains_it_alone_are_confirmed_together(tmp
     assert (
         len(bisects) == len(shas) - 1
     )  # after the suspect commit, one bisect for each commit left
+    # the report's table marks each of them, beside its own A/B's outcome
+    md = (tmp_path / "r.md").read_text()
+    assert md.count("(one of the causes together) |") == len(shas), md
