@@ -98,15 +98,21 @@ def parse_threshold(text: str, option: str = "--threshold") -> float:
     return v
 
 
-def check_repo(repo: Path | None) -> None:
+def check_repo(repo: Path | None, work_tree: bool = False) -> None:
     """Reject a ``--repo`` that is not a folder inside a git work tree, before any work starts.
 
-    Runs ``git -C REPO rev-parse --git-dir`` (read-only) through
-    :func:`forensics.gitio.git`. Without a ``git`` executable, or when git
+    Runs ``git -C REPO rev-parse --git-dir --is-bare-repository --is-inside-work-tree`` (read-only)
+    through :func:`forensics.gitio.git`. Without a ``git`` executable, or when git
     times out, nothing is checked (the git probe then records why it failed).
 
+    Args:
+        repo: the ``--repo`` given, or None (nothing to check).
+        work_tree: refuse a bare repository, or a folder inside a ``.git`` folder, too: the step runs
+            in the checkout (``investigate``). A bare mirror still serves ``diff --repo`` its commits.
+
     Raises:
-        BadInputError: the path is missing, a file, or not in a git repository.
+        BadInputError: the path is missing, a file, or not in a git repository (with ``work_tree``: a
+            bare repository or a ``.git`` folder).
     """
     if repo is None:
         return
@@ -121,7 +127,14 @@ def check_repo(repo: Path | None) -> None:
     if shutil.which("git") is None:
         return
     try:
-        git(repo, "rev-parse", "--git-dir", timeout_s=10)
+        answers = git(
+            repo,
+            "rev-parse",
+            "--git-dir",
+            "--is-bare-repository",
+            "--is-inside-work-tree",
+            timeout_s=10,
+        ).splitlines()
     except GitError as exc:
         why = str(exc)
         if exc.timed_out:
@@ -135,6 +148,15 @@ def check_repo(repo: Path | None) -> None:
             f"--repo {repo}: not a git repository; give the folder of your clone, or leave --repo "
             "out"
         ) from None
+    if work_tree and answers[1:2] == ["true"]:  # it ran the step in the current folder instead
+        raise BadInputError(
+            f"--repo {repo}: a bare repository (nothing checked out for the step to run); give the "
+            "folder of your clone"
+        )
+    if work_tree and answers[2:3] == ["false"]:
+        raise BadInputError(
+            f"--repo {repo}: inside the repository's .git folder; give the folder of your clone"
+        )
 
 
 def safe(message: str) -> str:

@@ -313,7 +313,7 @@ def investigate(
     from forensics.render.investigate import print_investigation
 
     budget_s = parse_duration(budget)
-    check_repo(repo)
+    check_repo(repo, work_tree=True)
     outs = _check_outputs(list(outputs) or [Path(DEFAULT_REPORT)], snapshot_out, baseline, config)
     settings = Settings.from_options(
         step,

@@ -401,3 +401,36 @@ def test_an_empty_metric_name_is_refused_before_the_step_runs(tmp_path, command)
         "or leave it out to read the first one seen"
     )
     assert not ran.exists() and proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "where, expected",
+    [
+        ("mirror.git", "a bare repository (nothing checked out for the step to run)"),
+        ("repo/.git", "inside the repository's .git folder"),
+    ],
+)
+def test_investigate_refuses_a_repo_with_no_checkout_before_the_step_runs(
+    tmp_path, where, expected
+):
+    # a bare --repo was taken: the step ran in the current folder, and the note said only that the
+    # repository 'could not be read (bare)'
+    from tests.conftest import git
+
+    repo = _tiny_repo(tmp_path)
+    git(tmp_path, "clone", "-q", "--bare", str(repo), "mirror.git")
+    ran = tmp_path / "ran"
+    proc = run_cli(
+        "investigate",
+        "--repo",
+        str(tmp_path / where),
+        "--expect",
+        "20ms",
+        "--cmd",
+        f"touch {ran}; python3 {repo / 'step.py'}",
+        cwd=tmp_path,
+    )
+    assert _one_line_exit_2(proc) == (
+        f"forensics: error: --repo {tmp_path / where}: {expected}; give the folder of your clone"
+    )
+    assert not ran.exists() and not (tmp_path / "forensics-investigate.html").exists()
