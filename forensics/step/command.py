@@ -278,8 +278,10 @@ def run_command(
         how = (
             f"no line matched --metric-regex {metric_regex!r}"
             if metric_regex
-            else 'no JSON line like {"metric": "step_ms", "value": 19.3}'
-            + (f" with metric {metric!r}" if metric else "")
+            # the example line names the metric asked for: '... like {"metric": "step_ms", ...} with metric
+            # 'step_s'' showed one name and asked for another
+            else f"no JSON line like {{{json.dumps('metric')}: {json.dumps(metric or 'step_ms')}, "
+            f'"value": 19.3}}'
         )
         if rejected:
             how = f"no usable measurement (its JSON line's {rejected[0]}; print a finite number of ms)"

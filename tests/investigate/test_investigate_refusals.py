@@ -261,7 +261,10 @@ def test_a_since_whose_step_fails_is_not_advised_as_the_fix(tmp_path):
         repo, "--cmd", "python3 step.py", "--since", "HEAD~1", "-q", "-o", "r.json", **NO_GPU
     )
     assert r.returncode == 3, r.stdout + r.stderr
-    assert "with metric 'step_s' (it printed metric 'step_ms'): python3 step.py" in r.stdout
+    assert (
+        'no JSON line like {"metric": "step_s", "value": 19.3} (it printed metric \'step_ms\'): '
+        "python3 step.py" in r.stdout
+    )
     assert (
         "Cannot judge: the baseline --since HEAD~1 could not be measured (the notes say why) and there is "
         "no GPU to judge the hardware by (the gpu probe has no data); give a --since REV whose step runs, "
