@@ -138,7 +138,8 @@ def code_point(
         (point or None, the reason there is none).
 
     Raises:
-        BadInputError: ``--since`` names no commit of the repository.
+        BadInputError: ``--since`` names no commit of the repository, or names HEAD itself in a checkout
+            without uncommitted changes (nothing to compare today's code with).
     """
     rec = main_repo(now)
     if rec is not None and rec.get("state") == "no_commits":
@@ -156,8 +157,13 @@ def code_point(
     clean = not rec.get("dirty") and not rec.get("operation")
     if since is not None:
         sha = resolve_since(since, root)
-        if sha == head and clean:
-            return None, f"--since {since} is HEAD itself ({sha[:7]}): no code changed since"
+        if sha == head and clean:  # the verdict said to give --since REV, or 'could not be measured'
+            raise BadInputError(
+                f"is HEAD itself ({sha[:7]}) and the checkout has no uncommitted change: no code changed "
+                "since it; give an older revision (e.g. HEAD~3), or leave it out and give --expect with the "
+                "value you remember",
+                option=f"since {since}",
+            )
         return CodePoint(
             root,
             sha,

@@ -290,3 +290,24 @@ def test_the_verdict_comes_before_the_notes(tmp_path):
     assert lines[0] == "baseline: --expect 2ms (the value you remember)"
     assert lines[1] == doc["verdict"]
     assert lines[2].startswith("note: ")
+
+
+@pytest.mark.parametrize("since", ["HEAD", "main"])
+def test_a_since_that_is_head_itself_in_a_clean_checkout_is_bad_input(tmp_path, since):
+    """--since origin/main when the pull brought it all (it is HEAD): the verdict said 'nothing to compare
+    your step with (no baseline snapshot, none remembered) ...; give --since REV' (with --plan), or that the
+    baseline 'could not be measured (the notes say why)', exit 3."""
+    from tests._stepkit import busy_step, run_investigate
+    from tests.conftest import commit, git, make_repo
+
+    repo = make_repo(tmp_path / "repo", {"step.py": busy_step("2", "1")})
+    commit(repo, {"notes.txt": "x\n"}, "notes")
+    head = git(repo, "rev-parse", "HEAD").strip()[:7]
+    r = run_investigate(repo, "--cmd", "python step.py", "--since", since, "-o", "r.json", **NO_GPU)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == (
+        f"forensics: error: --since {since} is HEAD itself ({head}) and the checkout has no uncommitted "
+        "change: no code changed since it; give an older revision (e.g. HEAD~3), or leave it out and give "
+        "--expect with the value you remember"
+    )
+    assert "Traceback" not in r.stderr and not (repo / "r.json").exists()
