@@ -157,7 +157,8 @@ def code_point(
     clean = not rec.get("dirty") and not rec.get("operation")
     if since is not None:
         sha = resolve_since(since, root)
-        if sha == head and clean:  # the verdict said to give --since REV, or 'could not be measured'
+        # HEAD itself and nothing uncommitted: the verdict said to give --since REV, or 'could not be measured'
+        if sha == head and clean:
             raise BadInputError(
                 f"is HEAD itself ({sha[:7]}) and the checkout has no uncommitted change: no code changed "
                 "since it; give an older revision (e.g. HEAD~3), or leave it out and give --expect with the "
