@@ -156,6 +156,13 @@ def _head_sha(repo: Mapping[str, Any]) -> str | None:
     return sha if isinstance(sha, str) and sha else None
 
 
+EVENTS_LISTED = 3
+"""New reflog events named one by one in the sentence of a HEAD move; more are counted by kind, the first
+and the last named (every entry is in :attr:`HeadMove.entries`)."""
+ACTION_CHARS = 100
+"""A reflog message longer than this is cut in the sentence (``...``)."""
+
+
 def head_move(before: Mapping[str, Any], after: Mapping[str, Any]) -> HeadMove:
     """Say how HEAD moved, from the reflog entries in AFTER that BEFORE did not have.
 
@@ -185,11 +192,26 @@ def head_move(before: Mapping[str, Any], after: Mapping[str, Any]) -> HeadMove:
     def how(with_time: bool) -> str:
         def one(k: MoveKind, e: dict[str, Any]) -> str:
             when = f", {e.get('time', '?')}" if with_time else ""
-            return f'{k.value} ("{e.get("action", "")}"{when})'
+            action = str(e.get("action", ""))
+            if len(action) > ACTION_CHARS:  # a commit's whole subject: the commits are listed below
+                action = action[: ACTION_CHARS - 3].rstrip() + "..."
+            return f'{k.value} ("{action}"{when})'
 
         if len(fresh) == 1:
             return f"a {one(kinds[0], fresh[0])}"
-        return f"{len(fresh)} reflog events: " + "; ".join(one(k, e) for k, e in zip(kinds, fresh))
+        if len(fresh) <= EVENTS_LISTED:
+            return f"{len(fresh)} reflog events: " + "; ".join(
+                one(k, e) for k, e in zip(kinds, fresh)
+            )
+        tally: dict[str, int] = {}
+        for k in kinds:
+            tally[k.value] = tally.get(k.value, 0) + 1
+        # every event was listed, each with its whole message: 14 of a day's commits and rebases filled 130
+        # lines of the terminal's table (the entries are all in the JSON report)
+        return (
+            f"{len(fresh)} reflog events ({', '.join(f'{v} x{n}' for v, n in tally.items())}): the first "
+            f"{one(kinds[0], fresh[0])}, the last {one(kinds[-1], fresh[-1])}"
+        )
 
     if fresh:
         lead = f"HEAD moved {span} by " if moved else f"HEAD is back at {_short(new)} after "

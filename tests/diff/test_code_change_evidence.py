@@ -258,3 +258,24 @@ def test_a_first_commit_is_a_move_not_a_return():
         "HEAD moved (no commits) -> bbbbbbbbbb by 2 reflog events"
     )
     assert "back at" not in move.sentence
+
+
+def test_a_day_of_reflog_events_is_counted_not_listed_whole():
+    # 14 commits and rebases of an editable checkout, each message a long commit subject: every one was
+    # listed whole in the verdict's evidence, 130 lines of the terminal's table
+    subject = "investigate: " + "a long commit subject that says what changed and why " * 6
+    reflog = []
+    for i in range(14):
+        action = f"commit: {subject}{i}" if i % 2 else f"rebase (pick): {subject}{i}"
+        reflog.append(
+            {"old": f"{i:02d}" * 20, "new": f"{i + 1:02d}" * 20, "time": f"T{i}", "action": action}
+        )
+    before = {"head": {"sha": "00" * 20}, "reflog": []}
+    after = {"head": {"sha": "14" * 20}, "reflog": list(reversed(reflog))}
+    move = head_move(before, after)
+    assert move.short.startswith(
+        "HEAD moved 0000000000 -> 1414141414 by 14 reflog events (rebase x7, commit x7): the first rebase "
+        '("rebase (pick): investigate: a long commit subject'
+    )
+    assert '..."), the last commit ("commit: investigate: a long' in move.short
+    assert len(move.short) < 400 and len(move.entries) == 14  # every entry kept for the JSON report
