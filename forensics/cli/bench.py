@@ -228,20 +228,20 @@ def bench(
             err=True,
         )
     c = console()
+    result = compare_docs(docs[0], docs[1], threshold=thr) if len(docs) == 2 else None
+    if result is not None and not quiet:  # the answer first, each side's table after it
+        print_comparison(c, result)
     for doc, path in zip(docs, (output, b_output)):
         print_results(c, doc) if not quiet else click.echo(doc["summary"])
         if path is not None:
             document.save(doc, path)
             if not quiet:
                 c.print(f"wrote [bold]{path}[/bold]")
-    if len(docs) == 2:
-        result = compare_docs(docs[0], docs[1], threshold=thr)
+    if result is not None:
         if quiet:  # the summary line only, as --quiet promises
             click.echo(
                 f"{result.headline}: {result.verdict.value} - {result.results[result.headline].sentence()}"
             )
-        else:
-            print_comparison(c, result)
         ctx.exit(result.exit_code)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def print_results(c, doc: dict) -> None:
-    """Print one bench document's results as a table (median, unit, processes, noise) and its summary line.
+    """Print one bench document's summary line and its results as a table (median, unit, processes, noise).
 
     The table fits an 80-column terminal (and a file or pipe, which rich draws 80 wide) with every
     value whole: the figures never wrap or get cut ("0.091…" was a TFLOP/s median cut short); the
@@ -30,8 +30,9 @@ def print_results(c, doc: dict) -> None:
             f"{r['noise_iqr_over_median']:.1%}",
             f"{within:.1%}" if within is not None else "-",
         )
+    label = doc.get("label")  # the side (A, B) of an A/B, also the table's title
+    c.print((f"{label}: " if label else "") + doc["summary"])  # the figure first, its table after
     c.print(t)
-    c.print(doc["summary"])
 
 
 def change_text(a: float, b: float) -> str:

@@ -310,3 +310,26 @@ def test_a_value_too_large_for_a_bench_file_is_refused_when_the_step_runs(tmp_pa
         f"step command printed a value of 1e+308 for 'step_ms', no measurement (at most 1e+300): {step}"
         in r.output
     )
+
+
+def test_bench_says_its_figure_and_an_ab_its_verdict_first(tmp_path):
+    # the results table came first; with a side B, the verdict came after both sides' tables (line 26)
+    step = py(
+        "import json, os\n"
+        "v = 2.0 if os.environ.get('SIDE') == 'B' else 1.0\n"
+        'for _ in range(3): print(json.dumps({"metric": "step_ms", "value": v}))'
+    )
+    args = ["bench", "--processes", "5", "--cmd", step, "-o", str(tmp_path / "a.json")]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert (
+        r.stdout.splitlines()[0]
+        == "user.step_ms 1 ms (median of 5 processes, noise IQR/median 0.0%)"
+    )
+    r = CliRunner().invoke(
+        main, [*args, "--b-env", "SIDE=B", "--b-output", str(tmp_path / "b.json")]
+    )
+    assert r.exit_code == 1, r.output
+    assert r.stdout.splitlines()[0].startswith("user.step_ms: slower - ")
+    assert "A: user.step_ms 1 ms (median of 5 processes" in r.output
+    assert "B: user.step_ms 2 ms (median of 5 processes" in r.output
