@@ -229,7 +229,39 @@ def stderr_hint(err: Stream) -> str:
             f"the {err.cut:,} bytes of stderr before its last {TAIL_BYTES // 1024} KiB were cut"
         )
     hint = f"; stderr: {shown(last)}"
-    return hint + (f" ({'; '.join(said)})" if len(said) > 1 or said[0] != "its last line" else "")
+    return (
+        hint
+        + (f" ({'; '.join(said)})" if len(said) > 1 or said[0] != "its last line" else "")
+        + conflict_hint(lines)
+    )
+
+
+_CONFLICT_MARKER = re.compile(r"^\s*(<{7}|={7}|>{7})(?:\s|$)")
+_TRACEBACK_FILE = re.compile(r'^\s*File "(.+)", line (\d+)')
+
+
+def conflict_hint(lines: list[str]) -> str:
+    """``"; FILE line N holds a merge conflict marker ...: resolve the conflict first ..."`` when a failed
+    step's stderr (``lines``, its kept tail) quotes a line of source that is a conflict marker (``<<<<<<<``,
+    ``=======``, ``>>>>>>>``: Python's SyntaxError quotes the line after its ``File "...", line N``);
+    "" otherwise. A checkout in the middle of a rebase or merge with conflicts ran the step with git's
+    markers in the code, and the error said only 'SyntaxError: invalid decimal literal'."""
+    for i, line in enumerate(lines):
+        m = _CONFLICT_MARKER.match(line)
+        if not m:
+            continue
+        where = None
+        for earlier in reversed(lines[:i]):
+            f = _TRACEBACK_FILE.match(earlier)
+            if f:
+                where = (f.group(1), f.group(2))
+                break
+        at = f"{shown(where[0])} line {where[1]}" if where else "its code"
+        return (
+            f"; {at} holds a merge conflict marker ({shown(line.strip()[:60])!r}): resolve the conflict "
+            "first (git status lists the unmerged files)"
+        )
+    return ""
 
 
 def run_command(

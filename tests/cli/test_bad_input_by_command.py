@@ -434,3 +434,37 @@ def test_investigate_refuses_a_repo_with_no_checkout_before_the_step_runs(
         f"forensics: error: --repo {tmp_path / where}: {expected}; give the folder of your clone"
     )
     assert not ran.exists() and not (tmp_path / "forensics-investigate.html").exists()
+
+
+def test_a_step_failing_on_a_conflict_marker_mid_rebase_says_so(tmp_path):
+    # a rebase stopped on a conflict in a module the step imports: the error said only 'SyntaxError: invalid
+    # decimal literal'
+    import os
+    import subprocess
+
+    from tests.conftest import GIT_ENV, commit, git, make_repo
+
+    step = 'import json\nfrom work import COST\nprint(json.dumps({"metric": "step_ms", "value": COST}))\n'
+    repo = make_repo(tmp_path / "repo", {"step.py": step, "work.py": "COST = 1.0\n"})
+    git(repo, "checkout", "-q", "-b", "side")
+    commit(repo, {"work.py": "COST = 2.0\n"}, "side")
+    git(repo, "checkout", "-q", "main")
+    commit(repo, {"work.py": "COST = 3.0\n"}, "main")
+    git(repo, "checkout", "-q", "side")
+    rebase = subprocess.run(
+        ["git", "-c", "core.editor=true", "rebase", "main"],
+        cwd=repo,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+    )
+    assert rebase.returncode != 0 and "<<<<<<<" in (repo / "work.py").read_text()
+    before = (repo / "work.py").read_text()
+    line = _one_line_exit_2(
+        run_cli("bench", "--processes", "3", "--cmd", "python3 step.py", cwd=repo)
+    )
+    # Python quotes the line it could not parse: the last marker, '>>>>>>> <sha> (side)', line 5
+    assert f"; {repo / 'work.py'} line 5 holds a merge conflict marker ('>>>>>>> " in line, line
+    assert line.endswith(
+        " (side)'): resolve the conflict first (git status lists the unmerged files)"
+    ), line
+    assert (repo / "work.py").read_text() == before
