@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -495,12 +496,20 @@ def investigate(
             )
         else:
             inv.hardware, inv.verdict, inv.exit_code = judge_alone(now)
+            failed = [m.group(1) for m in map(_BASELINE_FAILED.match, notes) if m]
             if step is not None and not gpus_seen(now) and s.since is not None:
                 # --since was given: its measurement failed (a note says why), so it is no advice to give
                 inv.verdict = (
                     f"Cannot judge: the baseline --since {s.since} could not be measured (the notes say why) "
                     "and there is no GPU to judge the hardware by (the gpu probe has no data); give a --since "
                     "REV whose step runs, --expect VALUE (the value you remember) or --baseline BEFORE.json."
+                )
+            elif step is not None and not gpus_seen(now) and failed:
+                # the machine remembered a baseline, whose step failed there: not 'none remembered'
+                inv.verdict = (
+                    f"Cannot judge: the baseline {failed[0]} could not be measured (the notes say why) and "
+                    "there is no GPU to judge the hardware by (the gpu probe has no data); give --since REV "
+                    "whose step runs, --expect VALUE (the value you remember) or --baseline BEFORE.json."
                 )
             elif step is not None and not gpus_seen(now):
                 inv.verdict = (
@@ -758,6 +767,9 @@ def _interrupted_point(s: Settings, now: dict[str, Any], baseline: dict[str, Any
         )
     return f"{what}, interrupted while measured in a private worktree (nothing was compared)"
 
+
+_BASELINE_FAILED = re.compile(r"^the baseline (.+?) could not be measured: ")
+"""The note of a remembered baseline whose step failed (:func:`_remember`): the verdict names it."""
 
 PLAN_MEMORY = "--plan: the baseline would be "
 """How the note of a --plan run that found a code point to measure begins (its verdict repeats it)."""

@@ -311,3 +311,26 @@ def test_a_since_that_is_head_itself_in_a_clean_checkout_is_bad_input(tmp_path, 
         "--expect with the value you remember"
     )
     assert "Traceback" not in r.stderr and not (repo / "r.json").exists()
+
+
+def test_a_remembered_baseline_whose_step_fails_is_not_called_none_remembered(tmp_path):
+    """The HEAD before the pull was remembered and measured, and its step failed there: the verdict said
+    'nothing to compare your step with (no baseline snapshot, none remembered)'."""
+    from tests._stepkit import run_investigate
+    from tests.conftest import commit, git, upstream_and_clone
+
+    up, user = upstream_and_clone(tmp_path, {"step.py": "raise SystemExit(1)\n"}, "broken step")
+    fixed = "import json\nprint(json.dumps({'metric': 'step_ms', 'value': 20.0}))\n"
+    commit(up, {"step.py": fixed}, "the step runs")
+    git(user, "pull", "-q")
+    r = run_investigate(user, "--cmd", "python3 step.py", "-o", "r.json", **NO_GPU)
+    assert r.returncode == 3, r.stdout + r.stderr
+    verdict = r.stdout.splitlines()[0]
+    assert verdict.startswith("Cannot judge: the baseline HEAD@{1} "), verdict
+    assert (
+        "could not be measured (the notes say why)" in verdict and "none remembered" not in verdict
+    )
+    assert any(
+        line.startswith("note: the baseline HEAD@{1} ") and "could not be measured: " in line
+        for line in r.stdout.splitlines()
+    )
