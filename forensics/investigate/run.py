@@ -1322,9 +1322,19 @@ def _narrow_bisect(
     if lo != bad:
         parts.append((lo, bad))
     gaps = []
+    dirty = bool(ctx.cache.get("dirty"))
     for lo, hi in parts:
         a = med(lo, ctx.baseline_values(s.name) if lo == good else None)
-        b = med(hi, ctx.today if hi == bad else None)
+        # today's processes ran the user's uncommitted changes too: HEAD's value only when the checkout is clean
+        # (their cost read as a part of the pull, whose bisect said 'the environment changed, not the code')
+        b = med(hi, ctx.today if hi == bad and not dirty else None)
+        if lo == good:
+            # a pull that merged: the pulled commits descend from the merge base, not from your last commit, and
+            # a bisect from it refused ('is not an ancestor of'); the baseline stands for the merge base
+            try:
+                lo = git(folder, "merge-base", good, hi).strip() or good
+            except GitError:
+                pass
         if a and b and b / a >= 1 + ctx.threshold:
             gaps.append((b / a, lo, hi))
     names = ", ".join(sha[:10] for sha, _ in found)
@@ -1798,7 +1808,13 @@ def _keep_together(
     that straddles 50%", ended "Most likely, not confirmed". Their interventions are kept together, largest
     share first, the residual measured after each (:func:`_keep`): when today with all of them taken out is
     within noise of the baseline, they are the explanation, shown by experiment (``details.accounted`` =
-    ``together``; the verdict says "N causes together")."""
+    ``together``; the verdict says "N causes together").
+
+    One that is not kept (its residual not measured, or taking it out after the others recovers less than half
+    its share: :func:`_not_together`) leaves nothing applied: a variable left unset by it made the step within
+    noise of the baseline under the name of the others. Fewer than two kept are no causes together: one commit
+    whose cost doubles another's (+1 ms, and x2 of it) read "1 causes together: commit X: 53%; unexplained:
+    -1%", shares adding up to 52%, and is left as its A/Bs said."""
     if inv.confirmed or inv.interrupted:
         return
     parts = [
@@ -1806,26 +1822,25 @@ def _keep_together(
     ]
     if len(parts) < 2 or sum(e.share.point for e in parts) < COMPOUNDED:
         return
+    start, alone = (
+        (_applied_state(ctx), inv.residual),
+        {e.id: (e.sentence, e.reason) for e in parts},
+    )
     for e in sorted(parts, key=lambda e: -e.share.point):
         if inv.interrupted:
             return
-        earlier = inv.residual
+        earlier, state = inv.residual, _applied_state(ctx)
         before = earlier.unexplained.point if earlier is not None else 1.0
         _keep(inv, ctx, e, emit, interrupts)
         now = inv.residual.unexplained.point if inv.residual is not None else None
         if inv.residual is earlier or now is None or before is None:
-            continue  # not measured (the notes say why): not kept
+            _restore_state(ctx, state)  # not measured (the notes say why): not kept
+            inv.residual = earlier
+            continue
         if (
             before - now < e.share.point / 2
         ):  # taking it out of today recovers less than half its share
-            _not_todays_cause(
-                inv,
-                ctx,
-                e,
-                earlier,
-                f"taking it out of today's code with the others recovers {before - now:.0%} of the slowdown, "
-                f"not the {e.share.point:.0%} its A/B showed",
-            )
+            _not_together(inv, ctx, e, earlier, state, before - now, _together(inv))
             continue
         e.details["accounted"] = "together"
         e.sentence = (
@@ -1835,6 +1850,65 @@ def _keep_together(
             "; kept as one of the causes together: taken out of today with those kept before it, "
             f"{_pct(now)} of the slowdown is left"
         )
+    together = _together(inv)
+    if len(together) < 2 and not inv.interrupted:
+        _restore_state(ctx, start[0])
+        inv.residual = start[1]
+        for e in together:
+            del e.details["accounted"]
+            e.details.pop("residual", None)
+            e.sentence, e.reason = alone[e.id]
+
+
+def _applied_state(ctx: Context) -> tuple[dict, list[str], dict, Any]:
+    """The interventions applied now (variables, commits taken out, package swaps, where the residual is
+    measured), to be put back by :func:`_restore_state`."""
+    return dict(ctx.overlay), list(ctx.reverts), dict(ctx.packages), ctx.cache.get("code")
+
+
+def _restore_state(ctx: Context, state: tuple[dict, list[str], dict, Any]) -> None:
+    """Put back the interventions :func:`_applied_state` read (in place: the context's own objects)."""
+    overlay, reverts, packages, code = state
+    ctx.overlay.clear()
+    ctx.overlay.update(overlay)
+    ctx.reverts[:] = reverts
+    ctx.packages.clear()
+    ctx.packages.update(packages)
+    if code is None:
+        ctx.cache.pop("code", None)
+    else:
+        ctx.cache["code"] = code
+
+
+def _not_together(
+    inv: Investigation,
+    ctx: Context,
+    e: Experiment,
+    earlier: Any,
+    state: tuple[dict, list[str], dict, Any],
+    recovered: float,
+    kept: list[Experiment],
+) -> None:
+    """A part that recovers less than half its share once taken out of today after the parts ``kept`` before it
+    (:func:`_keep_together`) is not one of the causes together: its intervention is undone (:func:`_restore_state`,
+    a variable too, not only a commit), the residual is the one before it, and it reads ``inconclusive`` with
+    what was measured. Its cost may depend on those taken out before it (a commit that doubles another's
+    cost), or a later change may have undone it."""
+    _restore_state(ctx, state)
+    inv.residual = earlier
+    e.details.pop("residual", None)
+    after = ", ".join(_cause_name(k) for k in kept) or "nothing else"
+    why = (
+        f"taking it out of today's code after {after} recovers {recovered:.0%} of the slowdown, not the "
+        f"{e.share.point:.0%} its A/B showed"
+    )
+    e.outcome = Outcome.INCONCLUSIVE
+    e.details["not_today"] = True
+    e.reason = (
+        f"not confirmed as one of the causes of today's slowdown together: {why}; its cost may depend on "
+        "what was taken out before it, or a later change undid it"
+    )
+    e.sentence = e.sentence.rsplit("; ", 1)[0] + f"; not confirmed for today: {why}"
 
 
 def _landed_before_head(exp: Experiment) -> bool:
@@ -1919,7 +1993,9 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
     baseline (:func:`forensics.investigate.decide.residual`); the applied side is the experiment's own B side
     when that is exactly it (a variable restored or a package swapped back: their A/B runs on top of every
     earlier intervention; HEAD's parent when it is the only commit taken out), else HEAD in a private worktree
-    with the confirmed commits reverted, the variables restored and the package overlays kept."""
+    with the confirmed commits reverted, the variables restored and the package overlays kept (for a variable
+    or a package whose A/B did not run on top of exactly the interventions kept before it, once a commit was
+    taken out; before that, none is measured and nothing is kept)."""
     from forensics.investigate.decide import baseline_bound, residual, versus_baseline
     from forensics.investigate.experiments import measure_revision
 
@@ -1941,38 +2017,48 @@ def _account(inv: Investigation, ctx: Context, exp: Experiment, emit: EventFn) -
             or baseline_bound(base, xs, **kw) is not None
         )
 
+    # the experiment's own B side is today with every intervention applied only when its A/B ran on top of
+    # exactly the ones kept before it: causes kept together (_keep_together) were each measured alone, and a
+    # variable's B side taken as today without three commits read "recovers -50%"
+    own_b = (exp.details.get("on_top_of") or []) == _interventions(ctx)
+    where = None
+    if exp.kind in (Kind.ENV, Kind.PACKAGE):
+        where = ctx.cache.get("code")  # (folder, today's commit) once a commit was taken out
     if exp.kind is Kind.ENV:
         ctx.overlay.update(exp.params["restore"])
-        applied = list(exp.b)
+        applied = list(exp.b) if own_b else None
     elif exp.kind in (Kind.COMMIT, Kind.BISECT):
         sha = _commit_of(exp)
         if sha:
             ctx.reverts.append(sha)
         head = exp.params.get("head") or exp.params.get("bad") or ""
-        if head and exp.params.get("folder"):
-            ctx.cache["code"] = (exp.params["folder"], head)  # where later residuals are measured
-        if sha == head and len(ctx.reverts) == 1 and not ctx.cache.get("dirty"):
+        where = (exp.params["folder"], head) if head and exp.params.get("folder") else None
+        if where is not None:
+            ctx.cache["code"] = where  # where later residuals are measured
+        if sha == head and len(ctx.reverts) == 1 and not ctx.cache.get("dirty") and own_b:
             applied = list(exp.b)  # HEAD's parent, the overlay applied: today without the commit
-        elif head and exp.params.get("folder"):
-            from forensics.investigate.experiments import uncommitted
-
-            emit("phase", text="measuring today with every confirmed intervention applied")
-            applied = measure_revision(
-                ctx,
-                exp.params["folder"],
-                head,
-                reverts=tuple(ctx.reverts),
-                role="applied",
-                decided=settled,
-                mine=uncommitted(ctx),  # today's step runs them: so does today without the commits
-            )
     elif exp.kind is Kind.PACKAGE and exp.params.get("overlay_dir"):
         ctx.packages[exp.params["name"]] = {
             "old": exp.params["old"],
             "today": str(exp.details.get("today_version") or "?"),
             "dir": exp.params["overlay_dir"],
         }
-        applied = list(exp.b)
+        applied = list(exp.b) if own_b else None
+    else:
+        where = None
+    if applied is None and where is not None:
+        from forensics.investigate.experiments import uncommitted
+
+        emit("phase", text="measuring today with every confirmed intervention applied")
+        applied = measure_revision(
+            ctx,
+            where[0],
+            where[1],
+            reverts=tuple(ctx.reverts),
+            role="applied",
+            decided=settled,
+            mine=uncommitted(ctx),  # today's step runs them: so does today without the commits
+        )
     if applied is None:
         return
     inv.residual = residual(

@@ -242,6 +242,7 @@ def test_the_canarys_residual_is_accounted_against_the_baselines_canary():
     pkg = Experiment("package-1", Kind.PACKAGE, "torch.version", "swap", outcome=Outcome.CONFIRMED)
     pkg.params.update({"name": "torch", "old": "2.4.1", "overlay_dir": "overlay"})
     pkg.details["today_version"] = "2.5.0"
+    pkg.details["on_top_of"] = ["CUDA_LAUNCH_BLOCKING unset"]  # as run.py's _execute records it
     pkg.a, pkg.b = env.b, list(base)
     _account(inv, ctx, pkg, lambda *a, **k: None)
     assert (
