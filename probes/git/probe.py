@@ -39,9 +39,10 @@ file reads, never changing anything:
 
 Judged hypothesis: ``code.change`` (HEAD moved and how, tree got dirty or
 clean, branch switched, an operation left in progress, a new untracked source file: ``.py``, ``.so``,
-``.cu``... not logs or data). A repository only the
-before snapshot read (the after one taken in another folder) leaves it
-inconclusive, never ruled out. This judge is the only
+``.cu``... not logs or data). A checkout at another path after (moved, or another
+machine's copy: a remote URL in common, or its HEAD before in the reflog after) is
+compared with itself; a repository only the before snapshot read (the after one
+taken in another folder) leaves it inconclusive, never ruled out. This judge is the only
 source of ``code.change`` findings from git; each carries the repository path
 as its ``subject``, by which :func:`forensics.diff.commits.attach_evidence`
 adds the commit list between the two HEADs at diff time (it needs the
@@ -89,6 +90,41 @@ _OPERATIONS = (
 SOURCE = re.compile(r"\.(?:py|pyx|pxd|so|cu|cuh|c|cc|cpp|cxx|h|hpp)$")
 """Untracked files that are code a step may load (a new module, an extension, a kernel source); logs,
 checkpoints and data written into a checkout are not."""
+
+
+def _moved_checkouts(
+    brepos: dict[Any, dict[str, Any]], arepos: list[dict[str, Any]]
+) -> dict[Any, tuple[Any, str]]:
+    """``{after path: (before path, why)}`` for a checkout recorded at another path on each side (moved, or
+    another machine's or container's copy): the one repository of the before snapshot, of those not read at
+    the same path after, that shares a remote URL with it or whose HEAD the after one's reflog holds. Without
+    it the two read as a repository 'only in the after snapshot' and one 'only in the before snapshot', and
+    their HEADs were never compared."""
+
+    def urls(rec: dict[str, Any]) -> set[str]:
+        remotes = rec.get("remotes")
+        return {str(u) for u in remotes.values() if u} if isinstance(remotes, dict) else set()
+
+    def same(br: dict[str, Any], ar: dict[str, Any]) -> str:
+        if urls(br) & urls(ar):
+            return "a remote URL in common"
+        sha = (br.get("head") or {}).get("sha") if isinstance(br.get("head"), dict) else None
+        log = ar.get("reflog") if isinstance(ar.get("reflog"), list) else []
+        if sha and sha in {e.get(k) for e in log if isinstance(e, dict) for k in ("old", "new")}:
+            return f"its HEAD before, {str(sha)[:10]}, in the reflog after"
+        return ""
+
+    apaths = {ar.get("path") for ar in arepos}
+    lone = {p: br for p, br in brepos.items() if p not in apaths and isinstance(br, dict)}
+    out: dict[Any, tuple[Any, str]] = {}
+    for ar in arepos:
+        if ar.get("path") in brepos:
+            continue
+        taken = {b for b, _ in out.values()}
+        found = [(p, why) for p, br in lone.items() if p not in taken and (why := same(br, ar))]
+        if len(found) == 1:
+            out[ar.get("path")] = found[0]
+    return out
 
 
 def _count(count: Any, names: Any) -> int:
@@ -463,11 +499,17 @@ class GitProbe(Probe):
         if not (before and after and before.usable and after.usable):
             return []  # one side alone shows nothing here; the ledger marks code.change inconclusive
         brepos = {r.get("path"): r for r in before.data.get("repos") or []}
+        arepos = [r for r in after.data.get("repos") or [] if isinstance(r, dict)]
+        moved = _moved_checkouts(
+            brepos, arepos
+        )  # after path -> the before path of the same checkout
         out: list[Finding] = []
         checked = []
-        for ar in after.data.get("repos") or []:
-            br = brepos.get(ar.get("path"))
+        for ar in arepos:
+            bpath, why = moved.get(ar.get("path"), (ar.get("path"), ""))
+            br = brepos.get(bpath)
             name = os.path.basename(str(ar.get("path", "")).rstrip("/")) or str(ar.get("path"))
+            was = f" (at {bpath} before: the same repository, {why})" if why else ""
             if br is None:
                 out.append(
                     implicated(
@@ -484,6 +526,8 @@ class GitProbe(Probe):
                 f.subject = str(
                     ar.get("path")
                 )  # forensics.diff.commits attaches the commit list by this path
+                if was:
+                    f.evidence = [*f.evidence, f"{name}{was}"]
                 out.append(f)
             if not any(
                 f.status.value == "implicated" for f in out if f.subject == str(ar.get("path"))
@@ -528,9 +572,9 @@ class GitProbe(Probe):
                         + f"; {plural(untracked, 'untracked file')} after, no new source file among them"
                     )
                 checked.append(
-                    f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}: {clean}"
+                    f"{name} at {str((ar.get('head') or {}).get('sha', ''))[:10]}{was}: {clean}"
                 )
-        seen = {ar.get("path") for ar in after.data.get("repos") or []}
+        seen = {ar.get("path") for ar in arepos} | {b for b, _ in moved.values()}
         for path, br in brepos.items():
             if path in seen:
                 continue

@@ -502,3 +502,28 @@ def test_a_new_untracked_module_is_a_code_change_and_a_log_is_not_called_clean(r
     assert [f.status for f in found] == [HypothesisStatus.IMPLICATED]
     assert found[0].summary == "serving: 1 new untracked source file after (work_override.py)"
     assert [f.status for f in probe.judge(after, after)] == [HypothesisStatus.RULED_OUT]
+
+
+def test_a_checkout_moved_between_the_snapshots_is_compared_with_itself(repo, tmp_path):
+    # a checkout at another path after (moved, or another machine's copy): it read 'appears only in the after
+    # snapshot' (low) and the pull in it was never seen
+    import shutil
+
+    first = tmp_path / "first"
+    git(tmp_path, "clone", "-q", str(repo), str(first))
+    before = ProbeResult(ProbeStatus.OK, data={"repos": [_collect(first)]})
+    _commit(repo, "kernels.py", "slow = True\n", "kernels: extra copy")
+    moved = tmp_path / "moved"
+    shutil.move(str(first), str(moved))
+    git(moved, "pull", "-q", "--ff-only", "origin", "main")
+    after = ProbeResult(ProbeStatus.OK, data={"repos": [_collect(moved)]})
+    findings = GitProbe().judge(before, after)
+    top = [f for f in findings if f.status is HypothesisStatus.IMPLICATED]
+    assert [f.summary for f in top] == [
+        "moved: HEAD moved by 'pull -q --ff-only origin main: Fast-forward'"
+    ]
+    assert top[0].subject == str(moved)
+    assert (
+        f"moved (at {first} before: the same repository, a remote URL in common)" in top[0].evidence
+    )
+    assert not any("only in the" in f.summary for f in findings)
