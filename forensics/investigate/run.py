@@ -2303,8 +2303,10 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         tail = f"; re-measured now, {present[0].hypothesis} is still present: {present[0].sentence}"
     elif ran:
         tail = "; experiments: " + "; ".join(f"{e.id} {e.outcome.value}" for e in ran)
-    else:
+    elif inv.experiments:
         tail = "; no experiment could run (see each one's reason)"
+    else:  # none was planned: there is no reason to see
+        tail = "; no experiment could be planned for it"
     if together:
         tail += f"; shares of the slowdown shown: {accounting(inv)}"
     if inv.interrupted:

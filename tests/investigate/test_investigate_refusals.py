@@ -334,3 +334,36 @@ def test_a_remembered_baseline_whose_step_fails_is_not_called_none_remembered(tm
         line.startswith("note: the baseline HEAD@{1} ") and "could not be measured: " in line
         for line in r.stdout.splitlines()
     )
+
+
+def test_no_experiment_planned_is_not_told_to_see_their_reasons(tmp_path):
+    """A checkout moved between the baseline snapshot and now, then pulled: code.change is the top suspect,
+    no commit experiment can be planned for it (the commit list is read for the same path only), and the
+    verdict said 'no experiment could run (see each one's reason)' with no experiment to see."""
+    import shutil
+
+    from tests._stepkit import busy_step, run_investigate, take_baseline
+    from tests.conftest import commit, git, upstream_and_clone
+
+    up, user = upstream_and_clone(tmp_path, {"step.py": busy_step("2", "1")}, "step")
+    base = take_baseline(tmp_path / "before.json", user, "python3 step.py", **NO_GPU)
+    commit(up, {"step.py": busy_step("2", "3")}, "slower")
+    moved = tmp_path / "moved"
+    shutil.move(str(user), str(moved))
+    git(moved, "pull", "-q")
+    r = run_investigate(
+        moved,
+        "--baseline",
+        str(base),
+        "--cmd",
+        "python3 step.py",
+        "--no-canary",
+        "-o",
+        "r.json",
+        **NO_GPU,
+    )
+    doc = json.loads((moved / "r.json").read_text())
+    if doc["experiments"]:
+        pytest.skip("an experiment was planned here")
+    assert "see each one's reason" not in doc["verdict"], doc["verdict"]
+    assert doc["verdict"] in r.stdout
