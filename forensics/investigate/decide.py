@@ -222,6 +222,10 @@ class Residual:
             ``1 + threshold`` or more (:func:`baseline_bound`): more processes of the applied side cannot
             decide it, a baseline measured with more processes can; the upper end the baseline alone leaves.
         baseline_processes: processes (values) of the baseline.
+        faster: ``within``, and the CI's upper end below ``1 - threshold``: today with the interventions applied
+            is faster than the baseline (a speed-up of the same pull that they do not take out), which is not
+            "within noise" (:meth:`sentence` and the accounting say so; the shares then add up to more than
+            100%, the unexplained part below 0).
     """
 
     status: str
@@ -234,6 +238,7 @@ class Residual:
     exact: bool = False
     baseline_bound: float | None = None
     baseline_processes: int = 0
+    faster: bool = False
 
     @property
     def none_left(self) -> bool:
@@ -242,7 +247,11 @@ class Residual:
 
     def sentence(self) -> str:
         what = {
-            "within": "below the threshold" if self.exact else "within noise",
+            "within": "below the threshold"
+            if self.exact
+            else "faster than the baseline beyond the threshold"
+            if self.faster
+            else "within noise",
             "beyond": "still beyond the threshold",
             "undecided": "not decided",
         }
@@ -282,6 +291,7 @@ class Residual:
             "exact": self.exact,
             "baseline_bound": self.baseline_bound,
             "baseline_processes": self.baseline_processes,
+            "faster": self.faster,
             "sentence": self.sentence(),
         }
 
@@ -404,4 +414,5 @@ def residual(
         exact,
         baseline_bound=bound,
         baseline_processes=len(baseline),
+        faster=status == "within" and not exact and hi < 1 - threshold,
     )

@@ -1527,6 +1527,8 @@ def _run_plan(
         inv.stopped = (
             "the residual is below the threshold"
             if inv.residual.exact
+            else "today without them is faster than the baseline beyond the threshold"
+            if inv.residual.faster
             else "the residual is within noise"
         )
     elif any(e.reason.startswith("budget spent") for e in inv.experiments):

@@ -177,3 +177,35 @@ def test_uncommitted_edits_are_not_bisected_as_a_part_of_the_pull(tmp_path):
     assert line.startswith(
         "Most likely, not confirmed: code.change (user: uncommitted changes to 1 file"
     ), line
+
+
+@pytest.mark.slow
+def test_a_speed_up_in_the_pull_is_not_called_noise_once_the_slow_commits_are_out(tmp_path):
+    """+2 ms, a commit that saves 1 ms, +2 ms (4 -> 7 ms): both slow commits are confirmed, and today without
+    them is 3 ms, a quarter faster than the baseline. The accounting ended 'unexplained: -35% (-39% to -29%);
+    stopped: the residual is within noise' and the residual read '0.743x the baseline (95% CI 0.729-0.774, 5
+    processes): within noise', which it is not."""
+    up, user, changes = pull(
+        tmp_path,
+        "4 + v('a.txt') - v('s.txt') + v('b.txt')",
+        [
+            ("a.txt", "2\n", "step: sync after verify"),
+            ("s.txt", "1\n", "step: fused kernel"),
+            ("b.txt", "2\n", "step: bigger block"),
+        ],
+        **{"a.txt": "0\n", "s.txt": "0\n", "b.txt": "0\n"},
+    )
+    land(up, user, changes)
+    r = investigate(user, tmp_path / "r.json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "within noise" not in r.stdout, r.stdout
+    line = verdict(r.stdout)
+    assert line.startswith("Confirmed by experiment, 2 causes: "), line
+    assert (
+        "; stopped: today without them is faster than the baseline beyond the threshold. " in line
+    )
+    res = json.loads((tmp_path / "r.json").read_text())["residual"]
+    assert res["status"] == "within" and res["faster"] and res["ci95"][1] < 0.95
+    assert res["sentence"].endswith(": faster than the baseline beyond the threshold"), res[
+        "sentence"
+    ]
