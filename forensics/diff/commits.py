@@ -94,7 +94,8 @@ class MoveKind(str, enum.Enum):
 
 _MOVE_RULES: list[tuple[re.Pattern[str], MoveKind]] = [
     (re.compile(r"^pull\b.*fast-forward", re.I), MoveKind.FAST_FORWARD_PULL),
-    (re.compile(r"^pull\b.*(--rebase|rebase)", re.I), MoveKind.PULL_REBASE),
+    # "pull --no-rebase: Merge made by ..." is a merge ('a pull with a rebase' named the merge a rebase)
+    (re.compile(r"^pull\b(?!.*--no-rebase).*rebase", re.I), MoveKind.PULL_REBASE),
     (re.compile(r"^pull\b", re.I), MoveKind.PULL_MERGE),
     (re.compile(r"^checkout:", re.I), MoveKind.CHECKOUT),
     (re.compile(r"^switch:", re.I), MoveKind.CHECKOUT),

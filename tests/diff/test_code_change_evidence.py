@@ -130,6 +130,7 @@ def test_config_extends_hot_paths(tmp_path):
         ("pull origin main: Fast-forward", MoveKind.FAST_FORWARD_PULL),
         ("pull: Merge made by the 'ort' strategy.", MoveKind.PULL_MERGE),
         ("pull --rebase (finish): returning to refs/heads/main", MoveKind.PULL_REBASE),
+        ("pull --no-rebase --no-edit: Merge made by the 'ort' strategy.", MoveKind.PULL_MERGE),
         ("checkout: moving from main to v0.6.3", MoveKind.CHECKOUT),
         ("reset: moving to HEAD~2", MoveKind.RESET),
         ("rebase (finish): returning to refs/heads/main", MoveKind.REBASE),
