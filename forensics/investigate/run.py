@@ -1830,7 +1830,7 @@ def _keep_together(
     )
     for e in sorted(parts, key=lambda e: -e.share.point):
         if inv.interrupted:
-            return
+            break
         earlier, state = inv.residual, _applied_state(ctx)
         before = earlier.unexplained.point if earlier is not None else 1.0
         _keep(inv, ctx, e, emit, interrupts)
@@ -1853,7 +1853,7 @@ def _keep_together(
             f"{_pct(now)} of the slowdown is left"
         )
     together = _together(inv)
-    if len(together) < 2 and not inv.interrupted:
+    if len(together) < 2:  # interrupted after the first too: '1 causes together' is none
         _restore_state(ctx, start[0])
         inv.residual = start[1]
         for e in together:
