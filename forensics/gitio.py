@@ -23,6 +23,8 @@ the user's repository through this module, the same careful way:
 - **One error**: :class:`GitError` (a :class:`forensics.errors.ForensicsError`, exit 2 when it reaches
   a command), with ``command``, ``timed_out`` and ``not_a_repository``.
 - **One commit record**: :class:`Commit`, read by :func:`read_commit` / :func:`read_commits`.
+- **One way to tell a moved checkout**: :func:`moved_checkouts` pairs the git probe's records of one
+  repository read at two paths (the probe's judge and the diff's commit list pair them the same way).
 
 Callers: :class:`Calls` starts several commands at once and reads them one by one (the snapshot's git
 probe, on the snapshot's critical path); :func:`git` runs one command and returns its output. Nothing
@@ -415,3 +417,47 @@ def read_commits(
         ceiling=ceiling,
     )
     return [parse_commit(rec.lstrip("\n")) for rec in out.split("\0\0\x01") if rec.strip()]
+
+
+def moved_checkouts(
+    brepos: dict[Any, dict[str, Any]], arepos: list[dict[str, Any]]
+) -> dict[Any, tuple[Any, str]]:
+    """``{after path: (before path, why)}`` for a checkout recorded at another path on each side (moved, or
+    another machine's or container's copy): the one repository of the before snapshot, of those not read at
+    the same path after, that shares a remote URL with it or whose HEAD the after one's reflog holds. Without
+    it the two read as a repository 'only in the after snapshot' and one 'only in the before snapshot', and
+    their HEADs were never compared.
+
+    Args:
+        brepos: the before snapshot's repository records of the git probe, by path.
+        arepos: the after snapshot's records.
+
+    Returns:
+        the pairs found (pure: reads only the records); a record with no such partner, or with two, is left
+        out.
+    """
+
+    def urls(rec: dict[str, Any]) -> set[str]:
+        remotes = rec.get("remotes")
+        return {str(u) for u in remotes.values() if u} if isinstance(remotes, dict) else set()
+
+    def same(br: dict[str, Any], ar: dict[str, Any]) -> str:
+        if urls(br) & urls(ar):
+            return "a remote URL in common"
+        sha = (br.get("head") or {}).get("sha") if isinstance(br.get("head"), dict) else None
+        log = ar.get("reflog") if isinstance(ar.get("reflog"), list) else []
+        if sha and sha in {e.get(k) for e in log if isinstance(e, dict) for k in ("old", "new")}:
+            return f"its HEAD before, {str(sha)[:10]}, in the reflog after"
+        return ""
+
+    apaths = {ar.get("path") for ar in arepos}
+    lone = {p: br for p, br in brepos.items() if p not in apaths and isinstance(br, dict)}
+    out: dict[Any, tuple[Any, str]] = {}
+    for ar in arepos:
+        if ar.get("path") in brepos:
+            continue
+        taken = {b for b, _ in out.values()}
+        found = [(p, why) for p, br in lone.items() if p not in taken and (why := same(br, ar))]
+        if len(found) == 1:
+            out[ar.get("path")] = found[0]
+    return out

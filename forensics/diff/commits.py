@@ -49,7 +49,7 @@ from forensics.diff import suspects as suspects_mod
 from forensics.diff.hotpaths import DEFAULT_HOT_PATHS, HotPaths, category_weight, load_hot_paths  # noqa: F401
 from forensics.diff.suspects import CommitAssessment, FileAssessment
 from forensics.errors import BadInputError
-from forensics.gitio import Calls, Commit, GitError, git, read_commits, succeeds
+from forensics.gitio import Calls, Commit, GitError, git, moved_checkouts, read_commits, succeeds
 from forensics.model import Finding, HypothesisStatus, Severity
 from forensics.words import plural
 
@@ -806,7 +806,8 @@ def analyse(
         config: ``--config``: extra hot-path patterns (see :func:`load_hot_paths`).
 
     Returns:
-        one :class:`RepoChanges` per repository present on both sides, main first.
+        one :class:`RepoChanges` per repository present on both sides (at the same path, or moved:
+        :func:`forensics.gitio.moved_checkouts`), main first.
 
     Raises:
         BadInputError: ``repo`` is not a folder, or a config file is invalid.
@@ -816,7 +817,15 @@ def analyse(
     load_hot_paths(None, config)  # a bad --config is an error even when no repository moved
     b_repos = {r["path"]: r for r in _repos(before)}
     out: list[RepoChanges] = []
-    pairs = [(b_repos[r["path"]], r) for r in _repos(after) if r["path"] in b_repos]
+    a_repos = _repos(after)
+    moved = {
+        a: b for a, (b, _) in moved_checkouts(b_repos, a_repos).items()
+    }  # at another path after
+    pairs = [
+        (b_repos[moved.get(r["path"], r["path"])], r)
+        for r in a_repos
+        if moved.get(r["path"], r["path"]) in b_repos
+    ]
     pairs.sort(key=lambda p: p[1].get("role") != "main")
     step_files = loaded_files(before, after)
     for i, (b, a) in enumerate(pairs):

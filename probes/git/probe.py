@@ -69,7 +69,7 @@ from forensics_probes.git.read import (
 )
 
 from forensics.errors import ProbeUnavailable
-from forensics.gitio import Calls, GitError
+from forensics.gitio import Calls, GitError, moved_checkouts
 from forensics.model import Finding, Severity, implicated, inconclusive, ruled_out
 from forensics.probe import JudgeContext, Probe, ProbeContext, ProbeResult
 from forensics.readers import read_text
@@ -90,41 +90,6 @@ _OPERATIONS = (
 SOURCE = re.compile(r"\.(?:py|pyx|pxd|so|cu|cuh|c|cc|cpp|cxx|h|hpp)$")
 """Untracked files that are code a step may load (a new module, an extension, a kernel source); logs,
 checkpoints and data written into a checkout are not."""
-
-
-def _moved_checkouts(
-    brepos: dict[Any, dict[str, Any]], arepos: list[dict[str, Any]]
-) -> dict[Any, tuple[Any, str]]:
-    """``{after path: (before path, why)}`` for a checkout recorded at another path on each side (moved, or
-    another machine's or container's copy): the one repository of the before snapshot, of those not read at
-    the same path after, that shares a remote URL with it or whose HEAD the after one's reflog holds. Without
-    it the two read as a repository 'only in the after snapshot' and one 'only in the before snapshot', and
-    their HEADs were never compared."""
-
-    def urls(rec: dict[str, Any]) -> set[str]:
-        remotes = rec.get("remotes")
-        return {str(u) for u in remotes.values() if u} if isinstance(remotes, dict) else set()
-
-    def same(br: dict[str, Any], ar: dict[str, Any]) -> str:
-        if urls(br) & urls(ar):
-            return "a remote URL in common"
-        sha = (br.get("head") or {}).get("sha") if isinstance(br.get("head"), dict) else None
-        log = ar.get("reflog") if isinstance(ar.get("reflog"), list) else []
-        if sha and sha in {e.get(k) for e in log if isinstance(e, dict) for k in ("old", "new")}:
-            return f"its HEAD before, {str(sha)[:10]}, in the reflog after"
-        return ""
-
-    apaths = {ar.get("path") for ar in arepos}
-    lone = {p: br for p, br in brepos.items() if p not in apaths and isinstance(br, dict)}
-    out: dict[Any, tuple[Any, str]] = {}
-    for ar in arepos:
-        if ar.get("path") in brepos:
-            continue
-        taken = {b for b, _ in out.values()}
-        found = [(p, why) for p, br in lone.items() if p not in taken and (why := same(br, ar))]
-        if len(found) == 1:
-            out[ar.get("path")] = found[0]
-    return out
 
 
 def _count(count: Any, names: Any) -> int:
@@ -500,7 +465,7 @@ class GitProbe(Probe):
             return []  # one side alone shows nothing here; the ledger marks code.change inconclusive
         brepos = {r.get("path"): r for r in before.data.get("repos") or []}
         arepos = [r for r in after.data.get("repos") or [] if isinstance(r, dict)]
-        moved = _moved_checkouts(
+        moved = moved_checkouts(
             brepos, arepos
         )  # after path -> the before path of the same checkout
         out: list[Finding] = []

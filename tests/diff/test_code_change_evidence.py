@@ -280,3 +280,31 @@ def test_a_day_of_reflog_events_is_counted_not_listed_whole():
     )
     assert '..."), the last commit ("commit: investigate: a long' in move.short
     assert len(move.short) < 400 and len(move.entries) == 14  # every entry kept for the JSON report
+
+
+def test_the_commits_of_a_checkout_moved_between_the_snapshots_are_listed(tmp_path):
+    # a checkout at another path after (moved, or the same clone in another container): its commits were
+    # not read, so the diff had no suspect and investigate no commit to try
+    import json
+    import shutil
+
+    from tests.conftest import commit as commit_files
+    from tests.conftest import git as run_git
+    from tests.conftest import run_cli, upstream_and_clone
+
+    up, user = upstream_and_clone(tmp_path, {"step.py": "print(1)\n"}, "first")
+    before = tmp_path / "before.json"
+    assert run_cli("snapshot", "-q", "--probe", "git", "-o", str(before), cwd=user).returncode == 0
+    sha = commit_files(up, {"kernels.py": "slow = True\n"}, "kernels: extra copy")
+    moved = tmp_path / "moved"
+    shutil.move(str(user), str(moved))
+    run_git(moved, "pull", "-q")
+    after = tmp_path / "after.json"
+    assert run_cli("snapshot", "-q", "--probe", "git", "-o", str(after), cwd=moved).returncode == 0
+    report = tmp_path / "r.json"
+    proc = run_cli("diff", str(before), str(after), "-o", str(report))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(report.read_text())
+    listed = [c["sha"] for r in doc["commits"] for c in r.get("commits", [])]
+    assert sha in listed, doc["commits"]
+    assert f'first {sha[:10]} "kernels: extra copy"' in doc["verdict"], doc["verdict"]

@@ -337,22 +337,19 @@ def test_a_remembered_baseline_whose_step_fails_is_not_called_none_remembered(tm
 
 
 def test_no_experiment_planned_is_not_told_to_see_their_reasons(tmp_path):
-    """A checkout moved between the baseline snapshot and now, then pulled: code.change is the top suspect,
-    no commit experiment can be planned for it (the commit list is read for the same path only), and the
-    verdict said 'no experiment could run (see each one's reason)' with no experiment to see."""
-    import shutil
-
+    """The baseline snapshot was taken in a plain folder, today's in a repository: code.change is the top
+    suspect (a repository only today), no experiment can be planned for it, and the verdict said 'no
+    experiment could run (see each one's reason)' with no experiment to see."""
     from tests._stepkit import busy_step, run_investigate, take_baseline
-    from tests.conftest import commit, git, upstream_and_clone
+    from tests.conftest import make_repo
 
-    up, user = upstream_and_clone(tmp_path, {"step.py": busy_step("2", "1")}, "step")
-    base = take_baseline(tmp_path / "before.json", user, "python3 step.py", **NO_GPU)
-    commit(up, {"step.py": busy_step("2", "3")}, "slower")
-    moved = tmp_path / "moved"
-    shutil.move(str(user), str(moved))
-    git(moved, "pull", "-q")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "step.py").write_text(busy_step("2", "1"))
+    base = take_baseline(tmp_path / "before.json", plain, "python3 step.py", **NO_GPU)
+    repo = make_repo(tmp_path / "repo", {"step.py": busy_step("2", "3")})
     r = run_investigate(
-        moved,
+        repo,
         "--baseline",
         str(base),
         "--cmd",
@@ -362,8 +359,8 @@ def test_no_experiment_planned_is_not_told_to_see_their_reasons(tmp_path):
         "r.json",
         **NO_GPU,
     )
-    doc = json.loads((moved / "r.json").read_text())
-    if doc["experiments"]:
-        pytest.skip("an experiment was planned here")
+    doc = json.loads((repo / "r.json").read_text())
+    assert doc["experiments"] == [], doc["experiments"]
     assert "see each one's reason" not in doc["verdict"], doc["verdict"]
+    assert doc["verdict"].endswith("; no experiment could be planned for it."), doc["verdict"]
     assert doc["verdict"] in r.stdout
