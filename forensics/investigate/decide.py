@@ -123,6 +123,18 @@ def share_recovered(
     return shown
 
 
+def _share_range(share: Share, bar: float) -> str:
+    """``50% (95% CI 49% to 57%)``; with one decimal where whole percentages would hide on which side of
+    ``bar`` an end lies (``49.98% (95% CI 49.96% to 50.03%)``, not "50% (95% CI 50% to 50%) ... an interval
+    that straddles 50%")."""
+    fmt = ".0%"
+    for digits in range(4) if share.low < bar < share.high else ():
+        fmt = f".{digits}%"  # the fewest decimals that keep both ends off the bar, at most 3
+        if f"{bar:{fmt}}" not in (f"{share.low:{fmt}}", f"{share.high:{fmt}}"):
+            break
+    return f"{share.point:{fmt}} (95% CI {share.low:{fmt}} to {share.high:{fmt}})"
+
+
 def decide(
     comparison: Comparison,
     share: Share,
@@ -150,7 +162,7 @@ def decide(
         if comparison.processes_needed > min(comparison.a.n, comparison.b.n)
         else ""
     )
-    rng = f"{share.point:.0%} (95% CI {share.low:.0%} to {share.high:.0%})" if has_share else ""
+    rng = _share_range(share, min_share) if has_share else ""
     if v in (Verdict.FASTER, Verdict.SMALL_FASTER):
         what = (
             "significantly faster"

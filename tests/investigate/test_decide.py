@@ -172,3 +172,14 @@ def test_a_residual_the_baselines_own_processes_leave_undecided_says_so():
         rates, [105.7] * 5, [1e3 / x for x in applied], threshold=0.05, higher_is_better=True
     )
     assert hib.status == "undecided" and 1.05 <= hib.baseline_bound < 1.06
+
+
+def test_a_share_that_straddles_the_bar_by_a_hair_is_printed_with_the_decimals_that_show_it():
+    """Two commits of 1 ms each in a 2 ms slowdown: 'recovers 50% (95% CI 50% to 50%) of the slowdown, an
+    interval that straddles 50%' (fresh7's hostile pass); the ends are 49.96% and 50.03%."""
+    from forensics.investigate.decide import _share_range
+    from forensics.investigate.model import Share
+
+    assert _share_range(Share(0.4998, 0.4996, 0.5003), 0.5) == "49.98% (95% CI 49.96% to 50.03%)"
+    assert _share_range(Share(0.53, 0.49, 0.57), 0.5) == "53% (95% CI 49% to 57%)"
+    assert _share_range(Share(0.53, 0.50, 0.57), 0.5) == "53% (95% CI 50% to 57%)"  # not straddling
