@@ -206,6 +206,11 @@ def _finish_ab(
     )
     exp.details["processes_per_side"] = [len(a), len(b)]
     rest = None
+    # side A against the baseline: what the causes already confirmed left, or, for a commit older than today's
+    # HEAD against its parent, the slowdown at that commit with them applied (later commits are not in it: a
+    # commit worth half of what they left read "95% of what was left")
+    at = exp.details.get("measured_at")
+    left = f"the slowdown at {at} with " if at else "the slowdown left after "
     if ctx.applied() and today is not None:
         # on top of causes already confirmed, this one is judged on the slowdown they left (side A against the
         # baseline); its share of the whole slowdown is what the accounting adds up
@@ -215,9 +220,7 @@ def _finish_ab(
         exp.details["share_of_remaining"] = rest.to_json()
     exp.outcome, exp.reason = decide(exp.comparison, rest or exp.share, min_share=ctx.min_share)
     if rest is not None:
-        exp.reason += (
-            " (shares here are of the slowdown left after " + ", ".join(_on_top(ctx)) + ")"
-        )
+        exp.reason += f" (shares here are of {left}" + ", ".join(_on_top(ctx)) + ")"
     sh, c = exp.share, exp.comparison
     moved = (
         f"{what} brings {'the step' if s.kind == 'cmd' else 'the canary'} from "
@@ -231,7 +234,11 @@ def _finish_ab(
     else:
         part = sh.note or "share unknown"
     if rest is not None and rest.point is not None and rest.low is not None:
-        part += f", {rest.point:.0%} ({rest.low:.0%} to {rest.high:.0%}) of what was left after {', '.join(_on_top(ctx))}"
+        part += (
+            f", {rest.point:.0%} ({rest.low:.0%} to {rest.high:.0%}) of "
+            + (f"{left}" if at else "what was left after ")
+            + ", ".join(_on_top(ctx))
+        )
     label = {
         Outcome.CONFIRMED: "confirmed",
         Outcome.PARTIAL: "a partial cause",
@@ -913,6 +920,10 @@ def commit_vs_parent(
     what = f'Going back from {sha[:10]} "{subject}" to its parent {parent[:10]}'
     if ctx.overlay or ctx.packages:
         what += " (with " + ", ".join(_on_top(ctx, commits=False)) + ")"
+    if head and sha != head:
+        exp.details["measured_at"] = sha[
+            :10
+        ]  # side A is this commit, not today: _finish_ab words its share
     with WorktreePool(top) as pool:
         m = Measurer(pool, _spec(ctx), on_process)
         _worktree_ab(ctx, exp, m, sides, what)
