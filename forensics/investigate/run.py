@@ -1833,6 +1833,11 @@ def _keep_together(
             break
         earlier, state = inv.residual, _applied_state(ctx)
         before = earlier.unexplained.point if earlier is not None else 1.0
+        if _together_on_top(ctx, e):
+            r = _retest_together(inv, ctx, e, emit, interrupts)
+            if r is None:
+                continue  # not run (its reason says why), or it showed nothing on top: not kept
+            alone[r.id], e = (r.sentence, r.reason), r
         _keep(inv, ctx, e, emit, interrupts)
         now = inv.residual.unexplained.point if inv.residual is not None else None
         if inv.residual is earlier or now is None or before is None:
@@ -1871,6 +1876,55 @@ def _keep_together(
                 "; kept as one of the causes together: taken out of today with those kept before it, ",
                 "; taken out of today with the others, not confirmed together: with those kept before it, ",
             )
+
+
+def _together_on_top(ctx: Context, e: Experiment) -> bool:
+    """A variable or a package swap measured alone while others are kept now, and no worktree of HEAD to
+    measure today with all of them applied (no commit was taken out): its own side B is not today without
+    all of them, so it is tested again on top of those kept (:func:`_retest_together`). Two variables of 1 ms
+    each in a 2 ms slowdown, no commit among the causes: the second one's residual could not be measured, it
+    was not kept, and the report said 'Most likely, not confirmed'."""
+    return (
+        e.kind in (Kind.ENV, Kind.PACKAGE)
+        and ctx.applied()
+        and "code" not in ctx.cache
+        and (e.details.get("on_top_of") or []) != _interventions(ctx)
+    )
+
+
+def _retest_together(
+    inv: Investigation,
+    ctx: Context,
+    e: Experiment,
+    emit: EventFn,
+    interrupts: tuple[type[BaseException], ...],
+) -> Experiment | None:
+    """``e``'s A/B again on top of the parts kept together so far (:func:`_retest`, appended to the
+    experiments), within the budget; the re-test when it shows a part of the slowdown again (its side B is then
+    today with all of them applied), else None (``not-run`` with the reason, or its own outcome)."""
+    r = _retest(ctx, e)
+    inv.experiments.append(r)
+    r.estimate_s = _retest_estimate(ctx, r)
+    left = ctx.left_s()
+    if r.estimate_s > left:
+        r.outcome = Outcome.NOT_RUN
+        r.reason = (
+            f"budget spent: needs about {r.estimate_s:.0f} s, {max(left, 0):.0f} s of the "
+            f"{inv.settings.budget_s:.0f} s budget left (raise --budget to test it on top of the causes "
+            "kept together)"
+        )
+        return None
+    n = len(inv.experiments)
+    _execute(inv, ctx, r, emit, interrupts, n, n, left)
+    emit("done", experiment=r)
+    if (
+        inv.interrupted
+        or not _contributes(r, retest=True)
+        or r.share is None
+        or r.share.point is None
+    ):
+        return None
+    return r
 
 
 def _applied_state(ctx: Context) -> tuple[dict, list[str], dict, Any]:
@@ -1967,12 +2021,13 @@ def _not_todays_cause(
     )
 
 
-def _contributes(e: Experiment) -> bool:
+def _contributes(e: Experiment, retest: bool = False) -> bool:
     """Whether the A/B ``e`` showed a real part of the slowdown: ``confirmed``, ``partial``, or significantly
     faster with a share whose interval straddles ``--explains`` (``inconclusive`` only on how large a part:
     two commits of 1 ms each in a 2 ms slowdown read "recovers 50% (95% CI 50% to 50%) ... straddles 50%").
-    Not a commit that slowed the step when it landed but is not today's cause, nor a re-test."""
-    if e.details.get("not_today") or "retest_of" in e.params:
+    Not a commit that slowed the step when it landed but is not today's cause, nor a re-test (unless
+    ``retest``)."""
+    if e.details.get("not_today") or ("retest_of" in e.params and not retest):
         return False
     if e.outcome in (Outcome.CONFIRMED, Outcome.PARTIAL):
         return True
@@ -2139,7 +2194,8 @@ def accounting(inv: Investigation) -> str:
     unexplained part is what is left after them), the unexplained part, then each partial cause whose re-test
     on top of the confirmed causes kept nothing, with what it measured or why it did not run
     (:func:`_left_partial`)."""
-    conf = _causes(inv) + _together(inv)
+    together = _together(inv)  # in the order they were kept, then the causes confirmed alone
+    conf = together + [e for e in _causes(inv) if e not in together]
     if not conf:
         return ""
     parts = [f"{_cause_name(e)}: {_pct_range(e.share)}" for e in conf]
@@ -2255,6 +2311,16 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
             ),
             EXIT_INCONCLUSIVE,
         )
+    together = _together(inv)
+    if together and inv.residual is not None and inv.residual.status == "within":
+        # none explains it alone; each A/B was significantly faster, and today with all of them taken out is
+        # within noise of the baseline
+        return (
+            f"Confirmed by experiment, {len(together)} causes together: {accounting(inv)}. Evidence: "
+            + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in together)
+            + ".",
+            EXIT_REGRESSION,
+        )
     # one variable before a group; among causes accounted together, the largest share of the slowdown first
     conf = sorted(
         inv.confirmed,
@@ -2285,16 +2351,6 @@ def _verdict(inv: Investigation) -> tuple[str, int]:
         if shares and inv.residual is not None:
             text += f" Shares of the slowdown: {shares}."
         return text, EXIT_REGRESSION
-    together = _together(inv)
-    if together and inv.residual is not None and inv.residual.status == "within":
-        # none explains it alone; each A/B was significantly faster, and today with all of them taken out is
-        # within noise of the baseline
-        return (
-            f"Confirmed by experiment, {len(together)} causes together: {accounting(inv)}. Evidence: "
-            + "; ".join(f"{e.hypothesis}: {e.sentence}" for e in together)
-            + ".",
-            EXIT_REGRESSION,
-        )
     if top is None and not inv.experiments and inv.regression is Regression.YES:
         listed = any(n.startswith("distributions installed or upgraded") for n in inv.notes)
         cleared = _cleared(inv.analysis)
