@@ -19,7 +19,7 @@ CMD = f"{sys.executable} step.py"
 
 
 def investigate(cwd, *args: str, **env: str):
-    return run_investigate(cwd, "--cmd", CMD, "--no-canary", "-q", "--budget", "5m", *args, **env)
+    return run_investigate(cwd, "--cmd", CMD, "--no-canary", "-q", "--budget", "20m", *args, **env)
 
 
 @pytest.mark.slow
@@ -173,7 +173,7 @@ def test_a_baseline_from_another_machine_is_said_beside_the_shares(tmp_path):
         CMD,
         "--no-canary",
         "--budget",
-        "5m",
+        "20m",
         "-o",
         str(tmp_path / "r.md"),
         CUDA_LAUNCH_BLOCKING="1",

@@ -82,7 +82,7 @@ def test_confirms_the_variable_that_slows_the_step_and_refutes_the_decoy(user_re
         "-o",
         str(tmp_path / "r.md"),
         "--budget",
-        "5m",
+        "20m",
         "-q",
         PYTORCH_TEST_SLOW="1",
         NCCL_TEST_DECOY="1",
@@ -147,7 +147,7 @@ def test_suspect_commit_confirmed_in_a_private_worktree_checkout_untouched(user_
         "-o",
         str(tmp_path / "r.html"),
         "--budget",
-        "5m",
+        "20m",
         "-q",
     )
     assert r.returncode == 1, r.stdout + r.stderr
@@ -496,7 +496,7 @@ def test_three_changed_variables_are_restored_together_first_then_one_by_one(use
         "-o",
         str(tmp_path / "r.json"),
         "--budget",
-        "5m",
+        "20m",
         "-q",
         PYTORCH_TEST_SLOW="1",
         NCCL_TEST_DECOY="1",
@@ -544,7 +544,7 @@ def test_an_older_package_from_the_wheelhouse_is_confirmed_in_a_temporary_overla
         "-o",
         str(tmp_path / "r.json"),
         "--budget",
-        "5m",
+        "20m",
         "-q",
         PYTHONPATH=str(site),
     )

@@ -46,7 +46,7 @@ def pulled(tmp_path):
 
 def investigate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     return run_investigate(
-        cwd, "--cmd", CMD, "--no-canary", "-q", "--budget", "5m", *args, timeout=600, **env
+        cwd, "--cmd", CMD, "--no-canary", "-q", "--budget", "20m", *args, timeout=600, **env
     )
 
 

@@ -55,7 +55,7 @@ def investigate(cwd, *args: str, **env: str) -> subprocess.CompletedProcess:
         "--no-canary",
         "-q",
         "--budget",
-        "5m",
+        "20m",
         "--max-processes",
         "5",
         *args,
@@ -294,7 +294,7 @@ def test_two_slow_commits_in_one_pull_are_both_found_and_accounted(
     commit(up, {"docs/end.md": "notes\n"}, "docs: end")
     git(user, "pull", "-q")
     r = run_investigate(
-        user, "--cmd", CMD, "--no-canary", "-q", "--budget", "5m", "-o", str(tmp_path / "r.json")
+        user, "--cmd", CMD, "--no-canary", "-q", "--budget", "20m", "-o", str(tmp_path / "r.json")
     )
     assert r.returncode == 1, r.stdout + r.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
@@ -378,7 +378,7 @@ def test_slow_commits_none_of_which_explains_it_alone_are_confirmed_together(tmp
         "--no-canary",
         "-q",
         "--budget",
-        "5m",
+        "20m",
         "-o",
         str(tmp_path / "r.json"),
         "-o",

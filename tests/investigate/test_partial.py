@@ -42,7 +42,7 @@ def test_a_partial_variable_is_retested_on_top_of_the_confirmed_commit(tmp_path)
         "--no-canary",
         "-q",
         "--budget",
-        "5m",
+        "20m",
         "--max-processes",
         "5",
         "--baseline",

@@ -44,7 +44,7 @@ def land(up, user, changes) -> list[str]:
 
 def investigate(cwd, out, *args: str, **env: str):
     return run_investigate(
-        cwd, "--cmd", CMD, "--no-canary", "-q", "--budget", "5m", "-o", str(out), *args, **env
+        cwd, "--cmd", CMD, "--no-canary", "-q", "--budget", "20m", "-o", str(out), *args, **env
     )
 
 
