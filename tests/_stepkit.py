@@ -49,18 +49,26 @@ noisy step draws the same noise in every run: its outcome is the same each time,
 few hundred (a 5-process baseline with one process 5% low left a residual "not decided" in CI)."""
 
 
-def busy_step(cost: str, factor: str, also: str = "") -> str:
-    """The text of a step script: 4 timings of ``cost * factor`` ms of busy-waited CPU time (CPU time, so
-    other jobs on a loaded machine add little noise), with 1% noise per process and 2% per timing (drawn from
-    :data:`SEEDED_RNG`), each printed as ``{"metric": "step_ms", "value": ...}``. ``cost`` and ``factor`` are
-    Python expressions (``os`` is imported), ``also`` a line run first (a variable read and ignored, say)."""
-    return (
+def busy_step(cost: str, factor: str, also: str = "", spin: bool = False) -> str:
+    """The text of a step script: 4 timings of ``cost * factor`` ms, with 1% noise per process and 2% per
+    timing (drawn from :data:`SEEDED_RNG`), each printed as ``{"metric": "step_ms", "value": ...}``.
+    ``cost`` and ``factor`` are Python expressions (``os`` is imported), ``also`` a line run first (a variable
+    read and ignored, say).
+
+    The values are printed as drawn: the tool reads what the step prints, and a step that waited them out
+    cost the suite a minute of CPU. ``spin`` busy-waits each one on CPU time first and prints the CPU time it
+    took (a test that must catch a step process running, to interrupt it)."""
+    head = (
         "import json, os, random, time\n"
         f"cost = ({cost})\nfactor = ({factor})\n{also}\n"
         f"{SEEDED_RNG}"
         "proc = 1 + rnd.gauss(0, 0.01)\n"
         "for _ in range(4):\n"
         "    ms = cost * factor * proc * (1 + rnd.gauss(0, 0.02))\n"
+    )
+    if not spin:
+        return head + '    print(json.dumps({"metric": "step_ms", "value": ms}))\n'
+    return head + (
         "    t0 = time.process_time()\n"
         "    while (time.process_time() - t0) * 1e3 < ms:\n"
         "        pass\n"

@@ -1,7 +1,7 @@
 """What investigate's report claims, against what was measured: a cause in the step's own script is not
 ruled out, ... (adversarial cases of issue 25's "confirmed by experiment").
 
-The steps busy-wait (CPU time, tests/_stepkit.busy_step); the user's repository is a throw-away clone whose
+The steps print seeded values of a cost (tests/_stepkit.busy_step); the user's repository is a throw-away clone whose
 upstream gets a pull.
 """
 

@@ -1,6 +1,6 @@
 """forensics investigate on CPU: a real step script in a throw-away git repository.
 
-The step busy-waits (CPU time, so other jobs on a loaded machine add little noise) for
+The step prints seeded timings (tests/_stepkit.busy_step) of
 ``cost.txt`` (in the commit under test) milliseconds, times 1.4 when ``PYTORCH_TEST_SLOW``
 is set; ``NCCL_TEST_DECOY`` is read and ignored. It prints ``{"metric": "step_ms", ...}``
 lines. Baselines are real snapshots taken with the step measured in fresh processes (the
@@ -43,6 +43,13 @@ STEP = busy_step(
     '1.4 if os.environ.get("PYTORCH_TEST_SLOW") else 1.0',
     '_ = os.environ.get("NCCL_TEST_DECOY")  # read, and it does not matter',
 )
+STEP_SPIN = busy_step(
+    'float(open("cost.txt").read())',
+    '1.4 if os.environ.get("PYTORCH_TEST_SLOW") else 1.0',
+    '_ = os.environ.get("NCCL_TEST_DECOY")  # read, and it does not matter',
+    spin=True,
+)
+"""The same step, its processes busy-waiting each timing out (the Ctrl-C test catches one running)."""
 CMD = f"{sys.executable} step.py"
 
 
@@ -325,7 +332,7 @@ def test_ctrl_c_mid_experiment_stops_its_processes_and_still_writes_the_report(u
     _, user = user_repo
     commit(
         user,
-        {"step.py": STEP.replace("for _ in range(4):", "for _ in range(100):")},
+        {"step.py": STEP_SPIN.replace("for _ in range(4):", "for _ in range(100):")},
         "longer processes",
     )
     base = baseline(tmp_path / "before.json", user)

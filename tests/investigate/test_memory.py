@@ -1,7 +1,7 @@
 """forensics investigate from where the user stands (issue 25): the baseline the machine remembers, several
 causes accounted for, the cost of the experiments, noisy steps.
 
-The step busy-waits (CPU time) for ``cost.txt`` milliseconds, 1.6x longer when ``CUDA_LAUNCH_BLOCKING=1``
+The step prints seeded timings (tests/_stepkit.busy_step) of ``cost.txt`` milliseconds, 1.6x longer when ``CUDA_LAUNCH_BLOCKING=1``
 (a variable of the sourced costly table), and prints ``{"metric": "step_ms", ...}`` lines; the user's
 repository is a throw-away clone whose upstream gets a pull of several commits.
 """

@@ -1,7 +1,7 @@
 """Every kind of experiment runs on top of the causes already confirmed (issue 25), so that the accounting
 "cause 1: x%, cause 2: y%, unexplained: z%" holds whatever kinds of causes are combined.
 
-The step busy-waits (CPU time) for ``fakeslow.COST`` milliseconds (a package imported from a ``pip --target``
+The step prints seeded timings (tests/_stepkit.busy_step) of ``fakeslow.COST`` milliseconds (a package imported from a ``pip --target``
 folder on PYTHONPATH; the wheels are built offline), 1.6x longer when ``CUDA_LAUNCH_BLOCKING=1``.
 """
 

@@ -1,7 +1,7 @@
 """A partial cause (significantly faster, less than half of the slowdown) is tested again on top of the confirmed
 causes and kept in the accounting, not left in "unexplained".
 
-The step busy-waits (CPU time) for ``cost.txt`` milliseconds plus 1.2 ms when ``CUDA_LAUNCH_BLOCKING=1``: the
+The step prints seeded timings (tests/_stepkit.busy_step) of ``cost.txt`` milliseconds plus 1.2 ms when ``CUDA_LAUNCH_BLOCKING=1``: the
 two costs add, so each cause's share of the slowdown is the same whichever is taken out first.
 """
 

@@ -2,7 +2,7 @@
 "confirmed by experiment, N causes together" must hold for what was measured, the shares must add up, and a
 part that is not kept must leave nothing applied.
 
-The steps busy-wait (CPU time, tests/_stepkit.busy_step) for a cost read from files that the pulled commits
+The steps print seeded timings (tests/_stepkit.busy_step) of a cost read from files that the pulled commits
 change; their noise is drawn from the test's own counter (``STEP_COUNTER``), the same in every run.
 """
 
