@@ -1,6 +1,6 @@
 """forensics bisect / bisect-step on real throw-away git repositories.
 
-The step script of the test repository busy-waits (CPU time) for the cost written in
+The step script of the test repository prints seeded timings of the cost written in
 ``cost.txt`` (in the commit under test) times a factor read from a file
 *outside* the repository (the "environment"), with noise per process and per
 value, and prints ``{"metric": "step_ms", "value": ...}`` lines. One commit
@@ -41,6 +41,22 @@ factor = float(open(os.environ["BISECT_TEST_FACTOR"]).read())
     + r"""
 proc = 1 + rnd.gauss(0, 0.02)
 for _ in range(4):
+    print(json.dumps({"metric": "step_ms", "value": cost * factor * proc * (1 + rnd.gauss(0, 0.04))}))
+"""
+)
+"""The step: its seeded timings printed as drawn (the tool reads what the step prints)."""
+STEP_SPIN = (
+    r"""
+import json, os, random, sys, time
+if os.path.exists("BROKEN"):
+    sys.exit("step: this commit does not run")
+cost = float(open("cost.txt").read())
+factor = float(open(os.environ["BISECT_TEST_FACTOR"]).read())
+"""
+    + SEEDED_RNG
+    + r"""
+proc = 1 + rnd.gauss(0, 0.02)
+for _ in range(4):
     ms = cost * factor * proc * (1 + rnd.gauss(0, 0.04))
     t0 = time.process_time()  # CPU time: other jobs on a loaded CI machine do not add noise
     while (time.process_time() - t0) * 1e3 < ms:
@@ -48,6 +64,8 @@ for _ in range(4):
     print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
 """
 )
+"""The same step busy-waiting each timing out on CPU time (a test that interrupts a running step)."""
+
 CMD = f"{sys.executable} step.py"
 CLI = [sys.executable, "-c", "from forensics.cli import main; main()"]
 
@@ -71,12 +89,14 @@ def make_repo(
     slow_at: int | None = 13,
     broken_at: int | None = 10,
     base_ms: float = 6.0,
+    spin: bool = False,
 ) -> tuple[Path, list[str]]:
-    """A repo with commits 0..n (0 = good); commit ``slow_at`` makes the step 30% slower."""
+    """A repo with commits 0..n (0 = good); commit ``slow_at`` makes the step 30% slower; ``spin``: the step
+    busy-waits its timings (:data:`STEP_SPIN`)."""
     repo = root / "user-repo"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
-    (repo / "step.py").write_text(STEP)
+    (repo / "step.py").write_text(STEP_SPIN if spin else STEP)
     (repo / ".gitignore").write_text("*.log\n")
     shas = []
     for i in range(n + 1):
@@ -205,7 +225,7 @@ def test_environment_changed_when_the_good_commit_is_slow_too(tmp_path, factor_f
 
 
 def test_refuses_bad_input_in_one_line(tmp_path, factor_file):
-    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
+    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None, spin=True)
     spec = StepSpec(cmd=CMD)
     with pytest.raises(BadInputError, match="unknown revision"):
         run_bisect(BisectConfig(str(repo), "nope", shas[-1], spec))
@@ -252,7 +272,7 @@ def _wait_for_worktrees(
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_mid_run_leaves_the_checkout_exactly_as_it_was(tmp_path, factor_file, sig, code):
-    repo, shas = make_repo(tmp_path, n=16, broken_at=None, base_ms=15.0)
+    repo, shas = make_repo(tmp_path, n=16, broken_at=None, base_ms=15.0, spin=True)
     dirty_up(repo)
     before = state(repo)
     tmp = tmp_path / "tmp"
@@ -295,7 +315,7 @@ def _marked(value: str, name: str | None = None) -> list:
 
 def test_interrupt_stops_what_the_step_left_running(tmp_path, factor_file):
     """A step's grandchild (think torchrun's ranks) must not outlive an interrupted bisect."""
-    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
+    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None, spin=True)
     before = state(repo)
     proc = subprocess.Popen(
         [
@@ -326,7 +346,7 @@ def test_interrupt_stops_what_the_step_left_running(tmp_path, factor_file):
 
 
 def test_a_crashing_step_on_an_endpoint_is_one_line_and_cleans_up(tmp_path, factor_file):
-    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
+    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None, spin=True)
     before = state(repo)
     proc = subprocess.run(
         [
@@ -525,7 +545,7 @@ def test_classify_uses_both_endpoints():
 
 @pytest.mark.slow
 def test_cli_writes_reports_and_says_environment_changed(tmp_path, factor_file):
-    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None)
+    repo, shas = make_repo(tmp_path, n=3, slow_at=None, broken_at=None, spin=True)
     factor_file.write_text("1.3\n")
     out = tmp_path / "out"
     out.mkdir()
