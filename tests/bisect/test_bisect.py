@@ -29,23 +29,7 @@ from forensics.render.bisect import render
 from tests._stepkit import SEEDED_RNG
 from tests.conftest import processes_with_env
 
-STEP = (
-    r"""
-import json, os, random, sys, time
-if os.path.exists("BROKEN"):
-    sys.exit("step: this commit does not run")
-cost = float(open("cost.txt").read())
-factor = float(open(os.environ["BISECT_TEST_FACTOR"]).read())
-"""
-    + SEEDED_RNG
-    + r"""
-proc = 1 + rnd.gauss(0, 0.02)
-for _ in range(4):
-    print(json.dumps({"metric": "step_ms", "value": cost * factor * proc * (1 + rnd.gauss(0, 0.04))}))
-"""
-)
-"""The step: its seeded timings printed as drawn (the tool reads what the step prints)."""
-STEP_SPIN = (
+_HEAD = (
     r"""
 import json, os, random, sys, time
 if os.path.exists("BROKEN"):
@@ -58,11 +42,15 @@ factor = float(open(os.environ["BISECT_TEST_FACTOR"]).read())
 proc = 1 + rnd.gauss(0, 0.02)
 for _ in range(4):
     ms = cost * factor * proc * (1 + rnd.gauss(0, 0.04))
-    t0 = time.process_time()  # CPU time: other jobs on a loaded CI machine do not add noise
-    while (time.process_time() - t0) * 1e3 < ms:
-        pass
-    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))
 """
+)
+STEP = _HEAD + '    print(json.dumps({"metric": "step_ms", "value": ms}))\n'
+"""The step: its seeded timings printed as drawn (the tool reads what the step prints)."""
+STEP_SPIN = _HEAD + (
+    "    t0 = time.process_time()  # CPU time: other jobs on a loaded CI machine do not add noise\n"
+    "    while (time.process_time() - t0) * 1e3 < ms:\n"
+    "        pass\n"
+    '    print(json.dumps({"metric": "step_ms", "value": (time.process_time() - t0) * 1e3}))\n'
 )
 """The same step busy-waiting each timing out on CPU time (a test that interrupts a running step)."""
 
